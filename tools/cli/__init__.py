@@ -1,0 +1,50 @@
+"""The `tools` command: a thin face over the library. Heavy imports stay inside command bodies."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import ToolsError
+from ..project import Project, load_project
+
+pass_project = click.make_pass_decorator(Project)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ToolsError as e:  # typed library errors become a clean message and exit 1
+            raise click.ClickException(str(e)) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--root", type=click.Path(file_okay=False), envvar="AUTORESEARCH_ROOT",
+              help="Knowledge-base root (default: nearest folder upward with wiki/ or mkdocs.yml).")
+@click.version_option(package_name="autoresearch-wiki")
+@click.pass_context
+def cli(ctx: click.Context, root: str | None) -> None:
+    """Build and keep an LLM wiki for ML performance work: ingest code, catalog kernels,
+    run experiments, lint, and publish the site."""
+    ctx.obj = load_project(root)
+
+
+def main() -> None:
+    cli(prog_name="tools")
+
+
+from . import exp, ingest, init, kernels, lint, profile, site, wiki  # noqa: E402
+
+cli.add_command(init.init)
+cli.add_command(ingest.ingest)
+cli.add_command(wiki.index)
+cli.add_command(lint.lint)
+cli.add_command(kernels.kernels)
+cli.add_command(exp.exp)
+cli.add_command(profile.profile)
+cli.add_command(site.site)
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

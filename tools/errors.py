@@ -1,0 +1,22 @@
+"""Typed errors: each names the file and the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ToolsError(Exception):
+    """Base class; the CLI turns these into a clean message and a non-zero exit."""
+
+
+class InputError(ToolsError):
+    """A file could not be used; ``path`` says which, ``problem`` says why."""
+
+    def __init__(self, path: str | Path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class ProjectError(ToolsError):
+    """The knowledge base layout is missing or wrong."""

@@ -1,0 +1,161 @@
+"""Read Python out of real-world files without importing or running them.
+
+Handles .py (including Python 2 and syntax newer than the running interpreter), .ipynb code cells
+and ```python blocks in markdown. Every snippet keeps the line numbers of the file it came from.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+
+MAX_BYTES = 2_000_000  # larger files are skipped as "huge"
+MAX_REPAIRS = 25
+
+
+@dataclass
+class Snippet:
+    """Python text found in a file. ``first_line`` is the file line of the snippet's line 1."""
+
+    text: str
+    first_line: int = 1
+    origin: str = "python"  # python | notebook | markdown
+    cell: int | None = None
+
+
+@dataclass
+class Parsed:
+    tree: ast.Module | None
+    snippet: Snippet
+    error: str | None = None  # why it could not be parsed at all
+    repaired_lines: list[int] = field(default_factory=list)  # file lines blanked to get a tree
+
+    def file_line(self, lineno: int) -> int:
+        return self.snippet.first_line + lineno - 1
+
+
+class Unreadable(ValueError):
+    """The file holds no usable text (binary, huge, wrong encoding); the message is the reason."""
+
+
+def decode(data: bytes) -> str:
+    if len(data) > MAX_BYTES:
+        raise Unreadable(f"huge file ({len(data) // 1024} KiB > {MAX_BYTES // 1024} KiB)")
+    if b"\x00" in data[:8192]:
+        raise Unreadable("binary file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        m = re.search(rb"coding[:=]\s*([-\w.]+)", data[:200])
+        try:
+            text = data.decode(m.group(1).decode() if m else "latin-1")
+        except (LookupError, UnicodeDecodeError):
+            raise Unreadable("not valid UTF-8 and no usable coding declaration") from None
+    return text.lstrip("\ufeff")
+
+
+def notebook_snippets(text: str) -> list[Snippet]:
+    """Code cells of a notebook. Outputs (tracebacks, HLO dumps) are never read.
+
+    Line numbers count cells' lines one after another (cell i starts after cells 0..i-1), which
+    is how people count lines in an exported notebook.
+    """
+    try:
+        nb = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Unreadable(f"notebook is not valid JSON ({e.msg} at line {e.lineno})") from None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise Unreadable("notebook has no cells list")
+    out, line = [], 1
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            continue
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else str(src)
+        if cell.get("cell_type") == "code":
+            # IPython magics and shell escapes are not Python.
+            src = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in src.split("\n"))
+            out.append(Snippet(src, line, "notebook", i))
+        line += src.count("\n") + 1
+    return out
+
+
+_FENCE = re.compile(r"^(?P<fence>```|~~~)[ \t]*(?:\{\s*\.?)?(?P<lang>python|py|python3|ipython|pycon)\b[^\n]*\n(?P<code>.*?)^(?P=fence)[ \t]*$",
+                    re.S | re.M)
+
+
+def markdown_snippets(text: str) -> list[Snippet]:
+    out = []
+    for m in _FENCE.finditer(text):
+        code = m.group("code")
+        if m.group("lang") == "pycon":
+            code = "\n".join(ln[4:] if ln.startswith((">>> ", "... ")) else "" for ln in code.split("\n"))
+        first = text.count("\n", 0, m.start("code")) + 1
+        out.append(Snippet(code, first, "markdown"))
+    return out
+
+
+def snippets_for(path: str, text: str) -> list[Snippet]:
+    """Python snippets in a file, by its extension."""
+    if path.endswith(".ipynb"):
+        return notebook_snippets(text)
+    if path.endswith((".md", ".markdown", ".rst")):
+        return markdown_snippets(text) if path.endswith((".md", ".markdown")) else []
+    return [Snippet(text)]
+
+
+_TYPE_PARAMS = re.compile(r"^(\s*(?:async\s+)?(?:def|class)\s+\w+)\s*\[[^\]]*\]")
+
+
+def _blank(lines: list[str], idx: int) -> None:
+    line = lines[idx]
+    # PEP 695 generics on a def/class header: drop the type parameters, keep the definition.
+    fixed = _TYPE_PARAMS.sub(r"\1", line)
+    if fixed != line:
+        lines[idx] = fixed
+        return
+    indent = re.match(r"[ \t]*", line).group(0)
+    # A block opener keeps its body parseable; anything else becomes a no-op.
+    stripped = line.split("#")[0].rstrip()
+    lines[idx] = indent + ("if True:" if stripped.endswith(":") else "pass") if line.strip() else ""
+
+
+def parse(snippet: Snippet) -> Parsed:
+    """An AST even for imperfect files: lines that stop the parser are blanked one at a time.
+
+    This keeps the rest of a file usable when one statement uses syntax this Python does not
+    know (PEP 695 ``type X = ...`` under 3.11) or is Python 2 (``print x``). ``repaired_lines``
+    says which lines were blanked; ``error`` is set only if no tree could be had.
+    """
+    text = snippet.text
+    lines = text.split("\n")
+    repaired: list[int] = []
+    first_error = None
+    for _ in range(MAX_REPAIRS + 1):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse("\n".join(lines))
+            return Parsed(tree, snippet, None, [snippet.first_line + r - 1 for r in repaired])
+        except SyntaxError as e:
+            msg = f"{e.msg} (line {snippet.first_line + (e.lineno or 1) - 1})"
+            first_error = first_error or msg
+            ln = (e.lineno or 0) - 1
+            if not 0 <= ln < len(lines) or ln + 1 in repaired:
+                # The parser blames a line we already blanked (an unclosed block); give up.
+                break
+            _blank(lines, ln)
+            repaired.append(ln + 1)
+        except (ValueError, RecursionError, MemoryError) as e:
+            first_error = first_error or f"{type(e).__name__}: {e}"
+            break
+    return Parsed(None, snippet, f"syntax error: {first_error}", [])
+
+
+def parse_file(path: str, data: bytes) -> list[Parsed]:
+    """Decode and parse every Python snippet in a file. Raises Unreadable with the reason."""
+    return [parse(s) for s in snippets_for(path, decode(data))]
