@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -173,11 +173,17 @@ def regions(body: str) -> dict[str, str]:
     return {m.group("name"): m.group("content") for m in _REGION.finditer(body)}
 
 
-def merge_body(existing: str, generated: str) -> str:
+def drop_empty_regions(body: str) -> str:
+    return _REGION.sub(lambda m: m.group(0) if m.group("content").strip() else "", body)
+
+
+def merge_body(existing: str, generated: str, keep_other_regions: bool = False) -> str:
     """Put the generated regions into the existing body, keeping everything written outside them.
 
     Regions present in ``generated`` replace their namesakes; new ones are appended in order;
-    regions the generator no longer produces are dropped (they were ours).
+    regions the generator no longer produces are dropped (they were ours) unless
+    ``keep_other_regions`` (pages that several generators share, such as concept pages, where
+    each repository owns one region). A region generated empty is removed.
     """
     new = regions(generated)
     if not new:
@@ -188,11 +194,11 @@ def merge_body(existing: str, generated: str) -> str:
         name = m.group("name")
         if name in new and name not in seen:
             seen.add(name)
-            return region(name, new[name])
-        return ""
+            return region(name, new[name]) if new[name].strip() else ""
+        return m.group(0) if keep_other_regions and name not in new else ""
 
     merged = _REGION.sub(swap, existing)
-    missing = [n for n in new if n not in seen]
+    missing = [n for n in new if n not in seen and new[n].strip()]
     if missing:
         merged = merged.rstrip("\n") + "\n\n" + "\n".join(region(n, new[n]) for n in missing)
     return merged
@@ -208,7 +214,7 @@ class Page:
     meta: dict[str, Any]
     body: str
     preserve_meta: tuple[str, ...] = ("created",)  # keys an existing page keeps
-    extra: dict[str, Any] = field(default_factory=dict)
+    keep_regions: bool = False  # keep regions of an existing page that this generator did not produce
 
     @property
     def type(self) -> str:

@@ -32,6 +32,7 @@ class Parsed:
     snippet: Snippet
     error: str | None = None  # why it could not be parsed at all
     repaired_lines: list[int] = field(default_factory=list)  # file lines blanked to get a tree
+    note: str | None = None  # the first syntax error, when lines were blanked
 
     def file_line(self, lineno: int) -> int:
         return self.snippet.first_line + lineno - 1
@@ -140,7 +141,8 @@ def parse(snippet: Snippet) -> Parsed:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = ast.parse("\n".join(lines))
-            return Parsed(tree, snippet, None, [snippet.first_line + r - 1 for r in repaired])
+            return Parsed(tree, snippet, None, [snippet.first_line + r - 1 for r in repaired],
+                          f"syntax error: {first_error}" if repaired else None)
         except SyntaxError as e:
             msg = f"{e.msg} (line {snippet.first_line + (e.lineno or 1) - 1})"
             first_error = first_error or msg

@@ -109,7 +109,7 @@ class Writer:
                 if k in old_meta:
                     merged[k] = old_meta[k]
             meta = merged
-            body = pages.merge_body(old_body, body)
+            body = pages.merge_body(old_body, body, page.keep_regions)
             meta.setdefault("created", self.today)
             # Same content apart from the date stamp: keep the old stamp.
             if "updated" in old_meta:
@@ -121,7 +121,8 @@ class Writer:
             return pages.render(meta, body)
         meta.setdefault("created", self.today)
         meta.setdefault("updated", self.today)
-        return pages.render(meta, body)
+        # A fresh page holds no empty regions (an empty region means "nothing here from me").
+        return pages.render(meta, pages.drop_empty_regions(body))
 
     def write_page(self, page: pages.Page) -> str:
         text = self.render_page(page)

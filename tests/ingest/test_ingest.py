@@ -1,0 +1,181 @@
+"""`tools ingest` on a messy repository and on real code: pages, links, incrementality."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tools import pages
+from tools.cli import cli
+
+import messy_repo
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def ingest(kb: Path, *args: str):
+    result = CliRunner().invoke(cli, ["--root", str(kb), "ingest", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def relative_links_resolve(page: Path) -> list[str]:
+    broken = []
+    for target in LINK.findall(page.read_text()):
+        if target.startswith(("http://", "https://", "#")):
+            continue
+        path = target.split("#")[0]
+        if not (page.parent / path).exists():
+            broken.append(target)
+    return broken
+
+
+@pytest.fixture
+def messy(kb):
+    messy_repo.write(kb / "raw/code/tiny")
+    return kb
+
+
+def test_messy_repo_ingests_with_every_skip_explained(messy):
+    out = ingest(messy, "raw/code/tiny", "--json").output
+    import json
+    report = json.loads(out)
+    skipped = dict(map(tuple, report["skipped"]))
+    assert skipped["broken/binary.py"] == "binary file"
+    assert skipped["broken/huge.py"].startswith("huge file")
+    assert skipped["broken/link.py"] == "symlink (not followed)"
+    assert skipped["broken/loop"] == "symlink to directory (not followed)"
+    assert skipped["broken/dangling.py"] == "dangling symlink"
+    assert skipped["broken/self_loop"] == "symlink loop"
+    # Syntax errors, Python 2 and PEP 695 files are read around the lines this Python cannot parse.
+    partial = dict(map(tuple, report["partial"]))
+    assert partial["broken/syntax_error.py"].startswith("syntax error: invalid syntax (line 1)")
+    assert "Missing parentheses in call to 'print'" in partial["broken/py2.py"]
+    assert partial["broken/pep695.py"].endswith("read with 2 line(s) set aside")
+    assert "broken/latin1.py" not in skipped and "broken/latin1.py" not in partial
+    assert report["files_skipped"] == len(skipped) == 6
+
+    wiki = messy / "wiki"
+    overview = (wiki / "codebases/tiny/overview.md").read_text()
+    meta, body = pages.split(overview)
+    assert meta["commit"] == messy_repo.SHA and meta["type"] == "codebase"
+    assert pages.validate("overview.md", meta, body) == []
+    assert "Tinymodel is a small Llama-style trainer" in body
+    assert "tiny-train → tinymodel.train:main" in body
+    # file:line links point at the pinned commit on the host
+    assert f"https://github.com/acme/tinymodel/blob/{messy_repo.SHA}/tinymodel/layers.py#L" in body
+    assert "--xla_tpu_enable_async_collective_fusion" in body  # flag from Python
+    assert "--xla_enable_async_all_gather" in body  # flag from a shell script
+    for section in ("## Performance-relevant surfaces", "### Sharding and meshes",
+                    "### Rematerialization (remat)", "### Scan over layers", "## Entry points", "## Skipped files"):
+        assert section in body, section
+    # the notebook's code cell counts, its error output does not
+    remat = (wiki / "concepts/rematerialization.md").read_text()
+    assert "notebooks/demo.ipynb" in remat and "broken/py2.py" in remat
+    symbols = (wiki / "codebases/tiny/symbols.tsv").read_text().splitlines()
+    assert symbols[0] == "module\tqualname\tkind\tpath\tline\tdoc"
+    assert "tinymodel.layers\tAttention.__call__\tmethod\ttinymodel/layers.py\t10\t" in symbols
+    assert any(r.startswith("tinymodel.layers\tblock\tfunction\t") and r.endswith("One block, rematerialized.")
+               for r in symbols)
+    assert any("\tident\tfunction\tbroken/pep695.py\t4\t" in r for r in symbols)
+    # the most imported module gets its own page
+    assert (wiki / "codebases/tiny/modules/tinymodel.layers.md").exists()
+    log = (wiki / "log.md").read_text()
+    assert re.search(r"^## \[\d{4}-\d{2}-\d{2}\] ingest \| tiny$", log, re.M)
+
+
+def test_reingest_unchanged_writes_nothing(messy):
+    ingest(messy, "raw/code/tiny")
+    before = snapshot(messy / "wiki")
+    out = ingest(messy, "raw/code/tiny").output
+    assert "0 created, 0 updated" in out and "0 parsed" in out
+    assert snapshot(messy / "wiki") == before
+
+
+def test_changed_and_deleted_files_update_only_what_they_affect(messy):
+    ingest(messy, "raw/code/tiny")
+    wiki = messy / "wiki"
+    before = snapshot(wiki)
+    repo = messy / "raw/code/tiny"
+    (repo / "tinymodel/train.py").unlink()
+    (repo / "tinymodel/layers.py").write_text((repo / "tinymodel/layers.py").read_text() + "\n\ndef extra():\n    pass\n")
+    out = ingest(messy, "raw/code/tiny").output
+    assert "1 parsed" in out
+    after = snapshot(wiki)
+    symbols = (wiki / "codebases/tiny/symbols.tsv").read_text()
+    assert "\textra\tfunction\t" in symbols and "tinymodel.train\t" not in symbols
+    assert "--xla_tpu_enable_async_collective_fusion" not in (wiki / "codebases/tiny/overview.md").read_text()
+    changed = {k for k in after if before.get(k) != after[k]}
+    assert "codebases/tiny/symbols.tsv" in changed
+    # untouched concept pages keep their bytes and mtimes
+    assert "concepts/splash-attention.md" not in changed
+
+
+def test_text_written_outside_generated_regions_survives(messy):
+    ingest(messy, "raw/code/tiny")
+    page = messy / "wiki/codebases/tiny/overview.md"
+    page.write_text(page.read_text() + "\n## Notes\n\nThe remat policy here is the first thing to try.\n")
+    (messy / "raw/code/tiny/tinymodel/new.py").write_text("import jax\nx = jax.checkpoint\n")
+    ingest(messy, "raw/code/tiny")
+    text = page.read_text()
+    assert "The remat policy here is the first thing to try." in text
+    assert "tinymodel/new.py" in (messy / "wiki/concepts/rematerialization.md").read_text()
+
+
+def test_second_repo_links_into_the_same_concept_pages(messy):
+    messy_repo.write(messy / "raw/code/other", git=False)
+    ingest(messy, "--all")
+    sharding = (messy / "wiki/concepts/sharding.md").read_text()
+    assert "### [tiny](../codebases/tiny/overview.md)" in sharding
+    assert "### [other](../codebases/other/overview.md)" in sharding
+    # without a known remote, links open the raw/ copy
+    assert "(../../raw/code/other/tinymodel/layers.py#L" in sharding
+    assert relative_links_resolve(messy / "wiki/concepts/sharding.md") == []
+    # a repo that stops showing a concept leaves that concept page; the other repo stays
+    for rel in ("tinymodel/layers.py", "docs/guide.md", "configs/base.yml"):
+        (messy / "raw/code/other" / rel).unlink()
+    ingest(messy, "raw/code/other")
+    sharding = (messy / "wiki/concepts/sharding.md").read_text()
+    assert "### [tiny]" in sharding and "### [other]" not in sharding
+
+
+def test_bad_targets_fail_with_a_clear_message(kb, tmp_path):
+    r = CliRunner().invoke(cli, ["--root", str(kb), "ingest", "raw/code/missing"])
+    assert r.exit_code != 0 and "raw/code/missing: no such folder" in r.output
+    (tmp_path / "elsewhere").mkdir()
+    r = CliRunner().invoke(cli, ["--root", str(kb), "ingest", str(tmp_path / "elsewhere")])
+    assert r.exit_code != 0 and "not under" in r.output
+    r = CliRunner().invoke(cli, ["--root", str(kb), "ingest"])
+    assert r.exit_code == 2
+
+
+def test_real_jax_pallas_tree(kb, jax_pallas):
+    """End to end on real code the install brings: named kernels, working links, idempotent."""
+    shutil.copytree(jax_pallas, kb / "raw/code/jax/jax/experimental/pallas", symlinks=True)
+    raw_before = snapshot(kb / "raw")
+    ingest(kb, "raw/code/jax")
+    wiki = kb / "wiki"
+    overview = (wiki / "codebases/jax/overview.md").read_text()
+    for name in ("flash_attention", "gmm", "paged_attention", "mha"):
+        assert f"`{name}`" in overview, name
+    assert "jax/experimental/pallas/ops/tpu/flash_attention.py#L" in overview
+    assert "### Sharding and meshes" in overview
+    for page in [wiki / "codebases/jax/overview.md", *wiki.glob("concepts/*.md"), *wiki.glob("codebases/jax/modules/*.md")]:
+        assert relative_links_resolve(page) == [], page
+        meta, body = pages.split(page.read_text())
+        assert [p for p in pages.validate(page.name, meta, body) if p.severity == "error"] == []
+    assert list(wiki.glob("codebases/jax/modules/jax.experimental.pallas*.md"))
+    before = snapshot(wiki)
+    ingest(kb, "raw/code/jax")
+    assert snapshot(wiki) == before
+    assert snapshot(kb / "raw") == raw_before  # raw/ is never modified

@@ -1,0 +1,207 @@
+"""Per-file analysis with a content-hash cache, and the cross-file repository model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter, defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .. import pysource
+from ..writer import atomic_write
+from . import pyfacts
+from .walker import Entry, Skip, language_of, walk
+
+CACHE_VERSION = 3
+
+
+def _kernel_analyzer() -> Callable[[str, bytes], dict] | None:
+    try:
+        from ..kernels.scan import analyze_file
+    except ImportError:
+        return None
+    return analyze_file
+
+
+def analyze_one(rel: str, role: str, data: bytes) -> dict:
+    """Facts for one file: never raises; ``skip`` holds the reason a file gave nothing."""
+    out: dict = {"role": role}
+    try:
+        if role in ("python", "markdown"):
+            out.update(pyfacts.python_facts(rel, data))
+            if out["errors"] and not out["symbols"] and not out["surfaces"]:
+                out["skip"] = out["errors"][0]
+            kernels = _kernel_analyzer()
+            if kernels is not None and (role == "python" or b"```" in data):
+                out["kernels"] = kernels(rel, data)
+        elif role == "config":
+            if len(data) > 512 * 1024:
+                out["skip"] = f"huge config file ({len(data) // 1024} KiB)"
+            else:
+                out.update(pyfacts.config_facts(rel, pysource.decode(data)))
+    except pysource.Unreadable as e:
+        out["skip"] = str(e)
+    except RecursionError:
+        out["skip"] = "too deeply nested to parse"
+    return out
+
+
+def _analyze_path(args: tuple[str, str, str]) -> tuple[str, str, dict]:
+    root, rel, role = args
+    try:
+        data = Path(root, rel).read_bytes()
+    except OSError as e:
+        return rel, "", {"role": role, "skip": f"unreadable ({e.strerror})"}
+    return rel, hashlib.sha1(data).hexdigest(), analyze_one(rel, role, data)
+
+
+@dataclass
+class FileRecord:
+    rel: str
+    size: int
+    mtime_ns: int
+    sha: str
+    facts: dict
+
+
+@dataclass
+class Scan:
+    """Everything ingest knows about a tree after one pass."""
+
+    root: Path
+    files: dict[str, FileRecord]
+    skips: list[Skip]
+    packages: set[str]
+    analyzed: int = 0  # files read and parsed this time (the rest came from the cache)
+    seconds: float = 0.0
+    languages: Counter = field(default_factory=Counter)
+    partial: list[Skip] = field(default_factory=list)  # read, but some lines could not be parsed
+
+
+def _cache_path(cache_dir: Path, slug: str) -> Path:
+    return cache_dir / "ingest" / f"{slug}.json"
+
+
+def load_cache(cache_dir: Path, slug: str) -> dict:
+    try:
+        data = json.loads(_cache_path(cache_dir, slug).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if data.get("version") == CACHE_VERSION else {}
+
+
+def save_cache(cache_dir: Path, slug: str, data: dict) -> None:
+    data["version"] = CACHE_VERSION
+    atomic_write(_cache_path(cache_dir, slug), json.dumps(data, separators=(",", ":")))
+
+
+def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
+              progress: Callable[[int, int], None] | None = None) -> Scan:
+    """Walk ``root`` and analyse the files whose size/mtime or content changed since ``cached_files``."""
+    entries, skips, packages = walk(root)
+    files: dict[str, FileRecord] = {}
+    todo: list[Entry] = []
+    languages: Counter = Counter()
+    for e in entries:
+        languages[language_of(e.rel.rsplit("/", 1)[-1])] += 1
+        if e.role == "other":
+            continue
+        old = cached_files.get(e.rel)
+        if old and old["size"] == e.size and old["mtime_ns"] == e.mtime_ns:
+            files[e.rel] = FileRecord(e.rel, e.size, e.mtime_ns, old["sha"], old["facts"])
+        else:
+            todo.append(e)
+    by_rel = {e.rel: e for e in todo}
+    args = [(str(root), e.rel, e.role) for e in todo]
+    jobs = jobs or (min(os.cpu_count() or 1, 4) if len(args) > 200 else 1)
+    results = (ProcessPoolExecutor(jobs).map(_analyze_path, args, chunksize=16) if jobs > 1
+               else map(_analyze_path, args))
+    analyzed = 0
+    if progress:
+        progress(0, len(args))
+    for rel, sha, facts in results:
+        e = by_rel[rel]
+        old = cached_files.get(rel)
+        if old and sha and old["sha"] == sha:  # touched but not changed
+            facts = old["facts"]
+        else:
+            analyzed += 1
+        files[rel] = FileRecord(rel, e.size, e.mtime_ns, sha, facts)
+        if progress:
+            progress(1, len(args))
+    partial = []
+    for rec in files.values():
+        if "skip" in rec.facts:
+            skips.append(Skip(rec.rel, rec.facts["skip"]))
+        elif rec.facts.get("partial"):
+            n = len(rec.facts.get("repaired", ()))
+            partial.append(Skip(rec.rel, f"{rec.facts['partial']}; read with {n} line(s) set aside"))
+    skips.sort(key=lambda s: s.rel)
+    partial.sort(key=lambda s: s.rel)
+    return Scan(root, files, skips, packages, analyzed, languages=languages, partial=partial)
+
+
+def cache_entries(scan: Scan) -> dict:
+    return {r.rel: {"size": r.size, "mtime_ns": r.mtime_ns, "sha": r.sha, "facts": r.facts}
+            for r in scan.files.values()}
+
+
+# ------------------------------------------------------------------------ the cross-file model
+
+def import_name(rel: str, packages: set[str], root_name: str = "") -> str:
+    """The name other modules import a file by: climb while the folder is a package.
+
+    When the tree's root is itself a package (a copy of an installed package), its folder name
+    is the top of every module name.
+    """
+    if "" in packages and root_name:
+        return import_name(f"{root_name}/{rel}", {f"{root_name}/{p}".rstrip("/") for p in packages})
+    parts = rel[: -len(".pyi") if rel.endswith(".pyi") else -3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+        folders = parts
+    else:
+        folders = parts[:-1]
+    # Climb from the file's folder while each folder is a package: the chain is the import path.
+    i = len(folders)
+    while i > 0 and "/".join(folders[:i]) in packages:
+        i -= 1
+    if i == len(folders) and parts is not folders:
+        return ".".join(parts)  # a script outside any package: keep its path to stay unique
+    return ".".join(parts[i:]) or ".".join(parts)
+
+
+@dataclass
+class RepoModel:
+    scan: Scan
+    modules: dict[str, str]  # module name -> rel path
+    fan_in: dict[str, set[str]]  # module -> importing modules
+    surfaces: dict[str, list[tuple[str, int, str]]]  # concept -> [(rel, line, label)]
+
+
+def build_model(scan: Scan) -> RepoModel:
+    modules: dict[str, str] = {}
+    alt: dict[str, str] = {}
+    for rel, rec in scan.files.items():
+        if rec.facts.get("lang") == "python" and rec.facts.get("module") is not None:
+            name = import_name(rel, scan.packages, scan.root.name)
+            modules[name] = rel
+            alt[rec.facts["module"]] = name  # relative imports were resolved against the path form
+    fan_in: dict[str, set[str]] = defaultdict(set)
+    for name, rel in modules.items():
+        for imp in scan.files[rel].facts.get("imports", ()):
+            target = alt.get(imp, imp)
+            # `from a.b import c` names a.b.c: take the longest prefix that is a module of this repo.
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                fan_in[target].add(name)
+    surfaces: dict[str, list] = defaultdict(list)
+    for rel in sorted(scan.files):
+        for slug, line, label in scan.files[rel].facts.get("surfaces", ()):
+            surfaces[slug].append((rel, line, label))
+    return RepoModel(scan, modules, dict(fan_in), dict(surfaces))

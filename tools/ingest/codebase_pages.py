@@ -1,0 +1,307 @@
+"""Page objects for one ingested repository: overview, module pages, concept regions, symbol index.
+
+Pure: a RepoModel and metadata in, Pages and file contents out. The writer puts them on disk.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from .. import mdtext
+from ..concepts import CONCEPTS
+from ..gitinfo import GitInfo
+from ..pages import Page, region
+from .analyze import RepoModel
+
+CENTRAL_MODULES = 12
+FILES_PER_CONCEPT = 12
+LINES_PER_FILE = 6
+
+
+@dataclass(frozen=True)
+class SourceLinks:
+    """file:line links: the hosted source at the pinned commit when known, else the raw/ path."""
+
+    slug: str
+    git: GitInfo
+
+    def url(self, rel: str, line: int | None, from_page: str) -> str:
+        hosted = self.git.blob_url(rel, line)
+        if hosted:
+            return hosted
+        # Pages live under wiki/, raw/ sits beside it at the project root.
+        target = posixpath.relpath(f"raw/code/{self.slug}/{rel}", posixpath.dirname(f"wiki/{from_page}"))
+        return target + (f"#L{line}" if line else "")
+
+    def for_page(self, page: str):
+        return lambda rel, line=None: self.url(rel, line, page)
+
+
+def _rel_link(from_page: str, to_page: str) -> str:
+    return posixpath.relpath(to_page, posixpath.dirname(from_page) or ".")
+
+
+def _counts_line(labels: list[str], n: int = 4) -> str:
+    c = Counter(labels)
+    return ", ".join(f"{mdtext.code(k)} ×{v}" if v > 1 else mdtext.code(k) for k, v in c.most_common(n))
+
+
+def _surface_files(occ: list[tuple[str, int, str]], link, limit_files: int) -> list[str]:
+    by_file: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for rel, line, label in occ:
+        by_file[rel].append((line, label))
+    ranked = sorted(by_file.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    out = []
+    for rel, hits in ranked[:limit_files]:
+        lines = sorted({ln for ln, _ in hits})
+        shown = ", ".join(f"[{ln}]({link(rel, ln)})" for ln in lines[:LINES_PER_FILE])
+        more = f" +{len(lines) - LINES_PER_FILE}" if len(lines) > LINES_PER_FILE else ""
+        out.append(f"- [`{rel}`]({link(rel)}): {_counts_line([lb for _, lb in hits])} — lines {shown}{more}")
+    if len(ranked) > limit_files:
+        out.append(f"- … and {len(ranked) - limit_files} more files")
+    return out
+
+
+def module_page_path(slug: str, module: str) -> str:
+    return f"codebases/{slug}/modules/{mdtext.slugify(module)}.md"
+
+
+def central_modules(model: RepoModel, n: int = CENTRAL_MODULES) -> list[tuple[str, int]]:
+    ranked = sorted(((m, len(v)) for m, v in model.fan_in.items()), key=lambda kv: (-kv[1], kv[0]))
+    return [kv for kv in ranked if kv[1] > 1][:n]
+
+
+def symbols_tsv(model: RepoModel) -> str:
+    rows = ["module\tqualname\tkind\tpath\tline\tdoc"]
+    by_rel = {rel: name for name, rel in model.modules.items()}
+    for rel in sorted(by_rel):
+        facts = model.scan.files[rel].facts
+        for qual, kind, line, doc in facts.get("symbols", ()):
+            doc = " ".join(str(doc).split()).replace("\t", " ")[:200]
+            rows.append(f"{by_rel[rel]}\t{qual}\t{kind}\t{rel}\t{line}\t{doc}")
+    return "\n".join(rows) + "\n"
+
+
+def skipped_tsv(model: RepoModel) -> str:
+    return "path\treason\n" + "".join(f"{s.rel}\t{s.reason}\n" for s in model.scan.skips)
+
+
+def entry_points(model: RepoModel, meta: dict) -> list[tuple[str, str, int | None, str]]:
+    """(label, rel path or '', line, how found)."""
+    from .metadata import ENTRY_NAME
+
+    out = []
+    for name, target in sorted(meta.get("scripts", {}).items()):
+        mod = target.split(":")[0].strip()
+        rel = model.modules.get(mod, "")
+        out.append((f"{name} → {target}", rel, None, "console script"))
+    files = model.scan.files
+    for rel in sorted(files):
+        if rel.endswith("/__main__.py") or rel == "__main__.py":
+            out.append((rel, rel, None, "`python -m` entry"))
+    mains = [rel for rel in sorted(files) if files[rel].facts.get("main") and not rel.endswith("__main__.py")]
+    mains.sort(key=lambda r: (not ENTRY_NAME.search(r), "/test" in r or r.startswith("test"), r))
+    for rel in mains[:25]:
+        out.append((rel, rel, None, "script (`if __name__ == '__main__'`)"))
+    if len(mains) > 25:
+        out.append((f"… {len(mains) - 25} more scripts with a main guard", "", None, ""))
+    return out
+
+
+def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
+                  kernels: list[dict], module_pages: dict[str, str]) -> Page:
+    path = f"codebases/{slug}/overview.md"
+    link = links.for_page(path)
+    git = links.git
+    scan = model.scan
+    n_sym = sum(len(r.facts.get("symbols", ())) for r in scan.files.values())
+    py_files = sum(1 for r in scan.files.values() if r.facts.get("lang") == "python")
+    body = [f"# {mdtext.escape(slug)}\n"]
+    g = []
+    head = " ".join(x for x in (meta.get("name"), meta.get("version")) if x)
+    if meta.get("description"):
+        g.append(f"> {mdtext.escape(head + ' — ' if head else '')}{mdtext.escape(meta['description'])}\n")
+    rows = [["Source", mdtext.code(f"raw/code/{slug}")],
+            ["Commit", mdtext.code(git.commit) + " (pinned)" if git.commit else "not a git checkout"],
+            ["Remote", mdtext.escape(git.remote) if git.remote else "unknown"],
+            ["Files", f"{sum(scan.languages.values())} in the tree, {len(scan.files)} read "
+                      f"({py_files} Python), {len(scan.skips)} skipped"],
+            ["Symbols", f"{n_sym} in [symbols.tsv](symbols.tsv)"],
+            ["Pallas kernels", f"{len({k['kernel'] for k in kernels})} kernels, {len(kernels)} launch sites"
+             + (" ([catalog](../../kernels/index.md))" if kernels else "")]]
+    g.append(mdtext.table(["", ""], rows))
+    g.append("## What it is\n")
+    g.append((mdtext.escape(meta["summary"]) if meta.get("summary") else "_No README summary found._") + "\n")
+    if meta.get("dependencies"):
+        deps = ", ".join(mdtext.code(d) for d in meta["dependencies"][:15])
+        g.append(f"Declared dependencies: {deps}{' …' if len(meta['dependencies']) > 15 else ''}\n")
+    g.append("## Languages\n")
+    g.append(mdtext.table(["Language", "Files"], [[mdtext.escape(k), str(v)] for k, v in scan.languages.most_common(12)]))
+    g.append("## Package map\n")
+    g.append(_package_map(model) or "_No Python packages._\n")
+    g.append("## Entry points\n")
+    eps = entry_points(model, meta)
+    g.append("\n".join(f"- {f'[{mdtext.code(lbl)}]({link(rel)})' if rel else mdtext.code(lbl)}"
+                       f"{' — ' + how if how else ''}" for lbl, rel, _, how in eps) + "\n" if eps else "_None found._\n")
+    g.append(_surfaces_section(model, link, kernels, path))
+    g.append("## Central modules\n")
+    cm = central_modules(model)
+    if cm:
+        g.append("Most imported modules of this repository (by import fan-in):\n")
+        g.append(mdtext.table(["Module", "Imported by", "Source"], [
+            [f"[{mdtext.code(m)}]({_rel_link(path, module_pages[m])})" if m in module_pages else mdtext.code(m),
+             str(n), f"[`{model.modules[m]}`]({link(model.modules[m])})"] for m, n in cm]))
+    else:
+        g.append("_No module is imported by more than one other._\n")
+    g.append("## Skipped files\n")
+    if scan.skips:
+        reasons = Counter(s.reason.split(" (")[0] for s in scan.skips)
+        g.append(f"{len(scan.skips)} files skipped ({', '.join(f'{r}: {n}' for r, n in reasons.most_common())}); "
+                 "all listed with reasons in [skipped.tsv](skipped.tsv).\n")
+        g.append("\n".join(f"- {mdtext.code(s.rel)}: {mdtext.escape(s.reason)}" for s in scan.skips[:20]) + "\n")
+    else:
+        g.append("None.\n")
+    if scan.partial:
+        g.append(f"{len(scan.partial)} files read partially (lines this Python cannot parse were set aside):\n")
+        g.append("\n".join(f"- {mdtext.code(s.rel)}: {mdtext.escape(s.reason)}" for s in scan.partial[:20]) + "\n")
+    body.append(region("overview", "\n".join(g)))
+    fm = {"title": f"{slug} codebase", "type": "codebase", "tags": ["codebase"], "repo": slug,
+          "commit": git.commit, "remote": git.remote, "path": f"raw/code/{slug}",
+          "summary": (meta.get("description") or (meta.get("summary") or "").split("\n")[0])[:200] or None}
+    return Page(path, {k: v for k, v in fm.items() if v is not None}, "\n".join(body))
+
+
+def _package_map(model: RepoModel) -> str:
+    stats: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # modules, lines, symbols, surfaces
+    for name, rel in model.modules.items():
+        parts = name.split(".")
+        key = ".".join(parts[:2]) if len(parts) > 2 else (".".join(parts[:-1]) or parts[0])
+        f = model.scan.files[rel].facts
+        s = stats[key]
+        s[0] += 1
+        s[1] += f.get("lines", 0)
+        s[2] += len(f.get("symbols", ()))
+        s[3] += len(f.get("surfaces", ()))
+    rows = sorted(stats.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    out = mdtext.table(["Package", "Modules", "Lines", "Symbols", "Perf. sites"],
+                       [[mdtext.code(k), *map(str, v)] for k, v in rows[:40]])
+    if len(rows) > 40:
+        out += f"\n… and {len(rows) - 40} more packages.\n"
+    return out
+
+
+def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) -> str:
+    out = ["## Performance-relevant surfaces\n"]
+    rows = []
+    for slug, c in CONCEPTS.items():
+        occ = model.surfaces.get(slug, [])
+        if slug == "pallas-kernels" and kernels:
+            n, files = len(kernels), len({k["path"] for k in kernels})
+        else:
+            n, files = len(occ), len({o[0] for o in occ})
+        if n:
+            rows.append([f"[{c.title}]({_rel_link(path, f'concepts/{slug}.md')})", str(n), str(files)])
+    if not rows:
+        return out[0] + "_None found._\n"
+    out.append(mdtext.table(["Surface", "Sites", "Files"], rows))
+    if kernels:
+        out.append(f"### Pallas kernels\n")
+        krows = []
+        for k in sorted(kernels, key=lambda k: (k["category"], k["kernel"], k["path"], k["line"])):
+            name = mdtext.code(k["kernel"])
+            if k.get("page"):
+                name = f"[{name}]({_rel_link(path, k['page'])})"
+            krows.append([name, k["backend"], mdtext.escape(k["category"]), k["kind"],
+                          f"[`{k['path']}:{k['line']}`]({link(k['path'], k['line'])})"])
+        out.append(mdtext.table(["Kernel", "Backend", "Category", "Kind", "Launch site"], krows[:80]))
+        if len(krows) > 80:
+            out.append(f"… and {len(krows) - 80} more in the [kernel catalog](../../kernels/index.md).\n")
+    for slug, c in CONCEPTS.items():
+        occ = model.surfaces.get(slug, [])
+        if not occ or (slug == "pallas-kernels" and kernels):
+            continue
+        files = len({o[0] for o in occ})
+        out.append(f"### {c.title}\n")
+        out.append(f"{len(occ)} sites in {files} files. "
+                   f"See [{c.title}]({_rel_link(path, f'concepts/{slug}.md')}).\n")
+        if slug == "xla-flags":
+            out.append(_flags_table(occ, link))
+        else:
+            out.append("\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n")
+    return "\n".join(out)
+
+
+def _flags_table(occ, link) -> str:
+    first: dict[str, tuple[str, int]] = {}
+    count: Counter = Counter()
+    for rel, line, label in occ:
+        count[label] += 1
+        first.setdefault(label, (rel, line))
+    rows = [[mdtext.code(flag), str(count[flag]), f"[`{rel}:{line}`]({link(rel, line)})"]
+            for flag, (rel, line) in sorted(first.items())]
+    return mdtext.table(["Flag", "Sites", "First seen"], rows[:60])
+
+
+def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, overview: str) -> Page:
+    path = module_page_path(slug, module)
+    link = links.for_page(path)
+    rel = model.modules[module]
+    f = model.scan.files[rel].facts
+    importers = sorted(model.fan_in.get(module, ()))
+    g = [f"Source: [`{rel}`]({link(rel)}) · {f.get('lines', 0)} lines · imported by {len(importers)} modules · "
+         f"[{slug} overview]({_rel_link(path, overview)})\n"]
+    if f.get("doc"):
+        g.append(f"> {mdtext.escape(f['doc'])}\n")
+    syms = f.get("symbols", ())
+    if syms:
+        g.append("## Symbols\n")
+        g.append(mdtext.table(["Name", "Kind", "Summary"], [
+            [f"[{mdtext.code(q)}]({link(rel, ln)})", k, mdtext.escape(d)[:160]] for q, k, ln, d in syms[:150]]))
+        if len(syms) > 150:
+            g.append(f"… {len(syms) - 150} more in [symbols.tsv](../symbols.tsv).\n")
+    occ = [(rel, ln, lb) for slug_, ln, lb in f.get("surfaces", ())]
+    if f.get("surfaces"):
+        g.append("## Performance-relevant surfaces\n")
+        by_concept: dict[str, list] = defaultdict(list)
+        for cs, ln, lb in f["surfaces"]:
+            by_concept[cs].append((ln, lb))
+        for cs, hits in by_concept.items():
+            lines = ", ".join(f"[{ln}]({link(rel, ln)})" for ln, _ in hits[:10])
+            g.append(f"- [{CONCEPTS[cs].title}]({_rel_link(path, f'concepts/{cs}.md')}): "
+                     f"{_counts_line([lb for _, lb in hits])} — lines {lines}")
+        g.append("")
+    del occ
+    g.append("## Imported by\n")
+    g.append("\n".join(f"- [`{m}`]({link(model.modules[m])})" for m in importers[:40]) + "\n")
+    if len(importers) > 40:
+        g.append(f"… and {len(importers) - 40} more.\n")
+    fm = {"title": module, "type": "codebase", "tags": ["codebase", "module"], "repo": slug,
+          "commit": links.git.commit, "path": f"raw/code/{slug}/{rel}", "module": module,
+          "summary": f.get("doc") or None}
+    return Page(path, {k: v for k, v in fm.items() if v is not None},
+                f"# {mdtext.escape(module)}\n\n" + region("module", "\n".join(g)))
+
+
+def concept_page(slug: str, repo: str, model: RepoModel | None, links: SourceLinks | None) -> Page:
+    """The concept page's own text plus this repo's 'Where it appears' region (other repos' regions stay)."""
+    c = CONCEPTS[slug]
+    path = f"concepts/{slug}.md"
+    about = [c.about + "\n"]
+    if c.related:
+        about.append("Related: " + ", ".join(f"[{CONCEPTS[r].title}]({r}.md)" for r in c.related) + "\n")
+    about.append("## Where it appears\n")
+    occ = model.surfaces.get(slug, []) if model else []
+    if occ and links:
+        link = links.for_page(path)
+        files = len({o[0] for o in occ})
+        appears = [f"### [{mdtext.escape(repo)}](../codebases/{repo}/overview.md)\n",
+                   f"{len(occ)} sites in {files} files.\n",
+                   "\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n"]
+        text = "\n".join(appears)
+    else:
+        text = ""  # an empty region is dropped: this repo no longer shows the concept
+    body = f"# {c.title}\n\n" + region("about", "\n".join(about)) + "\n" + region(f"appears-{repo}", text)
+    return Page(path, {"title": c.title, "type": "concept", "tags": ["concept"], "summary": c.about.split(". ")[0] + "."},
+                body, keep_regions=True)

@@ -1,0 +1,130 @@
+"""What a repository says about itself: README summary, package metadata, entry points. Pure readers."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+import tomllib
+from pathlib import Path
+
+README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md")
+ENTRY_NAME = re.compile(r"(?:^|/)(?:train|training|bench|benchmark|run|main|serve|server|infer|inference|eval|launch)\w*\.py$")
+
+
+def _read(path: Path, limit: int = 256 * 1024) -> str | None:
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def readme_summary(text: str, limit: int = 700) -> str:
+    """The first prose paragraphs of a README: no badges, images, HTML, headings or code."""
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    paras, out = re.split(r"\n\s*\n", text), []
+    for p in paras:
+        p = p.strip()
+        if not p or p.startswith(("#", "[![", "![", "<", "|", "=", "-" * 3, ".. ", ":")) or re.fullmatch(r"[=\-~^*]+", p):
+            continue
+        p = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", p)
+        p = re.sub(r"<[^>]+>", "", p)
+        p = " ".join(p.split())
+        if len(p) < 30 or not re.search(r"[a-z]{3}", p):
+            continue
+        out.append(p)
+        if sum(map(len, out)) > limit:
+            break
+    s = "\n\n".join(out)
+    return s if len(s) <= limit + 200 else s[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def _setup_py_kwargs(text: str) -> dict:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "setup":
+            out = {}
+            for kw in node.keywords:
+                if kw.arg:
+                    try:
+                        out[kw.arg] = ast.literal_eval(kw.value)
+                    except (ValueError, TypeError, SyntaxError, RecursionError):
+                        pass
+            return out
+    return {}
+
+
+def _scripts_from_entry_points(ep) -> dict[str, str]:
+    out = {}
+    items = ep.get("console_scripts", []) if isinstance(ep, dict) else []
+    if isinstance(items, str):
+        items = items.splitlines()
+    for item in items:
+        if isinstance(item, str) and "=" in item:
+            k, v = item.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def package_metadata(root: Path) -> dict:
+    """name, version, description, requires_python, dependencies, scripts — whatever is declared."""
+    meta: dict = {}
+    text = _read(root / "pyproject.toml")
+    if text:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            data = {}
+        proj = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
+        poetry = data.get("tool", {}).get("poetry", {}) if isinstance(data.get("tool"), dict) else {}
+        for key in ("name", "version", "description"):
+            val = proj.get(key) or poetry.get(key)
+            if isinstance(val, str):
+                meta[key] = val
+        if isinstance(proj.get("requires-python"), str):
+            meta["requires_python"] = proj["requires-python"]
+        deps = proj.get("dependencies")
+        if isinstance(deps, list):
+            meta["dependencies"] = [d for d in deps if isinstance(d, str)]
+        scripts = proj.get("scripts") or poetry.get("scripts")
+        if isinstance(scripts, dict):
+            meta["scripts"] = {k: str(v) for k, v in scripts.items()}
+    text = _read(root / "setup.cfg")
+    if text:
+        cp = configparser.RawConfigParser(strict=False)
+        try:
+            cp.read_string(text)
+            if cp.has_section("metadata"):
+                for key in ("name", "version", "description"):
+                    if cp.has_option("metadata", key):
+                        meta.setdefault(key, cp.get("metadata", key))
+            if cp.has_option("options.entry_points", "console_scripts"):
+                meta.setdefault("scripts", _scripts_from_entry_points(
+                    {"console_scripts": cp.get("options.entry_points", "console_scripts")}))
+        except configparser.Error:
+            pass
+    text = _read(root / "setup.py")
+    if text:
+        kw = _setup_py_kwargs(text)
+        for key in ("name", "version", "description"):
+            if isinstance(kw.get(key), str):
+                meta.setdefault(key, kw[key])
+        if "entry_points" in kw:
+            scripts = _scripts_from_entry_points(kw["entry_points"])
+            if scripts:
+                meta.setdefault("scripts", scripts)
+        if isinstance(kw.get("install_requires"), list):
+            meta.setdefault("dependencies", [d for d in kw["install_requires"] if isinstance(d, str)])
+    for name in README_NAMES:
+        text = _read(root / name, 1024 * 1024)
+        if text:
+            meta["readme"] = name
+            meta["summary"] = readme_summary(text)
+            break
+    return meta

@@ -1,0 +1,207 @@
+"""Facts about one Python file, from its AST alone: symbols, imports, entry points, surfaces.
+
+Pure: text in, a JSON-ready dict out. Nothing is imported or executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+
+from .. import pysource
+from ..concepts import CONCEPTS
+
+_MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
+# One pass over all concepts' patterns first: most names match none, and then the loop is skipped.
+_ANY_NAME = re.compile("|".join(f"(?:{c.name_re.pattern})" for c in CONCEPTS.values() if c.name_re))
+_ANY_STRING = re.compile("|".join(f"(?:{c.string_re.pattern})" for c in CONCEPTS.values() if c.string_re))
+
+
+def module_name(relpath: str) -> tuple[str, bool]:
+    """'pkg/sub/mod.py' -> ('pkg.sub.mod', False); 'pkg/__init__.py' -> ('pkg', True)."""
+    parts = relpath[:-3].split("/") if relpath.endswith(".py") else relpath.split("/")
+    is_pkg = parts[-1] == "__init__"
+    if is_pkg:
+        parts = parts[:-1]
+    return ".".join(p for p in parts if p), is_pkg
+
+
+def _first_line(doc: str | None) -> str:
+    if not doc:
+        return ""
+    for line in doc.strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _absolute(module: str, is_pkg: bool, level: int, mod: str | None) -> str:
+    if not level:
+        return mod or ""
+    base = module.split(".") if module else []
+    if not is_pkg:
+        base = base[:-1]
+    if level > 1:
+        base = base[: max(0, len(base) - (level - 1))]
+    return ".".join([*base, mod] if mod else base)
+
+
+@functools.lru_cache(maxsize=65536)
+def _concepts_for_name(full: str, definition: bool) -> tuple[str, ...]:
+    target = full.rsplit(".", 1)[-1] if definition else full
+    if not _ANY_NAME.search(target):
+        return ()
+    return tuple(c.slug for c in CONCEPTS.values() if c.name_re and c.name_re.search(target))
+
+
+def _symbols(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
+    """Module-level classes and functions, and the methods of those classes."""
+    out = []
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+    def kind(node, in_class):
+        if isinstance(node, ast.ClassDef):
+            return "class"
+        base = "method" if in_class else "function"
+        return ("async " + base) if isinstance(node, ast.AsyncFunctionDef) else base
+
+    def add(node, qual, in_class):
+        out.append([qual, kind(node, in_class), parsed.file_line(node.lineno),
+                    _first_line(ast.get_docstring(node, clean=False))])
+
+    for node in tree.body:
+        if isinstance(node, defs):
+            add(node, node.name, False)
+            if isinstance(node, ast.ClassDef):
+                for sub in node.body:
+                    if isinstance(sub, defs):
+                        add(sub, f"{node.name}.{sub.name}", True)
+    return out
+
+
+def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
+    """One walk over the tree: imports, aliases and concept hits."""
+    aliases: dict[str, str] = {}
+    imports: set[str] = set()
+    nodes = list(ast.walk(tree))
+    # Imports first (they may come after use in a function body, but names resolve by file).
+    for node in nodes:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                imports.add(a.name)
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:
+                    root = a.name.split(".")[0]
+                    aliases.setdefault(root, root)
+        elif isinstance(node, ast.ImportFrom):
+            mod = _absolute(module, is_pkg, node.level or 0, node.module)
+            for a in node.names:
+                if a.name == "*":
+                    imports.add(mod)
+                    continue
+                full = f"{mod}.{a.name}" if mod else a.name
+                aliases[a.asname or a.name] = full
+                # `from a import b` imports a.b when b is a module, else a: the repo model decides.
+                imports.add(full)
+
+    hits: set[tuple[str, int, str]] = set()
+    prose: set[int] = set()
+    prefix = f"{module}." if module else ""
+    for node in nodes:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            prose.add(id(node.value))  # docstrings and bare strings are prose
+        elif isinstance(node, (ast.Attribute, ast.Name)):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                continue
+            dotted = _dotted(node)
+            if not dotted:
+                continue
+            head, _, rest = dotted.partition(".")
+            base = aliases.get(head)
+            if base is None:
+                continue
+            full = f"{base}.{rest}" if rest else base
+            for slug in _concepts_for_name(full, False):
+                hits.add((slug, parsed.file_line(node.lineno), full))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for slug in _concepts_for_name(prefix + node.name, True):
+                hits.add((slug, parsed.file_line(node.lineno), f"def {node.name}"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            s = node.value
+            if id(node) in prose or len(s) > 5000 or not _ANY_STRING.search(s):
+                continue
+            for c in CONCEPTS.values():
+                if c.string_re is not None:
+                    for m in c.string_re.finditer(s):
+                        hits.add((c.slug, parsed.file_line(node.lineno), m.group(0)[:80]))
+    # An attribute chain also yields its prefixes (aqt, aqt.jax, ...): keep the longest per line.
+    best: dict[tuple[str, int], str] = {}
+    for slug, line, label in hits:
+        cur = best.get((slug, line))
+        if cur is None or (label.startswith(cur) and len(label) > len(cur)):
+            best[(slug, line)] = label
+        elif not cur.startswith(label):
+            best[(slug, line, label)] = label  # type: ignore[index]
+    return imports, {(k[0], k[1], v) for k, v in best.items()}
+
+
+def python_facts(relpath: str, data: bytes) -> dict:
+    """Facts for a .py / .ipynb / markdown file. Raises pysource.Unreadable with the reason."""
+    parsed_list = pysource.parse_file(relpath, data)
+    is_py = relpath.endswith(".py")
+    module, is_pkg = module_name(relpath) if is_py else (relpath, False)
+    facts: dict = {"lang": "python" if is_py else ("notebook" if relpath.endswith(".ipynb") else "markdown"),
+                   "module": module if is_py else None, "symbols": [], "imports": [], "surfaces": [],
+                   "doc": "", "main": False, "lines": 0, "repaired": [], "errors": []}
+    hits: set = set()
+    imports: set = set()
+    for parsed in parsed_list:
+        facts["lines"] += parsed.snippet.text.count("\n") + 1
+        if parsed.tree is None:
+            facts["errors"].append(parsed.error)
+            continue
+        if parsed.repaired_lines:
+            facts["repaired"].extend(parsed.repaired_lines)
+            facts.setdefault("partial", parsed.note)
+        imp, found = _scan(parsed.tree, parsed, module if is_py else "", is_pkg)
+        hits |= found
+        imports |= imp
+        if is_py:
+            facts["symbols"] = _symbols(parsed.tree, parsed)
+            facts["doc"] = _first_line(ast.get_docstring(parsed.tree, clean=False))
+            facts["main"] = any(isinstance(n, ast.If) and _MAIN_GUARD.search(ast.unparse(n.test))
+                                for n in parsed.tree.body)
+    facts["imports"] = sorted(imports)
+    facts["surfaces"] = sorted(hits, key=lambda h: (h[1], h[0], h[2]))
+    return facts
+
+
+def config_facts(relpath: str, text: str) -> dict:
+    """Surfaces in a config or shell file: XLA flags, parallelism axes, remat and attention settings."""
+    hits = set()
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > 2000:
+            continue
+        for c in CONCEPTS.values():
+            if c.config_re is None:
+                continue
+            for m in c.config_re.finditer(line):
+                label = m.group(0).strip().rstrip(":=").strip()
+                hits.add((c.slug, n, label[:80]))
+    return {"lang": "config", "surfaces": sorted(hits, key=lambda h: (h[1], h[0], h[2])),
+            "lines": text.count("\n") + 1}

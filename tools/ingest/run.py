@@ -1,0 +1,170 @@
+"""`tools ingest`: raw/code/<slug> -> wiki/codebases/<slug>/, kernel pages, concept pages, index, log."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .. import gitinfo, pages
+from ..concepts import CONCEPTS
+from ..errors import InputError
+from ..project import Project
+from ..writer import Writer
+from . import analyze, codebase_pages, metadata
+
+OUTPUT_ROOTS = ("codebases/{slug}/", "kernels/{slug}/")
+
+
+@dataclass
+class IngestReport:
+    slug: str
+    files_scanned: int = 0
+    files_analyzed: int = 0
+    files_skipped: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    partial: list[tuple[str, str]] = field(default_factory=list)
+    kernels: int = 0
+    launch_sites: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    seconds: float = 0.0
+    overview: str = ""
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def resolve_target(project: Project, target: str | Path) -> tuple[str, Path]:
+    """Accept `raw/code/<slug>`, an absolute path to it, or a bare slug."""
+    p = Path(target)
+    candidates = [p] if p.is_absolute() else [Path.cwd() / p, project.root / p, project.raw_code / p]
+    for c in candidates:
+        if c.is_dir():
+            try:
+                rel = c.absolute().relative_to(project.raw_code.absolute())
+            except ValueError:
+                try:
+                    rel = c.resolve().relative_to(project.raw_code.resolve())
+                except ValueError:
+                    raise InputError(target, f"not under {project.raw_code}: put code trees in raw/code/<slug>") from None
+            if len(rel.parts) != 1:
+                raise InputError(target, "expected raw/code/<slug> (one folder level below raw/code)")
+            return rel.parts[0], c
+    raise InputError(target, "no such folder (expected raw/code/<slug>)")
+
+
+def all_targets(project: Project) -> list[str]:
+    if not project.raw_code.is_dir():
+        return []
+    return sorted(p.name for p in project.raw_code.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _kernel_sites(scan: analyze.Scan) -> list:
+    try:
+        from ..kernels.scan import resolve
+    except ImportError:
+        return []
+    facts = {rel: rec.facts["kernels"] for rel, rec in scan.files.items() if "kernels" in rec.facts}
+    return resolve(facts)
+
+
+def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks) -> list[pages.Page]:
+    if not sites:
+        return []
+    try:
+        from ..kernels.pages import kernel_pages
+    except ImportError:
+        return []
+
+    return kernel_pages(sites, slug, links.git.commit, links.for_page(f"kernels/{slug}/kernel.md"))
+
+
+def _kernel_directory(project: Project, writer: Writer) -> None:
+    try:
+        from ..kernels.pages import directory_page
+    except ImportError:
+        return
+    records = []
+    folder = project.wiki / "kernels"
+    for path in sorted(folder.glob("*/*.md")):
+        try:
+            meta, _ = pages.split(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, pages.FrontmatterError):
+            continue
+        if meta and meta.get("type") == "kernel":
+            records.append({**meta, "page": project.wiki_rel(path)})
+    if records or (folder / "index.md").exists():
+        writer.write_page(directory_page(records))
+
+
+def rebuild_index(project: Project, writer: Writer) -> None:
+    try:
+        from ..wikiindex import build_index
+    except ImportError:
+        return
+    build_index(project, writer)
+
+
+def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int = 0,
+                progress: Callable[[int, int], None] | None = None) -> IngestReport:
+    t0 = time.perf_counter()
+    slug, root = resolve_target(project, target)
+    report = IngestReport(slug)
+    before = dict(writer.stats)
+    cache = analyze.load_cache(project.cache, slug)
+    scan = analyze.scan_tree(root, cache.get("files", {}), jobs=jobs, progress=progress)
+    model = analyze.build_model(scan)
+    meta = metadata.package_metadata(root)
+    links = codebase_pages.SourceLinks(slug, gitinfo.read(root))
+
+    sites = _kernel_sites(scan)
+    kpages = _kernel_pages(sites, slug, links)
+    kernel_rows = []
+    page_of = {}
+    for kp in kpages:
+        for key in {(kp.meta.get("path"), kp.meta.get("line")), kp.meta.get("kernel") or kp.meta.get("title")}:
+            page_of[key] = kp.path
+    for s in sites:
+        d = s.to_dict() if hasattr(s, "to_dict") else dict(s)
+        d["page"] = page_of.get((d["path"], d["line"])) or page_of.get(d["kernel"])
+        kernel_rows.append(d)
+
+    central = [m for m, _ in codebase_pages.central_modules(model)]
+    module_pages = {m: codebase_pages.module_page_path(slug, m) for m in central}
+    overview = codebase_pages.overview_page(slug, model, meta, links, kernel_rows, module_pages)
+    out_pages = [overview, *kpages]
+    out_pages += [codebase_pages.module_page(slug, model, m, links, overview.path) for m in central]
+    outputs = [p.path for p in out_pages]
+    # Every concept page exists (they link to each other); each repo owns one region on each.
+    out_pages += [codebase_pages.concept_page(concept, slug, model, links) for concept in CONCEPTS]
+
+    for page in out_pages:
+        writer.write_page(page)
+    files = {f"codebases/{slug}/symbols.tsv": codebase_pages.symbols_tsv(model),
+             f"codebases/{slug}/skipped.tsv": codebase_pages.skipped_tsv(model)}
+    for rel, text in files.items():
+        writer.write_file(rel, text)
+    outputs += list(files)
+    # What this repo produced last time and no longer does (a deleted file's kernel, a module
+    # that stopped being central) disappears.
+    for stale in sorted(set(cache.get("outputs", ())) - set(outputs)):
+        writer.remove(stale)
+    _kernel_directory(project, writer)
+
+    analyze.save_cache(project.cache, slug, {"files": analyze.cache_entries(scan), "outputs": outputs})
+    report.files_scanned = len(scan.files)
+    report.files_analyzed = scan.analyzed
+    report.files_skipped = len(scan.skips)
+    report.skipped = [(s.rel, s.reason) for s in scan.skips]
+    report.partial = [(s.rel, s.reason) for s in scan.partial]
+    report.kernels = len({(r["kernel"], r["path"]) for r in kernel_rows})
+    report.launch_sites = len(kernel_rows)
+    for k in ("created", "updated", "unchanged", "removed"):
+        setattr(report, k, writer.stats[k] - before.get(k, 0))
+    report.overview = str(project.wiki / overview.path)
+    report.seconds = round(time.perf_counter() - t0, 3)
+    return report
