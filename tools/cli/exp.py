@@ -1,8 +1,80 @@
-"""`tools exp`: placeholder until its module lands."""
+"""`tools exp`: run experiments and file their results."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import click
+
+from . import pass_project
 
 
 @click.group(name="exp")
 def exp() -> None:
-    """(not yet available)"""
+    """Run a training command as an experiment; file its page, ledger row and model page."""
+
+
+@exp.command(name="run", context_settings={"ignore_unknown_options": True})
+@click.option("--model", required=True, help="Model name, e.g. llama.")
+@click.option("--lane", required=True, help="Lane: an independent line of optimization, e.g. cpu or tpu-v5e.")
+@click.option("--variant", required=True, help="<size>/<hardware>, e.g. tiny/cpu or 1b/v5e-8.")
+@click.option("--hypothesis", default="", help="The falsifiable claim this run tests.")
+@click.option("--description", "-m", default="", help="The change, in a few words (ledger description).")
+@click.option("--slug", default="", help="Short name for the page (default: from the description).")
+@click.option("--baseline", is_flag=True, help="File this run as the variant's baseline.")
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 50),
+              help="Timed runs; with a baseline they interleave with its command (A B A B).")
+@click.option("--profile", is_flag=True, help="Capture a jax.profiler trace and an optimized-HLO dump.")
+@click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
+@click.option("--peak-flops", type=float, default=None, help="Peak FLOP/s per device (overrides the device table).")
+@click.option("--loss-tol", default=0.025, show_default=True, type=float,
+              help="Semantics check: max |Δloss| over the early trajectory.")
+@click.option("--hlo-module-re", default=".*train_step.*", show_default=True, help="Which jitted modules to dump.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not echo the command's output.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_project
+def run(project, command, quiet, **opts) -> None:
+    """Run COMMAND (after `--`) and file the experiment.
+
+    \b
+    tools exp run --model llama --lane cpu --variant tiny/cpu --baseline \\
+        -- python experiments/llama_train.py --preset tiny
+    """
+    from ..experiments.runner import RunSpec, run_experiment
+
+    project.require_wiki()
+    out = run_experiment(project, RunSpec(command=list(command), echo=not quiet, cwd=Path.cwd(), **opts))
+    m = out.metrics
+    click.echo(f"{out.exp_id}: {out.verdict} ({out.status})  tokens/s {m.get('tokens_per_s', '—')}  "
+               f"MFU {m.get('mfu_percent', '—')} ({m.get('mfu_basis') or m.get('mfu_note', '')})")
+    for r in out.reasons:
+        click.echo(f"  - {r}")
+    click.echo(f"  page wiki/{out.page}\n  raw  {out.raw_dir}")
+
+
+@exp.command(name="list")
+@click.option("--model", default=None, help="Only this model.")
+@pass_project
+def list_(project, model) -> None:
+    """List filed experiments: version, verdict, tokens/s, page."""
+    from ..experiments.records import load_experiments
+
+    for r in load_experiments(project.wiki):
+        if model and r.get("model") != model:
+            continue
+        m = r.get("metrics") or {}
+        click.echo(f"{r.get('model')}/{r.get('lane')} v{int(r.get('version') or 0):03d} {r.get('status'):<11} "
+                   f"{str(r.get('verdict') or ''):<12} {m.get('tokens_per_s', '—'):>12}  {r['page']}")
+
+
+@exp.command(name="explorer")
+@click.argument("model")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="HTML file to write.")
+@click.option("--plotly-src", required=True, help="URL of plotly.js relative to the HTML file (never inlined).")
+@pass_project
+def explorer(project, model, out_path, plotly_src) -> None:
+    """Write the explorer plot of MODEL as a standalone HTML file."""
+    from ..experiments.explorer import write_explorer
+
+    n = write_explorer(project.wiki, model, Path(out_path), plotly_src)
+    click.echo(f"{out_path}: {n} experiments")

@@ -130,7 +130,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
                       f"({py_files} Python), {len(scan.skips)} skipped"],
             ["Symbols", f"{n_sym} in [symbols.tsv](symbols.tsv)"],
             ["Pallas kernels", f"{len({k['kernel'] for k in kernels})} kernels, {len(kernels)} launch sites"
-             + (" ([catalog](../../kernels/index.md))" if kernels else "")]]
+             + (" ([catalog](../../kernels/index.md))" if any(k.get("page") for k in kernels) else "")]]
     g.append(mdtext.table(["", ""], rows))
     g.append("## What it is\n")
     g.append((mdtext.escape(meta["summary"]) if meta.get("summary") else "_No README summary found._") + "\n")
@@ -217,7 +217,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
                           f"[`{k['path']}:{k['line']}`]({link(k['path'], k['line'])})"])
         out.append(mdtext.table(["Kernel", "Backend", "Category", "Kind", "Launch site"], krows[:80]))
         if len(krows) > 80:
-            out.append(f"… and {len(krows) - 80} more in the [kernel catalog](../../kernels/index.md).\n")
+            out.append(f"… and {len(krows) - 80} more in the kernel catalog.\n")
     for slug, c in CONCEPTS.items():
         occ = model.surfaces.get(slug, [])
         if not occ or (slug == "pallas-kernels" and kernels):
