@@ -175,6 +175,20 @@ def import_name(rel: str, packages: set[str], root_name: str = "") -> str:
     return ".".join(parts[i:]) or ".".join(parts)
 
 
+def _observed_name(path_form: str, imported: set[str]) -> str | None:
+    """The longest tail of the path-derived name that the repository's own imports use.
+
+    Catches namespace packages (folders without __init__.py) and src/ layouts, where package
+    markers alone give the wrong import path.
+    """
+    parts = path_form.split(".")
+    for i in range(len(parts)):
+        cand = ".".join(parts[i:])
+        if cand in imported and (i or len(parts) > 1):
+            return cand
+    return None
+
+
 @dataclass
 class RepoModel:
     scan: Scan
@@ -186,9 +200,10 @@ class RepoModel:
 def build_model(scan: Scan) -> RepoModel:
     modules: dict[str, str] = {}
     alt: dict[str, str] = {}
+    imported = {imp for rec in scan.files.values() for imp in rec.facts.get("imports", ())}
     for rel, rec in scan.files.items():
         if rec.facts.get("lang") == "python" and rec.facts.get("module") is not None:
-            name = import_name(rel, scan.packages, scan.root.name)
+            name = _observed_name(rec.facts["module"], imported) or import_name(rel, scan.packages, scan.root.name)
             modules[name] = rel
             alt[rec.facts["module"]] = name  # relative imports were resolved against the path form
     fan_in: dict[str, set[str]] = defaultdict(set)
