@@ -35,8 +35,9 @@ def main() -> None:
     cli(prog_name="tools")
 
 
-from . import exp, ingest, init, kernels, lint, profile, site, wiki  # noqa: E402
+from . import demo, exp, ingest, init, kernels, lint, profile, site, wiki  # noqa: E402
 
+cli.add_command(demo.demo)
 cli.add_command(init.init)
 cli.add_command(ingest.ingest)
 cli.add_command(wiki.index)

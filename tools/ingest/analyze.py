@@ -184,7 +184,7 @@ def _observed_name(path_form: str, imported: set[str]) -> str | None:
     parts = path_form.split(".")
     for i in range(len(parts)):
         cand = ".".join(parts[i:])
-        if cand in imported and (i or len(parts) > 1):
+        if cand in imported and cand.count(".") >= 1:  # a lone tail ("math") is someone else's module
             return cand
     return None
 
@@ -203,7 +203,9 @@ def build_model(scan: Scan) -> RepoModel:
     imported = {imp for rec in scan.files.values() for imp in rec.facts.get("imports", ())}
     for rel, rec in scan.files.items():
         if rec.facts.get("lang") == "python" and rec.facts.get("module") is not None:
-            name = _observed_name(rec.facts["module"], imported) or import_name(rel, scan.packages, scan.root.name)
+            name = import_name(rel, scan.packages, scan.root.name)
+            if name not in imported:
+                name = _observed_name(rec.facts["module"], imported) or name
             modules[name] = rel
             alt[rec.facts["module"]] = name  # relative imports were resolved against the path form
     fan_in: dict[str, set[str]] = defaultdict(set)

@@ -261,9 +261,10 @@ def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, ov
             [f"[{mdtext.code(q)}]({link(rel, ln)})", k, mdtext.escape(d)[:160]] for q, k, ln, d in syms[:150]]))
         if len(syms) > 150:
             g.append(f"… {len(syms) - 150} more in [symbols.tsv](../symbols.tsv).\n")
-    occ = [(rel, ln, lb) for slug_, ln, lb in f.get("surfaces", ())]
-    if f.get("surfaces"):
-        g.append("## Performance-relevant surfaces\n")
+    g.append("## Performance-relevant surfaces\n")
+    if not f.get("surfaces"):
+        g.append("None found in this module.\n")
+    else:
         by_concept: dict[str, list] = defaultdict(list)
         for cs, ln, lb in f["surfaces"]:
             by_concept[cs].append((ln, lb))
@@ -272,7 +273,6 @@ def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, ov
             g.append(f"- [{CONCEPTS[cs].title}]({_rel_link(path, f'concepts/{cs}.md')}): "
                      f"{_counts_line([lb for _, lb in hits])} — lines {lines}")
         g.append("")
-    del occ
     g.append("## Imported by\n")
     g.append("\n".join(f"- [`{m}`]({link(model.modules[m])})" for m in importers[:40]) + "\n")
     if len(importers) > 40:
@@ -305,3 +305,12 @@ def concept_page(slug: str, repo: str, model: RepoModel | None, links: SourceLin
     body = f"# {c.title}\n\n" + region("about", "\n".join(about)) + "\n" + region(f"appears-{repo}", text)
     return Page(path, {"title": c.title, "type": "concept", "tags": ["concept"], "summary": c.about.split(". ")[0] + "."},
                 body, keep_regions=True)
+
+
+def concepts_index_page() -> Page:
+    """concepts/index.md: every concept with its one-line summary."""
+    rows = [[f"[{c.title}]({slug}.md)", mdtext.escape(c.about.split(". ")[0] + ".")] for slug, c in CONCEPTS.items()]
+    body = "# Concepts\n\n" + region("concepts", "Performance concepts that ingest recognises in code; each page "
+                                       "lists where every ingested repository uses it.\n\n"
+                                       + mdtext.table(["Concept", "What it is"], rows))
+    return Page("concepts/index.md", {"title": "Concepts", "type": "index"}, body)

@@ -102,11 +102,10 @@ def _kernel_directory(project: Project, writer: Writer) -> None:
 
 
 def rebuild_index(project: Project, writer: Writer) -> None:
-    try:
-        from ..wikiindex import build_index
-    except ImportError:
-        return
-    build_index(project, writer)
+    """Keep wiki/index.md's counts true after pages appear or disappear (logged with the ingest)."""
+    from ..wikiindex import rebuild
+
+    rebuild(project.wiki, writer, log=False)
 
 
 def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int = 0,
@@ -141,6 +140,7 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     outputs = [p.path for p in out_pages]
     # Every concept page exists (they link to each other); each repo owns one region on each.
     out_pages += [codebase_pages.concept_page(concept, slug, model, links) for concept in CONCEPTS]
+    out_pages.append(codebase_pages.concepts_index_page())
 
     for page in out_pages:
         writer.write_page(page)

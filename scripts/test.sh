@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Install what the tests need (Python packages, Debian chromium for browser tests) and run them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q -e '.[test]'
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
+export NO_MKDOCS_2_WARNING=1 TF_CPP_MIN_LOG_LEVEL=3
+python -m pytest -q "$@"

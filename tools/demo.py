@@ -1,0 +1,52 @@
+"""The built-in default job: a knowledge base of the real JAX source this install brings.
+
+No key, no network: copy the installed jax package into raw/code/jax (a snapshot; raw/ is
+never modified afterwards), ingest it, rebuild the index and lint the result.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ToolsError
+from .project import Project
+
+
+@dataclass
+class DemoResult:
+    root: Path
+    ingest: object
+    lint: object
+    copied: bool
+
+
+def installed_jax() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("jax")  # locate the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ToolsError("jax is not installed: pip install 'autoresearch-wiki[exp]' (or pass a tree to ingest)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def run_demo(root: Path, source: Path | None = None) -> DemoResult:
+    from .ingest.run import ingest_repo, rebuild_index
+    from .lint import run as lint
+    from .scaffold import init
+    from .writer import Writer
+
+    init(root, subject=str(root))
+    project = Project(Path(root).resolve())
+    src = source or installed_jax()
+    dest = project.raw_code / "jax" / src.name
+    copied = not dest.exists()
+    if copied:
+        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
+    writer = Writer(project.wiki)
+    report = ingest_repo(project, "raw/code/jax", writer)
+    rebuild_index(project, writer)
+    if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
+        writer.log_changes("ingest", "jax")
+    return DemoResult(project.root, report, lint(project), copied)
