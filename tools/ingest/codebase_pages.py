@@ -174,10 +174,18 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
 
 
 def _package_map(model: RepoModel) -> str:
+    """Python code by folder, two levels below the folder all Python files share."""
+    folders = [rel.rsplit("/", 1)[0].split("/") if "/" in rel else [] for rel in model.modules.values()]
+    common = folders[0] if folders else []
+    for f in folders[1:]:
+        n = 0
+        while n < min(len(common), len(f)) and common[n] == f[n]:
+            n += 1
+        common = common[:n]
+    depth = len(common) + 2
     stats: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # modules, lines, symbols, surfaces
-    for name, rel in model.modules.items():
-        parts = name.split(".")
-        key = ".".join(parts[:2]) if len(parts) > 2 else (".".join(parts[:-1]) or parts[0])
+    for rel in model.modules.values():
+        key = "/".join(rel.split("/")[:-1][:depth]) or "."
         f = model.scan.files[rel].facts
         s = stats[key]
         s[0] += 1
@@ -185,10 +193,10 @@ def _package_map(model: RepoModel) -> str:
         s[2] += len(f.get("symbols", ()))
         s[3] += len(f.get("surfaces", ()))
     rows = sorted(stats.items(), key=lambda kv: (-kv[1][1], kv[0]))
-    out = mdtext.table(["Package", "Modules", "Lines", "Symbols", "Perf. sites"],
-                       [[mdtext.code(k), *map(str, v)] for k, v in rows[:40]])
+    out = mdtext.table(["Folder", "Modules", "Lines", "Symbols", "Perf. sites"],
+                       [[mdtext.code(k + "/" if k != "." else k), *map(str, v)] for k, v in rows[:40]])
     if len(rows) > 40:
-        out += f"\n… and {len(rows) - 40} more packages.\n"
+        out += f"\n… and {len(rows) - 40} more folders.\n"
     return out
 
 
