@@ -113,7 +113,7 @@ def split(text: str) -> tuple[dict[str, Any] | None, str]:
         return None, text
     try:
         meta = yaml.safe_load(m.group(1))
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError) as e:  # ValueError: impossible dates such as 2026-13-45
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark else ""
         raise FrontmatterError(f"invalid YAML frontmatter{where}: {getattr(e, 'problem', e)}") from None
@@ -254,7 +254,7 @@ def validate(path: str, meta: dict[str, Any] | None, body: str = "") -> list[Pro
     ptype = meta.get("type")
     if not ptype:
         out.append(Problem(path, "type", "missing"))
-    elif ptype not in TYPES:
+    elif not isinstance(ptype, str) or ptype not in TYPES:
         out.append(Problem(path, "type", f"unknown type {ptype!r} (expected one of {', '.join(TYPES)})"))
     if not meta.get("title"):
         out.append(Problem(path, "title", "missing"))

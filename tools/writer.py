@@ -91,7 +91,7 @@ class Writer:
         body = page.body
         old_text = None
         try:
-            old_text = path.read_text(encoding="utf-8")
+            old_text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
         except FileNotFoundError:
             pass
         except UnicodeDecodeError:

@@ -1,0 +1,146 @@
+"""tools.writer: atomic, idempotent writes that keep human text; the log."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tools import pages
+from tools.errors import InputError
+from tools.pages import Page, region
+from tools.writer import Writer, atomic_write, locked, write_if_changed
+
+
+def gen_page(text: str = "v1", title: str = "Remat") -> Page:
+    return Page("concepts/remat.md", {"title": title, "type": "concept"},
+                "# Remat\n\n" + region("where", text))
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    p = tmp_path / "a" / "b.txt"
+    atomic_write(p, "hello")
+    atomic_write(p, b"bytes")
+    assert p.read_bytes() == b"bytes" and os.listdir(p.parent) == ["b.txt"]
+    assert oct(p.stat().st_mode & 0o777) == "0o644"
+
+
+def test_atomic_write_failure_keeps_the_old_file(tmp_path, monkeypatch):
+    p = tmp_path / "x.md"
+    p.write_text("old")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write(p, "new")
+    assert p.read_text() == "old" and os.listdir(tmp_path) == ["x.md"]
+
+
+def test_write_if_changed_statuses_and_mtime(tmp_path):
+    p = tmp_path / "f.txt"
+    assert write_if_changed(p, "a") == "created"
+    os.utime(p, ns=(1_000_000_000, 1_000_000_000))
+    assert write_if_changed(p, "a") == "unchanged"
+    assert p.stat().st_mtime_ns == 1_000_000_000
+    assert write_if_changed(p, "b") == "updated" and p.read_text() == "b"
+
+
+def test_new_page_gets_dates(tmp_path):
+    w = Writer(tmp_path, today="2026-01-01")
+    assert w.write_page(gen_page()) == "created"
+    meta, body = pages.split((tmp_path / "concepts/remat.md").read_text())
+    assert meta["created"] == meta["updated"] == "2026-01-01"
+    assert w.stats["created"] == 1 and w.changed["created"] == ["concepts/remat.md"]
+
+
+def test_unchanged_regeneration_keeps_bytes_and_mtime(tmp_path):
+    Writer(tmp_path, today="2026-01-01").write_page(gen_page())
+    p = tmp_path / "concepts/remat.md"
+    os.utime(p, ns=(5, 5))
+    before = p.read_bytes()
+    assert Writer(tmp_path, today="2026-02-02").write_page(gen_page()) == "unchanged"
+    assert p.read_bytes() == before and p.stat().st_mtime_ns == 5
+
+
+def test_human_text_survives_and_dates_move_only_on_change(tmp_path):
+    Writer(tmp_path, today="2026-01-01").write_page(gen_page("v1"))
+    p = tmp_path / "concepts/remat.md"
+    text = p.read_text().replace("# Remat\n", "# Remat\n\nMy note above.\n") + "\nMy note below.\n"
+    text = text.replace("updated: '2026-01-01'\n", "updated: '2026-01-01'\nmine: kept\n")  # canonical order
+    p.write_text(text)
+    assert Writer(tmp_path, today="2026-03-03").write_page(gen_page("v1")) == "unchanged"
+    assert Writer(tmp_path, today="2026-04-04").write_page(gen_page("v2")) == "updated"
+    meta, body = pages.split(p.read_text())
+    assert meta["created"] == "2026-01-01" and meta["updated"] == "2026-04-04" and meta["mine"] == "kept"
+    assert "My note above." in body and "My note below." in body
+    assert "v2" in body and "v1" not in body
+
+
+def test_generated_keys_win_and_created_is_kept(tmp_path):
+    w = Writer(tmp_path, today="2026-01-01")
+    w.write_page(gen_page(title="Old"))
+    page = gen_page(title="New")
+    page.meta["created"] = "1999-01-01"
+    Writer(tmp_path, today="2026-05-05").write_page(page)
+    meta, _ = pages.split((tmp_path / "concepts/remat.md").read_text())
+    assert meta["title"] == "New" and meta["created"] == "2026-01-01"
+
+
+def test_existing_page_without_frontmatter_is_adopted(tmp_path):
+    p = tmp_path / "concepts/remat.md"
+    p.parent.mkdir(parents=True)
+    p.write_text("Hand text.\n")
+    Writer(tmp_path, today="2026-01-01").write_page(gen_page())
+    text = p.read_text()
+    assert text.startswith("---\ntitle: Remat\n") and "Hand text." in text and "<!-- tools:begin where -->" in text
+
+
+def test_refuses_non_utf8_and_escaping_paths(tmp_path):
+    p = tmp_path / "concepts/remat.md"
+    p.parent.mkdir(parents=True)
+    p.write_bytes(b"caf\xe9")
+    with pytest.raises(InputError, match="not UTF-8"):
+        Writer(tmp_path).write_page(gen_page())
+    assert p.read_bytes() == b"caf\xe9"
+    with pytest.raises(InputError, match="escapes wiki"):
+        Writer(tmp_path).write_file("../outside.txt", "x")
+
+
+def test_write_file_and_remove(tmp_path):
+    w = Writer(tmp_path)
+    assert w.write_file("codebases/x/symbols.tsv", "a\tb\n") == "created"
+    assert w.write_file("codebases/x/symbols.tsv", "a\tb\n") == "unchanged"
+    assert w.remove("codebases/x/symbols.tsv") == "removed"
+    assert w.remove("codebases/x/symbols.tsv") is None
+    assert w.changed == {"created": ["codebases/x/symbols.tsv"], "updated": [],
+                         "removed": ["codebases/x/symbols.tsv"]}
+
+
+def test_log_format(tmp_path):
+    w = Writer(tmp_path, today="2026-11-29")
+    w.append_log("ingest", "raw/code/jax", ["created 2: a.md, b.md"])
+    w.append_log("index", "wiki/index.md")
+    text = (tmp_path / "log.md").read_text()
+    meta, body = pages.split(text)
+    assert meta == {"title": "Log", "type": "log"}
+    assert body.endswith("Append-only record of operations.\n\n"
+                         "## [2026-11-29] ingest | raw/code/jax\n\n- created 2: a.md, b.md\n\n"
+                         "## [2026-11-29] index | wiki/index.md\n\n- no changes\n")
+
+
+def test_log_changes_elides_long_lists(tmp_path):
+    w = Writer(tmp_path, today="2026-11-29")
+    for i in range(5):
+        w.write_file(f"f{i}.txt", "x")
+    w.log_changes("op", "subj", limit=2)
+    assert "- created 5: f0.txt, f1.txt (+3 more)\n" in (tmp_path / "log.md").read_text()
+
+
+def test_locked_is_reentrant_across_blocks(tmp_path):
+    lock = tmp_path / ".lock"
+    with locked(lock):
+        pass
+    with locked(lock):
+        assert lock.exists()

@@ -1,0 +1,328 @@
+"""tools lint: each check, --fix, robustness on hand-written wikis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tools import lint
+from tools.lint import links as lint_links
+from tools.wikiscan import Link, scan
+
+from .conftest import TODAY, page, write
+
+EXP = dict(model="llama", lane="remat", status="in_progress")
+
+
+def codes(project, **kw) -> list[tuple[str, int, str]]:
+    return [(i.path, i.line, i.code) for i in lint.run(project, **kw).issues]
+
+
+def linked(kb, *rels: str) -> None:
+    """A hub page linking every page given, so none of them is an orphan."""
+    body = "# Hub\n\n" + "".join(f"- [{r}]({r})\n" for r in (*rels, "analyses/hub2.md"))
+    write(kb.wiki, "hub.md", page("Hub", "analysis", body))
+    write(kb.wiki, "analyses/hub2.md", page("Hub 2", "analysis", "# Hub 2\n\n[hub](../hub.md)\n"))
+
+
+def test_fresh_kb_is_clean(kb):
+    report = lint.run(kb)
+    assert report.issues == [] and report.ok and report.pages == 2
+
+
+def test_broken_links_with_lines_and_what_is_ignored(kb):
+    write(kb.root, "raw/code/jax/ops.py", "x = 1\n")
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "\n".join([
+        "# A",
+        "[ok](b.md) [anchor](b.md#sec) [only anchor](#top) [web](https://x.org/y.md) [mail](mailto:a@b.c)",
+        "[raw file](../../raw/code/jax/ops.py#L1) [dir](../concepts/) [enc](b%20c.md)",
+        "[gone](missing.md) `[code](nope.md)`",
+        "```",
+        "[fenced](nope.md)",
+        "```",
+        "![img](img/missing.png)",
+        "[raw gone](../../raw/code/jax/gone.py)",
+    ])))
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n[a](a.md)\n"))
+    write(kb.wiki, "concepts/b c.md", page("B C", "concept", "# BC\n\n[a](a.md)\n"))
+    issues = [i for i in lint.run(kb).issues if i.code == "broken-link"]
+    assert [(i.line, i.message) for i in issues] == [
+        (9, "missing.md -> wiki/concepts/missing.md does not exist"),
+        (13, "img/missing.png -> wiki/concepts/img/missing.png does not exist"),
+        (14, "../../raw/code/jax/gone.py -> raw/code/jax/gone.py does not exist"),
+    ]
+    assert str(issues[0]) == "wiki/concepts/a.md:9: broken-link: missing.md -> wiki/concepts/missing.md does not exist"
+
+
+def test_orphans_ignore_links_from_index_and_log(kb):
+    write(kb.wiki, "concepts/lonely.md", page("Lonely", "concept"))
+    write(kb.wiki, "concepts/x.md", page("X", "concept", "# X\n\n[y](y.md)\n"))
+    write(kb.wiki, "concepts/y.md", page("Y", "concept", "# Y\n\n[x](x.md) [self](y.md)\n"))
+    write(kb.wiki, "concepts/self.md", page("Self", "concept", "# S\n\n[me](self.md)\n"))
+    write(kb.wiki, "concepts/index.md", page("Concepts", "index", "# C\n\n"))
+    lint_index = kb.wiki / "index.md"
+    lint_index.write_text(lint_index.read_text() + "\n[lonely](concepts/lonely.md)\n")
+    orphans = sorted(i.path for i in lint.run(kb).issues if i.code == "orphan")
+    assert orphans == ["wiki/concepts/lonely.md", "wiki/concepts/self.md"]
+
+
+def test_frontmatter_problems_per_type(kb):
+    write(kb.wiki, "experiments/remat/v001.md", page("E1", "experiment", status="running", verdict="maybe",
+                                                      model="llama", lane="remat"))
+    write(kb.wiki, "experiments/remat/v002.md", page("E2", "experiment", status="filed", verdict="supported",
+                                                      model="llama", lane="remat"))
+    write(kb.wiki, "kernels/k.md", page("K", "kernel", repo="jax", path="a.py", line="ten", backend="tpu",
+                                        category="attention", kind="library"))
+    write(kb.wiki, "concepts/t.md", page("T", "recipe"))
+    write(kb.wiki, "concepts/nofm.md", "# No frontmatter\n")
+    write(kb.wiki, "concepts/bad.md", "---\ntitle: x\ntags: [a\n---\n")
+    write(kb.wiki, "concepts/latin1.md", b"# caf\xe9\n")
+    linked(kb, "experiments/remat/v001.md", "experiments/remat/v002.md", "kernels/k.md", "concepts/t.md",
+           "concepts/nofm.md", "concepts/bad.md", "concepts/latin1.md")
+    report = lint.run(kb)
+    got = {(i.path.split("/")[-1], i.code, i.message) for i in report.issues}
+    assert ("v001.md", "invalid-value",
+            "status: invalid value 'running' (expected one of in_progress, filed)") in got
+    assert ("v001.md", "invalid-value",
+            "verdict: invalid value 'maybe' (expected one of supported, refuted, inconclusive, invalid, crash)") in got
+    assert ("v002.md", "no-metrics", "metrics: a supported experiment has no metrics") in got
+    assert ("v001.md", "missing-section", "sections: missing section '## Setup'") in got
+    assert ("k.md", "wrong-type", "line: expected int, got str") in got
+    assert ("t.md", "unknown-type",
+            "type: unknown type 'recipe' (expected one of " + ", ".join(lint.checks.pages.TYPES) + ")") in got
+    assert ("nofm.md", "frontmatter-missing", "no frontmatter (--fix adds type 'concept')") in got
+    assert any(p == "bad.md" and c == "frontmatter-invalid" for p, c, _ in got)
+    assert any(p == "latin1.md" and c == "unreadable" for p, c, _ in got)
+    lines = {i.message.split(":")[0]: i.line for i in report.issues if i.path.endswith("v001.md")}
+    assert (lines["status"], lines["verdict"], lines["sections"]) == (4, 5, 1)  # lines of the keys
+    assert not report.ok
+
+
+def test_duplicate_experiment_ids_within_a_lane(kb):
+    write(kb.wiki, "experiments/remat/v003-a.md", page("A", "experiment", **EXP))
+    write(kb.wiki, "experiments/remat/v003-b.md", page("B", "experiment", **EXP))
+    write(kb.wiki, "experiments/other/v003-c.md", page("C", "experiment", **{**EXP, "lane": "other"}))
+    write(kb.wiki, "experiments/remat/x.md", page("X", "experiment", exp_id="v009", **EXP))
+    write(kb.wiki, "experiments/remat/y.md", page("Y", "experiment", exp_id="v009", **EXP))
+    dups = sorted((i.path, i.message) for i in lint.run(kb).issues if i.code == "duplicate-exp-id")
+    assert [p for p, _ in dups] == ["wiki/experiments/remat/v003-a.md", "wiki/experiments/remat/v003-b.md",
+                                   "wiki/experiments/remat/x.md", "wiki/experiments/remat/y.md"]
+    assert dups[0][1] == "experiment id 'v003' in lane 'remat' is also used by wiki/experiments/remat/v003-b.md"
+
+
+def test_index_drift_detected_and_fixed(kb):
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "# A\n\n[b](b.md)\n"))
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n[a](a.md)\n"))
+    report = lint.run(kb)
+    drift = [i for i in report.issues if i.code == "index-drift"]
+    assert [str(i) for i in drift] == ["wiki/index.md:28: index-drift: Concepts: index says 0, the wiki has 2"]
+    assert drift[0].fixable
+    fixed = lint.run(kb, fix=True)
+    assert fixed.issues == [] and fixed.fixed == ["wiki/index.md: updated (2 pages)"]
+    write(kb.wiki, "concepts/a.md", page("A renamed", "concept", "# A\n\n[b](b.md)\n"))
+    assert codes(kb) == [("wiki/index.md", 13, "index-stale")]
+
+
+def test_missing_and_hand_written_index(kb):
+    (kb.wiki / "index.md").unlink()
+    assert codes(kb) == [("wiki/index.md", 0, "index-missing")]
+    write(kb.wiki, "index.md", "# Home\n\n## Concepts (3)\n\nthings\n")
+    assert codes(kb) == [("wiki/index.md", 1, "frontmatter-missing"), ("wiki/index.md", 3, "index-drift")]
+    write(kb.wiki, "index.md", "---\ntitle: Home\ntype: index\n---\n# Home\n\n## Concepts (0)\n")
+    assert codes(kb) == [("wiki/index.md", 1, "index-unmanaged")]
+    assert lint.run(kb, fix=True).ok
+    assert "# Home" in (kb.wiki / "index.md").read_text() and codes(kb) == []
+
+
+def test_wikilinks_and_file_links_fixed(kb):
+    target = kb.wiki / "concepts" / "flash-attention.md"
+    write(kb.wiki, "concepts/flash-attention.md", page("Flash Attention", "concept",
+                                                       "# F\n\n## Tiling\n\n[n](notes.md)\n"))
+    write(kb.wiki, "concepts/dup.md", page("Twin", "concept"))
+    write(kb.wiki, "models/dup.md", page("Twin", "model", model="m"))
+    body = "\n".join([
+        "# Notes",
+        "See [[flash-attention]] and [[Flash Attention|flash]] and [[concepts/flash-attention#Tiling]].",
+        "Ambiguous [[dup]], unknown [[nothing here]], code `[[flash-attention]]`.",
+        f"Local [file](file://{target}) and <file://{target}> and [abs]({target}) and [root](/concepts/dup.md).",
+        "[outside](file:///etc/passwd)",
+    ])
+    write(kb.wiki, "concepts/notes.md", page("Notes", "concept", body))
+    before = lint.run(kb)
+    assert sum(i.code == "wikilink" for i in before.issues) == 5
+    assert [i.fixable for i in before.issues if i.code == "wikilink"] == [True, True, True, False, False]
+    assert sum(i.code == "file-link" for i in before.issues) == 2  # same line, same message: one issue
+    report = lint.run(kb, fix=True, today=TODAY)
+    text = (kb.wiki / "concepts/notes.md").read_text()
+    assert "See [flash-attention](flash-attention.md) and [flash](flash-attention.md) and " \
+           "[concepts/flash-attention](flash-attention.md#tiling)." in text
+    assert "Ambiguous [[dup]], unknown [[nothing here]], code `[[flash-attention]]`." in text
+    assert ("Local [file](flash-attention.md) and [flash-attention.md](flash-attention.md) and "
+            "[abs](flash-attention.md) and [root](dup.md).") in text
+    assert text.startswith("---\ntitle: Notes\ntype: concept\n---\n")  # frontmatter bytes untouched
+    remaining = {(i.line, i.code) for i in report.issues if i.path.endswith("notes.md")}
+    assert remaining == {(8, "wikilink"), (10, "file-link")}
+    assert len(report.fixed) == 8  # 7 links and the index
+    log = (kb.wiki / "log.md").read_text()
+    assert f"## [{TODAY}] lint --fix | wiki" in log and "- fixed 8: index 1, link 7" in log
+
+
+def test_fix_adds_frontmatter_and_keys(kb):
+    write(kb.wiki, "concepts/hand.md", "# Written By Hand\n\nNo frontmatter, [link](typed.md).\n")
+    write(kb.wiki, "concepts/typed.md", "---\ntags: [x]\nmine: kept\n---\n\n[h](hand.md)\n")
+    write(kb.wiki, "loose.md", "# Loose\n\n[h](concepts/hand.md)\n")
+    report = lint.run(kb, fix=True, today=TODAY)
+    assert "wiki/concepts/hand.md: frontmatter added (type concept, title 'Written By Hand')" in report.fixed
+    assert "wiki/concepts/typed.md: frontmatter completed (type concept, title 'typed')" in report.fixed
+    hand = (kb.wiki / "concepts/hand.md").read_text()
+    assert hand.startswith("---\ntitle: Written By Hand\ntype: concept\ncreated: '2026-11-29'\n")
+    assert hand.endswith("# Written By Hand\n\nNo frontmatter, [link](typed.md).\n")
+    assert "mine: kept" in (kb.wiki / "concepts/typed.md").read_text()
+    left = [(i.path, i.code) for i in report.issues if i.severity == "error"]
+    assert left == [("wiki/loose.md", "frontmatter-missing")]  # no folder, no type to infer
+
+
+def test_fix_is_idempotent(kb):
+    write(kb.wiki, "concepts/a.md", "# A\n\n[[b]]\n")
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n[a](a.md)\n"))
+    first = lint.run(kb, fix=True)
+    assert first.ok and first.fixed
+    snapshot = {p: p.read_bytes() for p in kb.wiki.rglob("*.md")}
+    again = lint.run(kb, fix=True)
+    assert again.fixed == [] and again.issues == []
+    assert {p: p.read_bytes() for p in kb.wiki.rglob("*.md")} == snapshot
+
+
+def _fake_checkout(root, slug, head: str, refs: dict[str, str] | None = None, packed: str = ""):
+    git = root / "raw" / "code" / slug / ".git"
+    write(git, "HEAD", head + "\n")
+    for ref, sha in (refs or {}).items():
+        write(git, ref, sha + "\n")
+    if packed:
+        write(git, "packed-refs", packed)
+    return git
+
+
+def _codebase(kb, slug, commit):
+    write(kb.wiki, f"codebases/{slug}/overview.md",
+          page(slug, "codebase", "# O\n\n## Performance-relevant surfaces\n\n[i](../../index.md)\n",
+               repo=slug, path=f"raw/code/{slug}", commit=commit))
+
+
+@pytest.mark.parametrize("layout", ["loose-ref", "packed-ref", "detached", "gitdir-file"])
+def test_stale_codebase_pages(kb, layout):
+    a, b = "a" * 40, "b" * 40
+    if layout == "loose-ref":
+        _fake_checkout(kb.root, "jax", "ref: refs/heads/main", {"refs/heads/main": b})
+    elif layout == "packed-ref":
+        _fake_checkout(kb.root, "jax", "ref: refs/heads/main", packed=f"# pack\n{b} refs/heads/main\n^{a}\n")
+    elif layout == "detached":
+        _fake_checkout(kb.root, "jax", b)
+    else:
+        real = kb.root / "elsewhere" / "jax.git"
+        write(real, "HEAD", "ref: refs/heads/dev\n")
+        write(real, "refs/heads/dev", b + "\n")
+        write(kb.root, "raw/code/jax/.git", f"gitdir: {real}\n")
+    _codebase(kb, "jax", a[:12])
+    _codebase(kb, "same", b)
+    _fake_checkout(kb.root, "same", b)
+    _codebase(kb, "notcloned", a)
+    linked(kb, "codebases/jax/overview.md", "codebases/same/overview.md", "codebases/notcloned/overview.md")
+    stale = [i for i in lint.run(kb).issues if i.code == "stale-codebase"]
+    assert [(i.path, i.line, i.severity) for i in stale] == [("wiki/codebases/jax/overview.md", 6, "warning")]
+    assert stale[0].message == f"commit {a[:12]} but raw/code/jax is at {b[:12]}; run `tools ingest raw/code/jax`"
+
+
+def test_exit_codes_and_output(kb, invoke):
+    ok = invoke("lint", root=kb.root)
+    assert ok.exit_code == 0 and ok.output.strip().startswith("0 errors, 0 warnings in 2 pages")
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "# A\n\n[x](nope.md)\n"))
+    bad = invoke("lint", root=kb.root)
+    assert bad.exit_code == 1
+    lines = bad.output.splitlines()
+    assert lines[:3] == [
+        "wiki/concepts/a.md: orphan: no page links here",
+        "wiki/concepts/a.md:8: broken-link: nope.md -> wiki/concepts/nope.md does not exist",
+        "wiki/index.md:28: index-drift: Concepts: index says 0, the wiki has 1",
+    ]
+    assert lines[-1].startswith("2 errors, 1 warnings in 3 pages (1 fixable with --fix)")
+    quiet = invoke("lint", "-q", root=kb.root)
+    assert "orphan" not in quiet.output
+    data = json.loads(invoke("lint", "--json", root=kb.root).output)
+    assert data["errors"] == 2 and data["warnings"] == 1 and data["ok"] is False
+    assert data["problems"][1] == {"path": "wiki/concepts/a.md", "line": 8, "code": "broken-link",
+                                   "severity": "error", "message": "nope.md -> wiki/concepts/nope.md does not exist",
+                                   "fixable": False}
+    fixed = invoke("lint", "--fix", root=kb.root)
+    assert "fixed wiki/index.md: updated (1 pages)" in fixed.output and fixed.exit_code == 1
+    (kb.wiki / "concepts/a.md").write_text(page("A", "concept", "# A\n"))  # link gone: warnings only
+    warn_only = invoke("lint", root=kb.root)
+    assert warn_only.exit_code == 0 and "0 errors, 2 warnings" in warn_only.output
+
+
+def test_lint_without_wiki_is_a_clean_error(tmp_path, invoke):
+    r = invoke("lint", root=tmp_path)
+    assert r.exit_code == 1 and "no wiki/ folder here" in r.output
+
+
+def test_messy_wiki_never_crashes(kb):
+    mess = {
+        "a.md": "---\n---\n",
+        "b.md": "---\n- just a list\n---\n",
+        "c.md": "---\ntitle: 5\ntype: [concept]\ntags: notalist\ncreated: yesterday\n---\n",
+        "d.md": "---\ntitle: D\ntype: experiment\nmetrics: 3\nstatus: filed\nverdict: 7\nlane: [x]\nexp_id: 3\n---\n",
+        "e.md": "---\ntitle: E\ncreated: 2026-13-45\n---\n",
+        "f.md": b"\xff\xfe\x00binary\x00",
+        "g.md": "[[]] [[|]] [](  ) [x](<>) [y](#) <file://> [z](file://) [w](/)\n",
+        "h.md": "```\nunclosed fence [x](nope.md)\n",
+        "deep/er/i.md": "[up](../../../../../outside.md) [q](?x=1) [t](x.md \"title\")\n",
+    }
+    for rel, text in mess.items():
+        write(kb.wiki, rel, text)
+    report = lint.run(kb)
+    assert report.pages == 11
+    json.dumps(report.as_dict())
+    lint.run(kb, fix=True)  # fixing a mess must not crash either
+
+
+def test_resolver_units(kb):
+    write(kb.wiki, "concepts/Flash Attention.md", page("Tiles", "concept"))
+    wiki = scan(kb.wiki)
+    res = lint_links.Resolver(kb, wiki)
+    p = wiki.by_rel["index.md"]
+    assert res.wikilink("flash attention") == ("concepts/Flash Attention.md", "")
+    assert res.wikilink("Tiles#The Part") == ("concepts/Flash Attention.md", "#the-part")
+    assert res.resolve(p, Link("concepts/Flash%20Attention.md", 1, "md")).status == lint_links.OK
+    assert res.resolve(p, Link("HTTPS://x", 1, "md")).status == lint_links.EXTERNAL
+    assert res.resolve(p, Link("//cdn/x.js", 1, "md")).status == lint_links.EXTERNAL
+    assert lint_links.split_target("a%20b.md#x?y") == ("a b.md", "#x?y")
+
+
+def test_fix_keeps_the_index_in_step(kb):
+    write(kb.wiki, "concepts/a.md", "# A\n\n[b](b.md)\n")
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n[a](a.md)\n"))
+    lint.run(kb, fix=True)
+    write(kb.wiki, "concepts/c.md", "# C\n\n[a](a.md)\n")
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n[a](a.md) [c](c.md)\n"))
+    from tools import wikiindex
+
+    wikiindex.rebuild(kb.wiki)  # the index is current: only c.md lacks frontmatter
+    assert codes(kb) == [("wiki/concepts/c.md", 1, "frontmatter-missing")]
+    report = lint.run(kb, fix=True)
+    assert report.issues == [] and "wiki/index.md: updated (3 pages)" in report.fixed
+
+
+def test_anchors(kb):
+    write(kb.root, "raw/code/x.py", "x\n")
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "\n".join([
+        "# A", "## Where it appears", "## Where it appears", "### `jax.checkpoint` policies {#pol}",
+        '<a id="raw-id"></a>',
+        "[1](b.md#b-part) [2](#local) [3](b.md#B-Part) [4](a.md#where-it-appears_1) [5](a.md#pol)",
+        "[6](a.md#raw-id) [7](b.md#nope) [8](../../raw/code/x.py#L1) [9](b.md#b%20part)",
+    ])))
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n## B part\n\n[a](a.md)\n"))
+    found = [(i.line, i.code, i.message) for i in lint.run(kb).issues if i.code == "broken-anchor"]
+    assert found == [(11, "broken-anchor", "b.md#B-Part: no such heading or id in wiki/concepts/b.md"),
+                     (12, "broken-anchor", "b.md#b%20part: no such heading or id in wiki/concepts/b.md"),
+                     (12, "broken-anchor", "b.md#nope: no such heading or id in wiki/concepts/b.md")]

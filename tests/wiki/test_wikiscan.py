@@ -1,0 +1,134 @@
+"""wikiscan: the shared reader of wiki pages."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools import pages, wikiscan
+from tools.wikiscan import extract_links
+
+from .conftest import write
+
+
+@pytest.mark.parametrize("text", [
+    "no frontmatter\n",
+    "---\ntitle: A\ntype: concept\n---\nbody\n",
+    "---\n---\nempty meta\n",
+    "---\r\ntitle: crlf\r\n---\r\nbody\r\n",
+    "---\ntitle: x\ncreated: 2026-01-02\ntags: [a, 1]\n...\nbody",
+])
+def test_split_agrees_with_pages_split(text):
+    meta, body, _ = wikiscan.split(text)
+    assert (meta, body) == pages.split(text)
+
+
+@pytest.mark.parametrize("text", ["---\ntitle: [unclosed\n---\n", "---\n- a list\n---\n"])
+def test_split_errors_like_pages_split(text):
+    with pytest.raises(pages.FrontmatterError) as fast:
+        wikiscan.split(text)
+    with pytest.raises(pages.FrontmatterError) as slow:
+        pages.split(text)
+    assert str(fast.value) == str(slow.value)
+
+
+def test_body_line_counts_frontmatter_lines():
+    meta, body, line = wikiscan.split("---\na: 1\nb: 2\n---\nfirst body line\n")
+    assert line == 5 and body.startswith("first body line")
+
+
+def test_links_of_every_kind_with_lines():
+    text = "\n".join([
+        "[a](a.md) and ![img](img/x.png \"title\")",
+        "[b](<with space.md>) [c](c.md#part)",
+        "[[Wiki Page|label]] [d](d_(1).md)",
+        "[ref]: ../ref.md",
+        "<file:///tmp/x.md> <https://example.com>",
+    ])
+    got = [(link.target, link.line, link.kind) for link in extract_links(text, first_line=10)]
+    assert got == [
+        ("a.md", 10, "md"), ("img/x.png", 10, "md"),
+        ("with space.md", 11, "md"), ("c.md#part", 11, "md"),
+        ("d_(1).md", 12, "md"), ("Wiki Page|label", 12, "wiki"),
+        ("../ref.md", 13, "ref"),
+        ("file:///tmp/x.md", 14, "auto"), ("https://example.com", 14, "auto"),
+    ]
+
+
+def test_footnotes_and_task_lists_are_not_links():
+    assert extract_links("[^1]: a footnote\n- [x] done: yes\n[^note]: x.md\n") == []
+
+
+def test_links_in_code_are_ignored():
+    text = "\n".join([
+        "```python",
+        "[no](fence.md)",
+        "```",
+        "~~~~",
+        "[no](tilde.md)",
+        "~~~",  # shorter than the opener: still inside
+        "~~~~",
+        "`[no](span.md)` and ``[[no]]`` but [yes](yes.md)",
+        "````",
+        "```",
+        "[no](nested.md)",
+        "````",
+        "[last](last.md)",
+    ])
+    assert [(link.target, link.line) for link in extract_links(text)] == [("yes.md", 8), ("last.md", 13)]
+
+
+def test_read_page_never_raises(tmp_path):
+    bad_utf8 = write(tmp_path, "a.md", b"---\ntitle: caf\xe9\n---\n[x](y.md)\n")
+    bad_yaml = write(tmp_path, "b.md", "---\ntitle: [oops\n---\n\n[x](y.md)\n")
+    bom = write(tmp_path, "c.md", "\ufeff---\ntitle: C\n---\nbody\n")
+    a = wikiscan.read_page(bad_utf8, "a.md")
+    assert a.text is None and a.error.startswith("not UTF-8") and a.links[0].target == "y.md"
+    b = wikiscan.read_page(bad_yaml, "b.md")
+    assert b.meta is None and "invalid YAML" in b.error and b.links[0].line == 5 and b.body_line == 4
+    c = wikiscan.read_page(bom, "c.md")
+    assert c.meta == {"title": "C"} and c.error is None
+
+
+def test_title_falls_back_to_heading_then_file_name(tmp_path):
+    p = wikiscan.read_page(write(tmp_path, "x.md", "# Heading here\n"), "concepts/flash-attention.md")
+    assert p.title == "Heading here"
+    q = wikiscan.read_page(write(tmp_path, "y.md", "text\n"), "concepts/flash-attention.md")
+    assert q.title == "flash attention" and q.folder_type == "concept"
+
+
+def test_scan_walks_sorted_and_skips_hidden(tmp_path):
+    write(tmp_path, "b.md", "b")
+    write(tmp_path, "a/z.md", "z")
+    write(tmp_path, "a/data.tsv", "x")
+    write(tmp_path, ".hidden/h.md", "h")
+    write(tmp_path, ".dot.md", "h")
+    wiki = wikiscan.scan(tmp_path)
+    assert [p.rel for p in wiki] == ["a/z.md", "b.md"]
+    assert wiki.files == {"a/z.md", "a/data.tsv", "b.md"} and wiki.dirs == {"a"}
+    assert wiki.by_rel["b.md"].body == "b"
+
+
+def test_impossible_date_is_a_frontmatter_error_not_a_crash(tmp_path):
+    p = wikiscan.read_page(write(tmp_path, "d.md", "---\ntitle: D\ncreated: 2026-13-45\n---\nx\n"), "d.md")
+    assert p.meta is None and "month must be in 1..12" in p.error
+
+
+def test_anchors_match_python_markdown_toc():
+    markdown = pytest.importorskip("markdown")
+    import re
+
+    heads = ["Where it appears", "Where it appears", "`jax.checkpoint` and [remat](x.md)", "Ünïcode & stuff!",
+             "A  --  b_c", "3.2 Results (v2)", "Performance-relevant surfaces", "What's *new*?"]
+    text = "\n\n".join(f"## {h}" for h in heads)
+    html = markdown.markdown(text, extensions=["toc"])
+    assert wikiscan.anchors(text) == set(re.findall(r'id="([^"]+)"', html))
+    assert wikiscan.anchors("## A {#custom}\n<a name=\"n\"></a>\n```\n## not\n```\n") == {"custom", "n"}
+
+
+def test_scan_survives_symlink_loops_and_dangling_links(tmp_path):
+    write(tmp_path, "a/p.md", "[x](../b.md)")
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a", target_is_directory=True)
+    (tmp_path / "dangling.md").symlink_to(tmp_path / "nowhere.md")
+    (tmp_path / "alias.md").symlink_to(tmp_path / "a" / "p.md")
+    wiki = wikiscan.scan(tmp_path)
+    assert [p.rel for p in wiki] == ["a/p.md", "alias.md"]

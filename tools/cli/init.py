@@ -1,0 +1,35 @@
+"""`tools init [DIR]`: scaffold a knowledge base."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command(name="init")
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--name", "site_name", help="Site name for mkdocs.yml and AGENTS.md (default: the folder name).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was created and kept as JSON.")
+@click.pass_context
+def init(ctx: click.Context, directory: str | None, site_name: str | None, as_json: bool) -> None:
+    """Create a knowledge base in DIRECTORY (default: --root, else the current folder).
+
+    Writes mkdocs.yml, AGENTS.md, .gitignore, raw/, wiki/ (index and log), docs/ and experiments/.
+    Existing files are kept as they are; running it again changes nothing.
+    """
+    from ..scaffold import init as scaffold
+
+    given = directory or (ctx.parent.params.get("root") if ctx.parent else None)
+    target = Path(given) if given else Path.cwd()
+    result = scaffold(target, site_name=site_name, subject=given or ".")
+    if as_json:
+        click.echo(json.dumps({"root": str(result.root), "created": result.created, "kept": result.kept}))
+        return
+    for rel in result.created:
+        click.echo(f"created {rel}")
+    for rel in result.kept:
+        click.echo(f"kept    {rel}")
+    click.echo(f"{result.root}: {len(result.created)} created, {len(result.kept)} kept. "
+               f"Next: clone a repo into raw/code/<slug>, then `tools ingest raw/code/<slug>`.")

@@ -1,0 +1,35 @@
+"""`tools lint`: check the wiki; `--fix` repairs the mechanical problems."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import pass_project
+
+
+@click.command(name="lint")
+@click.option("--fix", is_flag=True, help="Repair wikilinks, file:// links, missing frontmatter and index drift.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
+@click.option("--quiet", "-q", is_flag=True, help="Print errors and the summary only (no warnings).")
+@pass_project
+def lint(project, fix: bool, as_json: bool, quiet: bool) -> None:
+    """Check wiki/: broken links, orphans, frontmatter, experiment ids, index drift, stale pages.
+
+    Prints `path:line: code: message` lines and a summary; exits 1 when errors remain.
+    """
+    from ..lint import ERROR, run
+
+    report = run(project, fix=fix)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=1, default=str))
+    else:
+        for line in report.fixed:
+            click.echo(f"fixed {line}")
+        for i in report.issues:
+            if not quiet or i.severity == ERROR:
+                click.echo(str(i))
+        click.echo(report.summary())
+    if not report.ok:
+        raise SystemExit(1)

@@ -1,0 +1,118 @@
+"""`tools lint --fix`: the mechanical repairs, all written through the writer.
+
+- [[wikilinks]] that name exactly one page -> relative markdown links;
+- file:// and absolute-path links to files inside the project -> relative links;
+- missing frontmatter -> ``type`` from the folder, ``title`` from the first heading or file name;
+- missing ``title`` / ``type`` keys -> the same inference;
+- index missing, drifted or stale -> rebuilt.
+
+Link rewrites change only the link text on its line (frontmatter bytes untouched); frontmatter
+additions go through ``Writer.write_page`` (created/updated stamped as for any page write).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import Counter
+
+from .. import pages, wikiindex
+from ..project import Project
+from ..wikiscan import Link, Wiki, WikiPage, read_page, scan
+from ..writer import UNCHANGED, Writer
+from . import links
+from .checks import check_index, inferred_type
+from .issues import Issue
+
+LINK_CODES = ("wikilink", "file-link", "absolute-link")
+META_CODES = ("frontmatter-missing", "missing-key")
+INDEX_CODES = ("index-missing", "index-drift", "index-stale", "index-unmanaged")
+LOG_LIMIT = 30
+
+
+def _replace_link(line: str, link: Link, new: str) -> str:
+    t = re.escape(link.target)
+    if link.kind == "wiki":
+        label = link.text.split("|", 1)[1].strip() if "|" in link.text else link.target.split("#", 1)[0].strip()
+        label = label.replace("[", "\\[").replace("]", "\\]")
+        return line.replace(f"[[{link.text}]]", f"[{label}]({new})", 1)
+    if link.kind == "md":
+        return re.sub(rf"\]\(\s*<?{t}>?", lambda m: f"]({new}", line, count=1)
+    if link.kind == "ref":
+        return re.sub(rf"^(\s{{0,3}}\[[^\]]+\]:\s*)<?{t}>?", lambda m: m.group(1) + new, line, count=1)
+    if link.kind == "auto":
+        name = posixpath.basename(new.split("#", 1)[0]) or new
+        return line.replace(f"<{link.target}>", f"[{name}]({new})", 1)
+    return line
+
+
+def fix_links(page: WikiPage, res: links.Resolver, writer: Writer) -> list[str]:
+    if page.text is None:
+        return []
+    lines = page.text.split("\n")
+    done = []
+    for link in page.links:
+        t = res.resolve(page, link)
+        if t.status not in (links.WIKI, links.FILE, links.ABSOLUTE) or not t.fix:
+            continue
+        old = lines[link.line - 1]
+        new = _replace_link(old, link, t.fix)
+        if new != old:
+            lines[link.line - 1] = new
+            shown = f"[[{link.text}]]" if link.kind == "wiki" else link.target
+            done.append(f"wiki/{page.rel}:{link.line}: `{shown}` -> `{t.fix}`")  # code: no link in the log
+    if done:
+        writer.write_file(page.rel, "\n".join(lines))
+    return done
+
+
+def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
+    if page.text is None or page.error:
+        return []
+    meta = dict(page.meta or {})
+    added = []
+    if not meta.get("type"):
+        t = inferred_type(page)
+        if t:
+            meta["type"] = t
+            added.append(f"type {t}")
+    if not meta.get("title"):
+        meta["title"] = page.title
+        added.append(f"title {page.title!r}")
+    if not added:
+        return []
+    if writer.write_page(pages.Page(page.rel, meta, page.body)) == UNCHANGED:
+        return []
+    what = "frontmatter added" if page.meta is None else "frontmatter completed"
+    return [f"wiki/{page.rel}: {what} ({', '.join(added)})"]
+
+
+def apply(project: Project, wiki: Wiki, issues: list[Issue], today: str | None = None) -> list[str]:
+    """Repair the fixable issues; return one line per repair (also logged to wiki/log.md)."""
+    writer = Writer(project.wiki, today=today)
+    by_code: dict[str, set[str]] = {}
+    for i in issues:
+        if i.fixable:
+            by_code.setdefault(i.code, set()).add(i.path.removeprefix("wiki/"))
+    fixed: list[str] = []
+    link_pages = set().union(*(by_code.get(c, set()) for c in LINK_CODES))
+    if link_pages:
+        res = links.Resolver(project, wiki)
+        for rel in sorted(link_pages):
+            fixed += fix_links(wiki.by_rel[rel], res, writer)
+    for rel in sorted(set().union(*(by_code.get(c, set()) for c in META_CODES))):
+        page = read_page(project.wiki / rel, rel, links=False) if rel in link_pages else wiki.by_rel[rel]
+        fixed += fix_meta(page, writer)
+    if fixed or any(c in by_code for c in INDEX_CODES):
+        fresh = scan(project.wiki, links=False)  # repairs above can move counts and summaries
+        if any(c in by_code for c in INDEX_CODES) or check_index(fresh):
+            result = wikiindex.rebuild(project.wiki, writer, wiki=fresh, log=False)
+            if result.status != UNCHANGED:
+                fixed.append(f"wiki/{wikiindex.INDEX}: {result.status} ({result.pages} pages)")
+    if fixed:
+        kinds = Counter("frontmatter" if ": frontmatter " in ln else
+                        "index" if ln.startswith(f"wiki/{wikiindex.INDEX}: ") else "link" for ln in fixed)
+        head = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        more = [f"... (+{len(fixed) - LOG_LIMIT} more)"] if len(fixed) > LOG_LIMIT else []
+        writer.append_log("lint --fix", "wiki", [f"fixed {len(fixed)}: {head}", *fixed[:LOG_LIMIT], *more])
+    return fixed

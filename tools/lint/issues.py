@@ -1,0 +1,54 @@
+"""A lint finding and the table of codes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ERROR, WARNING = "error", "warning"
+
+# code -> (severity, what it means). The docs table in docs/lint.md lists the same codes.
+CODES: dict[str, tuple[str, str]] = {
+    "unreadable": (ERROR, "the file is not UTF-8 or cannot be read"),
+    "frontmatter-missing": (ERROR, "no YAML frontmatter block (fixable: type from the folder, title from the heading)"),
+    "frontmatter-invalid": (ERROR, "the frontmatter block is not valid YAML or not a mapping"),
+    "unknown-type": (ERROR, "`type` is not one of the page types"),
+    "missing-key": (ERROR, "a required key is missing (`title`/`type` fixable)"),
+    "invalid-value": (ERROR, "a value outside its allowed set (status, verdict, backend, dates...)"),
+    "wrong-type": (ERROR, "a value of the wrong YAML type (a string where a list is expected...)"),
+    "no-metrics": (ERROR, "an experiment with verdict `supported` has no metrics"),
+    "missing-section": (WARNING, "a section the page type expects is missing"),
+    "broken-link": (ERROR, "a relative link whose target does not exist"),
+    "broken-anchor": (WARNING, "a link to a page that exists, with a #fragment that names no heading or id there"),
+    "wikilink": (ERROR, "a [[wikilink]] (fixable when the target resolves to one page)"),
+    "file-link": (ERROR, "an absolute file:// link (fixable when it points inside the project)"),
+    "absolute-link": (ERROR, "a link with an absolute path (fixable when the target exists)"),
+    "orphan": (WARNING, "no other page links here (links from index.md and log.md do not count)"),
+    "duplicate-exp-id": (ERROR, "two experiments in one lane share an id (exp_id or vNNN in the filename)"),
+    "index-missing": (ERROR, "wiki/index.md does not exist (fixable)"),
+    "index-drift": (ERROR, "the counts in index.md differ from the pages (fixable)"),
+    "index-stale": (WARNING, "index.md lists the right counts but old titles, summaries or pages (fixable)"),
+    "index-unmanaged": (WARNING, "index.md has no generated listing (fixable: `tools index` adds one)"),
+    "stale-codebase": (WARNING, "a page's recorded commit differs from raw/code/<repo> HEAD; re-ingest"),
+}
+
+
+@dataclass(frozen=True, order=True)
+class Issue:
+    path: str  # relative to the project root, posix
+    line: int  # 0 when the problem has no line
+    code: str
+    message: str
+    severity: str = ERROR
+    fixable: bool = False
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.code}: {self.message}"
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "line": self.line or None, "code": self.code, "severity": self.severity,
+                "message": self.message, "fixable": self.fixable}
+
+
+def issue(path: str, line: int | None, code: str, message: str, fixable: bool = False) -> Issue:
+    return Issue(path, line or 0, code, message, CODES[code][0], fixable)

@@ -1,0 +1,223 @@
+"""Link checks: broken relative links, [[wikilinks]], file:// and absolute links, orphan pages."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from ..project import Project
+from ..wikiscan import Link, Wiki, WikiPage, anchors, heading_slug
+from .issues import issue
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+NOT_COUNTED = ("index.md", "log.md")  # their links do not save a page from being an orphan
+UNCHECKED = ("log.md",)  # append-only history: its old links are not checked
+
+OK, EXTERNAL, BROKEN, WIKI, FILE, ABSOLUTE, SKIP = "ok", "external", "broken", "wiki", "file", "absolute", "skip"
+ANCHOR = "anchor"  # the page exists, the #fragment names no heading or id in it
+
+
+@dataclass(frozen=True)
+class Target:
+    status: str  # one of the constants above
+    rel: str | None = None  # wiki-relative page/file it points at (internal targets)
+    fix: str | None = None  # a replacement target, when one is known
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """("path", "#anchor?query") with the path URL-decoded."""
+    cut = len(target)
+    for ch in "#?":
+        k = target.find(ch)
+        if k != -1:
+            cut = min(cut, k)
+    return unquote(target[:cut]), target[cut:]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.casefold()).strip("-")
+
+
+class Resolver:
+    """Resolves link targets against the scanned wiki and the project tree; caches file-system checks."""
+
+    def __init__(self, project: Project, wiki: Wiki):
+        self.project = project
+        self.wiki = wiki
+        self.root = str(project.root.resolve())
+        self.wiki_abs = str(Path(wiki.root).resolve())
+        self._exists: dict[str, bool] = {}
+        self._names: dict[str, dict[str, list[str]]] | None = None
+        self._anchors: dict[str, set[str]] = {}
+
+    # --------------------------------------------------------- helpers
+
+    def exists_outside(self, root_rel: str) -> bool:
+        """Does ``root_rel`` (relative to the project root, may start with ../) exist?"""
+        hit = self._exists.get(root_rel)
+        if hit is None:
+            hit = self._exists[root_rel] = os.path.exists(os.path.join(self.root, root_rel))
+        return hit
+
+    def internal(self, joined: str) -> bool:
+        w = self.wiki
+        return joined in w.files or joined in w.dirs or joined in (".", "")
+
+    def relative_from(self, page_rel: str, wiki_rel: str) -> str:
+        return posixpath.relpath(wiki_rel, posixpath.dirname(page_rel) or ".")
+
+    def from_abs(self, page_rel: str, abs_path: str) -> str | None:
+        """A relative link from the page to an absolute file-system path inside the project, if it exists."""
+        p = os.path.normpath(abs_path)
+        if not (p == self.root or p.startswith(self.root + os.sep)) or not os.path.exists(p):
+            return None
+        page_dir = os.path.dirname(os.path.join(self.wiki_abs, page_rel))
+        return Path(os.path.relpath(p, page_dir)).as_posix()
+
+    # --------------------------------------------------------- resolution
+
+    def resolve(self, page: WikiPage, link: Link) -> Target:
+        raw = link.target.strip()
+        if link.kind == "wiki":
+            hit = self.wikilink(link.target)
+            if hit is None:
+                return Target(WIKI)
+            rel, anchor = hit
+            return Target(WIKI, rel, self.relative_from(page.rel, rel) + anchor)
+        if not raw or raw.startswith("#") or "{" in raw:
+            return Target(SKIP)
+        if _SCHEME.match(raw):
+            if raw[:5].lower() != "file:":
+                return Target(EXTERNAL)
+            parts = urlsplit(raw)
+            fix = self.from_abs(page.rel, unquote(parts.path)) if parts.path else None
+            anchor = f"#{parts.fragment}" if parts.fragment else ""
+            return Target(FILE, None, fix + anchor if fix else None)
+        if raw.startswith("//"):
+            return Target(EXTERNAL)
+        if link.kind == "auto":
+            return Target(SKIP)
+        path, anchor = split_target(raw)
+        if not path:
+            return Target(SKIP)
+        if path.startswith("/"):
+            fix = self.from_abs(page.rel, path)
+            if fix is None:
+                inside = posixpath.normpath(path.lstrip("/"))
+                if self.internal(inside):
+                    fix = self.relative_from(page.rel, inside)
+            return Target(ABSOLUTE, None, fix + anchor if fix else None)
+        base = posixpath.dirname(page.rel)
+        joined = posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
+        if not joined.startswith("../") and joined != "..":
+            if not self.internal(joined):
+                return Target(BROKEN, "wiki/" + joined)
+            if anchor.startswith("#") and len(anchor) > 1 and not self.has_anchor(joined, anchor):
+                return Target(ANCHOR, joined)
+            return Target(OK, joined)
+        root_rel = posixpath.normpath("wiki/" + joined)
+        return Target(OK) if self.exists_outside(root_rel) else Target(BROKEN, root_rel)
+
+    def has_anchor(self, rel: str, anchor: str) -> bool:
+        page = self.wiki.by_rel.get(rel)
+        if page is None or page.text is None:
+            return True  # not a page we can read (an image, a folder): nothing to check
+        ids = self._anchors.get(rel)
+        if ids is None:
+            ids = self._anchors[rel] = anchors(page.body)
+        frag = unquote(anchor[1:].split("?", 1)[0])
+        return frag in ids  # fragments are case-sensitive in browsers
+
+    def _name_maps(self) -> dict[str, dict[str, list[str]]]:
+        if self._names is None:
+            maps: dict[str, dict[str, list[str]]] = {"path": {}, "stem": {}, "title": {}}
+            for p in self.wiki.pages:
+                noext = p.rel[:-3]
+                maps["path"].setdefault(noext.casefold(), []).append(p.rel)
+                maps["stem"].setdefault(slug(posixpath.basename(noext)), []).append(p.rel)
+                maps["title"].setdefault(slug(p.title), []).append(p.rel)
+            self._names = maps
+        return self._names
+
+    def wikilink(self, inner: str) -> tuple[str, str] | None:
+        """The one page ``[[inner]]`` names (by path, file name or title), with its anchor; None if 0 or 2+."""
+        name = inner.split("|", 1)[0].strip()
+        name, _, anchor = name.partition("#")
+        anchor = f"#{heading_slug(anchor)}" if anchor.strip() else ""
+        name = name.strip().removesuffix(".md")
+        if not name:
+            return None
+        maps = self._name_maps()
+        for table, key in (("path", name.strip("/").casefold()), ("stem", slug(posixpath.basename(name))),
+                           ("title", slug(name))):
+            hits = maps[table].get(key, [])
+            if len(set(hits)) == 1:
+                return hits[0], anchor
+            if len(set(hits)) > 1:
+                return None
+        return None
+
+
+Resolved = list[tuple[WikiPage, Link, Target]]
+
+
+def resolve_all(wiki: Wiki, res: Resolver) -> Resolved:
+    return [(page, link, res.resolve(page, link))
+            for page in wiki.pages if page.rel not in UNCHECKED for link in page.links]
+
+
+def check_links(resolved: Resolved) -> list:
+    out = []
+    for page, link, t in resolved:
+        if t.status in (OK, EXTERNAL, SKIP):
+            continue
+        where = "wiki/" + page.rel
+        if t.status == BROKEN:
+            out.append(issue(where, link.line, "broken-link", f"{link.target} -> {t.rel} does not exist"))
+        elif t.status == ANCHOR:
+            out.append(issue(where, link.line, "broken-anchor",
+                             f"{link.target}: no such heading or id in wiki/{t.rel}"))
+        elif t.status == WIKI:
+            how = f"use [{_label(link)}]({t.fix})" if t.fix else "no unique page matches; use a relative link"
+            out.append(issue(where, link.line, "wikilink", f"[[{link.target}]]: {how}", bool(t.fix)))
+        elif t.status == FILE:
+            how = f"use {t.fix}" if t.fix else "outside the project or missing"
+            out.append(issue(where, link.line, "file-link", f"{link.target}: {how}", bool(t.fix)))
+        elif t.status == ABSOLUTE:
+            how = f"use {t.fix}" if t.fix else "target not found"
+            out.append(issue(where, link.line, "absolute-link", f"{link.target}: {how}", bool(t.fix)))
+    return out
+
+
+def _label(link: Link) -> str:
+    inner = link.target
+    return inner.split("|", 1)[1].strip() if "|" in inner else inner.split("#", 1)[0].strip()
+
+
+def inbound(wiki: Wiki, resolved: Resolved) -> dict[str, set[str]]:
+    """page rel -> pages linking to it (self-links and links from index.md/log.md excluded)."""
+    into: dict[str, set[str]] = {}
+    for page, _link, t in resolved:
+        if t.rel is None or t.status not in (OK, WIKI, ANCHOR) or page.rel in NOT_COUNTED:
+            continue
+        rel = t.rel
+        if rel in wiki.dirs or rel in (".", ""):
+            rel = posixpath.join(rel, "index.md") if rel not in (".", "") else "index.md"
+        if rel != page.rel:
+            into.setdefault(rel, set()).add(page.rel)
+    return into
+
+
+def check_orphans(wiki: Wiki, resolved: Resolved) -> list:
+    into = inbound(wiki, resolved)
+    out = []
+    for page in wiki.pages:
+        name = posixpath.basename(page.rel)
+        if name == "index.md" or page.rel in NOT_COUNTED or page.rel in into:
+            continue
+        out.append(issue("wiki/" + page.rel, None, "orphan", "no page links here"))
+    return out

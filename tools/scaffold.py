@@ -1,0 +1,140 @@
+"""`tools init`: lay out a new knowledge base. Never overwrites; running it twice changes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import pages, wikiindex
+from .errors import InputError
+from .wikiscan import scan
+from .writer import CREATED, Writer, write_if_changed
+
+KEEP = ".gitkeep"
+
+GITIGNORE = """\
+# Written by `tools init`.
+# Built site and disposable tool state.
+site/
+.tools-cache/
+__pycache__/
+# Profiles are large: keep only their notes in git.
+raw/profiles/*
+!raw/profiles/.gitkeep
+!raw/profiles/*.md
+# Code checkouts are pinned by commit and remote in wiki/codebases/; uncomment to keep them out of git.
+# raw/code/*/
+"""
+
+FALLBACK_MKDOCS = """\
+# Minimal site configuration written by `tools init` (the full one comes with the site extra).
+site_name: {name}
+docs_dir: wiki
+site_dir: site
+"""
+
+
+def _mkdocs_yml(site_name: str) -> tuple[str, str | None]:
+    """(mkdocs.yml, docs/index.md or None): the site package's versions when present, else a minimal config."""
+    try:
+        from .sitegen.config import docs_index_md, mkdocs_yml
+    except ImportError:
+        import json
+
+        return FALLBACK_MKDOCS.format(name=json.dumps(site_name)), None
+    return mkdocs_yml(site_name), docs_index_md(site_name)
+
+
+_KIND_WORDS = {str: "text", int: "integer", float: "number", list: "list", dict: "mapping", bool: "true/false"}
+
+
+def _choices(key: pages.Key) -> str:
+    name = f"`{key.name}`"
+    if key.choices:
+        return f"{name} (one of: {', '.join(key.choices)})"
+    if key.kind is not None:
+        kinds = key.kind if isinstance(key.kind, tuple) else (key.kind,)
+        words = sorted({_KIND_WORDS.get(k, k.__name__) for k in kinds})
+        return f"{name} ({'number' if set(kinds) == {int, float} else ' or '.join(words)})"
+    return name
+
+
+def types_table() -> str:
+    """The page types and their keys as a markdown table, generated from tools.pages.TYPES."""
+    rows = ["| Type | Folder | Required keys | Other keys | Sections | What it is |",
+            "|---|---|---|---|---|---|"]
+    for t in pages.TYPES.values():
+        req = ", ".join(_choices(k) for k in t.keys if k.required) or "-"
+        opt = ", ".join(_choices(k) for k in t.keys if not k.required) or "-"
+        folder = f"`wiki/{t.folder}/`" if t.folder else "`wiki/`"
+        secs = ", ".join(t.sections) or "-"
+        rows.append(f"| `{t.name}` | {folder} | {req} | {opt} | {secs} | {t.summary or '-'} |")
+    return "\n".join(rows)
+
+
+def agents_md(site_name: str) -> str:
+    text = resources.files("tools").joinpath("templates/AGENTS.md").read_text(encoding="utf-8")
+    return (text.replace("{{SITE_NAME}}", site_name)
+            .replace("{{COMMON_KEYS}}", ", ".join(f"`{k}`" for k in pages.COMMON_KEYS))
+            .replace("{{TYPES_TABLE}}", types_table()))
+
+
+def layout(site_name: str) -> dict[str, str]:
+    """Files a new knowledge base gets (relative path -> text), wiki pages excluded."""
+    mkdocs, docs_index = _mkdocs_yml(site_name)
+    files = {
+        "mkdocs.yml": mkdocs,
+        "AGENTS.md": agents_md(site_name),
+        ".gitignore": GITIGNORE,
+        f"raw/code/{KEEP}": "",
+        f"raw/sources/{KEEP}": "",
+        f"raw/profiles/{KEEP}": "",
+        f"experiments/{KEEP}": "",
+    }
+    files["docs/index.md"] = docs_index if docs_index is not None else f"# {site_name}\n"
+    for name in pages.CONTENT_TYPES:
+        files[f"wiki/{pages.TYPES[name].folder}/{KEEP}"] = ""
+    return files
+
+
+@dataclass
+class InitResult:
+    root: Path
+    created: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def init(root: Path, site_name: str | None = None, subject: str | None = None,
+         today: str | None = None) -> InitResult:
+    """Create the layout under ``root``; files that exist are kept untouched and reported."""
+    root = Path(root).resolve()
+    if root.exists() and not root.is_dir():
+        raise InputError(root, "exists and is not a folder")
+    root.mkdir(parents=True, exist_ok=True)
+    name = site_name or root.name
+    result = InitResult(root)
+    for rel, text in layout(name).items():
+        path = root / rel
+        if path.exists() or path.is_symlink():
+            result.kept.append(rel)
+        elif write_if_changed(path, text) == CREATED:
+            result.created.append(rel)
+    wiki = root / "wiki"
+    writer = Writer(wiki, today=today)
+    if (wiki / wikiindex.INDEX).exists():
+        result.kept.append("wiki/index.md")
+    else:
+        writer.write_page(wikiindex.index_page(scan(wiki, links=False)))
+        result.created.append("wiki/index.md")
+    had_log = (wiki / wikiindex.LOG).exists()
+    (result.kept if had_log else result.created).append("wiki/log.md")
+    if not had_log or any(r != "wiki/log.md" for r in result.created):
+        shown = [r for r in result.created if not r.endswith(KEEP)]
+        lines = [f"created {len(result.created)}: {', '.join(shown)}"]
+        if result.kept:
+            lines.append(f"kept {len(result.kept)}: {', '.join(result.kept)}")
+        writer.append_log("init", subject or str(root), lines)
+    result.created.sort()
+    result.kept.sort()
+    return result

@@ -1,0 +1,198 @@
+"""wiki/index.md from frontmatter: one section per page type, true counts, one-line summaries.
+
+The listing lives in the generated region ``index``; text written around it survives.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import pages
+from .wikiscan import Wiki, WikiPage, scan
+from .writer import Writer
+
+INDEX = "index.md"
+LOG = "log.md"
+REGION = "index"
+SUMMARY_CHARS = 140
+NO_FRONTMATTER = "Pages without frontmatter"
+OTHER = "Other pages"
+
+INTRO = """# Index
+
+Every page of this wiki by type, rebuilt by `tools index` from the pages' frontmatter.
+Text outside the generated block below is yours and survives rebuilds.
+"""
+
+
+def label(type_name: str) -> str:
+    """Section heading for a page type: its folder name, capitalized (``hypotheses`` -> ``Hypotheses``)."""
+    t = pages.TYPES.get(type_name)
+    word = t.folder if t and t.folder else f"{type_name} pages"
+    return word[:1].upper() + word[1:]
+
+
+def listed(wiki: Wiki) -> list[WikiPage]:
+    """Pages the index lists: everything but the root index and log."""
+    return [p for p in wiki.pages if p.rel not in (INDEX, LOG)]
+
+
+def group(wiki: Wiki) -> dict[str, list[WikiPage]]:
+    """Section label -> pages, in index order (type order, then other, then no frontmatter)."""
+    out: dict[str, list[WikiPage]] = {label(t): [] for t in pages.TYPES}
+    out[OTHER] = []
+    out[NO_FRONTMATTER] = []
+    for p in listed(wiki):
+        if p.meta is None:
+            out[NO_FRONTMATTER].append(p)
+        elif p.type in pages.TYPES:
+            out[label(p.type)].append(p)
+        else:
+            out[OTHER].append(p)
+    return out
+
+
+def expected_counts(wiki: Wiki) -> dict[str, int]:
+    """The counts a fresh index would show (sections that would appear only)."""
+    shown = {}
+    for name, items in group(wiki).items():
+        if items or _always_shown(name):
+            shown[name] = len(items)
+    return shown
+
+
+def _always_shown(section: str) -> bool:
+    return section in {label(t) for t in pages.CONTENT_TYPES}
+
+
+# ---------------------------------------------------------------- summaries
+
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_WIKILINK = re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]")
+_MARKS = re.compile(r"`+|(?<!\w)[*_]+|[*_]+(?!\w)")  # code ticks, emphasis; keeps snake_case
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def first_paragraph(body: str) -> str:
+    """The first prose paragraph of a markdown body (no headings, code, tables, lists or comments)."""
+    body = _COMMENT.sub("", body)
+    para: list[str] = []
+    fence = False
+    for ln in body.split("\n"):
+        s = ln.strip()
+        if s.startswith(("```", "~~~")):
+            fence = not fence
+            if para:
+                break
+            continue
+        if fence:
+            continue
+        if not s:
+            if para:
+                break
+            continue
+        if s.startswith(("#", "|", "<", "- ", "* ", "+ ", ">", "!", "---", "===")) or re.match(r"\d+[.)] ", s):
+            if para:
+                break
+            continue
+        para.append(s)
+    return " ".join(para)
+
+
+def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
+    text = _WIKILINK.sub(r"\1", _LINK.sub(r"\1", text))
+    text = _MARKS.sub("", text)
+    text = " ".join(text.split())
+    if len(text) > limit:
+        cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:.")
+        text = cut + "…"
+    return text
+
+
+def summary(page: WikiPage) -> str:
+    for key in ("summary", "description"):
+        v = page.meta.get(key) if page.meta else None
+        if isinstance(v, str) and v.strip():
+            return one_line(v)
+    return one_line(first_paragraph(page.body))
+
+
+# ---------------------------------------------------------------- rendering
+
+def _escape(text: str) -> str:
+    return text.replace("[", "\\[").replace("]", "\\]")
+
+
+def _href(rel: str) -> str:
+    return rel.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+
+
+def listing(wiki: Wiki) -> str:
+    """The generated part of index.md."""
+    groups = group(wiki)
+    total = sum(len(v) for v in groups.values())
+    out = [f"{total} pages.", ""]
+    for name, items in groups.items():
+        if not items and not _always_shown(name):
+            continue
+        out.append(f"## {name} ({len(items)})")
+        out.append("")
+        t = next((pages.TYPES[k] for k in pages.TYPES if label(k) == name), None)
+        if t and t.summary:
+            out.append(f"_{t.summary}._")
+            out.append("")
+        if not items:
+            out.append("None yet.")
+            out.append("")
+            continue
+        for p in sorted(items, key=lambda p: p.rel):
+            line = f"- [{_escape(p.title)}]({_href(p.rel)})"
+            if p.error:
+                line += " (invalid frontmatter)"
+            if name == OTHER:
+                line += f" (type {p.meta.get('type')!r})" if p.meta and "type" in p.meta else " (no type)"
+            s = summary(p)
+            if s:
+                line += f" — {s}"
+            out.append(line)
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def index_page(wiki: Wiki) -> pages.Page:
+    body = INTRO + "\n" + pages.region(REGION, listing(wiki))
+    return pages.Page(INDEX, {"title": "Index", "type": "index"}, body,
+                      preserve_meta=("created", "title"))
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    status: str  # created | updated | unchanged
+    pages: int
+    counts: dict[str, int]
+
+
+def rebuild(wiki_dir, writer: Writer | None = None, wiki: Wiki | None = None, log: bool = True) -> IndexResult:
+    """Rebuild wiki/index.md; log the change (only when something changed)."""
+    wiki = wiki if wiki is not None else scan(wiki_dir, links=False)
+    writer = writer or Writer(wiki.root)
+    status = writer.write_page(index_page(wiki))
+    counts = {k: v for k, v in expected_counts(wiki).items() if v}
+    if log and status != "unchanged":
+        detail = ", ".join(f"{k.lower()} {v}" for k, v in counts.items()) or "no pages"
+        writer.append_log("index", "wiki/index.md", [f"{status} wiki/index.md: {len(listed(wiki))} pages ({detail})"])
+    return IndexResult(status, len(listed(wiki)), counts)
+
+
+# ---------------------------------------------------------------- reading an index back (lint)
+
+_COUNT_HEAD = re.compile(r"^#{2,3}\s+(.+?)\s*\((\d+)\)\s*$", re.M)
+
+
+def recorded_counts(index_body: str) -> dict[str, int] | None:
+    """Section -> count as written in index.md (generated region if any, else whole page); None if no counts."""
+    region = pages.regions(index_body).get(REGION)
+    text = region if region is not None else index_body
+    found = {m.group(1).strip(): int(m.group(2)) for m in _COUNT_HEAD.finditer(text)}
+    return found or None
