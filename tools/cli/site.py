@@ -50,11 +50,11 @@ def build_cmd(project, strict: bool, site_dir: str | None) -> None:
 @pass_project
 def graph_cmd(project, as_json: bool) -> None:
     """Figures of the concept graph: nodes, edges, components (networkx)."""
-    from ..sitegen.generate import generate
+    from ..sitegen.generate import GRAPH_JSON, generate
 
     gen = generate(project.wiki, project.docs)
     if as_json:
-        click.echo(gen.files["explore/graph.json"])
+        click.echo(gen.files[GRAPH_JSON])
         return
     click.echo(json.dumps(gen.stats, indent=2))
 

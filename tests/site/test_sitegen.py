@@ -1,0 +1,160 @@
+"""Unit tests of the pure generators behind the plugin and `tools site stage`."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tools.sitegen import config, graph, kernels, landing, links, wikiscan
+from tools.sitegen.generate import generate, staged_config
+
+
+def page(rel, text):
+    return wikiscan.read_page(rel, text)
+
+
+def test_config_is_valid_yaml_with_everything_the_site_needs():
+    cfg = yaml.safe_load(config.mkdocs_yml("My <KB>: test"))
+    assert cfg["site_name"] == "My <KB>: test"
+    assert cfg["docs_dir"] == "docs" and cfg["site_url"]
+    assert cfg["theme"]["name"] == "material" and cfg["theme"]["font"] is False
+    assert {"content.code.copy", "navigation.instant", "search.highlight"} <= set(cfg["theme"]["features"])
+    assert len(cfg["theme"]["palette"]) == 2  # light/dark toggle
+    names = [p if isinstance(p, str) else next(iter(p)) for p in cfg["plugins"]]
+    assert names == ["search", "autoresearch-wiki", "awesome-nav"]
+    assert "# My <KB>: test" in config.docs_index_md("My <KB>: test")
+
+
+def test_staged_config_drops_our_plugin_keeps_the_rest():
+    text = config.mkdocs_yml("KB") + "markdown_extensions_extra: !!python/name:os.getcwd\n"
+    staged = staged_config(text)
+    cfg = yaml.load(staged, Loader=yaml.UnsafeLoader)
+    names = [p if isinstance(p, str) else next(iter(p)) for p in cfg["plugins"]]
+    assert "autoresearch-wiki" not in names and "awesome-nav" in names
+    assert "assets/autoresearch/tables.js" in cfg["extra_javascript"]
+    assert "!!python/name:os.getcwd" in staged
+
+
+def test_links_and_refs_are_read_outside_code():
+    p = page("concepts/a.md", "---\ntitle: A\ntype: concept\nmodel: llama\n---\n"
+             "[b](b.md) [k](../kernels/x/k.md#top) [web](https://x.org) `[no](c.md)`\n"
+             "```\n[no](d.md)\n```\n[src](../../raw/code/r/a.py#L3)\n")
+    assert p.links == ["concepts/b.md", "kernels/x/k.md"]
+    assert p.raw_links == ["raw/code/r/a.py"]
+    assert p.refs == [("model", "llama")]
+    assert p.category == "concept"
+
+
+def test_page_without_frontmatter_gets_a_title_and_bad_yaml_is_recorded():
+    p = page("concepts/x.md", "# Hand written\n\ntext\n")
+    assert (p.title, p.has_frontmatter, p.category) == ("Hand written", False, "concepts")
+    bad = page("concepts/y.md", "---\ntitle: [oops\n---\nbody\n")
+    assert bad.problem.startswith("invalid YAML")
+
+
+def test_graph_edges_from_links_and_frontmatter_refs_experiments_split_by_model():
+    pages = [
+        page("models/llama.md", "---\ntitle: Llama\ntype: model\nmodel: llama\n---\n"),
+        page("codebases/maxtext.md", "---\ntitle: MaxText\ntype: codebase\nrepo: google/maxtext\npath: raw/code/maxtext\n---\n"),
+        page("hypotheses/h1.md", "---\ntitle: H1\ntype: hypothesis\n---\n"),
+        page("experiments/e1.md", "---\ntitle: E1\ntype: experiment\nmodel: llama\nhypothesis: h1\n---\n"),
+        page("kernels/k.md", "---\ntitle: K\ntype: kernel\nrepo: google/maxtext\n---\nsee [h](../hypotheses/h1.md)\n"),
+        page("concepts/lonely.md", "---\ntitle: Lonely\ntype: concept\n---\n[all](../index.md)\n"),
+        page("index.md", "---\ntitle: Index\ntype: index\n---\n[lonely](concepts/lonely.md)\n"),
+    ]
+    g = graph.build_graph(pages)
+    assert g.has_edge("experiments/e1.md", "models/llama.md")
+    assert g.edges["experiments/e1.md", "hypotheses/h1.md"]["kind"] == "hypothesis"
+    assert g.edges["kernels/k.md", "codebases/maxtext.md"]["kind"] == "repo"
+    assert g.edges["kernels/k.md", "hypotheses/h1.md"]["kind"] == "link"
+    pages = [p for p in pages if p.type != "index"]  # as generate() does: listings are left out
+    g = graph.build_graph(pages)
+    assert "index.md" not in g
+    data = graph.graph_data(pages, lambda rel: "wiki/" + rel)
+    cats = {c["name"] for c in data["categories"]}
+    assert "experiment: llama" in cats
+    assert data["stats"]["components"] == 2 and data["stats"]["isolated"] == 1
+    assert len({(n["x"], n["y"]) for n in data["nodes"]}) == len(pages)  # no two nodes on one spot
+    assert json.dumps(data)  # serialisable
+
+
+def test_layout_is_fast_enough_to_be_deterministic():
+    from tools.sitegen.synthetic import synthetic_wiki
+    pages = [page(rel, text) for rel, text in synthetic_wiki(300, seed=3).items()]
+    a = graph.layout(graph.build_graph(pages))
+    b = graph.layout(graph.build_graph(pages))
+    assert a == b and len(a) == 300
+
+
+def test_urls():
+    assert links.page_url("wiki/a/b.md") == "wiki/a/b/"
+    assert links.page_url("wiki/a/index.md") == "wiki/a/"
+    assert links.page_url("index.md") == ""
+    assert links.page_url("wiki/a/b.md", directory_urls=False) == "wiki/a/b.html"
+    assert links.rel_url("explore/kernels/", "wiki/kernels/x/") == "../../wiki/kernels/x/"
+    assert links.rel_url("explore/experiments/m.html", "assets/autoresearch/plotly.min.js") == \
+        "../../assets/autoresearch/plotly.min.js"
+    assert links.normalize_remote("git@github.com:org/repo.git") == "https://github.com/org/repo"
+
+
+def test_raw_links_become_hosted_or_plain_paths():
+    pages = [page("codebases/r.md", "---\ntitle: R\ntype: codebase\nrepo: org/r\npath: raw/code/r\n"
+                  "remote: https://github.com/org/r\ncommit: abc\n---\n")]
+    src = links.Sources(pages)
+    body = ("[a](../../raw/code/r/x/a.py#L7) [b](../../raw/sources/p.pdf) [`raw/code/q/z.py`](../../raw/code/q/z.py)"
+            " `[c](../../raw/code/r/c.py)` [ok](../concepts/x.md)")
+    out = links.rewrite_raw_links(body, "kernels/k.md", src)
+    assert "[a](https://github.com/org/r/blob/abc/x/a.py#L7)" in out
+    assert "b (`raw/sources/p.pdf`)" in out
+    assert "`raw/code/q/z.py`" in out and "](../../raw/code/q" not in out
+    assert "`[c](../../raw/code/r/c.py)`" in out  # code spans are left alone
+    assert "[ok](../concepts/x.md)" in out
+    assert links.rewrite_raw_links("[ops/k.py:3](../../raw/code/q/ops/k.py#L3)", "kernels/k.md", src) == "`ops/k.py:3`"
+    with_base = links.Sources([], raw_url="https://h.org/kb/blob/main")
+    assert "(https://h.org/kb/blob/main/raw/sources/p.pdf)" in links.rewrite_raw_links(
+        "[b](../../raw/sources/p.pdf)", "kernels/k.md", with_base)
+
+
+def test_landing_pages_escape_titles_and_nav_stays_small():
+    pages = [page(f"experiments/e{i}.md", f"---\ntitle: E{i} <script>x</script>|pipe\ntype: experiment\n---\n")
+             for i in range(landing.NAV_PAGES + 5)] + [page("concepts/c.md", "---\ntitle: C\ntype: concept\n---\n")]
+    files = landing.wiki_files(pages, existing=set())
+    assert set(files) >= {"index.md", ".nav.yml", "experiments/index.md", "experiments/.nav.yml",
+                          "concepts/index.md", "concepts/.nav.yml"}
+    listing = files["experiments/index.md"]
+    assert "<script>" not in listing and r"&lt;script&gt;x&lt;/script&gt;\|pipe" in listing
+    assert yaml.safe_load(files["experiments/.nav.yml"])["nav"] == ["index.md"]  # too many pages: landing only
+    assert yaml.safe_load(files["concepts/.nav.yml"])["nav"] == ["index.md", "c.md"]
+    assert "experiments/index.md" not in landing.wiki_files(pages, existing={"experiments/index.md"})
+
+
+def test_kernel_directory_escapes_and_links_source_lines():
+    pages = [
+        page("codebases/r.md", "---\ntitle: R\ntype: codebase\nrepo: org/r\npath: raw/code/r\nremote: https://github.com/org/r\n---\n"),
+        page("kernels/r/k.md", "---\ntitle: <img src=x onerror=alert(1)>\ntype: kernel\nrepo: org/r\npath: ops/k.py\n"
+             "line: 12\nbackend: tpu\ncategory: attention\nkind: library\ncommit: c0ffee\n---\n"),
+        page("kernels/q/k2.md", "---\ntitle: K2\ntype: kernel\nrepo: other/q\npath: k2.py\nline: 3\n"
+             "backend: gpu-triton\ncategory: matmul/gemm\nkind: test\nvendored_from: org/r\n---\n"),
+    ]
+    md = kernels.directory_md(pages, links.Sources(pages))
+    assert "<img src=x" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
+    assert 'href="https://github.com/org/r/blob/c0ffee/ops/k.py#L12"' in md
+    assert "<code>other/q/k2.py:3</code>" in md  # no remote: plain path
+    assert 'href="../../wiki/kernels/r/k/"' in md
+    assert md.count("<tr data-") == 2 and '<option value="gpu-triton">' in md
+
+
+def test_generate_produces_every_file(tmp_path):
+    from tools.sitegen.synthetic import synthetic_wiki, write_wiki
+    write_wiki(tmp_path / "wiki", synthetic_wiki(80, seed=2))
+    gen = generate(tmp_path / "wiki")
+    f = gen.files
+    for rel in ("explore/graph/graph.json", "explore/graph/index.md", "explore/graph/view.html", "explore/kernels/index.md",
+                "explore/index.md", "explore/experiments/index.md", "wiki/index.md", "wiki/kernels/index.md",
+                "assets/autoresearch/vendor/sigma.min.js", "assets/autoresearch/vendor/graphology.umd.min.js",
+                "assets/autoresearch/vendor/sigma.LICENSE.txt", "assets/autoresearch/graph.js", ".nav.yml"):
+        assert rel in f, rel
+    data = json.loads(f["explore/graph/graph.json"])
+    assert data["stats"]["nodes"] == 80 and data["stats"]["edges"] > 80
+    assert "http" not in f["explore/graph/view.html"]  # everything from the site itself

@@ -1,0 +1,76 @@
+"""MkDocs plugin `autoresearch-wiki`: a thin layer over tools.sitegen.
+
+It adds every wiki/**/* file to the build (under wiki/ in the site), the generated pages, data and
+assets from `tools.sitegen.generate`, rewrites links into raw/, and watches wiki/ under `mkdocs serve`.
+The same files come out of `tools site stage` for engines that do not run plugins (Zensical).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from pathlib import Path
+
+from mkdocs.config import config_options as c
+from mkdocs.config.base import Config
+from mkdocs.plugins import BasePlugin
+from mkdocs.structure.files import File, Files
+
+from .sitegen import generate as sg
+from .sitegen.links import rewrite_raw_links
+
+log = logging.getLogger("mkdocs.plugins.autoresearch-wiki")
+
+
+class WikiConfig(Config):
+    wiki_dir = c.Type(str, default="wiki")
+    raw_url = c.Optional(c.Type(str))  # base URL where raw/ is browsable, e.g. a repo's blob/main/
+
+
+class WikiPlugin(BasePlugin[WikiConfig]):
+    def on_config(self, config):
+        self.wiki = (Path(config.config_file_path).parent / self.config.wiki_dir).resolve()
+        for key, extra in (("extra_css", sg.EXTRA_CSS), ("extra_javascript", sg.EXTRA_JS)):
+            present = {str(x) for x in config[key]}
+            config[key].extend(e for e in extra if e not in present)
+        return config
+
+    def on_files(self, files: Files, config) -> Files:
+        self.gen = sg.generate(self.wiki, Path(config.docs_dir), directory_urls=config.use_directory_urls,
+                               raw_url=self.config.raw_url)
+        for w in self.gen.warnings:
+            log.warning(w)
+        taken = {f.src_uri for f in files}
+        if self.wiki.is_dir():
+            for path in sorted(self.wiki.rglob("*")):
+                rel = path.relative_to(self.wiki).as_posix()
+                hidden = any(part.startswith(".") for part in rel.split("/"))
+                if path.is_file() and (not hidden or path.name == ".nav.yml"):
+                    self._add(files, taken, f"{sg.WIKI}/{rel}", config, abs_src_path=str(path))
+        for rel, content in self.gen.files.items():
+            self._add(files, taken, rel, config, content=content)
+        log.info("autoresearch-wiki: %(pages)s wiki pages, %(nodes)s nodes, %(edges)s edges in %(total_s)ss",
+                 self.gen.stats)
+        return files
+
+    @staticmethod
+    def _add(files: Files, taken: set, uri: str, config, **kw) -> None:
+        if uri in taken:
+            log.info("autoresearch-wiki: docs/%s exists, not generating it", uri)
+            return
+        taken.add(uri)
+        files.append(File.generated(config, uri, **kw))
+
+    def on_page_markdown(self, markdown: str, page, config, files) -> str:
+        title = page.meta.get("title")
+        if isinstance(title, str) and any(ch in title for ch in "<>&"):
+            page.meta["title"] = html.escape(title, quote=False)  # the theme prints nav titles raw
+        uri = page.file.src_uri
+        if uri.startswith(sg.WIKI + "/"):
+            return rewrite_raw_links(markdown, uri[len(sg.WIKI) + 1:], self.gen.sources)
+        return markdown
+
+    def on_serve(self, server, config, builder):
+        if self.wiki.is_dir():
+            server.watch(str(self.wiki))
+        return server

@@ -1,0 +1,108 @@
+"""Experiment explorers: one standalone plotly page per model, embedded in an iframe.
+
+The HTML comes from `tools.experiments.explorer.explorer_html`; this module only places it and
+ships ONE copy of plotly.js for all of them (assets/autoresearch/plotly.min.js).
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+
+from .links import page_url, rel_url
+from .wikiscan import WikiPage, slug
+
+PLOTLY_ASSET = "assets/autoresearch/plotly.min.js"
+
+
+def model_pages(pages: list[WikiPage]) -> list[WikiPage]:
+    return [p for p in pages if p.type == "model" and p.rel.startswith("models/")]
+
+
+def explorer_api():
+    """(load_experiments, explorer_html, load_references or None), or None without the experiments module."""
+    try:
+        from ..experiments.explorer import explorer_html
+        from ..experiments.records import load_experiments
+    except (ImportError, AttributeError):
+        return None
+    try:
+        from ..experiments.explorer import load_references
+    except (ImportError, AttributeError):
+        load_references = None
+    return load_experiments, explorer_html, load_references
+
+
+def plotly_js() -> str | None:
+    try:
+        import plotly.offline
+        return plotly.offline.get_plotlyjs()
+    except (ImportError, AttributeError):
+        return None
+
+
+def _models(pages: list[WikiPage]) -> dict[str, list[WikiPage]]:
+    """Model name -> its model pages (one per lane, or one for the model)."""
+    out: dict[str, list[WikiPage]] = {}
+    for p in model_pages(pages):
+        name = str(p.meta.get("model") or posixpath.splitext(posixpath.basename(p.rel))[0])
+        out.setdefault(name, []).append(p)
+    return out
+
+
+def explorer_files(pages: list[WikiPage], wiki_dir, directory_urls: bool = True,
+                   warnings: list[str] | None = None) -> dict[str, str]:
+    """Docs-relative files: explore/experiments/index.md, <model>/index.md + explorer.html per model,
+    plotly.js once."""
+    models = _models(pages)
+    api = explorer_api()
+    lines = ["---", "title: Experiments", "---", "", "# Experiments", ""]
+    out: dict[str, str] = {}
+    records = None
+    why = ("the experiments module is not installed" if api is None else "no model pages under `wiki/models/`")
+    if api is not None and models:
+        from ..errors import ToolsError
+        try:
+            records = api[0](wiki_dir)
+        except ToolsError as e:
+            why = f"experiment pages could not be read ({html.escape(str(e))})"
+            if warnings is not None:
+                warnings.append(f"experiment explorers skipped: {e}")
+    if records is None:
+        out["explore/experiments/index.md"] = "\n".join(lines + [f"No explorers yet: {why}.", ""])
+        return out
+    _, explorer_html, load_references = api
+    lines += ["| Model | Experiments |", "|---|---|"]
+    for name, mpages in sorted(models.items()):
+        s = slug(name) or "model"
+        mine = [r for r in records if str(r.get("model")) == name]
+        md_src, html_src = f"explore/experiments/{s}/index.md", f"explore/experiments/{s}/explorer.html"
+        html_url = page_url(html_src, directory_urls)
+        refs = (load_references(wiki_dir, name) if load_references else
+                [r for p in mpages for r in (p.meta.get("references") or []) if isinstance(r, dict)])
+
+        def url(r: dict, _from=html_url) -> str:
+            return rel_url(_from, page_url("wiki/" + str(r.get("page", "")), directory_urls))
+
+        out[html_src] = explorer_html(name, mine, refs, rel_url(html_url, PLOTLY_ASSET), url)
+        frame = "explorer.html"  # same folder: reads the same from the page URL and from the source file
+        title = html.escape(name)
+        model_links = ", ".join(f"[{html.escape(p.title)}](../../../wiki/{p.rel})" for p in mpages)
+        out[md_src] = "\n".join([
+            "---", f"title: {json_str('Explorer: ' + name)}", "---", "", f"# Explorer: {title}", "",
+            f"{len(mine)} experiments. Model pages: {model_links}.", "",
+            f'<iframe class="arw-frame" src="{html.escape(frame)}" title="{title} explorer" '
+            'loading="lazy" style="width:100%;height:640px;border:0"></iframe>', ""])
+        lines.append(f"| [{title}]({s}/index.md) | {len(mine)} |")
+    out["explore/experiments/index.md"] = "\n".join(lines + [""])
+    if len(models) > 6:  # the sidebar lists the explorers only while they are few
+        out["explore/experiments/.nav.yml"] = "nav:\n  - index.md\n"
+    js = plotly_js()
+    if js:
+        out[PLOTLY_ASSET] = js
+    return out
+
+
+def json_str(s: str) -> str:
+    import json
+    return json.dumps(s)

@@ -1,0 +1,246 @@
+"""Everything the site shows, as files: used by the MkDocs plugin and by `tools site stage`.
+
+`generate()` returns {docs-relative path: text or bytes} for the generated pages and assets;
+`stage()` writes docs/ + wiki/ (raw/ links rewritten) + those files + a plugin-free mkdocs.yml into a
+folder that `zensical build` or plain `mkdocs build` builds.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .explorers import explorer_files
+from .graph import graph_data
+from .kernels import directory_md
+from .landing import ROOT_NAV, wiki_files
+from .links import Sources, page_url, rewrite_raw_links
+from .wikiscan import WikiPage, scan
+
+ASSETS = Path(__file__).parent / "assets"
+ASSET_DIR = "assets/autoresearch"
+EXTRA_CSS = [f"{ASSET_DIR}/site.css"]
+EXTRA_JS = [f"{ASSET_DIR}/tables.js"]
+WIKI = "wiki"  # where wiki pages live in the built site
+GRAPH_JSON = "explore/graph/graph.json"
+
+
+@dataclass
+class Generated:
+    files: dict[str, str | bytes]  # docs-relative path -> content
+    pages: list[WikiPage]
+    sources: Sources
+    stats: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def asset_files() -> dict[str, bytes]:
+    """Vendored renderer, our JS/CSS and licences, under assets/autoresearch/."""
+    out = {}
+    for path in sorted(ASSETS.rglob("*")):
+        if path.is_file():
+            out[f"{ASSET_DIR}/{path.relative_to(ASSETS).as_posix()}"] = path.read_bytes()
+    return out
+
+
+def graph_page(stats: dict) -> str:
+    """explore/graph/index.md. Generated pages are folder/index.md files so that a relative URL in
+    raw HTML means the same whether the engine resolves it from the page URL (MkDocs) or from the
+    source file (Zensical)."""
+    s = stats
+    return "\n".join([
+        "---", "title: Concept graph", "hide: [toc]", "---", "", "# Concept graph", "",
+        f"{s['nodes']} pages, {s['edges']} links and references, {s['components']} connected components "
+        f"(largest {s['largest_component']}, {s['isolated']} isolated pages). Search dims the rest "
+        "(Enter zooms to the matches), the legend toggles categories, hovering lights up neighbours, "
+        "a click opens the page. Data: [graph.json](graph.json).", "",
+        '<iframe class="arw-frame arw-graph-frame" src="view.html" title="Concept graph" '
+        'style="width:100%;height:75vh;min-height:480px;border:0"></iframe>', ""])
+
+
+def graph_view_html() -> str:
+    """The standalone graph page (explore/graph/view.html), all scripts from the site."""
+    a = "../../" + ASSET_DIR
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Concept graph</title>
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="{a}/graph.css">
+</head><body>
+<div id="bar"><input id="search" type="search" placeholder="Search pages… (Enter zooms)" aria-label="Search pages">
+<span id="info"></span></div>
+<div id="legend" aria-label="Legend"></div>
+<div id="graph"></div>
+<script src="{a}/vendor/graphology.umd.min.js"></script>
+<script src="{a}/vendor/sigma.min.js"></script>
+<script src="{a}/graph.js" data-graph="graph.json" data-root="../../"></script>
+</body></html>
+"""
+
+
+def explore_index(n_kernels: int, stats: dict) -> str:
+    return "\n".join([
+        "---", "title: Explore", "---", "", "# Explore", "",
+        f"- [Concept graph](graph/index.md): {stats['nodes']} pages and {stats['edges']} links at a glance.",
+        f"- [Kernel directory](kernels/index.md): {n_kernels} kernels, sortable and filterable.",
+        "- [Experiments](experiments/index.md): one interactive explorer per model.",
+        "- [Wiki](../wiki/index.md): every page, by section.", ""])
+
+
+EXPLORE_NAV = ("title: Explore\nnav:\n  - index.md\n  - Concept graph: graph/index.md\n"
+               "  - Kernel directory: kernels/index.md\n  - Experiments: experiments\n")
+
+
+def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bool = True,
+             raw_url: str | None = None) -> Generated:
+    """Scan the wiki and produce every generated page, data file, nav file and asset."""
+    t0 = time.perf_counter()
+    pages = scan(wiki_dir) if wiki_dir.is_dir() else []
+    t_scan = time.perf_counter()
+    sources = Sources(pages, raw_url)
+    existing = {p.rel for p in pages} | {
+        p.relative_to(wiki_dir).as_posix() for p in wiki_dir.rglob(".nav.yml")} if wiki_dir.is_dir() else set()
+    files: dict[str, str | bytes] = {}
+    warnings: list[str] = []
+    for rel, text in wiki_files(pages, existing).items():
+        files[f"{WIKI}/{rel}"] = text
+    # Listing pages (type index/log) link to everything: as hubs they would hide the structure.
+    graph_pages = [p for p in pages if p.type not in ("index", "log")]
+    data = graph_data(graph_pages, lambda rel: page_url(f"{WIKI}/{rel}", directory_urls))
+    t_graph = time.perf_counter()
+    files[GRAPH_JSON] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    files["explore/graph/index.md"] = graph_page(data["stats"])
+    files["explore/graph/view.html"] = graph_view_html()
+    kern = directory_md(pages, sources, "explore/kernels/index.md", directory_urls)
+    files["explore/kernels/index.md"] = kern
+    files["explore/index.md"] = explore_index(kern.count("<tr data-"), data["stats"])
+    files["explore/.nav.yml"] = EXPLORE_NAV
+    files.update(explorer_files(pages, wiki_dir, directory_urls, warnings))
+    files.update(asset_files())
+    if docs_dir is None or not (docs_dir / ".nav.yml").is_file():
+        files[".nav.yml"] = ROOT_NAV
+    warnings += [f"wiki/{p.rel}: {p.problem}" for p in pages if p.problem]
+    warnings += [f"wiki/{p.rel}: no frontmatter" for p in pages if not p.has_frontmatter]
+    stats = {"pages": len(pages), **data["stats"], "scan_s": round(t_scan - t0, 3),
+             "graph_s": round(t_graph - t_scan, 3), "total_s": round(time.perf_counter() - t0, 3)}
+    return Generated(files, pages, sources, stats, warnings)
+
+
+# ---------------------------------------------------------------- plain files for any engine
+
+def staged_config(config_text: str, site_dir: str = "site") -> str:
+    """The project's mkdocs.yml for the staged tree: docs_dir docs, no autoresearch-wiki plugin,
+    our CSS/JS listed explicitly (the plugin adds them otherwise)."""
+    data = yaml.load(config_text, Loader=_TolerantLoader) or {}
+    data["docs_dir"] = "docs"
+    data["site_dir"] = site_dir
+    data.pop("watch", None)
+    plugins = []
+    for p in data.get("plugins") or []:
+        name = p if isinstance(p, str) else next(iter(p))
+        if name != "autoresearch-wiki":
+            plugins.append(p)
+    data["plugins"] = plugins
+    for key, extra in (("extra_css", EXTRA_CSS), ("extra_javascript", EXTRA_JS)):
+        data[key] = list(data.get(key) or []) + [e for e in extra if e not in (data.get(key) or [])]
+    return yaml.dump(data, Dumper=_TolerantDumper, sort_keys=False, allow_unicode=True)
+
+
+def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path | None = None,
+          config: Path | None = None, raw_url: str | None = None) -> Generated:
+    """Write a self-contained project at ``out``: mkdocs.yml + docs/ (docs, wiki, generated files)."""
+    from .config import mkdocs_yml
+
+    wiki_dir = wiki_dir or root / "wiki"
+    docs_dir = docs_dir or root / "docs"
+    config = config or root / "mkdocs.yml"
+    gen = generate(wiki_dir, docs_dir, raw_url=raw_url)
+    target = out / "docs"
+    if target.exists():
+        shutil.rmtree(target)
+    if docs_dir.is_dir():
+        shutil.copytree(docs_dir, target)
+    else:
+        target.mkdir(parents=True)
+    if wiki_dir.is_dir():
+        shutil.copytree(wiki_dir, target / WIKI, ignore=shutil.ignore_patterns(".*"),
+                        dirs_exist_ok=True)
+        for p in wiki_dir.rglob(".nav.yml"):
+            dest = target / WIKI / p.relative_to(wiki_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, dest)
+    for p in gen.pages:
+        path = target / WIKI / p.rel
+        text = path.read_text(encoding="utf-8", errors="replace")
+        new = rewrite_raw_links(_escaped_title(text, p), p.rel, gen.sources)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+    for rel, content in gen.files.items():
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    text = config.read_text(encoding="utf-8") if config.is_file() else mkdocs_yml(root.name)
+    (out / "mkdocs.yml").write_text(staged_config(text), encoding="utf-8")
+    return gen
+
+
+def _escaped_title(text: str, page: WikiPage) -> str:
+    """Themes print nav titles as HTML: a `<script>` in an ingested title must arrive escaped
+    (the plugin does the same in on_page_markdown)."""
+    title = page.meta.get("title")
+    if not (isinstance(title, str) and any(ch in title for ch in "<>&")):
+        return text
+    from ..pages import render
+    from .wikiscan import split
+
+    meta, body = split(text)
+    return render({**meta, "title": html.escape(title, quote=False)}, body) if meta is not None else text
+
+
+class _Tagged:
+    def __init__(self, tag: str, value):
+        self.tag, self.value = tag, value
+
+
+def _construct_any(loader, tag_suffix, node):
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return _Tagged(node.tag, value)
+
+
+def _represent_tagged(dumper, data: _Tagged):
+    if isinstance(data.value, list):
+        return dumper.represent_sequence(data.tag, data.value)
+    if isinstance(data.value, dict):
+        return dumper.represent_mapping(data.tag, data.value)
+    return dumper.represent_scalar(data.tag, data.value)
+
+
+class _TolerantLoader(yaml.SafeLoader):
+    """Keeps !!python/name:... and !ENV tags as opaque values so they survive a round trip."""
+
+
+_TolerantLoader.add_multi_constructor("!", _construct_any)
+_TolerantLoader.add_multi_constructor("tag:yaml.org,2002:python/", _construct_any)
+
+
+class _TolerantDumper(yaml.SafeDumper):
+    pass
+
+
+_TolerantDumper.add_representer(_Tagged, _represent_tagged)
+
+__all__ = ["generate", "stage", "staged_config", "Generated", "asset_files"]

@@ -1,0 +1,60 @@
+"""The kernel directory: wiki/kernels/**/*.md frontmatter as one sortable, filterable table.
+
+Plain HTML inside the markdown page (readable without JavaScript, identical under MkDocs and
+Zensical); assets/autoresearch/tables.js adds sorting and filtering. All ingested text is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+
+from .links import Sources, page_url, rel_url
+from .wikiscan import WikiPage
+
+COLUMNS = ("repo", "backend", "category", "kind", "stability")  # filterable with a drop-down
+
+
+def kernel_pages(pages: list[WikiPage]) -> list[WikiPage]:
+    return [p for p in pages if p.type == "kernel" and p.rel.startswith("kernels/")]
+
+
+def _e(v) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def directory_md(pages: list[WikiPage], sources: Sources, src: str = "explore/kernels/index.md",
+                 directory_urls: bool = True) -> str:
+    """The markdown (with an HTML table) of the kernel directory page at ``src``."""
+    kernels = sorted(kernel_pages(pages), key=lambda p: (str(p.meta.get("repo")), p.title.lower()))
+    here = page_url(src, directory_urls)
+    head = ["---", "title: Kernel directory", "hide: [toc]", "---", "", "# Kernel directory", ""]
+    if not kernels:
+        return "\n".join(head + ["No kernel pages under `wiki/kernels/` yet: run `tools kernels` after an ingest.", ""])
+    values = {c: sorted({str(p.meta.get(c) or "") for p in kernels} - {""}) for c in COLUMNS}
+    out = head + [
+        f'{len(kernels)} kernels from {len(values["repo"])} repositories. Click a column to sort; '
+        "type or pick to filter.", "",
+        '<div class="arw-filters" data-arw-table="arw-kernels">',
+        '<input type="search" class="arw-filter-text" placeholder="Filter kernels…" aria-label="Filter kernels">',
+    ]
+    for c in COLUMNS:
+        opts = "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values[c])
+        out.append(f'<select data-arw-col="{c}" aria-label="{c}"><option value="">all {c}</option>{opts}</select>')
+    out += ['<span class="arw-count"></span>', "</div>", "",
+            '<table id="arw-kernels" class="arw-table">',
+            "<thead><tr><th>Kernel</th><th>Repository</th><th>Backend</th><th>Category</th><th>Kind</th>"
+            "<th>Stability</th><th>Source</th><th>Vendored from</th></tr></thead>", "<tbody>"]
+    for p in kernels:
+        m = p.meta
+        href = rel_url(here, page_url("wiki/" + p.rel, directory_urls))
+        plain, url = sources.kernel_source(m)
+        short = plain.split("/", 2)[-1] if url else plain  # the repository has its own column
+        source = (f'<a href="{_e(url)}" title="{_e(plain)}"><code>{_e(short)}</code></a>' if url
+                  else f"<code>{_e(plain)}</code>")
+        attrs = " ".join(f'data-{c}="{_e(m.get(c) or "")}"' for c in COLUMNS)
+        out.append(
+            f'<tr {attrs}><td><a href="{_e(href)}">{_e(p.title)}</a></td><td>{_e(m.get("repo"))}</td>'
+            f'<td>{_e(m.get("backend"))}</td><td>{_e(m.get("category"))}</td><td>{_e(m.get("kind"))}</td>'
+            f'<td>{_e(m.get("stability"))}</td><td>{source}</td><td>{_e(m.get("vendored_from") or "")}</td></tr>')
+    out += ["</tbody>", "</table>", ""]
+    return "\n".join(out)

@@ -1,0 +1,113 @@
+"""Section landing pages and awesome-nav `.nav.yml` files that keep the sidebar small.
+
+Every page renders the whole sidebar, so a sidebar listing 4,000 pages makes the build quadratic.
+Here each folder gets a landing page listing its pages (generated only when the wiki has no
+index.md there), and the nav lists folders as sections plus at most ``NAV_PAGES`` pages per folder.
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import re
+
+import yaml
+
+from .wikiscan import WikiPage
+
+NAV_PAGES = 20  # a folder with more direct pages than this shows only its landing page in the sidebar
+NAV_FOLDERS = 30  # ... and more subfolders than this: only the landing page too
+
+
+def md_text(text: str) -> str:
+    """Escape ingested text for a markdown table cell: HTML shows as text, no accidental markup."""
+    s = html.escape(str(text).replace("\n", " ").strip(), quote=False)
+    return re.sub(r"([\\`*_\[\]|#<>])", r"\\\1", s)
+
+
+def folder_title(folder: str) -> str:
+    name = posixpath.basename(folder) or "Wiki"
+    return name.replace("-", " ").replace("_", " ").strip().capitalize()
+
+
+def folders_of(pages: list[WikiPage]) -> dict[str, dict]:
+    """Folder ('' = wiki root) -> {'pages': [...direct pages], 'subs': [...direct subfolders]}."""
+    tree: dict[str, dict] = {"": {"pages": [], "subs": set()}}
+    for p in pages:
+        d = posixpath.dirname(p.rel)
+        tree.setdefault(d, {"pages": [], "subs": set()})["pages"].append(p)
+        while d:
+            parent = posixpath.dirname(d)
+            tree.setdefault(parent, {"pages": [], "subs": set()})["subs"].add(d)
+            tree.setdefault(d, {"pages": [], "subs": set()})
+            d = parent
+    for v in tree.values():
+        v["subs"] = sorted(v["subs"])
+        v["pages"] = sorted(v["pages"], key=lambda p: p.rel)
+    return tree
+
+
+def _is_index(rel: str) -> bool:
+    return posixpath.basename(rel) in ("index.md", "README.md")
+
+
+def landing_page(folder: str, node: dict, tree: dict) -> str:
+    """Markdown listing a folder's pages (title, type, updated) and its subfolders."""
+    title = folder_title(folder)
+    lines = ["---", f"title: {yaml.safe_dump(title, default_style=chr(34)).strip()}", "---", "",
+             f"# {md_text(title)}", ""]
+    pages = [p for p in node["pages"] if not _is_index(p.rel)]
+    if node["subs"]:
+        lines += ["| Section | Pages |", "|---|---|"]
+        for sub in node["subs"]:
+            n = sum(len(v["pages"]) for k, v in tree.items() if k == sub or k.startswith(sub + "/"))
+            lines.append(f"| [{md_text(folder_title(sub))}]({posixpath.basename(sub)}/index.md) | {n} |")
+        lines.append("")
+    if pages:
+        lines += [f"{len(pages)} pages.", "", "| Page | Type | Updated |", "|---|---|---|"]
+        for p in pages:
+            upd = p.meta.get("updated") or p.meta.get("created") or ""
+            lines.append(f"| [{md_text(p.title)}]({posixpath.basename(p.rel)}) | "
+                         f"{md_text(p.type or '-')} | {md_text(upd)} |")
+        lines.append("")
+    if not pages and not node["subs"]:
+        lines += ["No pages yet.", ""]
+    return "\n".join(lines)
+
+
+def nav_yml(folder: str, node: dict, root_sections: list[str] | None = None) -> str:
+    """awesome-nav config for one wiki folder: landing page, then small folders' pages and subfolders."""
+    pages = [p for p in node["pages"] if not _is_index(p.rel)]
+    nav: list = ["index.md"]
+    if len(node["subs"]) <= NAV_FOLDERS:
+        nav += [{folder_title(s): posixpath.basename(s)} for s in node["subs"]]
+    if len(pages) <= NAV_PAGES:
+        nav += [posixpath.basename(p.rel) for p in pages]
+    data = {"title": folder_title(folder), "nav": nav}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def wiki_files(pages: list[WikiPage], existing: set[str]) -> dict[str, str]:
+    """Generated files under wiki/ (keys relative to wiki/): missing landing pages and .nav.yml files."""
+    tree = folders_of(pages)
+    out: dict[str, str] = {}
+    for folder, node in tree.items():
+        index = posixpath.join(folder, "index.md") if folder else "index.md"
+        if index not in existing and posixpath.join(folder, "README.md").lstrip("/") not in existing:
+            out[index] = landing_page(folder, node, tree)
+        nav = posixpath.join(folder, ".nav.yml") if folder else ".nav.yml"
+        if nav not in existing:
+            out[nav] = nav_yml(folder, node)
+    return out
+
+
+ROOT_NAV = """\
+# Sidebar order (mkdocs-awesome-nav; Zensical reads it too). Wiki folders show only their landing
+# pages once they grow, so the sidebar stays small at thousands of pages.
+nav:
+  - index.md
+  - glob: "*.md"
+    ignore_no_matches: true
+  - Wiki: wiki
+  - Explore: explore
+"""

@@ -1,0 +1,123 @@
+"""URLs of built pages, and links from wiki pages into raw/ turned into hosted or plain paths."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from .wikiscan import WikiPage, is_external, iter_links, link_target, resolve, slug
+
+
+def page_url(src: str, directory_urls: bool = True) -> str:
+    """Site-root-relative URL of a docs-relative source file ('wiki/a/b.md' -> 'wiki/a/b/')."""
+    if not src.endswith(".md"):
+        return src
+    stem = src[:-3]
+    base = posixpath.basename(stem)
+    if base in ("index", "README"):
+        d = posixpath.dirname(stem)
+        return d + "/" if d else ""
+    return stem + "/" if directory_urls else stem + ".html"
+
+
+def rel_url(from_url: str, to_url: str) -> str:
+    """Relative href from the page served at ``from_url`` to ``to_url`` (both site-root-relative)."""
+    from_dir = from_url if from_url.endswith("/") or not from_url else posixpath.dirname(from_url) + "/"
+    rel = posixpath.relpath("/" + to_url, "/" + from_dir) if to_url else posixpath.relpath("/", "/" + from_dir)
+    if to_url.endswith("/") and not rel.endswith("/"):
+        rel += "/"
+    return "./" if rel in (".", "./") else rel
+
+
+def normalize_remote(remote: str) -> str:
+    """'git@github.com:org/repo.git' -> 'https://github.com/org/repo'."""
+    r = remote.strip()
+    m = re.match(r"^[\w.-]+@([\w.-]+):(.+)$", r)
+    if m:
+        r = f"https://{m.group(1)}/{m.group(2)}"
+    r = re.sub(r"^ssh://[\w.-]+@", "https://", r)
+    return re.sub(r"\.git/?$", "", r).rstrip("/")
+
+
+def hosted(remote: str, commit: str | None, path: str, line: int | None = None) -> str | None:
+    """Browsable URL of a file on a forge, or None when the remote is not http(s)."""
+    base = normalize_remote(remote)
+    if not base.startswith(("http://", "https://")):
+        return None
+    anchor = f"#L{line}" if line else ""
+    return f"{base}/blob/{commit or 'HEAD'}/{path.lstrip('/')}{anchor}"
+
+
+class Sources:
+    """Where the code of each ingested repository can be read: from the codebase pages' frontmatter."""
+
+    def __init__(self, pages: list[WikiPage], raw_url: str | None = None):
+        self.raw_url = raw_url.rstrip("/") + "/" if raw_url else None
+        self.by_dir: dict[str, dict] = {}   # 'raw/code/<dir>' -> codebase meta
+        self.by_repo: dict[str, dict] = {}  # slug(repo) -> codebase meta
+        for p in pages:
+            if p.type != "codebase":
+                continue
+            if isinstance(p.meta.get("path"), str):
+                self.by_dir[p.meta["path"].strip("/")] = p.meta
+            if p.meta.get("repo"):
+                self.by_repo[slug(p.meta["repo"])] = p.meta
+
+    def for_repo(self, repo: str) -> dict | None:
+        return self.by_repo.get(slug(repo))
+
+    def kernel_source(self, meta: dict) -> tuple[str, str | None]:
+        """(plain 'repo/path:line' text, hosted URL or None) for a kernel page's frontmatter."""
+        repo, path, line = str(meta.get("repo") or ""), str(meta.get("path") or ""), meta.get("line")
+        plain = f"{repo}/{path}" + (f":{line}" if isinstance(line, int) else "")
+        cb = self.for_repo(repo) or {}
+        url = None
+        if cb.get("remote"):
+            url = hosted(str(cb["remote"]), meta.get("commit") or cb.get("commit"), path,
+                         line if isinstance(line, int) else None)
+        return plain, url
+
+    def raw_target(self, project_rel: str, anchor: str = "") -> str | None:
+        """Hosted URL for a project-relative raw/ path, or None to show it as a plain path."""
+        parts = project_rel.split("/")
+        if len(parts) >= 3 and parts[:2] == ["raw", "code"]:
+            cb = self.by_dir.get("/".join(parts[:3])) or self.by_repo.get(slug(parts[2]))
+            if cb and cb.get("remote"):
+                m = re.match(r"#L(\d+)", anchor)
+                return hosted(str(cb["remote"]), cb.get("commit"), "/".join(parts[3:]),
+                              int(m.group(1)) if m else None)
+        if self.raw_url:
+            return self.raw_url + project_rel + anchor
+        return None
+
+
+def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: str = "wiki") -> str:
+    """Replace links that leave wiki/ for raw/ (or anywhere outside the site) by hosted URLs or plain code."""
+    out, last = [], 0
+    for m in iter_links(body):
+        target, anchor = link_target(m.group("target"))
+        if not target or is_external(target):
+            continue
+        path = resolve(page_rel, target)
+        if not path.startswith("../"):
+            continue
+        project_rel = posixpath.normpath(posixpath.join(wiki_prefix, path))
+        if project_rel.startswith("../"):
+            continue
+        url = sources.raw_target(project_rel, anchor)
+        text = m.group("text")
+        if url:
+            repl = f"[{text}]({url})"
+        elif text.strip("`") == project_rel or not text.strip():
+            repl = f"`{project_rel}`"
+        elif posixpath.basename(project_rel) in text:  # the text already names the file
+            repl = text if text.startswith("`") else f"`{text}`"
+        else:
+            repl = f"{text} (`{project_rel}`)"
+        out.append(body[last:m.start()])
+        out.append(repl)
+        last = m.end()
+    if not out:
+        return body
+    out.append(body[last:])
+    return "".join(out)
