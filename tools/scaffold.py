@@ -17,6 +17,7 @@ GITIGNORE = """\
 # Written by `tools init`.
 # Built site and disposable tool state.
 site/
+build/
 .tools-cache/
 __pycache__/
 # Profiles are large: keep only their notes in git.

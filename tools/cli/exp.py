@@ -64,7 +64,7 @@ def list_(project, model) -> None:
             continue
         m = r.get("metrics") or {}
         click.echo(f"{r.get('model')}/{r.get('lane')} v{int(r.get('version') or 0):03d} {r.get('status'):<11} "
-                   f"{str(r.get('verdict') or ''):<12} {m.get('tokens_per_s', '—'):>12}  {r['page']}")
+                   f"{r.get('verdict') or ''!s:<12} {m.get('tokens_per_s', '—'):>12}  {r['page']}")
 
 
 @exp.command(name="explorer")

@@ -1,8 +1,33 @@
-"""`tools kernels`: placeholder until its module lands."""
+"""`tools kernels`: the Pallas kernel catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import click
 
 
 @click.group(name="kernels")
 def kernels() -> None:
-    """(not yet available)"""
+    """Find, name and classify Pallas kernels in code trees."""
+
+
+@kernels.command("scan")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per launch site (JSON Lines).")
+def scan(paths: tuple[Path, ...], as_json: bool) -> None:
+    """List every kernel launch site under PATHS (paths are shown relative to each PATH)."""
+    from ..kernels.scan import scan_paths
+
+    sites = scan_paths(list(paths))
+    if as_json:
+        for s in sites:
+            click.echo(json.dumps(s.to_dict(), sort_keys=False))
+        return
+    rows = [(f"{s.path}:{s.line}", s.kernel, s.backend, s.category, s.kind, s.entry) for s in sites]
+    head = ("SITE", "KERNEL", "BACKEND", "CATEGORY", "KIND", "ENTRY")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    click.echo(f"{len(sites)} launch sites, {len({(s.kernel, s.qualname) for s in sites})} kernels")
