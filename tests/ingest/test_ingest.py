@@ -179,3 +179,28 @@ def test_real_jax_pallas_tree(kb, jax_pallas):
     ingest(kb, "raw/code/jax")
     assert snapshot(wiki) == before
     assert snapshot(kb / "raw") == raw_before  # raw/ is never modified
+
+
+def test_kernel_pages_directory_and_forks_across_repos(kb, jax_pallas):
+    shutil.copytree(jax_pallas, kb / "raw/code/jax/jax/experimental/pallas", symlinks=True)
+    fork = kb / "raw/code/fork/fork_kernels"
+    fork.mkdir(parents=True)
+    shutil.copy(jax_pallas / "ops/tpu/flash_attention.py", fork / "flash_attention.py")
+    ingest(kb, "--all")
+    wiki = kb / "wiki"
+    meta, body = pages.split((wiki / "kernels/jax/flash_attention.md").read_text())
+    assert meta["backend"] == "tpu" and meta["category"] == "attention" and not meta.get("vendored_from")
+    assert meta["path"] == "jax/experimental/pallas/ops/tpu/flash_attention.py"
+    fork_meta, _ = pages.split((wiki / "kernels/fork/flash_attention.md").read_text())
+    assert fork_meta["vendored_from"] == "jax:jax/experimental/pallas/ops/tpu/flash_attention.py"
+    directory = (wiki / "kernels/index.md").read_text()
+    assert "(jax/flash_attention.md)" in directory and "(fork/flash_attention.md)" in directory
+    overview = (wiki / "codebases/jax/overview.md").read_text()
+    assert "[`flash_attention`](../../kernels/jax/flash_attention.md)" in overview
+    for page in [wiki / "kernels/index.md", *wiki.glob("kernels/*/*.md")]:
+        assert relative_links_resolve(page) == [], page
+    # a kernel whose file disappears loses its page
+    (fork / "flash_attention.py").unlink()
+    ingest(kb, "raw/code/fork")
+    assert not (wiki / "kernels/fork/flash_attention.md").exists()
+    assert "(fork/flash_attention.md)" not in (wiki / "kernels/index.md").read_text()

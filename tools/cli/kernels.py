@@ -30,4 +30,5 @@ def scan(paths: tuple[Path, ...], as_json: bool) -> None:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for r in [head, *rows]:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    click.echo(f"{len(sites)} launch sites, {len({(s.kernel, s.qualname) for s in sites})} kernels")
+    n = len({(s.kernel, s.qualname) for s in sites})
+    click.echo(f"{len(sites)} launch site{'s' * (len(sites) != 1)}, {n} kernel{'s' * (n != 1)}")

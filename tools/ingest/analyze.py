@@ -16,7 +16,16 @@ from ..writer import atomic_write
 from . import pyfacts
 from .walker import Entry, Skip, language_of, walk
 
-CACHE_VERSION = 3
+CACHE_VERSION = 3  # bump when the shape of ingest facts changes
+
+
+def _cache_version() -> str:
+    """Ingest's version and the kernel catalog's: a change in either re-reads every file."""
+    try:
+        from ..kernels.facts import VERSION as kernels
+    except ImportError:
+        kernels = 0
+    return f"{CACHE_VERSION}.{kernels}"
 
 
 def _kernel_analyzer() -> Callable[[str, bytes], dict] | None:
@@ -91,11 +100,11 @@ def load_cache(cache_dir: Path, slug: str) -> dict:
         data = json.loads(_cache_path(cache_dir, slug).read_text())
     except (OSError, ValueError):
         return {}
-    return data if data.get("version") == CACHE_VERSION else {}
+    return data if data.get("version") == _cache_version() else {}
 
 
 def save_cache(cache_dir: Path, slug: str, data: dict) -> None:
-    data["version"] = CACHE_VERSION
+    data["version"] = _cache_version()
     atomic_write(_cache_path(cache_dir, slug), json.dumps(data, separators=(",", ":")))
 
 

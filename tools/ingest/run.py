@@ -58,29 +58,48 @@ def resolve_target(project: Project, target: str | Path) -> tuple[str, Path]:
 
 
 def all_targets(project: Project) -> list[str]:
+    """Every tree under raw/code, upstream libraries first so forks can cite them."""
     if not project.raw_code.is_dir():
         return []
-    return sorted(p.name for p in project.raw_code.iterdir() if p.is_dir() and not p.name.startswith("."))
+    names = [p.name for p in project.raw_code.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return sorted(names, key=lambda r: (UPSTREAMS.index(r) if r in UPSTREAMS else len(UPSTREAMS), r))
 
 
-def _kernel_sites(scan: analyze.Scan) -> list:
+# Repositories taken as the origin when the same kernel source appears in several (forks cite them).
+UPSTREAMS = ("jax", "tokamax")
+
+
+def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> list:
+    """This repo's launch sites, with ``vendored_from`` set against every repo ingested so far."""
     try:
-        from ..kernels.scan import resolve
+        from ..kernels.scan import link_vendored, resolve
     except ImportError:
         return []
-    facts = {rel: rec.facts["kernels"] for rel, rec in scan.files.items() if "kernels" in rec.facts}
-    return resolve(facts)
+    sites = resolve({rel: rec.facts["kernels"] for rel, rec in scan.files.items() if "kernels" in rec.facts})
+    others = {}
+    for other in all_targets(project):
+        if other == slug:
+            continue
+        files = analyze.load_cache(project.cache, other).get("files", {})
+        facts = {rel: f["facts"]["kernels"] for rel, f in files.items() if "kernels" in f["facts"]}
+        if facts:
+            others[other] = resolve(facts)
+    if sites and others:
+        others[slug] = sites
+        order = sorted(others, key=lambda r: (UPSTREAMS.index(r) if r in UPSTREAMS else len(UPSTREAMS), r))
+        link_vendored({r: others[r] for r in order})
+    return sites
 
 
-def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks) -> list[pages.Page]:
+def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks) -> tuple[list[pages.Page], dict]:
     if not sites:
-        return []
+        return [], {}
     try:
-        from ..kernels.pages import kernel_pages
+        from ..kernels.pages import kernel_pages, page_paths
     except ImportError:
-        return []
-
-    return kernel_pages(sites, slug, links.git.commit, links.for_page(f"kernels/{slug}/kernel.md"))
+        return [], {}
+    return (kernel_pages(sites, slug, links.git.commit, links.for_page(f"kernels/{slug}/kernel.md")),
+            page_paths(sites, slug))
 
 
 def _kernel_directory(project: Project, writer: Writer) -> None:
@@ -120,16 +139,12 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     meta = metadata.package_metadata(root)
     links = codebase_pages.SourceLinks(slug, gitinfo.read(root))
 
-    sites = _kernel_sites(scan)
-    kpages = _kernel_pages(sites, slug, links)
+    sites = _kernel_sites(project, slug, scan)
+    kpages, page_of = _kernel_pages(sites, slug, links)
     kernel_rows = []
-    page_of = {}
-    for kp in kpages:
-        for key in {(kp.meta.get("path"), kp.meta.get("line")), kp.meta.get("kernel") or kp.meta.get("title")}:
-            page_of[key] = kp.path
     for s in sites:
-        d = s.to_dict() if hasattr(s, "to_dict") else dict(s)
-        d["page"] = page_of.get((d["path"], d["line"])) or page_of.get(d["kernel"])
+        d = s.to_dict()
+        d["page"] = page_of.get((d["path"], d["line"]))
         kernel_rows.append(d)
 
     central = [m for m, _ in codebase_pages.central_modules(model)]

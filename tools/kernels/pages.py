@@ -1,0 +1,188 @@
+"""Kernel catalog pages: one page per kernel, and the directory ``kernels/index.md``.
+
+Everything generated sits inside ``tools.pages.region`` blocks; text from scanned sources goes
+through ``tools.mdtext`` so a ``<script>`` in a docstring shows as text and pipes stay in cells.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+
+from .. import mdtext
+from ..pages import KERNEL_CATEGORIES, Page, region
+
+DIRECTORY = "kernels/index.md"
+_KIND_ORDER = {"library": 0, "example": 1, "benchmark": 2, "test": 3}
+
+
+def _get(site, key):
+    return site.get(key) if isinstance(site, dict) else getattr(site, key, None)
+
+
+def _group(sites: Iterable) -> dict[tuple[str, str], list]:
+    """Sites of one kernel: same public name and same defining function (or, failing that, file)."""
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for s in sites:
+        groups[(_get(s, "kernel"), _get(s, "qualname") or _get(s, "path"))].append(s)
+    for g in groups.values():
+        g.sort(key=lambda s: (_KIND_ORDER.get(_get(s, "kind"), 9), _get(s, "path"), _get(s, "line")))
+    return dict(sorted(groups.items()))
+
+
+def _slugs(keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """File names for kernels; a name shared by several kernels gets its module (or path) appended."""
+    base = Counter(mdtext.slugify(k) for k, _ in keys)
+    out: dict[tuple[str, str], str] = {}
+    used: set[str] = set()
+    for kernel, where in keys:
+        slug = mdtext.slugify(kernel)
+        if base[slug] > 1:  # where: "pkg.module.kernel" (or a path): keep the module's last two parts
+            parts = where.rsplit(".", 1)[0].replace("/", ".").split(".") if "/" not in where \
+                else where.rsplit(".", 1)[0].split("/")
+            slug = mdtext.slugify(f"{kernel}--{'-'.join(parts[-2:])}")
+        n, cand = 2, slug
+        while cand in used:
+            cand, n = f"{slug}-{n}", n + 1
+        used.add(cand)
+        out[(kernel, where)] = cand
+    return out
+
+
+def _majority(values: list, order: tuple = ()) -> str | None:
+    vals = [v for v in values if v]
+    if not vals:
+        return None
+    c = Counter(vals)
+    return max(c, key=lambda v: (c[v], -order.index(v) if v in order else 0))
+
+
+def _code_block(text: str) -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}python\n{text}\n{fence}\n"
+
+
+def _site_row(s, link: Callable[[str, int], str]) -> list[str]:
+    where = f"{_get(s, 'path')}:{_get(s, 'line')}"
+    return [
+        mdtext.link(mdtext.escape(where), link(_get(s, "path"), _get(s, "line"))),
+        mdtext.code(_get(s, "impl")) if _get(s, "impl") else "",
+        mdtext.code(_get(s, "entry")),
+        _get(s, "backend"),
+        _get(s, "kind"),
+    ]
+
+
+def _params_rows(sites: list) -> list[list[str]]:
+    rows = []
+    for s in sites:
+        shapes = _get(s, "block_shapes") or []
+        if not (_get(s, "grid") or shapes or _get(s, "dimension_semantics")):
+            continue
+        rows.append([
+            f"{mdtext.escape(_get(s, 'path'))}:{_get(s, 'line')}",
+            mdtext.code(_get(s, "grid")) if _get(s, "grid") else "",
+            "<br>".join(mdtext.code(b) for b in shapes[:6]),
+            mdtext.code(_get(s, "dimension_semantics")) if _get(s, "dimension_semantics") else "",
+        ])
+    return rows
+
+
+def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str]) -> str:
+    first = sites[0]
+    summary = next((_get(s, "summary") for s in sites if _get(s, "summary")), None)
+    what = [mdtext.escape(summary) if summary else "_No docstring found; read the source._", ""]
+    what.append(f"{len(sites)} launch site{'s' if len(sites) != 1 else ''} in {mdtext.code(meta['repo'])}; "
+                f"backend **{meta['backend']}**, category **{mdtext.escape(meta['category'])}**, "
+                f"kind **{meta['kind']}**, stability **{meta.get('stability', 'stable')}**.")
+    if meta.get("vendored_from"):
+        what += ["", f"Same normalized source as {mdtext.code(meta['vendored_from'])} (vendored or forked)."]
+    out = ["## What it does\n", region("summary", "\n".join(what))]
+    out += ["\n## Launch sites\n", region("launch-sites", mdtext.table(
+        ["Source", "Helper", "Entry", "Backend", "Kind"], [_site_row(s, link) for s in sites]))]
+    sig = _get(first, "signature")
+    out += ["\n## Signature\n", region("signature", _code_block(f"def {sig}" if sig else f"{kernel}(...)"))]
+    rows = _params_rows(sites)
+    out += ["\n## Block and grid parameters\n", region("parameters", mdtext.table(
+        ["Site", "Grid", "Block shapes", "Dimension semantics"], rows) if rows
+        else "_Not statically visible at the launch sites._\n")]
+    callers = sorted({c for s in sites for c in (_get(s, "callers") or [])})
+    out += ["\n## Callers\n", region("callers", "\n".join(f"- {mdtext.code(c)}" for c in callers[:30]) + "\n"
+                                     if callers else "_No callers found inside the repository._\n")]
+    return "\n".join(out)
+
+
+def page_paths(sites: list, repo: str) -> dict[tuple[str, int], str]:
+    """``(path, line)`` of every launch site -> the page ``kernel_pages`` writes it on."""
+    groups = _group(sites)
+    slugs = _slugs(list(groups))
+    folder = f"kernels/{mdtext.slugify(repo)}"
+    return {(_get(s, "path"), _get(s, "line")): f"{folder}/{slugs[key]}.md" for key, g in groups.items() for s in g}
+
+
+def kernel_pages(sites: list, repo: str, commit: str | None,
+                 link: Callable[[str, int], str]) -> list[Page]:
+    """One page per kernel at ``kernels/<repo>/<kernel-slug>.md``."""
+    groups = _group(sites)
+    slugs = _slugs(list(groups))
+    folder = f"kernels/{mdtext.slugify(repo)}"
+    out = []
+    for key, group in groups.items():
+        kernel = key[0]
+        first = group[0]
+        backend = _majority([_get(s, "backend") for s in group if _get(s, "backend") != "unknown"]) or "unknown"
+        meta = {
+            "type": "kernel", "title": kernel,
+            "tags": ["kernel", backend, mdtext.slugify(_get(first, "category"))],
+            "repo": repo, "commit": commit, "path": _get(first, "path"), "line": int(_get(first, "line")),
+            "backend": backend, "category": _majority([_get(s, "category") for s in group], KERNEL_CATEGORIES),
+            "kind": min((_get(s, "kind") for s in group), key=lambda k: _KIND_ORDER.get(k, 9)),
+            "stability": _get(first, "stability") or "stable",
+            "vendored_from": next((_get(s, "vendored_from") for s in group if _get(s, "vendored_from")), None),
+            "kernel": kernel,
+        }
+        meta = {k: v for k, v in meta.items() if v is not None}
+        out.append(Page(f"{folder}/{slugs[key]}.md", meta, _body(kernel, group, meta, link)))
+    return out
+
+
+def _directory_rows(records: list[dict]) -> list[list[str]]:
+    rows = []
+    for r in sorted(records, key=lambda r: (str(r.get("title")), str(r.get("repo")))):
+        target = posixpath.relpath(r["page"], posixpath.dirname(DIRECTORY)) if r.get("page") else None
+        name = mdtext.escape(r.get("title") or "?")
+        rows.append([mdtext.link(name, target) if target else name, mdtext.escape(r.get("repo") or ""),
+                     str(r.get("backend") or ""), str(r.get("kind") or ""), str(r.get("stability") or ""),
+                     mdtext.code(r["vendored_from"]) if r.get("vendored_from") else ""])
+    return rows
+
+
+_HEADERS = ["Kernel", "Repository", "Backend", "Kind", "Stability", "Vendored from"]
+
+
+def directory_page(records: list[dict]) -> Page:
+    """``kernels/index.md``: library kernels grouped by category with counts by repository and backend;
+    kernels found in tests, benchmarks and examples listed after them."""
+    main = [r for r in records if r.get("kind", "library") == "library"]
+    rest = [r for r in records if r.get("kind", "library") != "library"]
+    by_cat: dict[str, list[dict]] = defaultdict(list)
+    for r in main:
+        by_cat[r.get("category") or "crypto/fhe/other"].append(r)
+    order = [c for c in KERNEL_CATEGORIES if c in by_cat] + sorted(c for c in by_cat if c not in KERNEL_CATEGORIES)
+    repos = Counter(r.get("repo") for r in records)
+    head = [f"{len(main)} library kernels from {len(repos)} repositories"
+            + (f", and {len(rest)} more in tests, benchmarks and examples." if rest else "."), ""]
+    head.append(mdtext.table(["Category", "Kernels", "Repositories", "Backends"], [
+        [mdtext.escape(c), str(len(by_cat[c])),
+         ", ".join(f"{mdtext.escape(k)} {v}" for k, v in sorted(Counter(r.get("repo") for r in by_cat[c]).items())),
+         ", ".join(f"{k} {v}" for k, v in sorted(Counter(r.get("backend") for r in by_cat[c]).items()))]
+        for c in order]) or "_No kernels cataloged yet: run `tools ingest` on a code tree._\n")
+    sections = [f"## {mdtext.escape(c)}\n\n" + mdtext.table(_HEADERS, _directory_rows(by_cat[c])) for c in order]
+    if rest:
+        sections.append("## In tests, benchmarks and examples\n\n" + mdtext.table(_HEADERS, _directory_rows(rest)))
+    body = region("directory", "\n".join(head) + "\n" + "\n".join(sections))
+    meta = {"type": "index", "title": "Kernel directory", "tags": ["kernels"]}
+    return Page(DIRECTORY, meta, "# Kernel directory\n\n" + body)

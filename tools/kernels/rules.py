@@ -1,0 +1,187 @@
+"""The catalog's decisions, each a small ordered rule list: kind, backend, category, stability."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+# ---------------------------------------------------------------- kind
+
+
+def kind_of(relpath: str) -> str:
+    p = PurePosixPath(relpath.lower())
+    parts = p.parts[:-1]
+    name = p.name
+    stem = p.stem
+    if name.endswith((".ipynb", ".md", ".markdown")):
+        return "example"
+    if (any(x in ("test", "tests", "testing", "test_utils") for x in parts) or stem.startswith("test_")
+            or stem.endswith(("_test", "_tests")) or stem in ("conftest", "test_util", "test_utils", "test_base")):
+        return "test"
+    if any(x.startswith(("bench", "benchmarks")) for x in parts) or "bench" in stem.split("_") \
+            or stem.startswith("bench") or stem.endswith(("_benchmark", "_benchmarking")):
+        return "benchmark"
+    if any(x in ("example", "examples", "tutorial", "tutorials", "docs", "notebooks") for x in parts) \
+            or stem.startswith("example") or stem.endswith("_example"):
+        return "example"
+    return "library"
+
+
+# ---------------------------------------------------------------- backend
+
+def _backend_of_module(qualified: str) -> str | None:
+    q = qualified.lower()
+    if "mosaic_gpu" in q or ".mgpu" in q:
+        return "gpu-mosaic"
+    if "triton" in q:
+        return "gpu-triton"
+    if "pallas.tpu" in q or "pallas.mosaic" in q or "pallas_tpu" in q or ".pltpu" in q or q == "pltpu":
+        return "tpu"
+    return None
+
+
+_DOTTED = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
+_LITERAL = (
+    (re.compile(r"\bmosaic\s*=\s*(?:dict|\{)|['\"]mosaic['\"]\s*:|TPUCompilerParams|PrefetchScalarGridSpec"
+                r"|TPUMemorySpace|create_tensorcore_mesh|SparseCore\w*Mesh|VectorSubcoreMesh"), "tpu"),
+    (re.compile(r"\bmosaic_gpu\s*=\s*(?:dict|\{)|['\"]mosaic_gpu['\"]\s*:|GPUCompilerParams|GPUMesh|WarpMesh"), "gpu-mosaic"),
+    (re.compile(r"\btriton\s*=\s*(?:dict|\{)|['\"]triton['\"]\s*:|TritonCompilerParams"), "gpu-triton"),
+)
+
+
+class BackendMatcher:
+    """Finds the backend named in a piece of code, given the file's imports (alias -> module)."""
+
+    def __init__(self, imports: dict[str, str]):
+        self.size = len(imports)
+        self.alias = {a: b for a, t in imports.items() if a.isidentifier() and (b := _backend_of_module(t))}
+        # also `pl.tpu.X` style and imported names (`from ...pallas.tpu import CompilerParams`)
+        self.rx = re.compile(r"\b(" + "|".join(map(re.escape, sorted(self.alias, key=len, reverse=True))) + r")\b(?!\s*=)"
+                             ) if self.alias else None
+
+    def hints(self, text: str) -> str | None:
+        if not text:
+            return None
+        votes: dict[str, int] = {}
+        for rx, backend in _LITERAL:
+            n = len(rx.findall(text))
+            if n:
+                votes[backend] = votes.get(backend, 0) + 2 * n
+        if self.rx is not None:
+            for a in self.rx.findall(text):
+                b = self.alias[a]
+                votes[b] = votes.get(b, 0) + 1
+        if not votes:
+            return None
+        return max(sorted(votes), key=lambda b: votes[b])
+
+
+def backend_hints(text: str, imports: dict[str, str]) -> str | None:
+    """The backend named by compiler parameters, grid specs, memory spaces or meshes in ``text``."""
+    return BackendMatcher(imports).hints(text)
+
+
+def import_backends(imports: dict[str, str]) -> list[str]:
+    return sorted({b for t in imports.values() if (b := _backend_of_module(t))})
+
+
+def path_backend(relpath: str) -> str | None:
+    parts = re.split(r"[/_.\-]", relpath.lower())
+    if "triton" in parts:
+        return "gpu-triton"
+    if "mgpu" in parts or "sm90" in parts or "sm100" in parts or "mosaic_gpu" in relpath.lower():
+        return "gpu-mosaic"
+    if "tpu" in parts or "sparse_core" in relpath.lower():
+        return "tpu"
+    if "gpu" in parts:
+        return "gpu-triton"
+    return None
+
+
+# ---------------------------------------------------------------- category
+
+# Ordered: the first category whose words occur wins (most specific first). Words are matched in
+# names normalized to snake_case with "_" at both ends; (?<![a-z]) / (?![a-z]) mark word edges.
+_W = r"(?<![a-z])"  # start of a word
+_E = r"(?![a-z])"  # end of a word
+_CATEGORY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("paged/ragged attention", ("paged", "page_attention", "varlen", "var_len", _W + "page_ids", "page_table",
+                                _W + "pages" + _E, r"ragged_(?:\w*_)?(?:attention|attn|mla)", _W + "rpa" + _E,
+                                "ragged_decode", "ragged_paged", "kv_cache_update", "ragged_kv")),
+    ("cross-entropy/loss", ("cross_entropy", "xent", "kl_div", _W + "loss" + _E, "logsumexp_loss")),
+    ("attention", ("attention", _W + "attn", "flash", "splash", _W + "mha" + _E, _W + "mqa", _W + "gqa",
+                   _W + "mla" + _E, "decode_attention", "sparse_mla", "mla_swa")),
+    ("moe/grouped matmul", (_W + "t?gmm", "grouped_matmul", "grouped_mm", "ragged_dot", _W + "moe" + _E,
+                            "fused_moe", "megablox", "expert", r"ragged_(?:\w*_)?dot")),
+    ("quantized matmul", (r"quant\w*_?(?:matmul|mm|dot|gemm)", "(?:int8|int4|fp8|w8a8|w4a8)_?(?:matmul|mm|gemm)",
+                          "(?:matmul|mm|gemm)_?(?:int8|fp8|quant)",
+                          r"(?:nf4|int4|int8|fp8|w8a8|w4a16|awq|gptq)\w*(?:matmul|gemm|dot)",
+                          r"(?:matmul|gemm|dot)\w*(?:nf4|int4|int8|fp8|w8a8|w4a16|awq|gptq)")),
+    ("collective/communication", ("all_gather", "allgather", "reduce_scatter", "all_reduce", "allreduce",
+                                  "all_to_all", "collective", "ppermute", "kv_transfer", _W + "send", _W + "recv",
+                                  "remote_copy", "hierrs")),
+    ("ssm/scan/linear-recurrence", (_W + "rnn", "linear_rnn", _W + "lru", _W + "ssm", "mamba", "recurren",
+                                    _W + "scan", "delta_rule", _W + "gdn", "linear_attention", _W + "rwkv", "cumsum",
+                                    _W + "kda" + _E, "deltanet", "gated_delta")),
+    ("normalization", ("norm", _W + "rms", "layernorm")),
+    ("activation/GLU", (_W + "glu", "swiglu", "geglu", "gated_linear", "gelu", "silu", "activation", "softmax")),
+    ("rotary/positional", (_W + "rope" + _E, "rotary", "positional", "cos_sin", "sin_cos")),
+    ("sampling/top-k", ("top_?k", "sampling", "sampler", _W + "sort", "argmax", _W + "topp")),
+    ("fft/convolution", (_W + "fft", "conv(?:olution|1d|2d|3d)?" + _E, "causal_conv")),
+    ("matmul/gemm", ("matmul", "gemm", _W + "dot" + _E, _W + "mm" + _E, "spmm", _W + "gemv", "o_projection",
+                     _W + "proj")),
+    # named, but none of the above: linear algebra, layout shuffles, hyper-connections
+    ("crypto/fhe/other", (_W + "x?pose" + _E, _W + "xpose", "transpose(?!d)", _W + "mhc" + _E, "hyper_?conn",
+                          _W + "(?:lu|det|slogdet|pf|slogpf|qr|svd|eigh?)" + _E, "pfaffian", "determinant",
+                          "cholesky")),
+)
+CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (c, re.compile("|".join(words))) for c, words in _CATEGORY_WORDS)
+
+
+def _norm(text: str | None) -> str:
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text or "")
+    return "_" + re.sub(r"[^a-z0-9]+", "_", text.lower()) + "_"
+
+
+def _matches(text: str) -> list[str]:
+    return [cat for cat, rx in CATEGORY_RULES if rx.search(text)]
+
+
+_PARENT = {"paged/ragged attention": "attention", "quantized matmul": "matmul/gemm",
+           "moe/grouped matmul": "matmul/gemm"}
+
+
+def category_of(names: str | None, path: str | None = None, docs: str | None = None) -> str:
+    """First rule matching the names (kernel, helper, body); among several, the one the file path
+    agrees with (unless that is only the parent of a more specific match); else the file name,
+    then its folders, then the docstrings."""
+    p = (path or "").replace("\\", "/")
+    stem, _, dirs = p.rpartition("/")[2], None, p.rpartition("/")[0]
+    path_hits = _matches(_norm(p))
+    hits = _matches(_norm(names))
+    if hits:
+        agreed = [c for c in hits if c in path_hits and c != "crypto/fhe/other"]
+        if agreed and _PARENT.get(hits[0]) != agreed[0]:
+            return agreed[0]
+        return hits[0]
+    for text in (stem, dirs, docs):
+        hits = _matches(_norm(text))
+        if hits:
+            return hits[0]
+    return "crypto/fhe/other"
+
+
+# ---------------------------------------------------------------- stability
+
+def stability_of(relpath: str, deprecated: bool, doc: str | None = None) -> str:
+    p = relpath.lower()
+    if deprecated:
+        return "deprecated"
+    if re.search(r"(?:^|/)(?:research|contrib|prototype|prototypes|sandbox|scratch)(?:/|$)", p):
+        return "research"
+    if re.search(r"experimental|(?:^|/)(?:exp|preview|nightly|wip)(?:/|$)|_v\d+_?(?:exp|wip)", p):
+        return "experimental"
+    if doc and re.search(r"\b(experimental|prototype|work in progress|unstable)\b", doc, re.IGNORECASE):
+        return "experimental"
+    return "stable"
