@@ -85,7 +85,7 @@ _register(PageType("experiment", "experiments", (
     Key("hypothesis"), Key("commit"), Key("exp_id", kind=str),
     Key("status", True, EXPERIMENT_STATUS), Key("verdict", False, VERDICTS),
     Key("metrics", kind=dict),
-), sections=("Hypothesis under test", "Setup", "Results", "Verdict"),
+), sections=("Hypothesis under test", "Setup", "Results", "Profile", "HLO", "Verdict"),
     summary="One run, its metrics and its verdict"))
 _register(PageType("observation", "observations", (
     Key("experiment"), Key("source"),
@@ -99,7 +99,8 @@ CONTENT_TYPES = tuple(t for t in TYPES if t not in ("index", "log"))
 
 # ---------------------------------------------------------------- parse / render
 
-_FM = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+# A leading `---` line, the YAML (group 1), then a `---` or `...` line. Public: tools.wikiscan reuses it.
+FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 
 
 class FrontmatterError(ValueError):
@@ -108,7 +109,7 @@ class FrontmatterError(ValueError):
 
 def split(text: str) -> tuple[dict[str, Any] | None, str]:
     """Return (frontmatter or None when absent, body). Raises FrontmatterError on bad YAML."""
-    m = _FM.match(text)
+    m = FRONTMATTER_RE.match(text)
     if not m:
         return None, text
     try:

@@ -20,6 +20,9 @@ site/
 build/
 .tools-cache/
 __pycache__/
+# Lock files the writer and the experiment runner hold while they write.
+wiki/**/.lane.lock
+wiki/.log.lock
 # Profiles are large: keep only their notes in git.
 raw/profiles/*
 !raw/profiles/.gitkeep

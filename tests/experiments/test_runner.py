@@ -1,0 +1,144 @@
+"""`tools exp run` end to end with a fast stand-in script: verdicts, crash, timeout, concurrency."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from _exp_helpers import HERE, PY, fake
+from click.testing import CliRunner
+
+from tools import pages
+from tools.cli import cli
+from tools.errors import InputError
+from tools.experiments import ledger, records, report
+from tools.experiments.runner import RunSpec, run_experiment
+
+
+def run(project, *args, command):
+    res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
+                                   "--variant", "s/tpu", "-q", *args, "--", *command])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    return res.output
+
+
+def lane(project):
+    return records.lane_records(project.wiki, "m", "l")
+
+
+def rows(project):
+    return ledger.read((project.wiki / "experiments/m/l/RESULTS.tsv").read_text())
+
+
+def test_baseline_then_interleaved_variants(project):
+    run(project, "-m", "baseline", command=fake("--step-ms", "10"))
+    out = run(project, "-m", "faster", "--repeats", "2", "--hypothesis", "halving the step time doubles tokens/s",
+              command=fake("--step-ms", "5"))
+    assert ": supported (keep)" in out
+    run(project, "-m", "decoy", "--repeats", "2", command=fake("--step-ms", "4", "--loss-shift", "-0.5"))
+    run(project, "-m", "slower", "--repeats", "2", command=fake("--step-ms", "20"))
+    recs = lane(project)
+    assert [r["version"] for r in recs] == [1, 2, 3, 4]
+    assert [r["verdict"] for r in recs] == ["inconclusive", "supported", "invalid", "refuted"]
+    assert recs[0]["role"] == "baseline"
+    faster = recs[1]
+    assert faster["interleaved"] is True and faster["gain_pct"] == pytest.approx(100.0, rel=1e-3)
+    assert faster["semantics"]["status"] == "ok" and faster["semantics"]["tol"] == 0.025
+    assert faster["metrics"]["mfu_basis"] == "causal" and faster["metrics"]["mfu_causal_percent"] > 0
+    assert recs[2]["semantics"]["status"] == "changed"
+    # every timed run of both arms left a log
+    raw = project.root / recs[1]["raw_dir"]
+    assert sorted(p.name for p in raw.glob("*.log")) == ["baseline-1.log", "baseline-2.log", "run-1.log", "run-2.log"]
+    # ledger: one row per run, autoresearch statuses
+    assert [r["status"] for r in rows(project)] == ["keep", "keep", "discard", "discard"]
+    # pages validate and have the sections; the model page's best is the supported run
+    for r in recs:
+        text = (project.wiki / r["page"]).read_text()
+        meta, body = pages.split(text)
+        assert [p for p in pages.validate(r["page"], meta, body) if p.severity == "error"] == []
+        for s in ("## Hypothesis under test", "## Setup", "## Results", "## Profile", "## HLO", "## Verdict"):
+            assert s in body
+    model = (project.wiki / "models/m-l.md").read_text()
+    meta, body = pages.split(model)
+    assert meta["type"] == "model" and meta["model"] == "m"
+    variants = pages.regions(body)["variants"]
+    assert recs[0]["exp_id"] in variants and recs[1]["exp_id"] in variants and "+100.0 %" in variants
+    assert "exp run | m/l" in (project.wiki / "log.md").read_text()
+
+
+def test_crash_is_filed_with_log_tail(project):
+    run(project, "-m", "oom", command=fake("--crash"))
+    (r,) = lane(project)
+    assert r["verdict"] == "crash" and r["status"] == "filed"
+    body = (project.wiki / r["page"]).read_text()
+    assert "RESOURCE_EXHAUSTED" in body and "exit code 3" in body
+    assert rows(project)[0]["status"] == "crash"
+    # a crash is not a baseline: the next good run becomes it
+    run(project, "-m", "good", command=fake())
+    assert lane(project)[1]["role"] == "baseline"
+
+
+def test_hang_hits_timeout(project):
+    run(project, "--timeout", "1.5", "-m", "hang", command=fake("--hang"))
+    (r,) = lane(project)
+    assert r["verdict"] == "crash"
+    assert "timed out after 1.5 s" in (project.wiki / r["page"]).read_text()
+
+
+def test_concurrent_runs_get_distinct_versions_and_rows(project):
+    env = dict(os.environ, AUTORESEARCH_ROOT=str(project.root))
+    procs = [subprocess.Popen([PY, "-m", "tools", "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/tpu",
+                               "-q", "-m", f"run {i}", "--", *fake()], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for i in range(3)]
+    outs = [p.communicate(timeout=120)[0].decode() for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    recs = lane(project)
+    assert sorted(r["version"] for r in recs) == [1, 2, 3]
+    assert len(rows(project)) == 3 and len({r["exp_id"] for r in rows(project)}) == 3
+    assert sum(r["role"] == "baseline" for r in recs) == 1
+
+
+def test_filed_pages_are_immutable(project):
+    out = run_experiment(project, RunSpec(model="m", lane="l", variant="s/tpu", command=fake()))
+    rec = lane(project)[0]
+    w_page = report.experiment_page(dict(rec, verdict="supported"), {})
+    from tools.experiments.runner import _refuse_filed
+    from tools.writer import Writer
+    with pytest.raises(InputError, match="immutable"):
+        _refuse_filed(Writer(project.wiki), w_page.path)
+    assert out.page == rec["page"]
+
+
+def test_list_and_load_experiments(project):
+    run(project, "-m", "one", command=fake())
+    recs = records.load_experiments(project.wiki)
+    assert recs[0]["page"].startswith("experiments/m/l/") and recs[0]["model"] == "m"
+    res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "list"])
+    assert res.exit_code == 0 and "m/l v001" in res.output
+
+
+def test_bad_names_are_refused(project):
+    res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "../x", "--lane", "l",
+                                   "--variant", "v", "--", sys.executable, "-c", "pass"])
+    assert res.exit_code == 1 and "--model" in res.output
+
+
+def test_profile_without_a_trace_says_so(project):
+    run(project, "--profile", "-m", "no trace", command=fake())
+    (r,) = lane(project)
+    assert r["verdict"] != "crash"
+    assert "No profile summary" in (project.wiki / r["page"]).read_text()
+
+
+def test_edited_script_baseline_reruns_its_saved_copy(project, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text((HERE / "fake_train.py").read_text())
+    run(project, "-m", "base", command=[PY, str(script), "--step-ms", "10"])
+    # autoresearch style: edit the script itself; the interleaved baseline must still be the old code
+    script.write_text(script.read_text().replace('a.step_ms / 1e3', 'a.step_ms / 2e3'))
+    out = run(project, "-m", "edited", "--repeats", "2", command=[PY, str(script), "--step-ms", "10"])
+    assert ": supported" in out
+    page = (project.wiki / lane(project)[1]["page"]).read_text()
+    assert "its saved copy" in page and lane(project)[1]["gain_pct"] == pytest.approx(100.0, rel=1e-3)

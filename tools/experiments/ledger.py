@@ -1,0 +1,44 @@
+"""The lane's RESULTS.tsv: autoresearch's ledger columns first, then ours.
+
+autoresearch: ``commit, metric, memory_gb, status (keep|discard|crash), description``; extended with
+``exp_id, date, tokens_per_s, mfu_percent, mfu_basis, step_time_ms, config``. ``metric`` is tokens/s.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+COLUMNS = ("commit", "metric", "memory_gb", "status", "description",
+           "exp_id", "date", "tokens_per_s", "mfu_percent", "mfu_basis", "step_time_ms", "config")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (dict, list)):
+        v = json.dumps(v, sort_keys=True, separators=(",", ":"))
+    return str(v).replace("\t", " ").replace("\n", " ")
+
+
+def read(text: str) -> list[dict]:
+    if not text.strip():
+        return []
+    return list(csv.DictReader(io.StringIO(text), delimiter="\t"))
+
+
+def render(rows: list[dict]) -> str:
+    out = ["\t".join(COLUMNS)]
+    out += ["\t".join(_cell(r.get(c)) for c in COLUMNS) for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def row_for(record: dict) -> dict:
+    """A ledger row from an experiment page's frontmatter."""
+    m = record.get("metrics") or {}
+    return {"commit": record.get("commit") or "", "metric": m.get("tokens_per_s"), "memory_gb": m.get("memory_gb"),
+            "status": record.get("ledger_status"), "description": record.get("description") or record.get("title"),
+            "exp_id": record.get("exp_id"), "date": record.get("date"), "tokens_per_s": m.get("tokens_per_s"),
+            "mfu_percent": m.get("mfu_percent"), "mfu_basis": m.get("mfu_basis"),
+            "step_time_ms": m.get("step_time_ms"), "config": record.get("config")}

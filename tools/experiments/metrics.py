@@ -1,0 +1,85 @@
+"""Read a training script's final JSON line and turn it into run metrics.
+
+The contract (experiments/README.md): the last stdout line that is a JSON object with
+``step_times_s`` (seconds per optimizer step, first ``warmup_steps`` include compilation) and
+``tokens_per_step``; optionally ``losses``, ``flops_per_step`` ({causal, noncausal} or a number),
+``n_devices``, ``device_kind``, ``platform``, ``peak_memory_bytes``, ``config``, ``shape``, ``compile_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from . import devices
+
+BASES = ("causal", "noncausal")
+
+
+def parse_result(text: str) -> dict | None:
+    """The last line of ``text`` that is a JSON object carrying ``step_times_s``; None when absent."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if not (line.startswith("{") and line.endswith("}")):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("step_times_s"), list) and "tokens_per_step" in obj:
+            return obj
+    return None
+
+
+def _flops(result: dict) -> dict[str, float]:
+    f = result.get("flops_per_step")
+    if isinstance(f, dict):
+        return {b: float(f[b]) for b in BASES if f.get(b)}
+    if isinstance(f, (int, float)) and f:
+        return {str(result.get("flops_basis", "noncausal")): float(f)}
+    return {}
+
+
+def compute(result: dict, peak_flops: float | None = None) -> dict:
+    """Metrics of one run: tokens/s (total and per chip), step time median and spread over steady
+    steps (warm-up excluded), MFU per basis (null with a reason when the peak is unknown), memory."""
+    times = [float(t) for t in result["step_times_s"]]
+    warm = int(result.get("warmup_steps", 1))
+    steady = times[warm:] if len(times) > warm else times
+    med = statistics.median(steady)
+    q = statistics.quantiles(steady, n=10, method="inclusive") if len(steady) >= 2 else [med] * 9
+    n_dev = int(result.get("n_devices") or 1)
+    peak = devices.lookup(result.get("device_kind"), result.get("platform"), peak_flops)
+    n_chips = max(1, n_dev // peak.devices_per_chip) if n_dev >= peak.devices_per_chip else 1
+    tps = float(result["tokens_per_step"]) / med
+    m = {
+        "tokens_per_s": round(tps, 2),
+        "tokens_per_s_per_chip": round(tps / n_chips, 2),
+        "step_time_ms": round(med * 1e3, 4),
+        "step_time_spread_pct": round(100 * (q[8] - q[0]) / med, 2),  # p90 - p10 over the median
+        "steady_steps": len(steady),
+        "compile_s": result.get("compile_s"),
+        "n_devices": n_dev,
+        "n_chips": n_chips,
+        "device_kind": result.get("device_kind"),
+        "platform": result.get("platform"),
+        "peak_flops_per_device": peak.peak_flops,
+        "peak_flops_source": peak.source,
+        "memory_gb": round(result["peak_memory_bytes"] / 1e9, 4) if result.get("peak_memory_bytes") else None,
+        "memory_source": result.get("peak_memory_source"),
+        "loss_final": (result.get("losses") or [None])[-1],
+    }
+    flops = _flops(result)
+    for b in BASES:
+        v = None
+        if b in flops and peak.peak_flops:
+            v = round(100 * flops[b] / med / (peak.peak_flops * n_dev), 3)
+        m[f"mfu_{b}_percent"] = v
+    basis = "causal" if m["mfu_causal_percent"] is not None else "noncausal"
+    m["mfu_percent"] = m[f"mfu_{basis}_percent"]
+    m["mfu_basis"] = basis if m["mfu_percent"] is not None else None
+    if m["mfu_percent"] is None:
+        m["mfu_note"] = peak.source if not peak.peak_flops else "the script reported no flops_per_step"
+    if result.get("flops_per_step_xla") and flops.get("noncausal"):
+        m["xla_flops_ratio"] = round(float(result["flops_per_step_xla"]) / flops["noncausal"], 3)
+    return m

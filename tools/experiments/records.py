@@ -1,0 +1,63 @@
+"""Experiment records: the frontmatter of experiment pages, read back from wiki/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .. import pages
+from ..errors import InputError
+
+VERSION = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})-v(?P<n>\d{3,})-(?P<slug>.+)\.md$")
+
+
+def load_experiments(wiki_dir: Path | str) -> list[dict]:
+    """Every experiment page under ``wiki/experiments``: its frontmatter plus ``page`` (path relative
+    to wiki/), ordered by model, lane and version. Pages with broken frontmatter raise InputError."""
+    wiki = Path(wiki_dir)
+    out = []
+    for p in sorted((wiki / "experiments").rglob("*.md")):
+        try:
+            meta, _ = pages.split(p.read_text(encoding="utf-8"))
+        except pages.FrontmatterError as e:
+            raise InputError(p, str(e)) from None
+        if not meta or meta.get("type") != "experiment":
+            continue
+        rec = dict(meta)
+        rec["page"] = p.relative_to(wiki).as_posix()
+        m = VERSION.match(p.name)
+        rec.setdefault("version", int(m.group("n")) if m else 0)
+        out.append(rec)
+    out.sort(key=lambda r: (str(r.get("model")), str(r.get("lane")), int(r.get("version") or 0), r["page"]))
+    return out
+
+
+def lane_records(wiki_dir: Path | str, model: str, lane: str) -> list[dict]:
+    return [r for r in load_experiments(wiki_dir) if r.get("model") == model and r.get("lane") == lane]
+
+
+def next_version(lane_dir: Path, ledger_rows: list[dict]) -> int:
+    """One more than the highest version among the lane's pages and ledger rows."""
+    seen = [int(m.group("n")) for p in lane_dir.glob("*.md") if (m := VERSION.match(p.name))]
+    for r in ledger_rows:
+        m = re.search(r"-v(\d{3,})-", str(r.get("exp_id") or ""))
+        if m:
+            seen.append(int(m.group(1)))
+    return max(seen, default=0) + 1
+
+
+def kept(records: list[dict]) -> list[dict]:
+    return [r for r in records if r.get("status") == "filed" and r.get("ledger_status") == "keep"
+            and (r.get("metrics") or {}).get("tokens_per_s")]
+
+
+def baseline_for(records: list[dict], variant: str) -> dict | None:
+    """The latest filed baseline run of a variant."""
+    bs = [r for r in records if r.get("variant") == variant and r.get("role") == "baseline"
+          and r.get("status") == "filed" and r.get("verdict") != "crash"]
+    return bs[-1] if bs else None
+
+
+def best_for(records: list[dict], variant: str) -> dict | None:
+    ks = [r for r in kept(records) if r.get("variant") == variant]
+    return max(ks, key=lambda r: r["metrics"]["tokens_per_s"]) if ks else None

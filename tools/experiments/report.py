@@ -1,0 +1,159 @@
+"""Experiment and model pages, built from records (plain data in, Page objects out)."""
+
+from __future__ import annotations
+
+from .. import pages
+from . import records as rec_mod
+
+
+def _fmt(v, nd=2, unit="") -> str:
+    if v is None or v == "":
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}{unit}"
+    return f"{v}{unit}"
+
+
+def experiment_path(model: str, lane: str, exp_id: str) -> str:
+    return f"experiments/{model}/{lane}/{exp_id}.md"
+
+
+def model_path(model: str, lane: str) -> str:
+    return f"models/{model}-{lane}.md"
+
+
+def _metrics_table(m: dict) -> list[str]:
+    rows = [("tokens/s", _fmt(m.get("tokens_per_s"), 1)),
+            ("tokens/s per chip", _fmt(m.get("tokens_per_s_per_chip"), 1)),
+            ("step time (median, steady steps)", f"{_fmt(m.get('step_time_ms'), 3)} ms "
+                                                 f"(p10–p90 spread {_fmt(m.get('step_time_spread_pct'))} %,"
+                                                 f" {m.get('steady_steps', '—')} steps)"),
+            ("MFU, causal attention FLOPs", _fmt(m.get("mfu_causal_percent"), 3, " %")),
+            ("MFU, non-causal attention FLOPs", _fmt(m.get("mfu_noncausal_percent"), 3, " %")),
+            ("peak FLOP/s per device", f"{_fmt(m.get('peak_flops_per_device'))} ({m.get('peak_flops_source', '—')})"),
+            ("peak memory", f"{_fmt(m.get('memory_gb'), 4)} GB ({m.get('memory_source') or '—'})"),
+            ("compile", _fmt(m.get("compile_s"), 2, " s")),
+            ("devices / chips", f"{m.get('n_devices', '—')} × {m.get('device_kind', '—')} / {m.get('n_chips', '—')}"),
+            ("final loss", _fmt(m.get("loss_final"), 4)),
+            ("XLA cost_analysis / model FLOPs (non-causal)", _fmt(m.get("xla_flops_ratio"), 3))]
+    if m.get("mfu_note"):
+        rows.append(("MFU note", m["mfu_note"]))
+    return ["| metric | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+
+
+def experiment_body(r: dict, ctx: dict) -> str:
+    """``r`` is the page frontmatter; ``ctx`` carries what is not frontmatter (log tail, profile text)."""
+    m = r.get("metrics") or {}
+    out = ["## Hypothesis under test", "", str(r.get("hypothesis") or "(none given: `--hypothesis`)"), ""]
+    if r.get("description"):
+        out += [f"Change: {r['description']}", ""]
+    env = ctx.get("env") or {}
+    out += ["## Setup", "", "```bash", ctx.get("command_line", ""), "```", "",
+            f"- model `{r.get('model')}`, lane `{r.get('lane')}`, variant `{r.get('variant')}`, role {r.get('role')}",
+            f"- model code commit `{r.get('commit') or 'unknown'}`; script sha256 `{r.get('script_sha256') or '—'}`",
+            f"- runs: {r.get('repeats', 1)} timed" + (" interleaved with the baseline (A B A B)" if r.get('interleaved') else "")
+            + f"; timeout {ctx.get('timeout')} s"
+            + ("; the timed run was also traced (profiler overhead included; use --repeats to time untraced)"
+               if ctx.get("traced_timing") else ""),
+            f"- raw log and profile: `{r.get('raw_dir')}`"]
+    for k, v in sorted(env.items()):
+        out.append(f"- `{k}={v}`")
+    if r.get("config"):
+        cfg = r["config"]
+        out.append("- config: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+    out += ["", "## Results", ""]
+    if r.get("verdict") == "crash":
+        out += [f"The run crashed ({ctx.get('crash_reason', 'see log')}). Last lines of the log:", "",
+                "```text", ctx.get("log_tail", "").rstrip(), "```", ""]
+    else:
+        out += _metrics_table(m) + [""]
+        base, best = r.get("baseline"), r.get("best")
+        if r.get("gain_pct") is not None:
+            out.append(f"- against the baseline `{base}`: tokens/s {r['gain_pct']:+.2f} %"
+                       f" (noise band ±{r.get('noise_band_pct')} %: {ctx.get('band_how', '')})")
+        if ctx.get("baseline_note"):
+            out.append(f"- note: {ctx['baseline_note']}")
+        if ctx.get("arms"):
+            a = ctx["arms"]
+            out.append(f"- interleaved tokens/s, baseline: {', '.join(_fmt(x, 1) for x in a['base'])}; "
+                       f"this run: {', '.join(_fmt(x, 1) for x in a['var'])}")
+        if best and r.get("gain_vs_best_pct") is not None:
+            out.append(f"- against the current best `{best}`: tokens/s {r['gain_vs_best_pct']:+.2f} %")
+        s = r.get("semantics") or {}
+        out.append(f"- semantics: {s.get('status', 'unchecked')}"
+                   + (f", max |Δloss| {s.get('max_abs_delta')} over {s.get('steps')} steps vs `{s.get('reference')}`"
+                      if s.get("max_abs_delta") is not None else f" ({s.get('reason', '')})")
+                   + f"; tolerance {s.get('tol')} (bf16 moved a 12-step trajectory ≤ 0.011, a layer-skipping"
+                     " decoy ≥ 0.056)")
+        if r.get("loss_trajectory"):
+            out.append("- loss trajectory: " + ", ".join(f"{x:.4f}" for x in r["loss_trajectory"]))
+        out.append("")
+    out += ["## Profile", ""]
+    if ctx.get("profile_md"):
+        out += [ctx["profile_md"], "Open the trace in xprof (it serves on all interfaces; run it on your machine):", "",
+                "```bash", f"xprof --logdir={ctx.get('trace_dir')} --port=8791", "```", "",
+                f"Summary again: `tools profile summary {r.get('raw_dir')}`.", ""]
+    else:
+        out += [ctx.get("profile_note") or "Not profiled (run with `--profile`).", ""]
+    out += ["## HLO", ""]
+    if ctx.get("hlo_files"):
+        out += ["Optimized HLO dumped with `--xla_dump_to --xla_dump_hlo_as_text`:"] + \
+               [f"- `{f}`" for f in ctx["hlo_files"]] + [""]
+        for st in ctx.get("hlo_stats") or []:
+            out.append(f"`{st['module']}` after optimizations: {st['instructions']} instructions in "
+                       f"{st['computations']} computations; {st['fusions']} fusions, {st['matmuls']} dots/convolutions,"
+                       f" {st['custom_calls']} custom-calls, {st['while_loops']} while loops, {st['collectives']}"
+                       f" collectives, {st['copies_outside_fusions']} copies/transposes outside fusions.")
+        out.append("")
+    else:
+        out += ["No HLO dump (run with `--profile`).", ""]
+    out += ["## Verdict", "", f"**{r.get('verdict')}** (ledger status `{r.get('ledger_status')}`)", ""]
+    out += [f"- {x}" for x in r.get("reasons") or []]
+    return "\n".join(out) + "\n"
+
+
+def experiment_page(r: dict, ctx: dict) -> pages.Page:
+    body = f"# {r['title']}\n\n" + pages.region("experiment", experiment_body(r, ctx) if r.get("status") == "filed"
+                                                else "## Hypothesis under test\n\n" + str(r.get("hypothesis") or "")
+                                                + "\n\n## Setup\n\n```bash\n" + ctx.get("command_line", "")
+                                                + "\n```\n\n## Results\n\nRunning.\n\n## Verdict\n\nPending.\n")
+    return pages.Page(experiment_path(r["model"], r["lane"], r["exp_id"]), r, body)
+
+
+# ----------------------------------------------------------------------------- model page
+
+def model_page(model: str, lane: str, records: list[dict]) -> pages.Page:
+    """Variant matrix and run list, recomputed from the lane's experiment pages."""
+    recs = [r for r in records if r.get("status") == "filed"]
+    variants = sorted({str(r.get("variant")) for r in recs})
+    lines = ["| variant | baseline | baseline tokens/s | current best | best tokens/s | gain | MFU (basis) | runs | crashes |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    for v in variants:
+        vr = [r for r in recs if str(r.get("variant")) == v]
+        b, best = rec_mod.baseline_for(vr, v), rec_mod.best_for(vr, v)
+        bt = (b or {}).get("metrics", {}).get("tokens_per_s")
+        bm = (best or {}).get("metrics", {})
+        gain = f"{100 * (bm['tokens_per_s'] / bt - 1):+.1f} %" if best and bt else "—"
+        mfu = f"{bm['mfu_percent']:.2f} % ({bm.get('mfu_basis')})" if bm.get("mfu_percent") is not None else "—"
+        link = lambda r: f"[{r['exp_id']}](../{r['page']})" if r else "—"
+        lines.append(f"| `{v}` | {link(b)} | {_fmt(bt, 1)} | {link(best)} | {_fmt(bm.get('tokens_per_s'), 1)} | "
+                     f"{gain} | {mfu} | {len(vr)} | {sum(r.get('verdict') == 'crash' for r in vr)} |")
+    runs = ["| # | experiment | variant | verdict | tokens/s | Δ vs baseline | MFU (basis) |",
+            "|---:|---|---|---|---:|---:|---:|"]
+    for r in recs:
+        m = r.get("metrics") or {}
+        mfu = f"{m['mfu_percent']:.2f} % ({m.get('mfu_basis')})" if m.get("mfu_percent") is not None else "—"
+        gain = f"{r['gain_pct']:+.2f} %" if r.get("gain_pct") is not None else "—"
+        runs.append(f"| {r.get('version')} | [{r.get('slug')}](../{r['page']}) | `{r.get('variant')}` | "
+                    f"{r.get('verdict')}{' (baseline)' if r.get('role') == 'baseline' else ''} | "
+                    f"{_fmt(m.get('tokens_per_s'), 1)} | {gain} | {mfu} |")
+    hardware = sorted({str(r.get("variant")).split("/", 1)[-1] for r in recs if "/" in str(r.get("variant"))})
+    meta = {"title": f"{model} ({lane})", "type": "model", "tags": ["model", model, lane],
+            "model": model, "lane": lane, "hardware": ", ".join(hardware) or None}
+    body = (f"# {model} ({lane})\n\n"
+            "Recomputed from the experiment pages by `tools exp run`; do not edit inside the generated regions. "
+            "Reference lines for the explorer go in the `references` frontmatter key "
+            "(`- {label, tokens_per_s | mfu_percent, basis, variant}`).\n\n"
+            "## Variants\n\n" + pages.region("variants", "\n".join(lines) + "\n")
+            + "\n## Experiments\n\n" + pages.region("experiments", "\n".join(runs) + "\n"))
+    return pages.Page(model_path(model, lane), {k: v for k, v in meta.items() if v is not None}, body)

@@ -1,0 +1,218 @@
+"""Read optimized HLO text: each instruction's opcode, category and model source location.
+
+Handles both metadata forms: inline ``source_file=... source_line=...`` (jax <= 0.8.0) and
+``stack_frame_id=N`` with the ``FileNames / FunctionNames / FileLocations / StackFrames`` tables in the
+module header (jax >= 0.8.3), where the printed ``parent_frame_id`` is the real parent + 1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Frame = tuple[str, int, str]  # (file, line, function)
+
+
+@dataclass
+class Instr:
+    name: str
+    opcode: str
+    computation: str
+    op_name: str = ""
+    frames: list[Frame] = field(default_factory=list)  # innermost first
+    calls: list[str] = field(default_factory=list)
+    root: bool = False
+
+
+@dataclass
+class HloModule:
+    name: str
+    instrs: dict[str, Instr]
+    computations: dict[str, list[str]]  # computation -> instruction names in order
+
+    def category(self, op: str) -> str:
+        ins = self.instrs.get(op)
+        return categorize(self, ins) if ins else "unmapped"
+
+    def source(self, op: str) -> list[Frame]:
+        """Frames (innermost first) for an op; a fusion or call without its own metadata borrows
+        from the instruction inside that does the work (a dot/convolution, else the root)."""
+        ins = self.instrs.get(op)
+        if ins is None:
+            return []
+        if ins.frames:
+            return ins.frames
+        for comp in ins.calls:
+            names = self.computations.get(comp, [])
+            inner = [self.instrs[n] for n in names]
+            for pick in ([i for i in inner if i.opcode in _MATMUL and i.frames],
+                         [i for i in inner if i.root and i.frames],
+                         [i for i in inner if i.frames]):
+                if pick:
+                    return pick[0].frames
+        return []
+
+
+_COMP = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
+_INSTR = re.compile(r"^\s+(?P<root>ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<rest>.*)$")
+_OPCODE = re.compile(r"(?:^|[\s)\]}])(?P<op>[a-z][a-z0-9\-]*)\(")
+_META = re.compile(r"metadata=\{(?P<m>[^}]*)\}")
+_CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?(?P<c>%?[\w.\-]+(?:,\s*%?[\w.\-]+)*)")
+_KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+_TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
+
+_MATMUL = {"dot", "convolution", "ragged-dot"}
+_COLLECTIVE = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all",
+               "collective-broadcast", "send", "recv")
+_MOVEMENT = {"copy", "copy-start", "copy-done", "transpose", "dynamic-slice", "dynamic-update-slice",
+             "gather", "scatter", "concatenate", "slice", "pad", "bitcast", "reshape", "broadcast",
+             "bitcast-convert", "iota", "constant", "parameter", "get-tuple-element", "tuple"}
+_CONTROL = {"while", "conditional", "call", "async-start", "async-done"}
+
+
+def categorize(mod: HloModule, ins: Instr) -> str:
+    op = ins.opcode
+    if op in _MATMUL:
+        return "matmul"
+    if op.startswith(_COLLECTIVE):
+        return "collective"
+    if op == "custom-call":
+        return "custom-call"
+    if op in _MOVEMENT:
+        return "data movement"
+    if op in _CONTROL:
+        return "control flow"
+    if op in ("reduce", "reduce-window", "sort"):
+        return "reduction"
+    if op == "fusion":
+        inner = {mod.instrs[n].opcode for c in ins.calls for n in mod.computations.get(c, [])}
+        if inner & _MATMUL:
+            return "matmul"
+        if "custom-call" in inner:
+            return "custom-call"
+        if inner & {"reduce", "reduce-window"}:
+            return "reduction"
+        if inner and inner <= _MOVEMENT:
+            return "data movement"
+        return "elementwise fusion"
+    return "elementwise"
+
+
+def _unquote(v: str) -> str:
+    return v[1:-1].replace('\\"', '"').replace("\\'", "'") if v.startswith('"') else v
+
+
+def _tables(lines: list[str]) -> dict[str, dict[int, str]]:
+    """The stack-frame tables before the first computation."""
+    out: dict[str, dict[int, str]] = {}
+    current = None
+    for ln in lines:
+        s = ln.strip()
+        if s in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = out.setdefault(s, {})
+            continue
+        if not s:
+            continue
+        m = _TABLE_ROW.match(s)
+        if current is not None and m:
+            current[int(m.group(1))] = m.group(2)
+        elif _COMP.match(ln):
+            break
+        else:
+            current = None
+    return out
+
+
+def _frames_resolver(tables: dict[str, dict[int, str]]):
+    files = {k: _unquote(v) for k, v in tables.get("FileNames", {}).items()}
+    funcs = {k: _unquote(v) for k, v in tables.get("FunctionNames", {}).items()}
+    locs = {k: dict(_KV.findall(v.strip("{}"))) for k, v in tables.get("FileLocations", {}).items()}
+    frames = {k: dict(_KV.findall(v.strip("{}"))) for k, v in tables.get("StackFrames", {}).items()}
+    cache: dict[int, list[Frame]] = {}
+
+    def resolve(start: int) -> list[Frame]:
+        if start in cache:
+            return cache[start]
+        out: list[Frame] = []
+        fid = start
+        seen = set()
+        while fid and fid in frames and fid not in seen:
+            seen.add(fid)
+            f = frames[fid]
+            loc = locs.get(int(f.get("file_location_id", 0)), {})
+            if loc:
+                out.append((files.get(int(loc.get("file_name_id", 0)), "?"), int(loc.get("line", 0)),
+                            funcs.get(int(loc.get("function_name_id", 0)), "?")))
+            fid = int(f.get("parent_frame_id", 0)) - 1  # printed parent id is the real one + 1
+        cache[start] = out
+        return out
+
+    return resolve
+
+
+def parse_hlo(text: str) -> HloModule:
+    lines = text.splitlines()
+    header = lines[0] if lines else ""
+    mname = header.split()[1].rstrip(",") if header.startswith("HloModule") and len(header.split()) > 1 else "?"
+    resolve = _frames_resolver(_tables(lines))
+    instrs: dict[str, Instr] = {}
+    comps: dict[str, list[str]] = {}
+    comp = ""
+    for ln in lines:
+        if not ln.startswith((" ", "\t")):
+            m = _COMP.match(ln)
+            if m and not ln.startswith("HloModule"):
+                comp = m.group("name")
+                comps.setdefault(comp, [])
+            continue
+        m = _INSTR.match(ln)
+        if not m or not comp:
+            continue
+        rest = m.group("rest")
+        meta_m = _META.search(rest)
+        body = rest[:meta_m.start()] if meta_m else rest
+        op_m = _OPCODE.search(body)
+        if not op_m:
+            continue
+        ins = Instr(m.group("name"), op_m.group("op"), comp, root=bool(m.group("root")))
+        cm = _CALLS.findall(body)
+        ins.calls = [c.strip().lstrip("%") for group in cm for c in group.split(",")]
+        if meta_m:
+            kv = {k: _unquote(v) for k, v in _KV.findall(meta_m.group("m"))}
+            ins.op_name = kv.get("op_name", "")
+            if "source_file" in kv and "source_line" in kv:
+                ins.frames = [(kv["source_file"], int(kv["source_line"]), kv.get("source_function", "?"))]
+            elif "stack_frame_id" in kv:
+                ins.frames = resolve(int(kv["stack_frame_id"]))
+        instrs[ins.name] = ins
+        comps[comp].append(ins.name)
+    return HloModule(mname, instrs, comps)
+
+
+def find_dumps(folder: Path) -> list[Path]:
+    """Optimized-HLO text files under a dump folder (largest module per name last wins)."""
+    return sorted(p for p in Path(folder).rglob("*after_optimizations.txt")
+                  if "buffer-assignment" not in p.name and "memory-usage" not in p.name and "live-range" not in p.name)
+
+
+def load_modules(folder: Path) -> dict[str, HloModule]:
+    """Module name (e.g. ``jit_train_step``) -> parsed optimized HLO."""
+    out: dict[str, HloModule] = {}
+    for p in find_dumps(folder):
+        mod = parse_hlo(p.read_text(encoding="utf-8", errors="replace"))
+        if mod.name not in out or len(mod.instrs) > len(out[mod.name].instrs):
+            out[mod.name] = mod
+    return out
+
+
+def stats(mod: HloModule) -> dict:
+    """Counts that show what the compiler made of a module: instructions, fusions, matmuls, loops."""
+    ops = [i.opcode for i in mod.instrs.values()]
+    fused = {c for i in mod.instrs.values() if i.opcode == "fusion" for c in i.calls}
+    top = [i for i in mod.instrs.values() if i.computation not in fused]
+    return {"module": mod.name, "instructions": len(ops), "computations": len(mod.computations),
+            "fusions": ops.count("fusion"), "matmuls": sum(o in _MATMUL for o in ops),
+            "custom_calls": ops.count("custom-call"), "while_loops": ops.count("while"),
+            "collectives": sum(o.startswith(_COLLECTIVE) for o in ops),
+            "copies_outside_fusions": sum(i.opcode in ("copy", "transpose") for i in top)}

@@ -1,0 +1,144 @@
+"""Read a jax.profiler trace folder into plain records: XLA op events and step annotations.
+
+First choice is ``jax.profiler.ProfileData`` on the ``.xplane.pb`` (fast, stats resolved); the
+fallback is the Chrome-trace ``.trace.json.gz`` written next to it. Both carry ``hlo_op`` and
+``hlo_module`` on each op event and ``step_num`` on each ``StepTraceAnnotation``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+
+
+@dataclass(frozen=True)
+class OpEvent:
+    op: str
+    module: str
+    thread: str
+    start_us: float
+    dur_us: float
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    step: int
+    start_us: float
+    dur_us: float
+
+
+@dataclass
+class Trace:
+    ops: list[OpEvent]
+    steps: list[StepEvent]
+    source: str  # which file and reader
+    planes: list[str]
+
+
+def find_runs(folder: Path) -> list[Path]:
+    """Profile run folders (``plugins/profile/<run>``) under ``folder``, oldest first."""
+    folder = Path(folder)
+    runs = {p.parent for p in folder.rglob("*.xplane.pb")} | {p.parent for p in folder.rglob("*.trace.json.gz")}
+    return sorted(runs)
+
+
+def read_trace(folder: Path, step_name: str = "train") -> Trace:
+    runs = find_runs(folder)
+    if not runs:
+        raise InputError(folder, "no jax.profiler trace here (no *.xplane.pb or *.trace.json.gz)")
+    run = runs[-1]
+    xplanes = sorted(run.glob("*.xplane.pb"))
+    if xplanes:
+        try:
+            return _read_xplane(xplanes, step_name)
+        except ImportError:
+            pass
+    jsons = sorted(run.glob("*.trace.json.gz"))
+    if not jsons:
+        raise InputError(run, "xplane present but jax is not installed, and no trace.json.gz to fall back on")
+    return _read_chrome(jsons[0], step_name)
+
+
+def _read_xplane(paths: list[Path], step_name: str) -> Trace:
+    from jax.profiler import ProfileData  # heavy; only here
+
+    ops, steps, planes = [], [], []
+    for path in paths:
+        data = ProfileData.from_file(str(path))
+        for plane in data.planes:
+            planes.append(plane.name)
+            for line in plane.lines:
+                tname = f"{plane.name}/{line.name}"
+                for ev in line.events:
+                    stats = dict(ev.stats)
+                    if "hlo_op" in stats:
+                        ops.append(OpEvent(str(stats["hlo_op"]), str(stats.get("hlo_module", "")), tname,
+                                           ev.start_ns / 1e3, ev.duration_ns / 1e3))
+                    elif ev.name == step_name and "step_num" in stats:
+                        steps.append(StepEvent(int(stats["step_num"]), ev.start_ns / 1e3, ev.duration_ns / 1e3))
+    return Trace(ops, sorted(steps, key=lambda s: s.start_us), f"{paths[0].name} (jax.profiler.ProfileData)", planes)
+
+
+def _read_chrome(path: Path, step_name: str) -> Trace:
+    try:
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"unreadable trace: {e}") from None
+    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    names = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            names[(e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = e["args"]["name"]
+    ops, steps = [], []
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        args = e.get("args") or {}
+        if "hlo_op" in args:
+            tname = f"{names.get((e.get('pid'), None), e.get('pid'))}/{names.get((e.get('pid'), e.get('tid')), e.get('tid'))}"
+            ops.append(OpEvent(str(args["hlo_op"]), str(args.get("hlo_module", "")), tname,
+                               float(e["ts"]), float(e.get("dur", 0))))
+        elif e.get("name") == step_name and "step_num" in args:
+            steps.append(StepEvent(int(args["step_num"]), float(e["ts"]), float(e.get("dur", 0))))
+    planes = sorted({v for (p, t), v in names.items() if t is None})
+    return Trace(ops, sorted(steps, key=lambda s: s.start_us), f"{path.name} (Chrome trace JSON)", planes)
+
+
+def self_times(ops: list[OpEvent]) -> list[tuple[OpEvent, float]]:
+    """Each op event with its self time: its duration less the ops nested inside it on the same thread."""
+    by_thread: dict[str, list[OpEvent]] = {}
+    for e in ops:
+        by_thread.setdefault(e.thread, []).append(e)
+    out = []
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (e.start_us, -e.dur_us))
+        stack: list[list] = []  # [event, self]
+        for e in evs:
+            while stack and stack[-1][0].start_us + stack[-1][0].dur_us <= e.start_us:
+                out.append(tuple(stack.pop()))
+            if stack:
+                stack[-1][1] -= min(e.dur_us, stack[-1][0].start_us + stack[-1][0].dur_us - e.start_us)
+            stack.append([e, e.dur_us])
+        out.extend(tuple(s) for s in stack)
+    return [(e, max(0.0, s)) for e, s in out]
+
+
+def busy_time(ops: list[OpEvent], start: float, end: float) -> float:
+    """Time in [start, end) when at least one op ran (union of intervals over all threads)."""
+    spans = sorted((max(e.start_us, start), min(e.start_us + e.dur_us, end)) for e in ops
+                   if e.start_us < end and e.start_us + e.dur_us > start)
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in spans:
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
