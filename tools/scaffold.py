@@ -95,6 +95,8 @@ def layout(site_name: str) -> dict[str, str]:
         f"raw/sources/{KEEP}": "",
         f"raw/profiles/{KEEP}": "",
         f"experiments/{KEEP}": "",
+        # The reference training benchmark, so `tools exp run -- python experiments/llama_train.py` works at once.
+        "experiments/llama_train.py": resources.files("tools").joinpath("templates/llama_train.py").read_text(encoding="utf-8"),
     }
     files["docs/index.md"] = docs_index if docs_index is not None else f"# {site_name}\n"
     for name in pages.CONTENT_TYPES:
