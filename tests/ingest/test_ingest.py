@@ -175,6 +175,8 @@ def test_real_jax_pallas_tree(kb, jax_pallas):
         meta, body = pages.split(page.read_text())
         assert [p for p in pages.validate(page.name, meta, body) if p.severity == "error"] == []
     assert list(wiki.glob("codebases/jax/modules/jax.experimental.pallas*.md"))
+    lint = CliRunner().invoke(cli, ["--root", str(kb), "lint"])
+    assert lint.exit_code == 0 and "0 errors, 0 warnings" in lint.output, lint.output
     before = snapshot(wiki)
     ingest(kb, "raw/code/jax")
     assert snapshot(wiki) == before
