@@ -77,6 +77,8 @@ def test_validation_messages():
         "wiki/e.md: metrics: a supported experiment has no metrics",
         "wiki/e.md: sections: missing section '## Hypothesis under test'",
         "wiki/e.md: sections: missing section '## Results'",
+        "wiki/e.md: sections: missing section '## Profile'",
+        "wiki/e.md: sections: missing section '## HLO'",
         "wiki/e.md: sections: missing section '## Verdict'",
     ]
     assert probs[-1].severity == "warning" and probs[0].severity == "error"

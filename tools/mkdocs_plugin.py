@@ -41,12 +41,8 @@ class WikiPlugin(BasePlugin[WikiConfig]):
         for w in self.gen.warnings:
             log.warning(w)
         taken = {f.src_uri for f in files}
-        if self.wiki.is_dir():
-            for path in sorted(self.wiki.rglob("*")):
-                rel = path.relative_to(self.wiki).as_posix()
-                hidden = any(part.startswith(".") for part in rel.split("/"))
-                if path.is_file() and (not hidden or path.name == ".nav.yml"):
-                    self._add(files, taken, f"{sg.WIKI}/{rel}", config, abs_src_path=str(path))
+        for rel in self.gen.wiki_files:
+            self._add(files, taken, f"{sg.WIKI}/{rel}", config, abs_src_path=str(self.wiki / rel))
         for rel, content in self.gen.files.items():
             self._add(files, taken, rel, config, content=content)
         log.info("autoresearch-wiki: %(pages)s wiki pages, %(nodes)s nodes, %(edges)s edges in %(total_s)ss",

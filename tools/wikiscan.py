@@ -2,17 +2,21 @@
 
 The one place that walks wiki/. Index, lint and the site reuse the result. Pure apart from reading
 files; never raises on a bad page (unreadable bytes, bad YAML, odd values are recorded on the page).
+Also the shared vocabulary of links (split_target, resolve, is_external) and of frontmatter
+references (REF_KEYS, WikiPage.refs).
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import yaml
 
@@ -24,6 +28,10 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
+
+# Frontmatter keys that name another page, and the folder where a bare name (`model: llama`) lives.
+REF_KEYS = {"model": "models", "hypothesis": "hypotheses", "repo": "codebases",
+            "experiment": "experiments", "source": "sources"}
 
 
 @dataclass(frozen=True)
@@ -52,11 +60,26 @@ class WikiPage:
 
     @property
     def title(self) -> str:
+        return self.given_title or Path(self.rel).stem.replace("-", " ").replace("_", " ")
+
+    @property
+    def given_title(self) -> str | None:
+        """The frontmatter title, else the first ``# heading``; None when the page names itself nowhere."""
         t = self.meta.get("title") if self.meta else None
         if isinstance(t, (str, int, float)) and str(t).strip():
             return str(t).strip()
-        h = first_heading(self.body)
-        return h or Path(self.rel).stem.replace("-", " ").replace("_", " ")
+        return first_heading(self.body)
+
+    @property
+    def refs(self) -> list[tuple[str, str]]:
+        """(key, value) for each frontmatter reference to another page (REF_KEYS; lists give one each)."""
+        out = []
+        for key in REF_KEYS:
+            v = self.meta.get(key) if self.meta else None
+            for item in (v if isinstance(v, list) else [v]):
+                if isinstance(item, (str, int, float)) and str(item).strip():
+                    out.append((key, str(item).strip()))
+        return out
 
     @property
     def folder_type(self) -> str | None:
@@ -95,7 +118,7 @@ def type_for_folder(rel: str) -> str | None:
 
 def split(text: str) -> tuple[dict[str, Any] | None, str, int]:
     """Like pages.split (same rules, same errors) with the C YAML loader; also the body's first line."""
-    m = pages._FM.match(text)
+    m = pages.FRONTMATTER_RE.match(text)
     if not m:
         return None, text, 1
     try:
@@ -247,6 +270,53 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
     return out
 
 
+def md_link_spans(text: str) -> Iterator[tuple[int, int, str, str]]:
+    """(start, end, text, target) of each inline ``[text](target)`` outside code, to rewrite links in place.
+
+    Offsets are into ``text``; an image's span starts at its ``[`` (``text[start - 1] == "!"``)."""
+    lines = text.split("\n")
+    mask = code_mask(lines) if ("```" in text or "~~~" in text) else None
+    pos = 0
+    for i, ln in enumerate(lines):
+        start, pos = pos, pos + len(ln) + 1
+        if "](" not in ln or (mask is not None and mask[i]):
+            continue
+        for m in _MD_LINK.finditer(_blank_code_spans(ln)):  # same lengths: offsets hold
+            tgt = m.group(2)
+            if tgt.startswith("<"):
+                tgt = tgt[1:-1]
+            yield start + m.start(), start + m.end(), ln[m.start(1):m.end(1)], tgt
+
+
+# ---------------------------------------------------------------- link targets
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def is_external(target: str) -> bool:
+    """A URL with a scheme (https:, mailto:, file:) or a protocol-relative //host link."""
+    return bool(_SCHEME.match(target)) or target.startswith("//")
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """("path", "#anchor?query") with the path URL-decoded."""
+    cut = min((k for k in (target.find("#"), target.find("?")) if k != -1), default=len(target))
+    return unquote(target[:cut]), target[cut:]
+
+
+def resolve(page_rel: str, path: str) -> str:
+    """Wiki-relative path of link ``path`` from page ``page_rel`` ('/' = wiki root; '../' kept in front)."""
+    if path.startswith("/"):
+        return posixpath.normpath(path.lstrip("/"))
+    base = posixpath.dirname(page_rel)
+    return posixpath.normpath(posixpath.join(base, path) if base else path)
+
+
+def slug(text: Any) -> str:
+    """A loose key for matching names: lower-case letters and digits joined by '-' ("Org/Repo" -> "org-repo")."""
+    return re.sub(r"[^a-z0-9]+", "-", str(text).casefold()).strip("-")
+
+
 # ---------------------------------------------------------------- reading
 
 def read_page(path: Path, rel: str, *, links: bool = True) -> WikiPage:
@@ -265,14 +335,18 @@ def read_page(path: Path, rel: str, *, links: bool = True) -> WikiPage:
         if links:
             page.links = extract_links(text)
         return page
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    page.text = text
+    return parse_page(rel, text, path=path, links=links)
+
+
+def parse_page(rel: str, text: str, *, path: Path | None = None, links: bool = True) -> WikiPage:
+    """The page ``read_page`` gives for a file holding ``text`` (already decoded)."""
+    page = WikiPage(rel=rel, path=Path(rel) if path is None else path)
+    page.text = text = text.removeprefix("\ufeff")
     try:
         page.meta, page.body, page.body_line = split(text)
     except pages.FrontmatterError as e:
         page.error = str(e)
-        m = pages._FM.match(text)  # the block is delimited even if its YAML is not valid
+        m = pages.FRONTMATTER_RE.match(text)  # the block is delimited even if its YAML is not valid
         page.body = text[m.end():] if m else text
         page.body_line = text.count("\n", 0, m.end()) + 1 if m else 1
     if links:

@@ -6,12 +6,13 @@ import json
 
 import yaml
 
-from tools.sitegen import config, graph, kernels, landing, links, wikiscan
+from tools import wikiscan
+from tools.sitegen import config, graph, kernels, landing, links, pages_view
 from tools.sitegen.generate import generate, staged_config
 
 
 def page(rel, text):
-    return wikiscan.read_page(rel, text)
+    return pages_view.site_page(wikiscan.parse_page(rel, text))
 
 
 def test_config_is_valid_yaml_with_everything_the_site_needs():
@@ -41,14 +42,17 @@ def test_links_and_refs_are_read_outside_code():
              "[b](b.md) [k](../kernels/x/k.md#top) [web](https://x.org) `[no](c.md)`\n"
              "```\n[no](d.md)\n```\n[src](../../raw/code/r/a.py#L3)\n")
     assert p.links == ["concepts/b.md", "kernels/x/k.md"]
-    assert p.raw_links == ["raw/code/r/a.py"]
     assert p.refs == [("model", "llama")]
     assert p.category == "concept"
+    known = pages_view.site_pages([p.page, wikiscan.parse_page("concepts/b.md", "# B\n")])
+    assert known[0].links == ["concepts/b.md"]  # links to pages that do not exist are dropped
 
 
 def test_page_without_frontmatter_gets_a_title_and_bad_yaml_is_recorded():
     p = page("concepts/x.md", "# Hand written\n\ntext\n")
     assert (p.title, p.has_frontmatter, p.category) == ("Hand written", False, "concepts")
+    assert page("concepts/flash-attention.md", "text\n").title == "Flash attention"
+    assert page("concepts/index.md", "text\n").title == "Concepts" and page("index.md", "").title == "Home"
     bad = page("concepts/y.md", "---\ntitle: [oops\n---\nbody\n")
     assert bad.problem.startswith("invalid YAML")
 
@@ -110,6 +114,7 @@ def test_raw_links_become_hosted_or_plain_paths():
     assert "`raw/code/q/z.py`" in out and "](../../raw/code/q" not in out
     assert "`[c](../../raw/code/r/c.py)`" in out  # code spans are left alone
     assert "[ok](../concepts/x.md)" in out
+    assert links.rewrite_raw_links("![plot](../../raw/p.png)", "kernels/k.md", src) == "![plot](../../raw/p.png)"
     assert links.rewrite_raw_links("[ops/k.py:3](../../raw/code/q/ops/k.py#L3)", "kernels/k.md", src) == "`ops/k.py:3`"
     with_base = links.Sources([], raw_url="https://h.org/kb/blob/main")
     assert "(https://h.org/kb/blob/main/raw/sources/p.pdf)" in links.rewrite_raw_links(

@@ -132,3 +132,29 @@ def test_scan_survives_symlink_loops_and_dangling_links(tmp_path):
     (tmp_path / "alias.md").symlink_to(tmp_path / "a" / "p.md")
     wiki = wikiscan.scan(tmp_path)
     assert [p.rel for p in wiki] == ["a/p.md", "alias.md"]
+
+
+def test_parse_page_is_read_page_without_the_file(tmp_path):
+    text = "\ufeff---\ntitle: T\nmodel: [llama, 7]\nrepo: ''\n---\n# H\n[a](b.md)\n"
+    a = wikiscan.parse_page("x/a.md", text)
+    b = wikiscan.read_page(write(tmp_path, "a.md", text), "x/a.md")
+    assert (a.meta, a.body, a.body_line, a.links, a.error) == (b.meta, b.body, b.body_line, b.links, b.error)
+    assert a.refs == [("model", "llama"), ("model", "7")]  # lists give one each, empty values none
+    assert a.given_title == "T" and wikiscan.parse_page("a.md", "no title\n").given_title is None
+
+
+def test_md_link_spans_give_offsets_for_rewriting():
+    text = "x [a `b`](t.md#h) ![i](p.png)\n```\n[no](c.md)\n```\n`[no](d.md)` [e](<f g.md>)\n"
+    spans = list(wikiscan.md_link_spans(text))
+    assert [(t, tgt) for _, _, t, tgt in spans] == [("a `b`", "t.md#h"), ("i", "p.png"), ("e", "f g.md")]
+    assert [text[s:e] for s, e, _, _ in spans] == ["[a `b`](t.md#h)", "[i](p.png)", "[e](<f g.md>)"]
+    assert text[spans[1][0] - 1] == "!"  # an image
+
+
+def test_link_target_helpers():
+    assert wikiscan.split_target("a%20b.md#x?y") == ("a b.md", "#x?y")
+    assert wikiscan.resolve("concepts/a.md", "../kernels/k.md") == "kernels/k.md"
+    assert wikiscan.resolve("a.md", "../raw/x.py") == "../raw/x.py"
+    assert wikiscan.resolve("concepts/a.md", "/models/m.md") == "models/m.md"
+    assert wikiscan.is_external("https://x.org") and wikiscan.is_external("//cdn") and not wikiscan.is_external("a.md")
+    assert wikiscan.slug("Org/Repo Name") == "org-repo-name"

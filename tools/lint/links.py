@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..project import Project
-from ..wikiscan import Link, Wiki, WikiPage, anchors, heading_slug
+from ..wikiscan import Link, Wiki, WikiPage, anchors, heading_slug, is_external, resolve, slug, split_target
 from .issues import issue
 
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 NOT_COUNTED = ("index.md", "log.md")  # their links do not save a page from being an orphan
 UNCHECKED = ("log.md",)  # append-only history: its old links are not checked
 
@@ -26,20 +24,6 @@ class Target:
     status: str  # one of the constants above
     rel: str | None = None  # wiki-relative page/file it points at (internal targets)
     fix: str | None = None  # a replacement target, when one is known
-
-
-def split_target(target: str) -> tuple[str, str]:
-    """("path", "#anchor?query") with the path URL-decoded."""
-    cut = len(target)
-    for ch in "#?":
-        k = target.find(ch)
-        if k != -1:
-            cut = min(cut, k)
-    return unquote(target[:cut]), target[cut:]
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.casefold()).strip("-")
 
 
 class Resolver:
@@ -90,14 +74,12 @@ class Resolver:
             return Target(WIKI, rel, self.relative_from(page.rel, rel) + anchor)
         if not raw or raw.startswith("#") or "{" in raw:
             return Target(SKIP)
-        if _SCHEME.match(raw):
-            if raw[:5].lower() != "file:":
-                return Target(EXTERNAL)
+        if raw[:5].lower() == "file:":
             parts = urlsplit(raw)
             fix = self.from_abs(page.rel, unquote(parts.path)) if parts.path else None
             anchor = f"#{parts.fragment}" if parts.fragment else ""
             return Target(FILE, None, fix + anchor if fix else None)
-        if raw.startswith("//"):
+        if is_external(raw):
             return Target(EXTERNAL)
         if link.kind == "auto":
             return Target(SKIP)
@@ -111,8 +93,7 @@ class Resolver:
                 if self.internal(inside):
                     fix = self.relative_from(page.rel, inside)
             return Target(ABSOLUTE, None, fix + anchor if fix else None)
-        base = posixpath.dirname(page.rel)
-        joined = posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
+        joined = resolve(page.rel, path)
         if not joined.startswith("../") and joined != "..":
             if not self.internal(joined):
                 return Target(BROKEN, "wiki/" + joined)

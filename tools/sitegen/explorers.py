@@ -9,13 +9,14 @@ from __future__ import annotations
 import html
 import posixpath
 
+from ..wikiscan import slug
 from .links import page_url, rel_url
-from .wikiscan import WikiPage, slug
+from .pages_view import SitePage
 
 PLOTLY_ASSET = "assets/autoresearch/plotly.min.js"
 
 
-def model_pages(pages: list[WikiPage]) -> list[WikiPage]:
+def model_pages(pages: list[SitePage]) -> list[SitePage]:
     return [p for p in pages if p.type == "model" and p.rel.startswith("models/")]
 
 
@@ -41,16 +42,16 @@ def plotly_js() -> str | None:
         return None
 
 
-def _models(pages: list[WikiPage]) -> dict[str, list[WikiPage]]:
+def _models(pages: list[SitePage]) -> dict[str, list[SitePage]]:
     """Model name -> its model pages (one per lane, or one for the model)."""
-    out: dict[str, list[WikiPage]] = {}
+    out: dict[str, list[SitePage]] = {}
     for p in model_pages(pages):
         name = str(p.meta.get("model") or posixpath.splitext(posixpath.basename(p.rel))[0])
         out.setdefault(name, []).append(p)
     return out
 
 
-def explorer_files(pages: list[WikiPage], wiki_dir, directory_urls: bool = True,
+def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
                    warnings: list[str] | None = None) -> dict[str, str]:
     """Docs-relative files: explore/experiments/index.md, <model>/index.md + explorer.html per model,
     plotly.js once."""

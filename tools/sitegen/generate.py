@@ -16,12 +16,13 @@ from pathlib import Path
 
 import yaml
 
+from ..wikiscan import Wiki, scan
 from .explorers import explorer_files
 from .graph import graph_data
 from .kernels import directory_md
 from .landing import ROOT_NAV, wiki_files
 from .links import Sources, page_url, rewrite_raw_links
-from .wikiscan import WikiPage, scan
+from .pages_view import SitePage, site_pages
 
 ASSETS = Path(__file__).parent / "assets"
 ASSET_DIR = "assets/autoresearch"
@@ -34,10 +35,11 @@ GRAPH_JSON = "explore/graph/graph.json"
 @dataclass
 class Generated:
     files: dict[str, str | bytes]  # docs-relative path -> content
-    pages: list[WikiPage]
+    pages: list[SitePage]
     sources: Sources
     stats: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    wiki_files: list[str] = field(default_factory=list)  # wiki-relative files the site copies, .nav.yml included
 
 
 def asset_files() -> dict[str, bytes]:
@@ -97,15 +99,21 @@ EXPLORE_NAV = ("title: Explore\nnav:\n  - index.md\n  - Concept graph: graph/ind
                "  - Kernel directory: kernels/index.md\n  - Experiments: experiments\n")
 
 
+def nav_files(wiki: Wiki) -> set[str]:
+    """The awesome-nav files written by hand in wiki/ (hidden files: the scan does not list them)."""
+    return {f"{d}/.nav.yml" if d else ".nav.yml" for d in ("", *wiki.dirs) if (wiki.root / d / ".nav.yml").is_file()}
+
+
 def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bool = True,
              raw_url: str | None = None) -> Generated:
     """Scan the wiki and produce every generated page, data file, nav file and asset."""
     t0 = time.perf_counter()
-    pages = scan(wiki_dir) if wiki_dir.is_dir() else []
+    wiki = scan(wiki_dir) if wiki_dir.is_dir() else Wiki(wiki_dir, [], set(), set())
+    pages = site_pages(wiki.pages)
     t_scan = time.perf_counter()
     sources = Sources(pages, raw_url)
-    existing = {p.rel for p in pages} | {
-        p.relative_to(wiki_dir).as_posix() for p in wiki_dir.rglob(".nav.yml")} if wiki_dir.is_dir() else set()
+    navs = nav_files(wiki) if wiki_dir.is_dir() else set()
+    existing = {p.rel for p in pages} | navs
     files: dict[str, str | bytes] = {}
     warnings: list[str] = []
     for rel, text in wiki_files(pages, existing).items():
@@ -129,7 +137,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     warnings += [f"wiki/{p.rel}: no frontmatter" for p in pages if not p.has_frontmatter]
     stats = {"pages": len(pages), **data["stats"], "scan_s": round(t_scan - t0, 3),
              "graph_s": round(t_graph - t_scan, 3), "total_s": round(time.perf_counter() - t0, 3)}
-    return Generated(files, pages, sources, stats, warnings)
+    return Generated(files, pages, sources, stats, warnings, sorted(wiki.files | navs))
 
 
 # ---------------------------------------------------------------- plain files for any engine
@@ -168,19 +176,20 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
         shutil.copytree(docs_dir, target)
     else:
         target.mkdir(parents=True)
-    if wiki_dir.is_dir():
-        shutil.copytree(wiki_dir, target / WIKI, ignore=shutil.ignore_patterns(".*"),
-                        dirs_exist_ok=True)
-        for p in wiki_dir.rglob(".nav.yml"):
-            dest = target / WIKI / p.relative_to(wiki_dir)
+    made: set[Path] = set()
+    for rel in gen.wiki_files:
+        dest = target / WIKI / rel
+        if dest.parent not in made:
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, dest)
+            made.add(dest.parent)
+        shutil.copyfile(wiki_dir / rel, dest)
     for p in gen.pages:
-        path = target / WIKI / p.rel
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = p.page.text  # None: not UTF-8, copied as it is
+        if text is None:
+            continue
         new = rewrite_raw_links(_escaped_title(text, p), p.rel, gen.sources)
         if new != text:
-            path.write_text(new, encoding="utf-8")
+            (target / WIKI / p.rel).write_text(new, encoding="utf-8")
     for rel, content in gen.files.items():
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -193,14 +202,13 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
     return gen
 
 
-def _escaped_title(text: str, page: WikiPage) -> str:
+def _escaped_title(text: str, page: SitePage) -> str:
     """Themes print nav titles as HTML: a `<script>` in an ingested title must arrive escaped
     (the plugin does the same in on_page_markdown)."""
     title = page.meta.get("title")
     if not (isinstance(title, str) and any(ch in title for ch in "<>&")):
         return text
-    from ..pages import render
-    from .wikiscan import split
+    from ..pages import render, split
 
     meta, body = split(text)
     return render({**meta, "title": html.escape(title, quote=False)}, body) if meta is not None else text

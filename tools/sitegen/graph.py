@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .wikiscan import RefIndex, WikiPage
+from .pages_view import RefIndex, SitePage
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
@@ -20,7 +20,7 @@ _ORDER = ["source", "codebase", "concept", "kernel", "model", "hypothesis", "exp
           "observation", "analysis", "index", "log"]
 
 
-def build_graph(pages: list[WikiPage]):
+def build_graph(pages: list[SitePage]):
     """A networkx Graph: node = page rel path; edge kinds 'link' and frontmatter keys."""
     import networkx as nx
 
@@ -99,7 +99,7 @@ def layout(g, smooth: int = 12, keep: float = 0.6) -> dict[str, tuple[float, flo
     return {n: (round(float(x[i, 0]), 3), round(float(x[i, 1]), 3)) for n, i in index.items()}
 
 
-def graph_data(pages: list[WikiPage], url_of) -> dict[str, Any]:
+def graph_data(pages: list[SitePage], url_of) -> dict[str, Any]:
     """JSON-ready data for the renderer. ``url_of(rel)`` gives a page's URL relative to the site root.
 
     Titles go out as plain strings: the page draws them on a canvas or sets textContent, never innerHTML.

@@ -9,12 +9,12 @@ from __future__ import annotations
 import html
 
 from .links import Sources, page_url, rel_url
-from .wikiscan import WikiPage
+from .pages_view import SitePage
 
 COLUMNS = ("repo", "backend", "category", "kind", "stability")  # filterable with a drop-down
 
 
-def kernel_pages(pages: list[WikiPage]) -> list[WikiPage]:
+def kernel_pages(pages: list[SitePage]) -> list[SitePage]:
     return [p for p in pages if p.type == "kernel" and p.rel.startswith("kernels/")]
 
 
@@ -22,7 +22,7 @@ def _e(v) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
 
-def directory_md(pages: list[WikiPage], sources: Sources, src: str = "explore/kernels/index.md",
+def directory_md(pages: list[SitePage], sources: Sources, src: str = "explore/kernels/index.md",
                  directory_urls: bool = True) -> str:
     """The markdown (with an HTML table) of the kernel directory page at ``src``."""
     kernels = sorted(kernel_pages(pages), key=lambda p: (str(p.meta.get("repo")), p.title.lower()))

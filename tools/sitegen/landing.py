@@ -7,30 +7,22 @@ index.md there), and the nav lists folders as sections plus at most ``NAV_PAGES`
 
 from __future__ import annotations
 
-import html
 import posixpath
-import re
 
 import yaml
 
-from .wikiscan import WikiPage
+from ..mdtext import escape as md_text
+from .pages_view import SitePage, words
 
 NAV_PAGES = 20  # a folder with more direct pages than this shows only its landing page in the sidebar
 NAV_FOLDERS = 30  # ... and more subfolders than this: only the landing page too
 
 
-def md_text(text: str) -> str:
-    """Escape ingested text for a markdown table cell: HTML shows as text, no accidental markup."""
-    s = html.escape(str(text).replace("\n", " ").strip(), quote=False)
-    return re.sub(r"([\\`*_\[\]|#<>])", r"\\\1", s)
-
-
 def folder_title(folder: str) -> str:
-    name = posixpath.basename(folder) or "Wiki"
-    return name.replace("-", " ").replace("_", " ").strip().capitalize()
+    return words(posixpath.basename(folder) or "Wiki")
 
 
-def folders_of(pages: list[WikiPage]) -> dict[str, dict]:
+def folders_of(pages: list[SitePage]) -> dict[str, dict]:
     """Folder ('' = wiki root) -> {'pages': [...direct pages], 'subs': [...direct subfolders]}."""
     tree: dict[str, dict] = {"": {"pages": [], "subs": set()}}
     for p in pages:
@@ -87,7 +79,7 @@ def nav_yml(folder: str, node: dict, root_sections: list[str] | None = None) -> 
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def wiki_files(pages: list[WikiPage], existing: set[str]) -> dict[str, str]:
+def wiki_files(pages: list[SitePage], existing: set[str]) -> dict[str, str]:
     """Generated files under wiki/ (keys relative to wiki/): missing landing pages and .nav.yml files."""
     tree = folders_of(pages)
     out: dict[str, str] = {}

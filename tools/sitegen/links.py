@@ -5,7 +5,8 @@ from __future__ import annotations
 import posixpath
 import re
 
-from .wikiscan import WikiPage, is_external, iter_links, link_target, resolve, slug
+from ..wikiscan import is_external, md_link_spans, resolve, slug, split_target
+from .pages_view import SitePage
 
 
 def page_url(src: str, directory_urls: bool = True) -> str:
@@ -51,7 +52,7 @@ def hosted(remote: str, commit: str | None, path: str, line: int | None = None) 
 class Sources:
     """Where the code of each ingested repository can be read: from the codebase pages' frontmatter."""
 
-    def __init__(self, pages: list[WikiPage], raw_url: str | None = None):
+    def __init__(self, pages: list[SitePage], raw_url: str | None = None):
         self.raw_url = raw_url.rstrip("/") + "/" if raw_url else None
         self.by_dir: dict[str, dict] = {}   # 'raw/code/<dir>' -> codebase meta
         self.by_repo: dict[str, dict] = {}  # slug(repo) -> codebase meta
@@ -93,9 +94,13 @@ class Sources:
 
 def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: str = "wiki") -> str:
     """Replace links that leave wiki/ for raw/ (or anywhere outside the site) by hosted URLs or plain code."""
+    if ".." not in body:  # only a '..' target leaves wiki/
+        return body
     out, last = [], 0
-    for m in iter_links(body):
-        target, anchor = link_target(m.group("target"))
+    for start, end, text, target in md_link_spans(body):
+        if start and body[start - 1] == "!":  # images stay as they are
+            continue
+        target, anchor = split_target(target.strip())
         if not target or is_external(target):
             continue
         path = resolve(page_rel, target)
@@ -105,7 +110,6 @@ def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: s
         if project_rel.startswith("../"):
             continue
         url = sources.raw_target(project_rel, anchor)
-        text = m.group("text")
         if url:
             repl = f"[{text}]({url})"
         elif text.strip("`") == project_rel or not text.strip():
@@ -114,9 +118,9 @@ def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: s
             repl = text if text.startswith("`") else f"`{text}`"
         else:
             repl = f"{text} (`{project_rel}`)"
-        out.append(body[last:m.start()])
+        out.append(body[last:start])
         out.append(repl)
-        last = m.end()
+        last = end
     if not out:
         return body
     out.append(body[last:])
