@@ -158,6 +158,18 @@ def parse(snippet: Snippet) -> Parsed:
     return Parsed(None, snippet, f"syntax error: {first_error}", [])
 
 
+def dotted_name(node: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, None for anything else (calls, subscripts...)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
 def parse_file(path: str, data: bytes) -> list[Parsed]:
     """Decode and parse every Python snippet in a file. Raises Unreadable with the reason."""
     return [parse(s) for s in snippets_for(path, decode(data))]

@@ -131,7 +131,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
             ["Symbols", f"{n_sym} in [symbols.tsv](symbols.tsv)"],
             ["Pallas kernels", f"{len({k['kernel'] for k in kernels})} kernels, {len(kernels)} launch sites"
              + (" ([catalog](../../kernels/index.md))" if any(k.get("page") for k in kernels) else "")]]
-    g.append(mdtext.table(["", ""], rows))
+    g.append(mdtext.table(["Field", "Value"], rows))
     g.append("## What it is\n")
     g.append((mdtext.escape(meta["summary"]) if meta.get("summary") else "_No README summary found._") + "\n")
     if meta.get("dependencies"):

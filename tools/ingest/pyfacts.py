@@ -36,17 +36,6 @@ def _first_line(doc: str | None) -> str:
     return ""
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 _SKIP_FIELDS = {"ctx", "op", "ops", "type_comment"}  # leaves that never hold names or strings
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -150,7 +139,7 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
         elif isinstance(node, (ast.Attribute, ast.Name)):
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
                 continue
-            dotted = _dotted(node)
+            dotted = pysource.dotted_name(node)
             if not dotted:
                 continue
             head, _, rest = dotted.partition(".")

@@ -60,17 +60,6 @@ def launcher_entry(qualified: str | None) -> str | None:
     return None
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _short(node: ast.AST | None) -> str | None:
     if node is None:
         return None
@@ -282,7 +271,7 @@ class _Visitor(ast.NodeVisitor):
             return None
         if isinstance(body, ast.Starred):
             body = body.value
-        if isinstance(body, ast.Call) and _dotted(body.func) in ("functools.partial", "partial") and body.args:
+        if isinstance(body, ast.Call) and pysource.dotted_name(body.func) in ("functools.partial", "partial") and body.args:
             body = body.args[0]
         if isinstance(body, ast.Name):
             owner = self._param_owner(body.id)
@@ -335,7 +324,7 @@ class _Visitor(ast.NodeVisitor):
             if not isinstance(root, ast.AST):
                 continue
             for sub in ast.walk(root):
-                if isinstance(sub, ast.Call) and (_dotted(sub.func) or "").endswith("BlockSpec"):
+                if isinstance(sub, ast.Call) and (pysource.dotted_name(sub.func) or "").endswith("BlockSpec"):
                     shape = sub.args[0] if sub.args else next(
                         (k.value for k in sub.keywords if k.arg == "block_shape"), None)
                     s = _short(shape)
@@ -363,10 +352,10 @@ class _Visitor(ast.NodeVisitor):
         line = self.line(tok_line or node.lineno)
         body_name = None
         b = body
-        if isinstance(b, ast.Call) and _dotted(b.func) in ("functools.partial", "partial") and b.args:
+        if isinstance(b, ast.Call) and pysource.dotted_name(b.func) in ("functools.partial", "partial") and b.args:
             b = b.args[0]
         if isinstance(b, (ast.Name, ast.Attribute)):
-            body_name = _dotted(b)
+            body_name = pysource.dotted_name(b)
         if decorated is not None:
             body_name = decorated.name
             wrapper = self._calls_param(decorated)
@@ -400,7 +389,7 @@ class _Visitor(ast.NodeVisitor):
         if kind == "def":
             doc = ast.get_docstring(node, clean=True)
             cls = self.stack[-1].name if self.stack[-1].kind == "class" else None
-            decos = [_dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list]
+            decos = [pysource.dotted_name(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list]
             self.f["functions"][qual] = {
                 "line": self.line(node.lineno), "end": self.line(getattr(node, "end_lineno", node.lineno)),
                 "public": not any(p.startswith("_") for p in qual.split(".")),
@@ -436,9 +425,9 @@ class _Visitor(ast.NodeVisitor):
         for d in node.decorator_list:
             if not isinstance(d, ast.Call):
                 continue
-            fn = _dotted(d.func)
+            fn = pysource.dotted_name(d.func)
             if fn in ("functools.partial", "partial") and d.args:
-                entry = launcher_entry(self.resolve(_dotted(d.args[0])))
+                entry = launcher_entry(self.resolve(pysource.dotted_name(d.args[0])))
                 if entry:
                     self.handled.add(id(d))
                     self.add_launch(d.args[0], entry, None, d, "decorator", decorated=node)
@@ -478,7 +467,7 @@ class _Visitor(ast.NodeVisitor):
             self._record_ref(self.resolve(node.id))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        d = _dotted(node)
+        d = pysource.dotted_name(node)
         if d and isinstance(node.ctx, ast.Load):
             root = d.split(".")[0]
             if root in self.imports or root in ("self", "cls"):
@@ -498,14 +487,14 @@ class _Visitor(ast.NodeVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
             scope.assigns[name] = value
-            src = _dotted(value)
+            src = pysource.dotted_name(value)
             target = self.resolve(src) if src else None
             if src and launcher_entry(target):
                 scope.aliases[name] = {"entry": launcher_entry(target), "call": None}
                 return
-            if isinstance(value, ast.Call) and _dotted(value.func) in ("functools.partial", "partial") \
-                    and value.args and launcher_entry(self.resolve(_dotted(value.args[0]))):
-                scope.aliases[name] = {"entry": launcher_entry(self.resolve(_dotted(value.args[0]))),
+            if isinstance(value, ast.Call) and pysource.dotted_name(value.func) in ("functools.partial", "partial") \
+                    and value.args and launcher_entry(self.resolve(pysource.dotted_name(value.args[0]))):
+                scope.aliases[name] = {"entry": launcher_entry(self.resolve(pysource.dotted_name(value.args[0]))),
                                        "call": value}
                 for a in value.args[1:] + [k.value for k in value.keywords]:
                     self.visit(a)
@@ -528,13 +517,13 @@ class _Visitor(ast.NodeVisitor):
             return
         if isinstance(node.func, ast.Call) and node.args:
             self.outer_body[id(node.func)] = node.args[0]
-        fn = _dotted(node.func)
+        fn = pysource.dotted_name(node.func)
         if fn is not None:
             # x.defvjp(fwd, bwd): the rules belong to x
             if fn.endswith((".defvjp", ".defjvp", ".def_fwd", ".def_bwd")):
                 owner = self.resolve(fn.rsplit(".", 1)[0])
                 for a in list(node.args) + [k.value for k in node.keywords]:
-                    tgt = self.resolve(_dotted(a)) if _dotted(a) else None
+                    tgt = self.resolve(pysource.dotted_name(a)) if pysource.dotted_name(a) else None
                     if tgt and owner:
                         self.f["links"].append([tgt, owner])
             alias = self.find_alias(fn) if "." not in fn else None
