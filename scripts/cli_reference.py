@@ -1,0 +1,31 @@
+"""Write docs/cli.md: every `tools` command's --help, generated so it never drifts.
+
+    python scripts/cli_reference.py > docs/cli.md
+"""
+
+from __future__ import annotations
+
+import click
+
+from tools.cli import cli
+
+
+def _walk(cmd: click.Command, path: list[str]):
+    yield path, cmd
+    if isinstance(cmd, click.Group):
+        for name in sorted(cmd.commands):
+            yield from _walk(cmd.commands[name], [*path, name])
+
+
+def reference() -> str:
+    out = ["# CLI reference", "",
+           "Generated from the commands' own help (`python scripts/cli_reference.py > docs/cli.md`); "
+           "a test keeps it in step with the code.", ""]
+    for path, cmd in _walk(cli, ["tools"]):
+        ctx = click.Context(cmd, info_name=" ".join(path), max_content_width=100, terminal_width=100)
+        out += [f"## `{' '.join(path)}`", "", "```text", cmd.get_help(ctx).rstrip(), "```", ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(reference(), end="")
