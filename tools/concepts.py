@@ -65,7 +65,9 @@ concept(
     "Recomputing activations in the backward pass instead of storing them: `jax.checkpoint`/`remat` with "
     "policies such as `nothing_saveable`, `dots_saveable`, `save_only_these_names`, or offloading policies. "
     "The policy trades HBM for FLOPs and is one of the biggest levers on step time and batch size.",
-    names=(r"(?:^|\.)(?:checkpoint|remat)$", r"(?:^|\.)checkpoint_policies(?:\.\w+)?$",
+    # Only JAX's and Flax's checkpoint: `orbax.checkpoint` saves files, it does not rematerialize.
+    names=(r"^(?:jax(?:\.ad_checkpoint)?|flax(?:\.linen|\.nnx)?|equinox)\.(?:checkpoint|remat)$", r"(?:^|\.)remat$",
+           r"(?:^|\.)checkpoint_policies(?:\.\w+)?$",
            r"(?:^|\.)checkpoint_name$", r"(?:^|\.)(?:nothing_saveable|everything_saveable|dots_saveable|"
            r"dots_with_no_batch_dims_saveable|save_only_these_names|save_and_offload_only_these_names|"
            r"save_any_names_but_these|offload_dot_with_no_batch_dims)$"),
@@ -77,7 +79,7 @@ concept(
     "Running a stack of identical layers with `jax.lax.scan` (or `nn.scan`) so XLA compiles one layer body "
     "instead of N copies: much faster compiles and smaller programs, at the cost of some cross-layer "
     "fusion and scheduling freedom.",
-    names=(r"^(?:jax\.)?lax\.scan$", r"^(?:nn|flax\.linen|linen)\.scan$", r"^nnx\.scan$", r"(?:^|\.)scan_layers$"),
+    names=(r"^(?:jax\.)?lax\.scan$", r"^flax\.(?:linen|nnx)\.scan$", r"(?:^|\.)scan_layers$"),
     config=(r"^\s*scan_layers\s*[:=]",),
     related=("rematerialization",),
 )

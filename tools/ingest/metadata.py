@@ -21,19 +21,24 @@ def _read(path: Path, limit: int = 256 * 1024) -> str | None:
         return None
 
 
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
 def readme_summary(text: str, limit: int = 700) -> str:
-    """The first prose paragraphs of a README: no badges, images, HTML, headings or code."""
+    """The first prose paragraphs of a README: no badges, link bars, notes, headings, HTML or code."""
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
-    paras, out = re.split(r"\n\s*\n", text), []
-    for p in paras:
+    out = []
+    for p in re.split(r"\n\s*\n", text):
         p = p.strip()
-        if not p or p.startswith(("#", "[![", "![", "<", "|", "=", "-" * 3, ".. ", ":")) or re.fullmatch(r"[=\-~^*]+", p):
+        if not p or p.startswith(("#", "<", "|", ">", "=", "-" * 3, ".. ", ":", "[![", "![")) or re.fullmatch(r"[=\-~^*]+", p):
             continue
-        p = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", p)
+        p = _MD_LINK.sub(r"\1", _MD_LINK.sub(r"\1", p))  # images inside links too
         p = re.sub(r"<[^>]+>", "", p)
+        p = p.replace("**", "").replace("__", "")
         p = " ".join(p.split())
-        if len(p) < 30 or not re.search(r"[a-z]{3}", p):
+        words = re.findall(r"[A-Za-z]{2,}", p)
+        if len(words) < 8 or p.count(" | ") >= 1:  # badge rows and link bars
             continue
         out.append(p)
         if sum(map(len, out)) > limit:

@@ -160,15 +160,14 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
                 if c.string_re is not None:
                     for m in c.string_re.finditer(s):
                         hits.add((c.slug, parsed.file_line(node.lineno), m.group(0)[:80]))
-    # An attribute chain also yields its prefixes (aqt, aqt.jax, ...): keep the longest per line.
-    best: dict[tuple[str, int], str] = {}
+    # An attribute chain also yields its prefixes (aqt, aqt.jax, ...): drop a label that is a
+    # dotted prefix of another label on the same line for the same concept.
+    by_place: dict[tuple[str, int], set[str]] = {}
     for slug, line, label in hits:
-        cur = best.get((slug, line))
-        if cur is None or (label.startswith(cur) and len(label) > len(cur)):
-            best[(slug, line)] = label
-        elif not cur.startswith(label):
-            best[(slug, line, label)] = label  # type: ignore[index]
-    return imports, {(k[0], k[1], v) for k, v in best.items()}
+        by_place.setdefault((slug, line), set()).add(label)
+    kept = {(slug, line, label) for (slug, line), labels in by_place.items() for label in labels
+            if not any(other.startswith(label + ".") for other in labels)}
+    return imports, kept
 
 
 def python_facts(relpath: str, data: bytes) -> dict:

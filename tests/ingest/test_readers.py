@@ -1,0 +1,100 @@
+"""Pure readers under ingest: README summaries, git metadata, module names, concept detection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools import gitinfo
+from tools.ingest import analyze, pyfacts
+from tools.ingest.metadata import package_metadata, readme_summary
+
+README = """<!-- badges -->
+[![Tests](https://x/badge.svg)](https://x) ![PyPI](https://pypi/x.svg)
+
+[**Documentation**](https://docs) | [**Release Notes**](notes.md)
+
+> **_NOTE:_** use the latest release.
+
+# MaxTiny
+
+MaxTiny is a **high performance**, highly scalable [LLM](https://jax) library written in pure Python/JAX.
+
+```bash
+pip install maxtiny
+```
+"""
+
+
+def test_readme_summary_keeps_prose_only():
+    assert readme_summary(README) == ("MaxTiny is a high performance, highly scalable LLM library written "
+                                      "in pure Python/JAX.")
+
+
+def test_package_metadata_from_setup_py_without_running_it(tmp_path):
+    (tmp_path / "setup.py").write_text(
+        "import os\nfrom setuptools import setup\nos.system('touch pwned')\n"
+        "setup(name='old', version='1.0', description='legacy', "
+        "entry_points={'console_scripts': ['old-train = old.train:main']}, install_requires=['jax'])\n")
+    meta = package_metadata(tmp_path)
+    assert meta["name"] == "old" and meta["scripts"] == {"old-train": "old.train:main"}
+    assert meta["dependencies"] == ["jax"]
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("remote, web", [
+    ("git@github.com:acme/repo.git", "https://github.com/acme/repo"),
+    ("https://github.com/acme/repo", "https://github.com/acme/repo"),
+    ("https://user:tok@github.com/acme/repo.git/", "https://github.com/acme/repo"),
+    ("ssh://git@gitlab.com/group/sub/repo.git", "https://gitlab.com/group/sub/repo"),
+    ("https://example.org/repo.git", None),
+])
+def test_web_url(remote, web):
+    assert gitinfo.web_url(remote) == web
+
+
+def test_git_info_from_packed_refs_and_worktree_file(tmp_path):
+    main = tmp_path / "main"
+    (main / ".git").mkdir(parents=True)
+    sha = "a" * 40
+    (main / ".git/HEAD").write_text("ref: refs/heads/dev\n")
+    (main / ".git/packed-refs").write_text(f"# pack-refs\n{sha} refs/heads/dev\n")
+    (main / ".git/config").write_text('[remote "upstream"]\n\turl = https://github.com/a/b\n')
+    info = gitinfo.read(main)
+    assert info.commit == sha and info.blob_url("x.py", 3) == f"https://github.com/a/b/blob/{sha}/x.py#L3"
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text(f"gitdir: {main / '.git'}\n")
+    assert gitinfo.head_commit(wt) == sha
+    assert gitinfo.read(tmp_path).commit is None
+
+
+def test_import_names():
+    packages = {"jax", "jax/experimental", "src/pkg", "src/pkg/sub"}
+    assert analyze.import_name("jax/experimental/x.py", packages) == "jax.experimental.x"
+    assert analyze.import_name("jax/__init__.py", packages) == "jax"
+    assert analyze.import_name("src/pkg/sub/m.py", packages) == "pkg.sub.m"
+    assert analyze.import_name("bench/train.py", packages) == "bench.train"
+    assert analyze.import_name("ops/x.py", {"", "ops"}, "pallas") == "pallas.ops.x"
+
+
+def surfaces(src: str) -> set[tuple[str, str]]:
+    return {(c, label) for c, _, label in pyfacts.python_facts("m.py", src.encode())["surfaces"]}
+
+
+def test_concepts_follow_imports_not_spelling():
+    found = surfaces(
+        "import jax\nimport orbax.checkpoint as ocp\nfrom flax import nnx\n"
+        "from jax.sharding import PartitionSpec as P\n"
+        "mgr = ocp.CheckpointManager\nsave = ocp.checkpoint\n"
+        "f = jax.checkpoint(g, policy=jax.checkpoint_policies.nothing_saveable)\n"
+        "y = nnx.scan(body)\nspec = P('data')\n"
+        "def checkpoint(x):\n    '''jax.checkpoint in a docstring is prose'''\n"
+        "flags = '--xla_tpu_enable_async_collective_fusion=true'\n")
+    assert ("rematerialization", "jax.checkpoint") in found
+    assert ("rematerialization", "jax.checkpoint_policies.nothing_saveable") in found
+    assert not any(label.startswith("orbax") for _, label in found)
+    assert ("scan-over-layers", "flax.nnx.scan") in found
+    assert ("sharding", "jax.sharding.PartitionSpec") in found
+    assert ("xla-flags", "--xla_tpu_enable_async_collective_fusion") in found
