@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -16,16 +17,25 @@ from ..writer import atomic_write
 from . import pyfacts
 from .walker import Entry, Skip, language_of, walk
 
-CACHE_VERSION = 3  # bump when the shape of ingest facts changes
+CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 
 
+@functools.lru_cache(maxsize=1)
 def _cache_version() -> str:
-    """Ingest's version and the kernel catalog's: a change in either re-reads every file."""
+    """Changes whenever the code that produces per-file facts changes, so stale facts are never reused."""
+    from .. import concepts, pysource
+    from . import pyfacts, walker
+
+    modules = [concepts, pysource, pyfacts, walker]
     try:
-        from ..kernels.facts import VERSION as kernels
+        from ..kernels import facts, light, rules
+        modules += [facts, light, rules]
     except ImportError:
-        kernels = 0
-    return f"{CACHE_VERSION}.{kernels}"
+        pass
+    h = hashlib.sha1(str(CACHE_VERSION).encode())
+    for m in modules:
+        h.update(Path(m.__file__).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _kernel_analyzer() -> Callable[[str, bytes], dict] | None:
