@@ -107,7 +107,8 @@ concept(
     "paged-attention", "Paged and ragged attention",
     "Decode-time attention over a paged KV cache (pages indexed through a page table) and ragged batches "
     "of sequences with different lengths, as used by vLLM/SGLang TPU backends.",
-    names=(r"(?:^|\.)(?:ragged_)?paged_attention\w*$", r"(?:^|\.)ragged_\w*attention\w*$"),
+    names=(r"(?:^|[._])paged_attention\w*$", r"(?:^|\.)ragged_\w*attention\w*$"),
+    strings=(r"^paged$",),
     config=(r"^\s*attention\s*[:=]\s*['\"]?(?:paged|ragged)",),
     related=("flash-attention", "pallas-kernels"),
 )
@@ -133,7 +134,8 @@ concept(
     "Overlapping a collective (all-gather or reduce-scatter) with the matmul that consumes it by "
     "decomposing both into steps, either by hand with `ppermute` in `shard_map` or through XLA's "
     "windowed-einsum thresholds.",
-    names=(r"(?:^|\.)\w*collective_matmul\w*$", r"(?:^|\.)ppermute$"),
+    # Not every ppermute: pipeline stages rotate with it too. Only code that names the technique.
+    names=(r"(?:^|\.)\w*collective_matmul\w*$",),
     strings=(r"collective_matmul", r"windowed_einsum"),
     config=(r"collective_matmul",),
     related=("sharding", "xla-flags"),
@@ -152,7 +154,7 @@ concept(
     "Moving activations, optimizer state or parameters to host memory (`memory_kind='pinned_host'`, "
     "offloading remat policies) to fit larger batches in HBM, overlapped with compute by XLA.",
     names=(r"(?:^|\.)TransferToMemoryKind$", r"(?:^|\.)save_and_offload_only_these_names$",
-           r"(?:^|\.)offload_dot_with_no_batch_dims$", r"(?:^|\.)with_memory_kind$"),
+           r"(?:^|\.)offload_dot_with_no_batch_dims$"),
     strings=(r"^(?:pinned_host|unpinned_host)$",),
     config=(r"pinned_host", r"^\s*\w*offload\w*\s*[:=]\s*(?:true|True|1)"),
     related=("rematerialization",),

@@ -22,6 +22,24 @@ from .sitegen.links import rewrite_raw_links
 log = logging.getLogger("mkdocs.plugins.autoresearch-wiki")
 
 
+class _ShortNotInNav(logging.Filter):
+    """Generated catalogs are reachable from their landing pages, not the sidebar, by design: MkDocs
+    would list every one of them (thousands of lines in a large wiki) on each build. Say it in one line."""
+
+    PREFIX = "The following pages exist in the docs directory, but are not included"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(self.PREFIX):
+            n = record.getMessage().count("\n  - ")
+            record.msg, record.args = "%d pages are reachable from their folder's landing page, not the sidebar", (n,)
+        return True
+
+
+_nav_log = logging.getLogger("mkdocs.structure.nav")
+if not any(isinstance(f, _ShortNotInNav) for f in _nav_log.filters):
+    _nav_log.addFilter(_ShortNotInNav())
+
+
 class WikiConfig(Config):
     wiki_dir = c.Type(str, default="wiki")
     raw_url = c.Optional(c.Type(str))  # base URL where raw/ is browsable, e.g. a repo's blob/main/

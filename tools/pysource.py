@@ -78,8 +78,10 @@ def notebook_snippets(text: str) -> list[Snippet]:
         src = cell.get("source", "")
         src = "".join(src) if isinstance(src, list) else str(src)
         if cell.get("cell_type") == "code":
-            # IPython magics and shell escapes are not Python.
-            src = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in src.split("\n"))
+            # IPython magics and shell escapes are not Python: a no-op at the same indentation keeps
+            # the block they sit in (`if IN_COLAB:\n    !pip install ...`) parseable.
+            src = "\n".join(ln[: len(ln) - len(ln.lstrip())] + "pass" if ln.lstrip().startswith(("%", "!")) else ln
+                             for ln in src.split("\n"))
             out.append(Snippet(src, line, "notebook", i))
         line += src.count("\n") + 1
     return out

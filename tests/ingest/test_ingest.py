@@ -71,12 +71,15 @@ def test_messy_repo_ingests_with_every_skip_explained(messy):
     assert meta["commit"] == messy_repo.SHA and meta["type"] == "codebase"
     assert pages.validate("overview.md", meta, body) == []
     assert "Tinymodel is a small Llama-style trainer" in body
+    assert "> tinymodel 0.3.1 — A tiny trainer" in body
     assert "tiny-train → tinymodel.train:main" in body
     # file:line links point at the pinned commit on the host
     assert f"https://github.com/acme/tinymodel/blob/{messy_repo.SHA}/tinymodel/layers.py#L" in body
     assert "--xla_tpu_enable_async_collective_fusion" in body  # flag from Python
     assert "--xla_enable_async_all_gather" in body  # flag from a shell script
-    for section in ("## Performance-relevant surfaces", "### Sharding and meshes",
+    assert "| `remat_policy` | Rematerialization (remat) | `full` | 1 |" in body
+    assert "| `ici_fsdp_parallelism` | Sharding and meshes | `4` | 1 |" in body
+    for section in ("## Performance-relevant surfaces", "### Configuration knobs", "### Sharding and meshes",
                     "### Rematerialization (remat)", "### Scan over layers", "## Entry points", "## Skipped files"):
         assert section in body, section
     # the notebook's code cell counts, its error output does not
@@ -149,6 +152,19 @@ def test_second_repo_links_into_the_same_concept_pages(messy):
     assert "### [tiny]" in sharding and "### [other]" not in sharding
 
 
+def test_kernel_counts_agree_between_command_overview_and_pages(kb):
+    """Two public kernels with one name in two files are two kernels (two pages) everywhere."""
+    kernel = ("from jax.experimental import pallas as pl\n\n\ndef _body(x_ref, o_ref):\n    o_ref[...] = x_ref[...]\n\n\n"
+              "def attention(x):\n    return pl.pallas_call(_body, out_shape=x)(x)\n")
+    for name in ("a.py", "b.py"):
+        (kb / "raw/code/two" / name).parent.mkdir(parents=True, exist_ok=True)
+        (kb / "raw/code/two" / name).write_text(kernel)
+    out = ingest(kb, "raw/code/two").output
+    assert "2 Pallas kernels at 2 launch sites" in out
+    assert "| Pallas kernels | 2 kernels, 2 launch sites" in (kb / "wiki/codebases/two/overview.md").read_text()
+    assert len(list((kb / "wiki/kernels/two").glob("*.md"))) == 2
+
+
 def test_bad_targets_fail_with_a_clear_message(kb, tmp_path):
     r = CliRunner().invoke(cli, ["--root", str(kb), "ingest", "raw/code/missing"])
     assert r.exit_code != 0 and "raw/code/missing: no such folder" in r.output
@@ -157,6 +173,10 @@ def test_bad_targets_fail_with_a_clear_message(kb, tmp_path):
     assert r.exit_code != 0 and "not under" in r.output
     r = CliRunner().invoke(cli, ["--root", str(kb), "ingest"])
     assert r.exit_code == 2
+    (kb / "raw/code/x").mkdir()
+    (kb / "raw/code/x/README.md").write_text("hi")
+    r = CliRunner().invoke(cli, ["--root", str(kb), "ingest", "raw/code/x/README.md"])
+    assert r.exit_code == 1 and "is a file" in r.output
 
 
 def test_real_jax_pallas_tree(kb, jax_pallas):

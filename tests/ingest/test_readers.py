@@ -98,3 +98,36 @@ def test_concepts_follow_imports_not_spelling():
     assert ("scan-over-layers", "flax.nnx.scan") in found
     assert ("sharding", "jax.sharding.PartitionSpec") in found
     assert ("xla-flags", "--xla_tpu_enable_async_collective_fusion") in found
+
+
+def test_paged_attention_by_config_string_and_prefixed_kernel_name():
+    found = surfaces(
+        "from tpu_inference.attention_interface import sharded_ragged_paged_attention as rpa\n"
+        "def f(config, q):\n"
+        "    if config.attention == 'paged':\n"
+        "        return rpa(q)\n")
+    assert ("paged-attention", "paged") in found
+    assert any(c == "paged-attention" and "sharded_ragged_paged_attention" in label for c, label in found), found
+
+
+def test_flags_in_a_multi_line_string_point_at_their_own_line():
+    src = ('FLAGS = (\n'
+           '    " --xla_tpu_enable_async_collective_fusion=true"\n'
+           '    " --xla_enable_async_all_gather=true"\n'
+           ')\n'
+           'DOC = """\n--xla_dump_to=/tmp/x\n"""\n')
+    lines = {label: line for c, line, label in pyfacts.python_facts("m.py", src.encode())["surfaces"]
+             if c == "xla-flags"}
+    assert lines == {"--xla_tpu_enable_async_collective_fusion": 2, "--xla_enable_async_all_gather": 3,
+                     "--xla_dump_to": 6}
+
+
+def test_notebook_magics_inside_blocks_keep_the_cell_parseable():
+    import json
+
+    nb = json.dumps({"cells": [{"cell_type": "code", "source": [
+        "import jax\n", "if IN_COLAB:\n", "    !pip install maxtext\n", "    %cd /content\n",
+        "f = jax.checkpoint(g)\n"]}]})
+    facts = pyfacts.python_facts("demo.ipynb", nb.encode())
+    assert not facts["errors"] and not facts.get("partial")
+    assert ("rematerialization", 5, "jax.checkpoint") in {tuple(h) for h in facts["surfaces"]}

@@ -108,6 +108,32 @@ def quantized_matmul(x):
         line_of(text, "qpl.pallas_call("), "qpl.pallas_call", "tpu", "quantized matmul")
 
 
+def test_wrapper_and_foreign_launches_keep_grid_and_semantics():
+    text = src("""
+from qwix import pallas as qpl
+
+def _kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...]
+
+def gmm(x, tiles_n, tiles_k):
+  call = qpl.pallas_call(
+      _kernel,
+      out_shape=x,
+      grid_spec=pltpu.PrefetchScalarGridSpec(
+          num_scalar_prefetch=2,
+          in_specs=[pl.BlockSpec((None, 128), lambda i, j: (i, j))],
+          grid=(tiles_n, tiles_k),
+      ),
+      compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+  )
+  return call(x)
+""")
+    (site,) = scan({"ops/gmm.py": text})
+    assert (site.kernel, site.entry) == ("gmm", "qpl.pallas_call")
+    assert site.grid == "(tiles_n, tiles_k)" and site.block_shapes == ["(None, 128)"]
+    assert site.dimension_semantics == "('parallel', 'arbitrary')"
+
+
 def test_nested_launch_inside_named_scope():
     text = src(KERNEL_BODY + """
 def prefetch(x):

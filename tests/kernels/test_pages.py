@@ -70,6 +70,8 @@ def test_directory_groups_by_category_with_relative_links(tmp_path):
     assert "x\\|y" in d.body and d.body.index("x\\|y") > d.body.index("## In tests, benchmarks and examples")
     assert "3 library kernels from 2 repositories, and 1 more in tests" in d.body
     assert d.body.index("## attention") < d.body.index("## moe/grouped matmul")  # category order
+    one = directory_page([{**out[0].meta, "page": out[0].path}])
+    assert "1 library kernel from 1 repository." in one.body
 
 
 def test_pages_go_through_the_writer_idempotently(tmp_path):

@@ -76,3 +76,15 @@ def test_serve_watches_the_wiki(tmp_path, kb_factory):
     assert server.watched == [str(plugin.wiki)]
 
 
+
+
+def test_not_in_nav_listing_is_one_line(caplog):
+    import logging
+
+    import tools.mkdocs_plugin  # noqa: F401  (installs the filter)
+
+    with caplog.at_level(logging.INFO, logger="mkdocs.structure.nav"):
+        logging.getLogger("mkdocs.structure.nav").info(
+            'The following pages exist in the docs directory, but are not included in the "nav" configuration:'
+            "\n  - wiki/kernels/a.md\n  - wiki/kernels/b.md")
+    assert caplog.messages == ["2 pages are reachable from their folder's landing page, not the sidebar"]

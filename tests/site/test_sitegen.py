@@ -57,6 +57,25 @@ def test_page_without_frontmatter_gets_a_title_and_bad_yaml_is_recorded():
     assert bad.problem.startswith("invalid YAML")
 
 
+def test_each_bad_page_gets_one_build_warning(tmp_path):
+    (tmp_path / "wiki/concepts").mkdir(parents=True)
+    (tmp_path / "wiki/concepts/x.md").write_text("# Hand written\n")
+    (tmp_path / "wiki/concepts/y.md").write_text("---\ntitle: [oops\n---\nbody\n")
+    warnings = generate(tmp_path / "wiki").warnings
+    assert warnings.count("wiki/concepts/x.md: no frontmatter") == 1
+    assert [w for w in warnings if w.startswith("wiki/concepts/y.md")] == [
+        next(w for w in warnings if w.startswith("wiki/concepts/y.md: invalid YAML"))]
+
+
+def test_a_docs_page_named_like_a_generated_section_is_reported(tmp_path):
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/wiki.md").write_text("# The wiki guide\n")
+    warnings = generate(tmp_path / "wiki", tmp_path / "docs").warnings
+    assert any(w.startswith("docs/wiki.md: its page would be wiki/index.html") for w in warnings), warnings
+    assert not generate(tmp_path / "wiki", tmp_path / "docs", directory_urls=False).warnings
+
+
 def test_graph_edges_from_links_and_frontmatter_refs_experiments_split_by_model():
     pages = [
         page("models/llama.md", "---\ntitle: Llama\ntype: model\nmodel: llama\n---\n"),
@@ -148,6 +167,10 @@ def test_kernel_directory_escapes_and_links_source_lines():
     assert "<code>other/q/k2.py:3</code>" in md  # no remote: plain path
     assert 'href="../../wiki/kernels/r/k/"' in md
     assert md.count("<tr data-") == 2 and '<option value="gpu-triton">' in md
+    assert "2 kernels from 2 repositories." in md
+    one = kernels.directory_md(pages[:2], links.Sources(pages[:2]))
+    assert "1 kernel from 1 repository." in one
+    assert "`tools ingest raw/code/<slug>` writes them" in kernels.directory_md([], links.Sources([]))
 
 
 def test_generate_produces_every_file(tmp_path):

@@ -82,7 +82,7 @@ def _region(path: Path, name: str) -> str:
 def test_docs_types_table_matches_the_page_model():
     from tools.scaffold import types_table
 
-    assert _region(REPO / "docs" / "wiki.md", "types") == types_table()
+    assert _region(REPO / "docs" / "wiki-model.md", "types") == types_table()
 
 
 def test_docs_lint_codes_match_the_code():

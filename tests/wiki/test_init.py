@@ -119,6 +119,14 @@ def test_agents_md_names_only_real_commands():
             assert rest[0] in cmd.commands, f"AGENTS.md names `tools {path}`, which does not exist"
 
 
+def test_agents_md_says_which_commands_only_print():
+    rows = {ln.split("|")[1].strip(): ln for ln in scaffold.agents_md("x").splitlines() if ln.startswith("| `tools ")}
+    kernels_row = next(v for k, v in rows.items() if k.startswith("`tools kernels scan"))
+    profile_row = next(v for k, v in rows.items() if k.startswith("`tools profile summary"))
+    assert "prints" in kernels_row and "`tools ingest` writes the kernel pages" in kernels_row
+    assert "prints" in profile_row
+
+
 def test_init_on_a_file_is_a_clean_error(tmp_path, invoke):
     (tmp_path / "f").write_text("x")
     r = invoke("init", tmp_path / "f")

@@ -6,6 +6,7 @@ Pure: a RepoModel and metadata in, Pages and file contents out. The writer puts 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -52,7 +53,8 @@ def _surface_files(occ: list[tuple[str, int, str]], link, limit_files: int) -> l
     by_file: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for rel, line, label in occ:
         by_file[rel].append((line, label))
-    ranked = sorted(by_file.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    # Library code first, then tests; busiest files first within each.
+    ranked = sorted(by_file.items(), key=lambda kv: (is_test(kv[0]), -len(kv[1]), kv[0]))
     out = []
     for rel, hits in ranked[:limit_files]:
         lines = sorted({ln for ln, _ in hits})
@@ -68,8 +70,17 @@ def module_page_path(slug: str, module: str) -> str:
     return f"codebases/{slug}/modules/{mdtext.slugify(module)}.md"
 
 
+_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*$|_test\.py$|(?:^|/)conftest\.py$")
+
+
+def is_test(rel: str) -> bool:
+    return bool(_TEST_PATH.search(rel))
+
+
 def central_modules(model: RepoModel, n: int = CENTRAL_MODULES) -> list[tuple[str, int]]:
-    ranked = sorted(((m, len(v)) for m, v in model.fan_in.items()), key=lambda kv: (-kv[1], kv[0]))
+    """The most imported library modules (test helpers are imported a lot and explain little)."""
+    ranked = sorted(((m, len(v)) for m, v in model.fan_in.items() if not is_test(model.modules[m])),
+                    key=lambda kv: (-kv[1], kv[0]))
     return [kv for kv in ranked if kv[1] > 1][:n]
 
 
@@ -122,14 +133,15 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
     g = []
     head = " ".join(x for x in (meta.get("name"), meta.get("version")) if x)
     if meta.get("description"):
-        g.append(f"> {mdtext.escape(head + ' — ' if head else '')}{mdtext.escape(meta['description'])}\n")
+        g.append(f"> {mdtext.escape(head) + ' — ' if head else ''}{mdtext.escape(meta['description'])}\n")
     rows = [["Source", mdtext.code(f"raw/code/{slug}")],
             ["Commit", mdtext.code(git.commit) + " (pinned)" if git.commit else "not a git checkout"],
             ["Remote", mdtext.escape(git.remote) if git.remote else "unknown"],
             ["Files", f"{sum(scan.languages.values())} in the tree, {len(scan.files)} read "
                       f"({py_files} Python), {len(scan.skips)} skipped"],
             ["Symbols", f"{n_sym} in [symbols.tsv](symbols.tsv)"],
-            ["Pallas kernels", f"{len({k['kernel'] for k in kernels})} kernels, {len(kernels)} launch sites"
+            ["Pallas kernels", f"{len({(k['kernel'], k['path']) for k in kernels})} kernels, "  # one page each
+                               f"{len(kernels)} launch sites"
              + (" ([catalog](../../kernels/index.md))" if any(k.get("page") for k in kernels) else "")]]
     g.append(mdtext.table(["Field", "Value"], rows))
     g.append("## What it is\n")
@@ -226,6 +238,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         out.append(mdtext.table(["Kernel", "Backend", "Category", "Kind", "Launch site"], krows[:80]))
         if len(krows) > 80:
             out.append(f"… and {len(krows) - 80} more in the kernel catalog.\n")
+    out.append(_config_knobs(model, link))
     for slug, c in CONCEPTS.items():
         occ = model.surfaces.get(slug, [])
         if not occ or (slug == "pallas-kernels" and kernels):
@@ -239,6 +252,35 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         else:
             out.append("\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n")
     return "\n".join(out)
+
+
+def _config_knobs(model: RepoModel, link) -> str:
+    """Settings in config files that move performance (remat policy, scan, parallelism axes, ...)."""
+    knobs: dict[str, dict] = {}
+    for slug, occ in model.surfaces.items():
+        if slug == "xla-flags":
+            continue  # they have their own table
+        for rel, line, label in occ:
+            if model.scan.files[rel].facts.get("lang") != "config":
+                continue
+            key, _, value = label.partition(": ")
+            k = knobs.setdefault(key, {"concept": slug, "values": Counter(), "files": set(), "first": (rel, line)})
+            if value:
+                k["values"][value] += 1
+            k["files"].add(rel)
+            if is_test(k["first"][0]) and not is_test(rel):
+                k["first"] = (rel, line)
+    if not knobs:
+        return ""
+    rows = []
+    for key, k in sorted(knobs.items(), key=lambda kv: (kv[1]["concept"], kv[0])):
+        values = ", ".join(mdtext.code(v) for v, _ in k["values"].most_common(4))
+        more = f" +{len(k['values']) - 4}" if len(k["values"]) > 4 else ""
+        rel, line = k["first"]
+        rows.append([mdtext.code(key), CONCEPTS[k["concept"]].title, (values + more) or "—", str(len(k["files"])),
+                     f"[`{rel}:{line}`]({link(rel, line)})"])
+    return ("### Configuration knobs\n\nSettings in config and launch files that move performance:\n\n"
+            + mdtext.table(["Setting", "Concept", "Values seen", "Files", "Example"], rows[:60]))
 
 
 def _flags_table(occ, link) -> str:

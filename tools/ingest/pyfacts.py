@@ -102,6 +102,16 @@ def _symbols(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
     return out
 
 
+def _line_holding(lines: list[str], node: ast.Constant, text: str) -> int:
+    """The line of a string literal that spans lines (implicit concatenation, triple quotes) holding ``text``."""
+    end = getattr(node, "end_lineno", None) or node.lineno
+    if end > node.lineno:
+        for n in range(node.lineno, min(end, len(lines)) + 1):
+            if text in lines[n - 1]:
+                return n
+    return node.lineno
+
+
 def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
     """One walk over the tree: imports, aliases and concept hits."""
     aliases: dict[str, str] = {}
@@ -132,6 +142,7 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
 
     hits: set[tuple[str, int, str]] = set()
     prose: set[int] = set()
+    lines: list[str] = []  # the snippet's lines, split when a string literal spans several
     prefix = f"{module}." if module else ""
     for node in nodes:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
@@ -159,7 +170,10 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
             for c in CONCEPTS.values():
                 if c.string_re is not None:
                     for m in c.string_re.finditer(s):
-                        hits.add((c.slug, parsed.file_line(node.lineno), m.group(0)[:80]))
+                        if not lines and node.end_lineno != node.lineno:
+                            lines = parsed.snippet.text.split("\n")
+                        line = _line_holding(lines, node, m.group(0))
+                        hits.add((c.slug, parsed.file_line(line), m.group(0)[:80]))
     # An attribute chain also yields its prefixes (aqt, aqt.jax, ...): drop a label that is a
     # dotted prefix of another label on the same line for the same concept.
     by_place: dict[tuple[str, int], set[str]] = {}
@@ -201,6 +215,19 @@ def python_facts(relpath: str, data: bytes) -> dict:
     return facts
 
 
+_SETTING = re.compile(r"^\s*([\w.-]+)\s*[:=]\s*(.*?)\s*(?:#.*)?$")
+
+
+def _config_label(matched: str, line: str) -> str:
+    """A flag as written, or `key: value` for a setting (the value read from the whole line)."""
+    matched = matched.strip()
+    if matched.startswith("--") or not _SETTING.match(line):
+        return matched.rstrip(":=").strip()[:80]
+    key, rest = _SETTING.match(line).groups()
+    value = re.match(r"""['"]?([^\s'"\\]*)""", rest).group(1)  # the first token: shell lines go on
+    return f"{key}: {value}"[:80] if value else key[:80]
+
+
 def config_facts(relpath: str, text: str) -> dict:
     """Surfaces in a config or shell file: XLA flags, parallelism axes, remat and attention settings."""
     hits = set()
@@ -211,7 +238,6 @@ def config_facts(relpath: str, text: str) -> dict:
             if c.config_re is None:
                 continue
             for m in c.config_re.finditer(line):
-                label = m.group(0).strip().rstrip(":=").strip()
-                hits.add((c.slug, n, label[:80]))
+                hits.add((c.slug, n, _config_label(m.group(0), line)))
     return {"lang": "config", "surfaces": sorted(hits, key=lambda h: (h[1], h[0], h[2])),
             "lines": text.count("\n") + 1}

@@ -43,6 +43,8 @@ def resolve_target(project: Project, target: str | Path) -> tuple[str, Path]:
     p = Path(target)
     candidates = [p] if p.is_absolute() else [Path.cwd() / p, project.root / p, project.raw_code / p]
     for c in candidates:
+        if c.is_file():
+            raise InputError(target, "is a file; ingest takes a folder (raw/code/<slug>)")
         if c.is_dir():
             try:
                 rel = c.absolute().relative_to(project.raw_code.absolute())

@@ -17,7 +17,7 @@ from .. import pysource
 from . import rules
 from .light import light_facts
 
-VERSION = 1  # bump when the shape of the facts changes (cache key)
+VERSION = 2  # bump when the shape of the facts changes (cache key)
 
 _MENTIONS = re.compile(r"pallas|core_map|plgpu|pltpu")
 _PALLAS_IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+[^\n]*(?:pallas|pltpu|plgpu|core_map|mosaic)", re.MULTILINE)
@@ -547,6 +547,10 @@ class _Visitor(ast.NodeVisitor):
                     self.add_launch(node.func, entry, body, node, "call", extra_hint=hint, interpret=interp)
             elif resolved and ("." in resolved or fn in self.top_defs) and not resolved.startswith(_SKIP_CALLS):
                 hinted = any(k.arg in _HINT_KWARGS for k in node.keywords)
+                shape = {}  # grid, block shapes and semantics passed to a wrapper or a foreign pallas_call
+                if hinted or any(k.arg == "grid" for k in node.keywords):
+                    d = self.details(node, node)
+                    shape = {k: d[k] for k in ("grid", "block_shapes", "dimension_semantics") if d[k]}
                 self.f["calls"].append({
                     "line": self.line(getattr(node.func, "end_lineno", None) or node.lineno),
                     "callee": fn, "target": resolved, "scope": self.scope_qual(),
@@ -554,6 +558,7 @@ class _Visitor(ast.NodeVisitor):
                     "hints": self.bk(self._text(node)) if hinted else None,
                     "interpret": any(k.arg == "interpret" and isinstance(k.value, ast.Constant)
                                      and k.value.value is True for k in node.keywords),
+                    **shape,
                 })
         self.generic_visit(node)
 

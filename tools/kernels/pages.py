@@ -173,7 +173,8 @@ def directory_page(records: list[dict]) -> Page:
         by_cat[r.get("category") or "crypto/fhe/other"].append(r)
     order = [c for c in KERNEL_CATEGORIES if c in by_cat] + sorted(c for c in by_cat if c not in KERNEL_CATEGORIES)
     repos = Counter(r.get("repo") for r in records)
-    head = [f"{len(main)} library kernels from {len(repos)} repositories"
+    head = [f"{len(main)} library kernel{'' if len(main) == 1 else 's'} from {len(repos)} "
+            f"{'repository' if len(repos) == 1 else 'repositories'}"
             + (f", and {len(rest)} more in tests, benchmarks and examples." if rest else "."), ""]
     head.append(mdtext.table(["Category", "Kernels", "Repositories", "Backends"], [
         [mdtext.escape(c), str(len(by_cat[c])),

@@ -134,7 +134,10 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     if docs_dir is None or not (docs_dir / ".nav.yml").is_file():
         files[".nav.yml"] = ROOT_NAV
     warnings += [f"wiki/{p.rel}: {p.problem}" for p in pages if p.problem]
-    warnings += [f"wiki/{p.rel}: no frontmatter" for p in pages if not p.has_frontmatter]
+    if directory_urls and docs_dir is not None:  # docs/wiki.md would become wiki/index.html, over the wiki's own
+        warnings += [f"docs/{d}.md: its page would be {d}/index.html, which the generated {d}/ section owns; rename it"
+                     for d in (WIKI, "explore") if (docs_dir / f"{d}.md").is_file()]
+    warnings += [f"wiki/{p.rel}: no frontmatter" for p in pages if not p.has_frontmatter and not p.problem]
     stats = {"pages": len(pages), **data["stats"], "scan_s": round(t_scan - t0, 3),
              "graph_s": round(t_graph - t_scan, 3), "total_s": round(time.perf_counter() - t0, 3)}
     return Generated(files, pages, sources, stats, warnings, sorted(wiki.files | navs))

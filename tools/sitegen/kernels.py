@@ -22,6 +22,10 @@ def _e(v) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
 
+def _count(n: int, one: str, many: str = "") -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def directory_md(pages: list[SitePage], sources: Sources, src: str = "explore/kernels/index.md",
                  directory_urls: bool = True) -> str:
     """The markdown (with an HTML table) of the kernel directory page at ``src``."""
@@ -29,11 +33,12 @@ def directory_md(pages: list[SitePage], sources: Sources, src: str = "explore/ke
     here = page_url(src, directory_urls)
     head = ["---", "title: Kernel directory", "hide: [toc]", "---", "", "# Kernel directory", ""]
     if not kernels:
-        return "\n".join(head + ["No kernel pages under `wiki/kernels/` yet: run `tools kernels` after an ingest.", ""])
+        return "\n".join(head + ["No kernel pages under `wiki/kernels/` yet: `tools ingest raw/code/<slug>` writes them.",
+                                 ""])
     values = {c: sorted({str(p.meta.get(c) or "") for p in kernels} - {""}) for c in COLUMNS}
     out = head + [
-        f'{len(kernels)} kernels from {len(values["repo"])} repositories. Click a column to sort; '
-        "type or pick to filter.", "",
+        f'{_count(len(kernels), "kernel")} from {_count(len(values["repo"]), "repository", "repositories")}. '
+        "Click a column to sort; type or pick to filter.", "",
         '<div class="arw-filters" data-arw-table="arw-kernels">',
         '<input type="search" class="arw-filter-text" placeholder="Filter kernels…" aria-label="Filter kernels">',
     ]
