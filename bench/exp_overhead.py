@@ -1,14 +1,17 @@
 """Runner overhead: the same training command bare and through `tools exp run`, interleaved.
 
-    python bench/exp_overhead.py [--preset tiny] [--pairs 3]
+    python bench/exp_overhead.py [--preset tiny] [--pairs 3] [--lane-pages 300]
 
 Prints each pair's wall times, the median overhead (target <= 3 % of wall time without --profile),
+the runner's own time as the lane grows (a trivial command, a lane seeded with filed pages),
 then the cost of one `--profile` run and of `tools profile summary` on its real trace.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import statistics
 import subprocess
 import sys
@@ -18,6 +21,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "experiments" / "llama_train.py"
+# A command that only prints the JSON result line: what is left of the wall time is the runner's own.
+TRIVIAL = [sys.executable, "-c", "print({!r})".format(json.dumps({
+    "step_times_s": [0.1, 0.01, 0.01], "tokens_per_step": 1024, "warmup_steps": 1, "losses": [3.0, 2.9, 2.8],
+    "flops_per_step": {"causal": 1e9, "noncausal": 1.2e9}, "platform": "cpu", "n_devices": 1}))]
 
 
 def wall(cmd: list[str]) -> float:
@@ -26,10 +33,31 @@ def wall(cmd: list[str]) -> float:
     return time.perf_counter() - t
 
 
+def lane_growth(tool: list[str], tmp: Path, n_pages: int, runs: int = 3) -> None:
+    """The runner's own time on a trivial command, in a fresh lane and in a lane of ``n_pages`` filed pages."""
+    if n_pages <= 0:
+        return
+    tool = list(tool)
+    tool[tool.index("--lane") + 1] = "growth"
+    wall(tool + ["-m", "seed", "--"] + TRIVIAL)
+    folder = tmp / "wiki" / "experiments" / "bench" / "growth"
+    page = next(folder.glob("*-v001-*.md"))
+    text = page.read_text()
+    fresh = [wall(tool + ["-m", f"fresh {i}", "--"] + TRIVIAL) for i in range(runs)]
+    top = 1 + runs
+    for v in range(top + 1, top + 1 + n_pages):  # copies of the first page, as if filed earlier
+        (folder / page.name.replace("-v001-", f"-v{v:03d}-")).write_text(
+            re.sub(r"(?m)^version: 1$", f"version: {v}", text.replace("-v001-", f"-v{v:03d}-")))
+    grown = [wall(tool + ["-m", f"grown {i}", "--"] + TRIVIAL) for i in range(runs)]
+    print(f"runner's own time, trivial command (python start included): {statistics.median(fresh):.3f} s in a fresh lane, "
+          f"{statistics.median(grown):.3f} s in a lane of {n_pages + top} filed pages (medians of {runs})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--lane-pages", type=int, default=300, help="filed pages to seed a lane with (0: skip)")
     a = ap.parse_args()
     train = [sys.executable, str(SCRIPT), "--preset", a.preset]
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,9 +83,11 @@ def main() -> None:
         print(f"in-run: runner's own time {statistics.median(own):.3f} s per run = "
               f"{100 * statistics.median(o / t for o, t in zip(own, tooled)):.2f} % of wall time (target <= 3 %)")
 
+        lane_growth(tool, Path(tmp), a.lane_pages)
+
         t_prof = wall(tool + ["--profile", "-m", "profiled", "--"] + train)
         print(f"--profile run: {t_prof:.3f} s ({100 * (t_prof / statistics.median(bare) - 1):+.1f} % vs bare)")
-        raw = sorted((Path(tmp) / "raw" / "profiles").glob("*-profiled"))[-1]
+        raw = max((Path(tmp) / "raw" / "profiles").glob("*-profiled"))
         from tools.profiling import summary
 
         for use_xprof in (False, True):

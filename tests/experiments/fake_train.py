@@ -2,6 +2,8 @@
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 
@@ -11,9 +13,13 @@ p.add_argument("--loss-shift", type=float, default=0.0)  # a decoy that changes 
 p.add_argument("--crash", action="store_true")
 p.add_argument("--hang", action="store_true")
 p.add_argument("--steps", type=int, default=8)
+p.add_argument("--spawn-child", action="store_true")  # a helper process in the same process group
 a = p.parse_args()
 
-print("fake training: starting", flush=True)
+print(f"fake training: starting, pid {os.getpid()}", flush=True)
+if a.spawn_child:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    print(f"helper pid {child.pid}", flush=True)
 if a.hang:
     time.sleep(600)
 if a.crash:

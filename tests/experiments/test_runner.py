@@ -65,6 +65,8 @@ def test_baseline_then_interleaved_variants(project):
     assert meta["type"] == "model" and meta["model"] == "m"
     variants = pages.regions(body)["variants"]
     assert recs[0]["exp_id"] in variants and recs[1]["exp_id"] in variants and "+100.0 %" in variants
+    # the model page written from the records in hand equals one recomputed from the pages on disk
+    assert pages.regions(body) == pages.regions(report.model_page("m", "l", recs).body)
     assert "exp run | m/l" in (project.wiki / "log.md").read_text()
 
 
@@ -104,10 +106,10 @@ def test_filed_pages_are_immutable(project):
     out = run_experiment(project, RunSpec(model="m", lane="l", variant="s/tpu", command=fake()))
     rec = lane(project)[0]
     w_page = report.experiment_page(dict(rec, verdict="supported"), {})
-    from tools.experiments.runner import _refuse_filed
+    from tools.experiments.filing import refuse_filed
     from tools.writer import Writer
     with pytest.raises(InputError, match="immutable"):
-        _refuse_filed(Writer(project.wiki), w_page.path)
+        refuse_filed(Writer(project.wiki), w_page.path)
     assert out.page == rec["page"]
 
 

@@ -50,15 +50,21 @@ def run(project, command, quiet, **opts) -> None:
     for r in out.reasons:
         click.echo(f"  - {r}")
     click.echo(f"  page wiki/{out.page}\n  raw  {out.raw_dir}")
+    if out.stopped_by:  # filed as a crash; exit as a stopped process does
+        raise SystemExit(143 if out.stopped_by == "SIGTERM" else 130)
 
 
 @exp.command(name="list")
 @click.option("--model", default=None, help="Only this model.")
 @pass_project
 def list_(project, model) -> None:
-    """List filed experiments: version, verdict, tokens/s, page."""
+    """List experiments: version, verdict, tokens/s, page. Runs whose runner vanished are filed as crashes first."""
+    from ..experiments.abandoned import sweep
     from ..experiments.records import load_experiments
+    from ..writer import Writer
 
+    for exp_id in sweep(Writer(project.wiki), project):
+        click.echo(f"filed {exp_id} as crash: its runner is gone (see its page)", err=True)
     for r in load_experiments(project.wiki):
         if model and r.get("model") != model:
             continue

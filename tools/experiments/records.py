@@ -5,22 +5,26 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
 from .. import pages
 from ..errors import InputError
+
+# libyaml when present: ~7x faster than the pure-Python loader (0.4 vs 2.9 ms per experiment page here), and a
+# run reads its lane twice. Same SafeConstructor, so the same values.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 VERSION = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})-v(?P<n>\d{3,})-(?P<slug>.+)\.md$")
 
 
-def load_experiments(wiki_dir: Path | str) -> list[dict]:
-    """Every experiment page under ``wiki/experiments``: its frontmatter plus ``page`` (path relative
-    to wiki/), ordered by model, lane and version. Pages with broken frontmatter raise InputError."""
+def load_experiments(wiki_dir: Path | str, under: str = "") -> list[dict]:
+    """Every experiment page under ``wiki/experiments`` (or its folder ``under``, e.g. ``<model>/<lane>``): its
+    frontmatter plus ``page`` (path relative to wiki/), ordered by model, lane and version. Pages with broken
+    frontmatter raise InputError."""
     wiki = Path(wiki_dir)
     out = []
-    for p in sorted((wiki / "experiments").rglob("*.md")):
-        try:
-            meta, _ = pages.split(p.read_text(encoding="utf-8"))
-        except pages.FrontmatterError as e:
-            raise InputError(p, str(e)) from None
+    for p in sorted((wiki / "experiments" / under).rglob("*.md")):
+        meta = _frontmatter(p)
         if not meta or meta.get("type") != "experiment":
             continue
         rec = dict(meta)
@@ -32,8 +36,25 @@ def load_experiments(wiki_dir: Path | str) -> list[dict]:
     return out
 
 
+def _frontmatter(p: Path) -> dict | None:
+    text = p.read_text(encoding="utf-8")
+    m = pages.FRONTMATTER_RE.match(text)
+    if m:
+        try:
+            meta = yaml.load(m.group(1), Loader=_LOADER)
+        except (yaml.YAMLError, ValueError):
+            meta = None
+        if isinstance(meta, dict):
+            return meta
+    try:  # the reference parser decides, and words the error
+        return pages.split(text)[0]
+    except pages.FrontmatterError as e:
+        raise InputError(p, str(e)) from None
+
+
 def lane_records(wiki_dir: Path | str, model: str, lane: str) -> list[dict]:
-    return [r for r in load_experiments(wiki_dir) if r.get("model") == model and r.get("lane") == lane]
+    """The lane's pages (they live in ``experiments/<model>/<lane>/``: only that folder is read)."""
+    return [r for r in load_experiments(wiki_dir, f"{model}/{lane}") if r.get("model") == model and r.get("lane") == lane]
 
 
 def next_version(lane_dir: Path, ledger_rows: list[dict]) -> int:

@@ -1,0 +1,193 @@
+"""Running one training command: its own process group, its log streamed to disk, a timeout, and a clean
+stop (the whole group killed) on timeout, Ctrl-C or SIGTERM. Nothing here knows about pages."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import metrics
+
+TAIL_LINES = 40
+KILL_GRACE_S = 3.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class Stop(BaseException):
+    """A signal asked the runner to stop (like KeyboardInterrupt, so ``except Exception`` never swallows it)."""
+
+    def __init__(self, how: str):
+        super().__init__(how)
+        self.how = how
+
+
+@dataclass
+class Proc:
+    rc: int | None
+    timed_out: bool
+    wall_s: float
+    log: Path
+    result: dict | None
+    tail: str
+    stopped_by: str | None = None  # "Ctrl-C" or "SIGTERM" when the runner was told to stop
+
+
+def _in_main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Inside the block SIGTERM raises ``Stop("SIGTERM")`` (Ctrl-C raises KeyboardInterrupt as usual)."""
+    if not _in_main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise Stop(signal.Signals(signum).name)
+
+    prev = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, prev)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done (a filing is never cut in half), then act as before."""
+    if not _in_main_thread():
+        yield
+        return
+    pending: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    prev = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s in sigs:
+            signal.signal(s, prev[s])
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
+
+
+def env_with(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+@functools.cache
+def _prctl():
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _dies_with_runner():
+    """Linux: a hook that makes the command get SIGKILL when the runner dies without cleaning up (SIGKILL,
+    the out-of-memory killer), so a vanished runner leaves no training job behind. None elsewhere."""
+    prctl = _prctl() if sys.platform.startswith("linux") else None
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:  # runs in the child between fork and exec
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent:  # the runner died before the hook ran
+            os._exit(137)
+    return hook
+
+
+def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path | None, echo: bool) -> Proc:
+    """Run ``cmd`` in a new session, streaming stdout+stderr into ``log`` (and to our stdout with ``echo``).
+
+    Timeout, Ctrl-C (KeyboardInterrupt) and ``Stop`` (SIGTERM under ``stop_on_signals``) kill the command's
+    whole process group and return what was logged; the interruption is reported in ``stopped_by``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    timed_out = False
+    stopped_by = None
+    with open(log, "wb") as f:
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                 start_new_session=True, preexec_fn=_dies_with_runner())  # noqa: PLW1509 (prctl only)
+        except OSError as e:
+            f.write(f"could not start {cmd[0]!r}: {e}\n".encode())
+            return Proc(127, False, 0.0, log, None, f"could not start {cmd[0]!r}: {e}")
+        try:
+            timed_out = _pump(p, f, t0 + timeout, echo)
+        except KeyboardInterrupt:
+            stopped_by = "Ctrl-C"
+        except Stop as e:
+            stopped_by = e.how
+        if timed_out or stopped_by:
+            kill_group(p)
+        with contextlib.suppress(ValueError, OSError):
+            f.write(p.stdout.read() or b"")
+        p.stdout.close()
+        rc = p.wait()
+        if timed_out:
+            f.write(f"\n[tools exp run] killed after the {timeout:g} s timeout\n".encode())
+        if stopped_by:
+            f.write(f"\n[tools exp run] stopped by {stopped_by}: the command's process group was killed\n".encode())
+    wall = time.perf_counter() - t0
+    text = log.read_text(encoding="utf-8", errors="replace")
+    tail = "\n".join(text.splitlines()[-TAIL_LINES:])
+    result = None if timed_out or stopped_by else metrics.parse_result(text)
+    return Proc(rc, timed_out, wall, log, result, tail, stopped_by)
+
+
+def _pump(p: subprocess.Popen, f, deadline: float, echo: bool) -> bool:
+    """Copy the child's output until it exits (False) or the deadline passes (True)."""
+    os.set_blocking(p.stdout.fileno(), False)
+    with selectors.DefaultSelector() as sel:
+        sel.register(p.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return True
+            for _ in sel.select(timeout=min(left, 0.5)):
+                _copy(p.stdout.read(), f, echo)
+            if p.poll() is not None:
+                _copy(p.stdout.read(), f, echo)
+                return False
+
+
+def _copy(chunk: bytes | None, f, echo: bool) -> None:
+    if chunk:
+        f.write(chunk)
+        f.flush()  # the log on disk is current: a runner killed outright still leaves it
+        if echo:
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+
+
+def kill_group(p: subprocess.Popen) -> None:
+    """SIGTERM the command's process group, SIGKILL it after a grace period, and SIGKILL any member
+    left behind once the leader has gone (a data loader or compiler the script started)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            p.wait(timeout=KILL_GRACE_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGKILL)

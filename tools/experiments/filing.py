@@ -1,0 +1,94 @@
+"""Filing into a lane: the lane lock, version numbers, and the three things a filed run leaves
+(the experiment page, its ledger row, the recomputed model page), all through the writer.
+
+Whoever reserves a version or files a page holds the lane lock (``wiki/experiments/<model>/<lane>/.lane.lock``)
+for that moment only, never while a command runs: concurrent runs never share or lose a version or a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import pages
+from ..errors import InputError
+from ..project import Project
+from ..writer import Writer, locked
+from . import ledger, records, report
+
+
+@dataclass(frozen=True)
+class Lane:
+    project: Project
+    model: str
+    lane: str
+
+    @property
+    def dir(self) -> Path:
+        return self.project.wiki / "experiments" / self.model / self.lane
+
+    @property
+    def ledger_rel(self) -> str:
+        return f"experiments/{self.model}/{self.lane}/RESULTS.tsv"
+
+    def locked(self):
+        return locked(self.dir / ".lane.lock")
+
+    def ledger_rows(self) -> list[dict]:
+        return ledger.read(read_text(self.project.wiki / self.ledger_rel))
+
+    def next_version(self) -> int:
+        """Call with the lane lock held."""
+        return records.next_version(self.dir, self.ledger_rows())
+
+    def records(self) -> list[dict]:
+        return records.lane_records(self.project.wiki, self.model, self.lane)
+
+
+def write_in_progress(w: Writer, rec: dict, command_line: str) -> str:
+    """The page that reserves a version while the command runs (call with the lane lock held)."""
+    page = report.experiment_page(rec, {"command_line": command_line})
+    refuse_filed(w, page.path)
+    w.write_page(page)
+    return page.path
+
+
+def file_record(w: Writer, lane: Lane, rec: dict, ctx: dict, prior: list[dict] | None = None) -> str:
+    """Write a filed run: its page, its ledger row (once per exp_id), the model page. Call with the lane lock held;
+    ``prior``: the lane's records read under this same hold (saves reading the lane again)."""
+    page = report.experiment_page(rec, ctx)
+    refuse_filed(w, page.path)
+    w.write_page(page)
+    rows = lane.ledger_rows()
+    if not any(r.get("exp_id") == rec["exp_id"] for r in rows):
+        rows.append(ledger.row_for(rec))
+        w.write_file(lane.ledger_rel, ledger.render(rows))
+    if prior is None:
+        recs = lane.records()
+    else:
+        recs = sorted([r for r in prior if r.get("exp_id") != rec["exp_id"]] + [dict(rec, page=page.path)],
+                      key=lambda r: (int(r.get("version") or 0), r["page"]))
+    w.write_page(report.model_page(lane.model, lane.lane, recs))
+    return page.path
+
+
+def refuse_filed(w: Writer, rel: str) -> None:
+    p = w.target(rel)
+    if p.exists():
+        meta, _ = pages.split(p.read_text(encoding="utf-8"))
+        if (meta or {}).get("status") == "filed":
+            raise InputError(p, "experiment page is filed and immutable; start a new run instead")
+
+
+def read_text(p: Path) -> str:
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def rel(p: Path, root: Path) -> str:
+    try:
+        return Path(p).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return str(p)
