@@ -22,7 +22,8 @@ def reference() -> str:
            "Generated from the commands' own help (`python scripts/cli_reference.py > docs/cli.md`); "
            "a test keeps it in step with the code.", ""]
     for path, cmd in _walk(cli, ["tools"]):
-        ctx = click.Context(cmd, info_name=" ".join(path), max_content_width=100, terminal_width=100)
+        ctx = click.Context(cmd, info_name=" ".join(path), max_content_width=100, terminal_width=100,
+                            help_option_names=["-h", "--help"])  # as the `tools` group sets them
         out += [f"## `{' '.join(path)}`", "", "```text", cmd.get_help(ctx).rstrip(), "```", ""]
     return "\n".join(out)
 
