@@ -101,21 +101,30 @@ class Scan:
     partial: list[Skip] = field(default_factory=list)  # read, but some lines could not be parsed
 
 
-def _cache_path(cache_dir: Path, slug: str) -> Path:
-    return cache_dir / "ingest" / f"{slug}.json"
+def _cache_path(cache_dir: Path, slug: str, part: str = "") -> Path:
+    return cache_dir / "ingest" / f"{slug}{part}.json"
 
 
-def load_cache(cache_dir: Path, slug: str) -> dict:
+def load_cache(cache_dir: Path, slug: str, part: str = "") -> dict:
     try:
-        data = json.loads(_cache_path(cache_dir, slug).read_text())
+        data = json.loads(_cache_path(cache_dir, slug, part).read_text())
     except (OSError, ValueError):
         return {}
     return data if data.get("version") == _cache_version() else {}
 
 
 def save_cache(cache_dir: Path, slug: str, data: dict) -> None:
-    data["version"] = _cache_version()
-    atomic_write(_cache_path(cache_dir, slug), json.dumps(data, separators=(",", ":")))
+    """The whole per-file cache, plus a small kernels-only part other repos' ingests read."""
+    version = _cache_version()
+    atomic_write(_cache_path(cache_dir, slug), json.dumps({**data, "version": version}, separators=(",", ":")))
+    kernels = {rel: f["facts"]["kernels"] for rel, f in data.get("files", {}).items() if "kernels" in f["facts"]}
+    atomic_write(_cache_path(cache_dir, slug, ".kernels"),
+                 json.dumps({"version": version, "kernels": kernels}, separators=(",", ":")))
+
+
+def load_kernel_facts(cache_dir: Path, slug: str) -> dict[str, dict]:
+    """Per-file kernel facts of an ingested repo, without reading its whole cache."""
+    return load_cache(cache_dir, slug, ".kernels").get("kernels", {})
 
 
 def scan_tree(root: Path, cached_files: dict, jobs: int = 0,

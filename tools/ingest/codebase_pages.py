@@ -227,7 +227,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         return out[0] + "_None found._\n"
     out.append(mdtext.table(["Surface", "Sites", "Files"], rows))
     if kernels:
-        out.append(f"### Pallas kernels\n")
+        out.append("### Pallas kernels\n")
         krows = []
         for k in sorted(kernels, key=lambda k: (k["category"], k["kernel"], k["path"], k["line"])):
             name = mdtext.code(k["kernel"])

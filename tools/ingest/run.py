@@ -14,8 +14,6 @@ from ..project import Project
 from ..writer import Writer
 from . import analyze, codebase_pages, metadata
 
-OUTPUT_ROOTS = ("codebases/{slug}/", "kernels/{slug}/")
-
 
 @dataclass
 class IngestReport:
@@ -82,8 +80,7 @@ def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> list:
     for other in all_targets(project):
         if other == slug:
             continue
-        files = analyze.load_cache(project.cache, other).get("files", {})
-        facts = {rel: f["facts"]["kernels"] for rel, f in files.items() if "kernels" in f["facts"]}
+        facts = analyze.load_kernel_facts(project.cache, other)
         if facts:
             others[other] = resolve(facts)
     if sites and others:
