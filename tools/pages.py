@@ -29,6 +29,9 @@ KERNEL_CATEGORIES = (
 )
 KERNEL_KINDS = ("library", "test", "benchmark", "example")
 STABILITY = ("stable", "experimental", "research", "deprecated")
+# What a loop's hypotheses are about (tools/loop/proposal.py keeps the same tuple).
+LOOP_CATEGORIES = ("shape", "precision", "memory", "compiler", "kernel", "parallelism", "data", "code", "other")
+LOOP_STATUS = ("running", "stopped")
 
 
 @dataclass(frozen=True)
@@ -78,19 +81,25 @@ _register(PageType("model", "models", (
 ), summary="A model under optimization: variants, baseline and current best"))
 _register(PageType("hypothesis", "hypotheses", (
     Key("model"), Key("status", False, HYPOTHESIS_STATUS), Key("priority", kind=_num),
-    Key("expected_gain"),
+    Key("expected_gain"), Key("lane", kind=str), Key("loop", kind=str), Key("category", False, LOOP_CATEGORIES),
+    Key("author", kind=str), Key("confidence", kind=_num), Key("effort", kind=_num), Key("change", kind=dict),
+    Key("experiment"),
 ), summary="A falsifiable idea to try"))
 _register(PageType("experiment", "experiments", (
     Key("model", True, kind=str), Key("lane", True, kind=str), Key("variant", kind=str),
     Key("hypothesis"), Key("commit"), Key("exp_id", kind=str),
     Key("status", True, EXPERIMENT_STATUS), Key("verdict", False, VERDICTS),
-    Key("metrics", kind=dict),
+    Key("metrics", kind=dict), Key("loop", kind=str), Key("category", False, LOOP_CATEGORIES),
 ), sections=("Hypothesis under test", "Setup", "Results", "Profile", "HLO", "Verdict"),
     summary="One run, its metrics and its verdict"))
 _register(PageType("observation", "observations", (
     Key("experiment"), Key("source"),
 ), summary="Something seen in a profile, a run or a source"))
 _register(PageType("analysis", "analyses", (), summary="A synthesis across pages"))
+_register(PageType("loop", "loops", (
+    Key("model", True, kind=str), Key("lane", True, kind=str), Key("variant", kind=str),
+    Key("status", False, LOOP_STATUS), Key("stop_reason", kind=str), Key("best"),
+), summary="An autoresearch loop over one lane: hypotheses in order, frontier, categories, stop reason"))
 _register(PageType("index", "", (), summary="A listing page"))
 _register(PageType("log", "", (), summary="The append-only record of operations"))
 

@@ -216,3 +216,51 @@ def stats(mod: HloModule) -> dict:
             "custom_calls": ops.count("custom-call"), "while_loops": ops.count("while"),
             "collectives": sum(o.startswith(_COLLECTIVE) for o in ops),
             "copies_outside_fusions": sum(i.opcode in ("copy", "transpose") for i in top)}
+
+
+# ----------------------------------------------------------------------------- did a change reach the compiler?
+
+_META_ANY = re.compile(r",?\s*metadata=\{[^}]*\}")
+_NAME_TOKEN = re.compile(r"%?\b(?P<n>[A-Za-z_][\w\-]*\.\d+(?:\.\d+)*)\b")
+_MODULE_PREFIX = re.compile(r"^module_\d+\.")
+
+
+def canonical_text(text: str) -> str:
+    """Optimized HLO with what differs between two compiles of the same program removed: the module header and
+    stack-frame tables, ``metadata={...}`` (source lines, op names), and instruction/computation numbering
+    (``fusion.123`` → ``fusion.#1`` in order of first appearance)."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if _COMP.match(ln) and not ln.startswith("HloModule")), len(lines))
+    names: dict[str, str] = {}
+
+    def rename(m: re.Match) -> str:
+        n = m.group("n")
+        base = n.split(".", 1)[0]
+        if n not in names:
+            names[n] = f"{base}.#{sum(1 for v in names.values() if v.startswith(base + '.#')) + 1}"
+        return ("%" if m.group(0).startswith("%") else "") + names[n]
+
+    out = []
+    for ln in lines[start:]:
+        ln = _META_ANY.sub("", ln).rstrip()
+        if ln:
+            out.append(_NAME_TOKEN.sub(rename, ln))
+    return "\n".join(out) + "\n"
+
+
+def fingerprint(folder: Path) -> str | None:
+    """A hash of every dumped optimized module under ``folder`` (canonical text, by module name); None when the
+    folder holds no dump. Equal fingerprints: the compiler produced the same program."""
+    import hashlib
+
+    dumps = find_dumps(Path(folder))
+    if not dumps:
+        return None
+    by_name: dict[str, str] = {}
+    for p in dumps:
+        key = _MODULE_PREFIX.sub("", p.name)
+        by_name[key] = canonical_text(p.read_text(encoding="utf-8", errors="replace"))
+    h = hashlib.sha256()
+    for key in sorted(by_name):
+        h.update(key.encode() + b"\0" + by_name[key].encode() + b"\0")
+    return h.hexdigest()[:20]

@@ -1,0 +1,51 @@
+"""What a proposer reads before it proposes: built from the wiki by code (``engine.gather_priors``), plain data,
+so the same priors can be rendered into a prompt and saved with the run for audit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .spec import LoopSpec
+
+
+@dataclass
+class Attempt:
+    """One earlier experiment of this loop (or, with ``lane`` set, of another lane of this knowledge base)."""
+    exp_id: str
+    category: str
+    change: dict                      # Change as a dict
+    fingerprint: str
+    verdict: str
+    gain_pct: float | None = None
+    kept: bool = False
+    hypothesis_page: str = ""
+    statement: str = ""
+    config: dict = field(default_factory=dict)  # the full knob configuration that ran
+    lane: str = ""
+
+
+@dataclass
+class Priors:
+    spec: LoopSpec
+    trunk: dict[str, Any]                       # knob configuration of the current frontier
+    trunk_env: dict[str, str]                   # extra env on the trunk (from kept env changes)
+    trunk_commit: str                           # model-code commit of the trunk ("" when no code repo)
+    best: dict | None                           # the frontier's experiment record (tokens/s, MFU...)
+    attempts: list[Attempt]                     # this loop's experiments, oldest first
+    other_lanes: list[Attempt]                  # this knowledge base's results on other lanes and models
+    refuted: list[Attempt]                      # refuted/invalid attempts (never proposed again)
+    memory: dict[str, dict]                     # per category: tried, supported, refuted, best_gain_pct, closed
+    open_hypotheses: list[dict]                 # hypothesis pages with status open (queue), people's first
+    profile: dict | None                        # latest profile summary: top ops, categories, hot source lines
+    concepts: list[dict]                        # related concept pages: title, path, excerpt
+    kernels: list[dict]                         # kernels that exist in the ingested repos: name, backend, category
+    retrospective: str                          # the last retrospective's text ("" before the first)
+    guidance: str                               # program.md, layered (knowledge base, model, lane)
+    avoid_category: str = ""                    # plateau rule: 3 in a row from one category: not this one next
+    prefer_switch: bool = False                 # a few non-improving runs: switch category
+    budget_left: dict[str, float] = field(default_factory=dict)
+    knob_effects: dict[str, Any] = field(default_factory=dict)  # shipped table of knob effects by hardware
+
+    def tried_fingerprints(self) -> set[str]:
+        return {a.fingerprint for a in self.attempts}

@@ -1,0 +1,39 @@
+"""Proposers: one small protocol, one module per implementation, chosen by name from a plain dict.
+
+A proposer returns the next Proposal from the priors, or None when it has nothing left that is not refuted or
+already tried (the engine then writes a retrospective and, on a double plateau, stops).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+from ...errors import ToolsError
+from ..priors import Priors
+from ..proposal import Proposal
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, priors: Priors, record: "RecordFn") -> Proposal | None:
+        """The next hypothesis. ``record(name, text)`` saves an artefact (a prompt, a response) with the run."""
+
+
+class RecordFn(Protocol):
+    def __call__(self, name: str, text: str) -> None: ...
+
+
+PROPOSERS = {
+    "sweep": "tools.loop.proposers.sweep:SweepProposer",
+    "llm": "tools.loop.proposers.llm:LLMProposer",
+    "queue": "tools.loop.proposers.queue:QueueProposer",
+}
+
+
+def get(name: str, options: dict | None = None) -> Proposer:
+    if name not in PROPOSERS:
+        raise ToolsError(f"unknown proposer {name!r} (expected one of {', '.join(PROPOSERS)})")
+    mod, cls = PROPOSERS[name].split(":")
+    return getattr(importlib.import_module(mod), cls)(**(options or {}))

@@ -1,0 +1,192 @@
+"""The loop file: one lane (model, lane, variant), the command, the knob space, the target, the budgets,
+the proposer and the runner. YAML at ``loops/<name>.yml`` in the knowledge base.
+
+```yaml
+model: llama
+lane: cpu-loop
+variant: small/cpu
+command: python experiments/llama_train.py --preset small --steps 10
+code: experiments            # the change surface for code patches: a folder (made a git repo if it is not one)
+knobs:
+  compute_dtype: {flag: --compute-dtype, values: [float32, bfloat16], category: precision}
+  scan: {flag: --scan, values: [false, true], category: compiler}              # booleans: --scan / --no-scan
+  shape:                                                                        # several flags move together
+    category: shape
+    values: [{batch: 16, seq_len: 128}, {batch: 32, seq_len: 64}]
+    flags: {batch: --batch, seq_len: --seq-len}
+  ynn: {env: XLA_FLAGS, values: ["", "--xla_cpu_experimental_ynn_fusion_type=dot"], category: compiler}
+target: {tokens_per_s: 120000}       # or {mfu_percent: 40}
+budget: {runs: 10, wall_s: 3600}     # also llm_tokens, cost_usd, device_s
+proposer: sweep                      # sweep | llm | queue
+runner: local
+repeats: {min: 2, max: 5}
+```
+The first value of each knob is the trunk's starting value.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InputError
+from .proposal import CATEGORIES
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+BUDGET_KEYS = ("runs", "wall_s", "llm_tokens", "cost_usd", "device_s")
+TARGET_KEYS = ("tokens_per_s", "mfu_percent")
+
+
+@dataclass
+class Knob:
+    name: str
+    values: list[Any]
+    flag: str = ""                                  # one flag: --flag VALUE (booleans: --flag / --no-flag)
+    flags: dict[str, str] = field(default_factory=dict)  # a mapping value sets several flags
+    env: str = ""                                   # an environment variable (XLA_FLAGS parts are appended)
+    category: str = "other"
+    semantics: bool = False                         # declared to change the math (kept to test the check)
+    reference: Any = None                           # the semantics reference value (default: first value)
+
+    @property
+    def start(self) -> Any:
+        return self.values[0]
+
+    def args(self, value: Any) -> list[str]:
+        """Command-line arguments for ``value``."""
+        if self.env:
+            return []
+        if self.flags:
+            if not isinstance(value, dict):
+                raise InputError(f"knob {self.name}", f"value {value!r} must be a mapping of {sorted(self.flags)}")
+            return [a for k, flag in self.flags.items() if k in value for a in _flag(flag, value[k])]
+        return _flag(self.flag, value)
+
+
+def _flag(flag: str, value: Any) -> list[str]:
+    if isinstance(value, bool):
+        return [flag] if value else ["--no-" + flag.removeprefix("--")]
+    if value is None or value == "":
+        return []
+    return [flag, str(value)]
+
+
+@dataclass
+class LoopSpec:
+    name: str
+    path: Path
+    model: str
+    lane: str
+    variant: str
+    command: list[str]
+    knobs: dict[str, Knob]
+    code: str = ""
+    cwd: str = "."
+    target: dict[str, float] = field(default_factory=dict)
+    budget: dict[str, float] = field(default_factory=dict)
+    proposer: str = "sweep"
+    proposer_options: dict[str, Any] = field(default_factory=dict)
+    runner: str = "local"
+    runner_options: dict[str, Any] = field(default_factory=dict)
+    min_repeats: int = 2
+    max_repeats: int = 5
+    timeout_s: float = 1800.0
+    profile: bool = True
+    parallel: int = 1
+    description: str = ""
+
+    def start_config(self) -> dict[str, Any]:
+        return {k.name: k.start for k in self.knobs.values()}
+
+    def command_for(self, config: dict[str, Any]) -> list[str]:
+        """The base command with every flag knob's value appended (the script's last flag wins)."""
+        out = list(self.command)
+        for name, knob in self.knobs.items():
+            if name in config and not knob.env:
+                out += knob.args(config[name])
+        return out
+
+    def env_for(self, config: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, str]:
+        """Environment of a configuration: env knobs (same variable: joined with spaces), then ``extra``."""
+        env: dict[str, str] = {}
+        for name, knob in self.knobs.items():
+            v = config.get(name)
+            if knob.env and v not in (None, "", False):
+                env[knob.env] = f"{env.get(knob.env, '')} {v}".strip()
+        for k, v in (extra or {}).items():
+            env[k] = f"{env.get(k, '')} {v}".strip() if k in env and k.endswith("_FLAGS") else v
+        return env
+
+
+def load(path: Path) -> LoopSpec:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "no such loop file (write one, see docs/loop.md)") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InputError(path, f"not valid YAML: {e}") from None
+    return parse(data, path)
+
+
+def parse(data: Any, path: Path) -> LoopSpec:
+    if not isinstance(data, dict):
+        raise InputError(path, "a loop file is a YAML mapping")
+    name = str(data.get("name") or path.stem)
+    for key in ("model", "lane", "variant", "command"):
+        if not data.get(key):
+            raise InputError(path, f"missing `{key}`")
+    for key in ("model", "lane"):
+        if not NAME.fullmatch(str(data[key])):
+            raise InputError(path, f"`{key}` must be letters, digits, '.', '_' or '-'")
+    if not NAME.fullmatch(name):
+        raise InputError(path, "the loop name must be letters, digits, '.', '_' or '-'")
+    cmd = data["command"]
+    command = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    knobs = {}
+    for kname, k in (data.get("knobs") or {}).items():
+        if not isinstance(k, dict) or not isinstance(k.get("values"), list) or not k["values"]:
+            raise InputError(path, f"knob `{kname}`: needs a non-empty `values` list")
+        if sum(bool(k.get(x)) for x in ("flag", "flags", "env")) != 1:
+            raise InputError(path, f"knob `{kname}`: give exactly one of `flag`, `flags`, `env`")
+        cat = str(k.get("category") or "other")
+        if cat not in CATEGORIES:
+            raise InputError(path, f"knob `{kname}`: category {cat!r} is not one of {', '.join(CATEGORIES)}")
+        knobs[str(kname)] = Knob(str(kname), list(k["values"]), str(k.get("flag") or ""), dict(k.get("flags") or {}),
+                                 str(k.get("env") or ""), cat, bool(k.get("semantics", False)),
+                                 k.get("reference", k["values"][0]))
+    target = {str(k): float(v) for k, v in (data.get("target") or {}).items()}
+    budget = {str(k): float(v) for k, v in (data.get("budget") or {}).items()}
+    for k in target:
+        if k not in TARGET_KEYS:
+            raise InputError(path, f"target `{k}`: expected one of {', '.join(TARGET_KEYS)}")
+    for k in budget:
+        if k not in BUDGET_KEYS:
+            raise InputError(path, f"budget `{k}`: expected one of {', '.join(BUDGET_KEYS)}")
+    if not budget:
+        raise InputError(path, "give a `budget` (runs, wall_s, llm_tokens, cost_usd or device_s): "
+                               "the loop stops only on a budget, the target or a double plateau")
+    rep = data.get("repeats") or {}
+    rep = {"min": rep, "max": rep} if isinstance(rep, int) else rep
+    prop, runner = data.get("proposer") or "sweep", data.get("runner") or "local"
+    spec = LoopSpec(
+        name=name, path=path, model=str(data["model"]), lane=str(data["lane"]), variant=str(data["variant"]),
+        command=command, knobs=knobs, code=str(data.get("code") or ""), cwd=str(data.get("cwd") or "."),
+        target=target, budget=budget,
+        proposer=prop if isinstance(prop, str) else str(prop.get("name", "sweep")),
+        proposer_options={} if isinstance(prop, str) else {k: v for k, v in prop.items() if k != "name"},
+        runner=runner if isinstance(runner, str) else str(runner.get("name", "local")),
+        runner_options={} if isinstance(runner, str) else {k: v for k, v in runner.items() if k != "name"},
+        min_repeats=int(rep.get("min", 2)), max_repeats=int(rep.get("max", 5)),
+        timeout_s=float(data.get("timeout_s", 1800)), profile=bool(data.get("profile", True)),
+        parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""))
+    if spec.min_repeats < 2:
+        raise InputError(path, "repeats.min must be at least 2: a verdict needs interleaved repeats")
+    if spec.max_repeats < spec.min_repeats:
+        raise InputError(path, "repeats.max must be at least repeats.min")
+    return spec
