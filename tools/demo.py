@@ -1,7 +1,8 @@
-"""The built-in default job: a knowledge base of the real JAX source this install brings.
+"""The built-in default job: a knowledge base of the real JAX source this install brings, and a short loop.
 
 No key, no network: copy the installed jax package into raw/code/jax (a snapshot; raw/ is
-never modified afterwards), ingest it, rebuild the index and lint the result.
+never modified afterwards), ingest it, rebuild the index, run a short offline autoresearch loop on the
+reference model (the `sweep` proposer, a budget of a few minutes on a laptop CPU), and lint the result.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class DemoResult:
     ingest: object
     lint: object
     copied: bool
+    loop: dict | None = None
 
 
 def installed_jax() -> Path:
@@ -31,7 +33,22 @@ def installed_jax() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def run_demo(root: Path, source: Path | None = None) -> DemoResult:
+DEMO_LOOP = "llama-cpu"
+DEMO_BUDGET = {"runs": 4, "wall_s": 300}
+
+
+def run_loop(project: Project, runs: int, say=None) -> dict:
+    """The reference model's loop file, with the demo's budget (the file itself is left as `tools init` wrote it)."""
+    from .loop.engine import Loop
+    from .loop.spec import load
+    from .loop.state import LoopPaths
+
+    spec = load(LoopPaths(project, DEMO_LOOP).spec)
+    spec.budget = dict(DEMO_BUDGET, runs=runs)
+    return Loop(project, spec, say).run()
+
+
+def run_demo(root: Path, source: Path | None = None, loop_runs: int = DEMO_BUDGET["runs"], say=None) -> DemoResult:
     from .ingest.run import ingest_repo, rebuild_index
     from .lint import run as lint
     from .scaffold import init
@@ -49,4 +66,7 @@ def run_demo(root: Path, source: Path | None = None) -> DemoResult:
     rebuild_index(project, writer)
     if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
         writer.log_changes("ingest", "jax")
-    return DemoResult(project.root, report, lint(project), copied)
+    state = run_loop(project, loop_runs, say) if loop_runs > 0 else None
+    if state is not None:
+        rebuild_index(project, Writer(project.wiki))
+    return DemoResult(project.root, report, lint(project), copied, state)

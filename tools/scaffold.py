@@ -23,6 +23,11 @@ __pycache__/
 # Lock files the writer and the experiment runner hold while they write.
 wiki/**/.lane.lock
 wiki/.log.lock
+# A loop's work trees and its private copy of the model code (the branches keep every change).
+loops/*/trunk/
+loops/*/worktrees/
+loops/*/repo/
+loops/*/.driver.lock
 # Profiles are large: keep only their notes in git.
 raw/profiles/*
 !raw/profiles/.gitkeep
@@ -97,6 +102,8 @@ def layout(site_name: str) -> dict[str, str]:
         f"experiments/{KEEP}": "",
         # The reference training benchmark, so `tools exp run -- python experiments/llama_train.py` works at once.
         "experiments/llama_train.py": resources.files("tools").joinpath("templates/llama_train.py").read_text(encoding="utf-8"),
+        # The loop over it: `tools loop start llama-cpu`.
+        "loops/llama-cpu.yml": resources.files("tools").joinpath("templates/loop-llama-cpu.yml").read_text(encoding="utf-8"),
     }
     files["docs/index.md"] = docs_index if docs_index is not None else f"# {site_name}\n"
     for name in pages.CONTENT_TYPES:

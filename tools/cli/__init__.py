@@ -35,7 +35,7 @@ def main() -> None:
     cli(prog_name="tools")
 
 
-from . import demo, exp, ingest, init, kernels, lint, profile, site, wiki  # noqa: E402
+from . import demo, exp, ingest, init, kernels, lint, loop, profile, site, wiki  # noqa: E402
 
 cli.add_command(demo.demo)
 cli.add_command(init.init)
@@ -44,6 +44,7 @@ cli.add_command(wiki.index)
 cli.add_command(lint.lint)
 cli.add_command(kernels.kernels)
 cli.add_command(exp.exp)
+cli.add_command(loop.loop)
 cli.add_command(profile.profile)
 cli.add_command(site.site)
 

@@ -7,25 +7,36 @@ import click
 
 @click.command()
 @click.argument("directory", default="autoresearch-kb", type=click.Path(file_okay=False))
-def demo(directory: str) -> None:
-    """Build a knowledge base in DIRECTORY from the jax package this install brings.
+@click.option("--loop-runs", default=4, show_default=True, type=click.IntRange(0),
+              help="Experiments of the short loop on the reference model (0: no loop).")
+def demo(directory: str, loop_runs: int) -> None:
+    """Build a knowledge base in DIRECTORY from the jax package this install brings, and run a short loop.
 
     Scaffolds the layout, snapshots the installed jax source into raw/code/jax, ingests it
-    (codebase overview, Pallas kernel catalog, concept pages), rebuilds the index and lints.
+    (codebase overview, Pallas kernel catalog, concept pages), rebuilds the index, runs a short
+    offline autoresearch loop on the reference model (loops/llama-cpu.yml, the sweep proposer,
+    a few minutes on a laptop CPU) and lints.
     """
     from pathlib import Path
 
     from ..demo import run_demo
 
-    r = run_demo(Path(directory))
+    r = run_demo(Path(directory), loop_runs=loop_runs, say=click.echo)
     ing = r.ingest
     click.echo(f"knowledge base: {r.root}")
     click.echo(f"ingested raw/code/jax: {ing.files_scanned} files, {ing.kernels} Pallas kernels at "
                f"{ing.launch_sites} launch sites; pages {ing.created} created, {ing.updated} updated, "
                f"{ing.unchanged} unchanged in {ing.seconds:.1f} s")
+    if r.loop:
+        t = r.loop.get("trunk") or {}
+        h = r.loop.get("history") or []
+        click.echo(f"loop llama-cpu: {len(h)} experiments, {sum(x['kept'] for x in h)} kept, "
+                   f"{sum(not x['kept'] for x in h)} discarded; trunk {t.get('exp_id')} at {t.get('tokens_per_s')} "
+                   f"tokens/s ({r.loop.get('stop_reason')})")
     click.echo(f"lint: {r.lint.errors} errors, {r.lint.warnings} warnings")
     wiki = r.root / "wiki"
-    for rel in ("index.md", "codebases/jax/overview.md", "kernels/index.md", "concepts/sharding.md"):
+    for rel in ("index.md", "codebases/jax/overview.md", "kernels/index.md", "concepts/sharding.md",
+                "loops/llama-cpu.md"):
         if (wiki / rel).exists():
             click.echo(f"  {wiki / rel}")
     click.echo(f"browse: cd {r.root} && mkdocs serve")

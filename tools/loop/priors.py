@@ -3,10 +3,20 @@ so the same priors can be rendered into a prompt and saved with the run for audi
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .spec import LoopSpec
+
+
+def run_key(config: dict, env: dict, commit: str, patch_fingerprint: str = "") -> str:
+    """What a run executes: the full knob configuration, the environment, the code. Two runs with the same key
+    are duplicates, whatever the proposal said."""
+    body = json.dumps({"config": config, "env": env, "commit": commit, "patch": patch_fingerprint},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -23,6 +33,9 @@ class Attempt:
     statement: str = ""
     config: dict = field(default_factory=dict)  # the full knob configuration that ran
     lane: str = ""
+    run_key: str = ""                           # see run_key
+    trunk_exp: str = ""                         # the trunk it was compared against
+    repeats: int = 0
 
 
 @dataclass
@@ -46,6 +59,11 @@ class Priors:
     prefer_switch: bool = False                 # a few non-improving runs: switch category
     budget_left: dict[str, float] = field(default_factory=dict)
     knob_effects: dict[str, Any] = field(default_factory=dict)  # shipped table of knob effects by hardware
+    refusals: list[dict] = field(default_factory=list)          # this iteration's refused proposals and why
 
     def tried_fingerprints(self) -> set[str]:
         return {a.fingerprint for a in self.attempts}
+
+    @property
+    def trunk_exp(self) -> str:
+        return str((self.best or {}).get("exp_id") or "")

@@ -62,6 +62,7 @@ class Proposal:
     hypothesis_page: str = ""      # set when the proposal comes from an existing page (queue)
     usage: dict[str, float] = field(default_factory=dict)  # llm: input_tokens, output_tokens, cost_usd
     notes: str = ""
+    repeats: int = 0               # > 0: re-measure with at least this many interleaved repeats (successive halving)
 
     @property
     def score(self) -> float:
@@ -100,7 +101,8 @@ class Proposal:
             raise ProposalError(f"expected_gain_pct, confidence and effort must be numbers: {e}") from None
         return cls(str(d["statement"]), str(d["mechanism"]), str(d["predicted_signal"]), str(d["falsification"]),
                    change, d["category"], gain, conf, effort, str(d.get("proposer") or ""),
-                   str(d.get("hypothesis_page") or ""), dict(d.get("usage") or {}), str(d.get("notes") or ""))
+                   str(d.get("hypothesis_page") or ""), dict(d.get("usage") or {}), str(d.get("notes") or ""),
+                   int(d.get("repeats") or 0))
 
 
 # The JSON schema an LLM fills in (a forced tool call); Proposal.from_dict checks the rest.

@@ -37,3 +37,12 @@ def get(name: str, options: dict | None = None) -> Proposer:
         raise ToolsError(f"unknown proposer {name!r} (expected one of {', '.join(PROPOSERS)})")
     mod, cls = PROPOSERS[name].split(":")
     return getattr(importlib.import_module(mod), cls)(**(options or {}))
+
+
+class BudgetExhausted(ToolsError):
+    """A proposer would exceed a budget of the loop (``what``: the budget key, e.g. llm_tokens, cost_usd)."""
+
+    def __init__(self, what: str, message: str = "", usage: dict | None = None):
+        self.what = what
+        self.usage = dict(usage or {})  # what was already spent in this call (charge it anyway)
+        super().__init__(message or f"the {what} budget is exhausted")

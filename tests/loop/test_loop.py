@@ -1,0 +1,159 @@
+"""`tools loop` end to end on a fast stand-in model: pages, ledger, trunk, stop gate, budgets, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from loop_helpers import make_kb
+
+from tools import pages
+from tools.cli import cli
+from tools.experiments import ledger, records
+from tools.loop import state as st
+from tools.project import Project
+
+
+def tools(root, *args, code=0):
+    res = CliRunner().invoke(cli, ["--root", str(root), *args])
+    assert res.exit_code == code, res.output + repr(res.exception)
+    return res.output
+
+
+def lane(root):
+    return records.lane_records(root / "wiki", "fake", "loop")
+
+
+def loop_state(root, name="fake-loop"):
+    return st.load(st.LoopPaths(Project(root), name))
+
+
+@pytest.fixture
+def kb(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root)
+    return root
+
+
+def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(kb):
+    out = tools(kb, "loop", "start", "fake-loop")
+    s = loop_state(kb)
+    assert s["status"] == "stopped" and s["stop_reason"].startswith("budget: runs 7 of 7")
+    assert "stopped: budget" in out
+    hist = s["history"]
+    assert len(hist) == 7 and [h["iteration"] for h in hist] == list(range(1, 8))
+    verdicts = {h["describe"]: h["verdict"] for h in hist}
+    # the decoy is faster but changes the loss trajectory: never a win
+    assert verdicts.get("decoy=True") == "invalid"
+    # every kept run moved the frontier, nothing else did
+    kept = [h["exp_id"] for h in hist if h["kept"]]
+    assert [f["exp_id"] for f in s["frontier"][1:]] == kept
+    assert all(h["verdict"] == "supported" for h in hist if h["kept"])
+    assert kept, "bf16 (1.5x) and the env flag (1.3x) are real wins on the stand-in"
+    tps = [f["tokens_per_s"] for f in s["frontier"]]
+    assert tps == sorted(tps) and tps[-1] > 1.4 * tps[0]
+    assert s["trunk"]["exp_id"] == kept[-1]
+    assert "decoy" not in s["trunk"]["config"] or s["trunk"]["config"]["decoy"] is False
+    # no more than 3 runs in a row from one category
+    cats = [h["category"] for h in hist]
+    assert not any(cats[i] == cats[i + 1] == cats[i + 2] == cats[i + 3] for i in range(len(cats) - 3))
+    # pages: one hypothesis page per iteration (status from the verdict), experiment pages carry the loop keys
+    recs = {r["exp_id"]: r for r in lane(kb)}
+    for h in hist:
+        r = recs[h["exp_id"]]
+        assert r["loop"] == "fake-loop" and r["iteration"] == h["iteration"] and r["hypothesis_page"] == h["hypothesis_page"]
+        meta, body = pages.split((kb / "wiki" / h["hypothesis_page"]).read_text())
+        assert meta["type"] == "hypothesis" and meta["status"] != "testing"
+        assert [p for p in pages.validate(h["hypothesis_page"], meta, body) if p.severity == "error"] == []
+        assert (kb / "wiki" / "observations" / "fake" / "loop" / f"{h['exp_id']}.md").is_file()
+    # the ledger: one row per experiment (baseline included) and the stop row last
+    rows = ledger.read((kb / "wiki/experiments/fake/loop/RESULTS.tsv").read_text())
+    assert len([r for r in rows if r["exp_id"]]) == 8
+    assert rows[-1]["status"] == "stop" and "budget" in rows[-1]["description"]
+    # the loop page (the lane's memory) lists every iteration
+    loop_page = (kb / "wiki" / "loops" / "fake-loop.md").read_text()
+    for h in hist:
+        assert h["exp_id"] in loop_page
+    log = (kb / "wiki" / "log.md").read_text()
+    assert "loop start | fake-loop" in log and "loop stop | fake-loop" in log
+
+
+def test_status_json_and_resume_after_a_pause(kb):
+    tools(kb, "loop", "start", "fake-loop", "--iterations", "2", "-q")
+    s = json.loads(tools(kb, "loop", "status", "fake-loop", "--json"))
+    assert s["iteration"] == 2 and s["status"] == "stopped" and "paused" in s["stop_reason"]
+    assert s["driver_running"] is False and len(s["history"]) == 2
+    tools(kb, "loop", "resume", "fake-loop", "-q")
+    s = loop_state(kb)
+    assert s["iteration"] == 7 and s["stop_reason"].startswith("budget")
+    exp_ids = [h["exp_id"] for h in s["history"]]
+    assert len(exp_ids) == len(set(exp_ids))
+
+
+def test_refuted_and_duplicate_proposals_are_refused(kb):
+    tools(kb, "loop", "start", "fake-loop", "--iterations", "3", "-q")
+    from tools.loop.engine import Loop
+    from tools.loop.gather import gather
+    from tools.loop.proposal import Change, Proposal
+    from tools.loop.spec import load
+
+    lp = Loop(Project(kb), load(kb / "loops" / "fake-loop.yml"))
+    priors = gather(Project(kb), lp.spec, lp.state, lp.budget_left())
+    first = lp.state["history"][0]
+    again = Proposal("s", "m", "p", "f", Change("knobs", knobs=first["change"]["knobs"]), first["category"])
+    why = lp.refuse(again, priors)
+    if lp.state["history"][0]["kept"]:
+        assert why is None or "duplicate" in why  # on a moved trunk the same knob is a new configuration
+    else:
+        assert why and (first["page"] in why)
+    bad = Proposal("s", "m", "p", "f", Change("knobs", knobs={"nope": 1}), "other")
+    assert "unknown knob" in lp.refuse(bad, priors)
+    outside = Proposal("s", "m", "p", "f", Change("knobs", knobs={"accum": 8}), "memory")
+    assert "outside the declared space" in lp.refuse(outside, priors)
+
+
+def test_a_persons_hypothesis_goes_first(kb):
+    page = kb / "wiki" / "hypotheses" / "mine.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("---\ntitle: The env flag makes it faster\ntype: hypothesis\nmodel: fake\nstatus: open\n"
+                    "author: ada\ncategory: compiler\nchange: {kind: env, env: {FAKE_FAST: '1'}}\n---\n\n"
+                    "# The env flag makes it faster\n\n## Mechanism\n\nA faster code path.\n\nMy notes stay.\n")
+    tools(kb, "loop", "start", "fake-loop", "--iterations", "1", "-q")
+    s = loop_state(kb)
+    (h,) = s["history"]
+    assert h["hypothesis_page"] == "hypotheses/mine.md" and h["change"]["env"] == {"FAKE_FAST": "1"}
+    meta, body = pages.split(page.read_text())
+    assert meta["status"] == h["verdict"] or meta["status"] in ("supported", "refuted", "inconclusive")
+    assert meta["experiment"] == h["page"] and "My notes stay." in body
+
+
+def test_bad_loop_files_name_the_file_and_the_problem(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, budget={})
+    out = tools(root, "loop", "start", "fake-loop", code=1)
+    assert "fake-loop.yml" in out and "budget" in out
+    make_kb(root, repeats=1)
+    assert "repeats.min must be at least 2" in tools(root, "loop", "start", "fake-loop", code=1)
+    make_kb(root, knobs={"x": {"flag": "--x", "values": []}})
+    assert "knob `x`" in tools(root, "loop", "start", "fake-loop", code=1)
+
+
+def test_target_stops_the_loop(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, target={"tokens_per_s": 1.0}, budget={"runs": 50})
+    tools(root, "loop", "start", "fake-loop", "-q")
+    s = loop_state(root)
+    # the target is checked before the first proposal: the baseline already reaches it
+    assert s["stop_reason"].startswith("target reached") and s["iteration"] == 0
+
+
+def test_wall_and_device_budgets(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, budget={"device_s": 0.5})
+    tools(root, "loop", "start", "fake-loop", "-q")
+    s = loop_state(root)
+    assert s["stop_reason"].startswith("budget: device-seconds") and s["usage"]["device_s"] >= 0.5
+    make_kb(root, name="w", budget={"wall_s": 1})
+    tools(root, "loop", "start", "w", "-q")
+    assert loop_state(root, "w")["stop_reason"].startswith("budget: wall time")

@@ -1,0 +1,131 @@
+"""`tools loop`: the autoresearch loop over one lane (start, resume, status, stop, retro)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import pass_project
+
+
+@click.group(name="loop")
+def loop() -> None:
+    """Propose, change, run, judge, keep or discard, learn: until a budget, the target or a double plateau."""
+
+
+def _say(quiet: bool):
+    return (lambda msg: None) if quiet else click.echo
+
+
+def _print_end(state: dict, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(_status(state), sort_keys=True))
+        return
+    t = state.get("trunk") or {}
+    click.echo(f"loop {state['name']}: {state['status']} after {state['iteration']} iterations"
+               + (f" ({state['stop_reason']})" if state.get("stop_reason") else ""))
+    click.echo(f"  trunk {t.get('exp_id')}: tokens/s {t.get('tokens_per_s')}; "
+               f"frontier moves {max(0, len(state.get('frontier') or []) - 1)}")
+    click.echo(f"  page wiki/loops/{state['name']}.md")
+
+
+@loop.command(name="start")
+@click.argument("loop_file")
+@click.option("--fresh", is_flag=True, help="Discard the loop's state and start over (pages and runs stay).")
+@click.option("--iterations", type=click.IntRange(0), default=None, help="Pause after N iterations (resume continues).")
+@click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@pass_project
+def start(project, loop_file, fresh, iterations, as_json, quiet) -> None:
+    """Start the loop described by LOOP_FILE (a path, or NAME for loops/NAME.yml).
+
+    \b
+    tools loop start loops/llama-cpu.yml
+    """
+    from ..loop.engine import start as run
+
+    project.require_wiki()
+    _print_end(run(project, loop_file, _say(quiet or as_json), fresh, iterations), as_json)
+
+
+@loop.command(name="resume")
+@click.argument("name")
+@click.option("--iterations", type=click.IntRange(0), default=None, help="Pause after N more iterations.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@pass_project
+def resume(project, name, iterations, as_json, quiet) -> None:
+    """Continue loop NAME from its state on disk (after a stop, a pause or a kill -9)."""
+    from ..loop.engine import resume as run
+
+    _print_end(run(project, name, _say(quiet or as_json), iterations), as_json)
+
+
+def _status(state: dict) -> dict:
+    from ..loop import memory
+
+    t = state.get("trunk") or {}
+    return {"name": state["name"], "status": state["status"], "stop_reason": state.get("stop_reason"),
+            "iteration": state["iteration"], "usage": state["usage"], "trunk": t,
+            "frontier": state.get("frontier"), "pending": (state.get("pending") or {}).get("phase"),
+            "categories": memory.compute(state.get("history") or []),
+            "history": [{k: h.get(k) for k in ("iteration", "exp_id", "category", "describe", "verdict", "gain_pct",
+                                                "kept")} for h in state.get("history") or []],
+            "retrospectives": [r["page"] for r in state.get("retrospectives") or []]}
+
+
+@loop.command(name="status")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@pass_project
+def status(project, name, as_json) -> None:
+    """Where loop NAME stands: trunk, frontier, each iteration's verdict, budgets used."""
+    from ..errors import InputError
+    from ..loop import state as st
+
+    paths = st.LoopPaths(project, name)
+    state = st.load(paths)
+    if state is None:
+        raise InputError(paths.state, "no such loop state (`tools loop start` first)")
+    s = _status(state)
+    s["driver_running"] = st.driver_alive(paths)
+    if as_json:
+        click.echo(json.dumps(s, sort_keys=True))
+        return
+    _print_end(state, False)
+    click.echo(f"  driver {'running' if s['driver_running'] else 'not running'}; pending {s['pending'] or '—'}; "
+               f"usage " + ", ".join(f"{k} {v:g}" for k, v in state["usage"].items()))
+    for h in s["history"]:
+        gain = f"{h['gain_pct']:+.2f} %" if h.get("gain_pct") is not None else "—"
+        click.echo(f"  {h['iteration']:>3} {h['category']:<11} {h['verdict'] or '':<12} {gain:>9} "
+                   f"{'KEPT ' if h['kept'] else ''}{h['describe']}")
+
+
+@loop.command(name="stop")
+@click.argument("name")
+@pass_project
+def stop(project, name) -> None:
+    """Ask loop NAME to stop after the iteration in flight (a retrospective is written first)."""
+    from ..loop.engine import request_stop
+
+    alive = request_stop(project, name)
+    click.echo(f"loop {name}: stop requested" + ("" if alive else " (no driver is running: it applies at the next "
+                                                                  "start or resume)"))
+
+
+@loop.command(name="retro")
+@click.argument("name")
+@pass_project
+def retro(project, name) -> None:
+    """Write a retrospective of loop NAME now (analysis page: coverage, stuck count, top untried ideas)."""
+    from ..loop import engine, state as st
+    from ..loop.spec import load
+
+    paths = st.LoopPaths(project, name)
+    if st.driver_alive(paths):
+        raise click.ClickException(f"loop {name} is running; its driver writes retrospectives itself")
+    lp = engine.Loop(project, load(paths.spec))
+    if st.load(paths) is None:
+        raise click.ClickException(f"{paths.state}: no such loop state")
+    click.echo(f"wiki/{lp.retrospective(why='asked for with `tools loop retro`', manual=True)}")

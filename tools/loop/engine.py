@@ -1,0 +1,575 @@
+"""The loop, one step at a time: priors → proposal (filed as a hypothesis page) → change (knobs, env or a code
+patch on its own branch) → run (interleaved against the trunk, profiled) → verdict → keep or discard → learn.
+
+Each phase writes the state before the next begins (tools/loop/state.py), so ``kill -9`` at any moment and then
+``resume`` continues with nothing lost and nothing run twice: a run cut off mid-way is filed as a crash by the
+runner's abandoned-run sweep and its proposal is run again as a new experiment.
+
+The loop stops only on a budget (runs, wall time, LLM tokens or cost, device-seconds), the target, a double plateau
+(two retrospectives with runs between and no frontier move), or a person's ``tools loop stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import pages
+from ..errors import InputError, ToolsError
+from ..experiments import filing, records
+from ..experiments.runner import RunSpec, run_experiment, slugify
+from ..project import Project
+from ..writer import Writer, atomic_write
+from . import gather, memory, report, state as st
+from .priors import Priors, run_key
+from .proposal import Proposal
+from .proposers import get as get_proposer
+from .proposers.queue import QueueProposer
+from .spec import LoopSpec, load
+from .workspace import PatchError, Workspace
+
+RETRO_EVERY = 4            # non-improving iterations between retrospectives ("a few": then switch category)
+MAX_REFUSALS = 3           # proposals refused in one iteration before the proposer counts as exhausted
+MAX_INTERRUPTED_RETRIES = 2
+MAX_PROPOSER_FAILURES = 3
+HYPOTHESIS_STATUS = {"supported": "supported", "refuted": "refuted", "invalid": "refuted",
+                     "inconclusive": "inconclusive", "crash": "inconclusive"}
+
+
+@dataclass
+class StopGate:
+    """Why the loop must stop now, or None. Budgets and the target never write a retrospective first."""
+    reason: str
+    kind: str  # budget | target | plateau | request | error
+
+
+class Loop:
+    def __init__(self, project: Project, spec: LoopSpec, say: Callable[[str], None] | None = None,
+                 proposer=None):
+        self.project, self.spec = project, spec
+        self.paths = st.LoopPaths(project, spec.name)
+        self.say = say or (lambda msg: None)
+        self.writer = Writer(project.wiki)
+        self.proposer = proposer or get_proposer(spec.proposer, spec.proposer_options)
+        self.people = QueueProposer(people_only=True)
+        code = (project.root / spec.code).resolve() if spec.code else None
+        self.workspace = Workspace(project.root, code, self.paths.folder, spec.name, spec.cwd)
+        self.state: dict = st.load(self.paths) or st.new_state(spec)
+        self._mark = time.monotonic()
+
+    # ------------------------------------------------------------------ state
+
+    def save(self) -> None:
+        t = time.monotonic()
+        self.state["usage"]["wall_s"] = round(self.state["usage"]["wall_s"] + t - self._mark, 3)
+        self._mark = t
+        st.save(self.paths, self.state)
+
+    def budget_left(self) -> dict[str, float]:
+        u = self.state["usage"]
+        return {k: round(v - u.get(k, 0), 3) for k, v in self.spec.budget.items()}
+
+    # ------------------------------------------------------------------ the driver
+
+    def run(self, max_iterations: int | None = None) -> dict:
+        """Drive the loop until it must stop (or for ``max_iterations`` more iterations: tests, the demo)."""
+        with st.driving(self.paths):
+            self.paths.stop_request.unlink(missing_ok=True)
+            self.state["status"], self.state["stop_reason"] = "running", None
+            self.save()
+            self.workspace.ensure()
+            if self.state.get("pending"):
+                self._finish_pending()
+            if not self.state.get("trunk"):
+                self._baseline()
+            done = 0
+            while True:
+                gate = self.stop_gate()
+                if gate:
+                    self._stop(gate)
+                    break
+                if max_iterations is not None and done >= max_iterations:
+                    self.state["status"] = "stopped"
+                    self.state["stop_reason"] = f"paused after {done} iterations (--iterations); resume continues"
+                    self.save()
+                    break
+                self.iteration()
+                done += 1
+            self._write_loop_page()
+        return self.state
+
+    def stop_gate(self) -> StopGate | None:
+        u, b, trunk = self.state["usage"], self.spec.budget, self.state.get("trunk") or {}
+        if self.state.get("plateau_stop"):
+            return StopGate(self.state["plateau_stop"], "plateau")
+        if self.state.get("error_stop"):
+            return StopGate(self.state["error_stop"], "error")
+        if self.state.get("budget_hit"):
+            return StopGate(self.state["budget_hit"], "budget")
+        if self.paths.stop_request.exists():
+            return StopGate("stopped by request (`tools loop stop`)", "request")
+        for key, what in (("runs", "runs"), ("wall_s", "wall time (s)"), ("llm_tokens", "LLM tokens"),
+                          ("cost_usd", "LLM cost (USD)"), ("device_s", "device-seconds")):
+            if key in b and u.get(key, 0) >= b[key]:
+                return StopGate(f"budget: {what} {u.get(key, 0):g} of {b[key]:g} used", "budget")
+        for key, what in (("tokens_per_s", "tokens/s"), ("mfu_percent", "MFU %")):
+            if key in self.spec.target and (trunk.get(key) or 0) >= self.spec.target[key]:
+                return StopGate(f"target reached: {what} {trunk.get(key):g} ≥ {self.spec.target[key]:g}", "target")
+        return None
+
+    def _stop(self, gate: StopGate) -> None:
+        if gate.kind not in ("budget", "target") and not self.state.get("plateau_stop"):
+            self.retrospective(why=gate.reason)
+        self.state.update(status="stopped", stop_reason=gate.reason)
+        self.state.pop("plateau_stop", None)
+        self.state.pop("budget_hit", None)
+        self.state.pop("error_stop", None)
+        self.paths.stop_request.unlink(missing_ok=True)
+        self.save()
+        self._ledger_stop_row(gate.reason)
+        self.writer.append_log("loop stop", f"{self.spec.name}", [
+            gate.reason, f"iterations {self.state['iteration']}, runs {self.state['usage']['runs']}, "
+                         f"wall {self.state['usage']['wall_s']:.0f} s",
+            f"trunk {(self.state.get('trunk') or {}).get('exp_id')}"])
+        self.say(f"stopped: {gate.reason}")
+
+    def _ledger_stop_row(self, reason: str) -> None:
+        from ..experiments import ledger
+
+        lane = filing.Lane(self.project, self.spec.model, self.spec.lane)
+        with lane.locked():
+            rows = lane.ledger_rows()
+            rows.append({"status": "stop", "date": self.writer.today,
+                         "description": f"loop {self.spec.name} stopped: {reason}",
+                         "commit": (self.state.get("trunk") or {}).get("commit", "")[:12]})
+            self.writer.write_file(lane.ledger_rel, ledger.render(rows))
+
+    # ------------------------------------------------------------------ iteration 0: the baseline
+
+    def _baseline(self) -> None:
+        cfg = self.spec.start_config()
+        prep = self.workspace.prepare("000")
+        self.say(f"baseline: {' '.join(self.spec.command_for(cfg))}")
+        run = self._runspec(cfg, {}, prep.cwd, description="loop baseline", slug=f"{self.spec.name}-baseline",
+                            hypothesis="The starting configuration: the reference every change is compared with.",
+                            extra={"iteration": 0}, baseline=True)
+        out = run_experiment(self.project, run, self.writer)
+        rec = dict(out.record, page=out.page)
+        if out.verdict in ("crash", "invalid"):
+            self.state.update(status="stopped", stop_reason=f"error: the baseline run was filed {out.verdict} "
+                                                             f"({'; '.join(out.reasons)}); fix the command")
+            self.save()
+            raise ToolsError(f"loop {self.spec.name}: the baseline run {out.exp_id} was filed {out.verdict}: "
+                             f"{'; '.join(out.reasons)} (see wiki/{out.page})")
+        self.state["trunk"] = self._trunk_entry(rec, cfg, {}, prep.commit)
+        self.state["frontier"].append({"iteration": 0, "exp_id": out.exp_id, "tokens_per_s": rec["metrics"]["tokens_per_s"],
+                                       "mfu_percent": rec["metrics"].get("mfu_percent"), "gain_pct": 0.0,
+                                       "description": "baseline", "page": out.page})
+        self.state["usage"]["device_s"] += sum(rec.get("run_wall_s") or [])
+        self.save()
+        self.writer.append_log("loop start", self.spec.name, [f"baseline {out.exp_id}: tokens/s "
+                                                              f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])
+
+    def _trunk_entry(self, rec: dict, cfg: dict, env: dict, commit: str) -> dict:
+        m = rec.get("metrics") or {}
+        return {"exp_id": rec["exp_id"], "config": cfg, "env": env, "commit": commit,
+                "tokens_per_s": m.get("tokens_per_s"), "mfu_percent": m.get("mfu_percent"),
+                "hlo_fingerprint": rec.get("hlo_fingerprint"), "page": rec.get("page") or ""}
+
+    # ------------------------------------------------------------------ one iteration
+
+    def iteration(self) -> None:
+        n = self.state["iteration"] + 1
+        priors = gather.gather(self.project, self.spec, self.state, self.budget_left())
+        from .proposers import BudgetExhausted
+
+        try:
+            proposal = self.propose(priors, n)
+        except BudgetExhausted as e:
+            self._charge(getattr(e, "usage", {}))
+            self.state["budget_hit"] = f"budget: the next proposal would exceed {e.what} ({e})"
+            self.save()
+            return
+        except ToolsError as e:  # the proposer failed (an unusable LLM proposal twice, an unreachable endpoint)
+            self._charge(getattr(e, "usage", {}) or {})
+            fails = self.state["proposer_failures"] = self.state.get("proposer_failures", 0) + 1
+            atomic_write(self.paths.iteration_dir(n) / f"proposer-error-{fails}.txt", f"{type(e).__name__}: {e}\n")
+            self.writer.append_log("loop proposer error", f"{self.spec.name} {n}", [f"{type(e).__name__}: {e}"])
+            self.say(f"proposer error ({fails} in a row): {e}")
+            if fails >= MAX_PROPOSER_FAILURES:
+                self.state["error_stop"] = f"error: the proposer failed {fails} times in a row; last: {e}"
+            self.save()
+            return
+        self.state["proposer_failures"] = 0
+        if proposal is None:
+            self._exhausted(n)
+            return
+        pending = {"phase": "proposed", "iteration": n, "proposal": proposal.to_dict(),
+                   "trunk_exp": self.state["trunk"]["exp_id"], "trunk_commit": self.state["trunk"].get("commit", ""),
+                   "interrupted": 0}
+        pending["hypothesis_page"] = self._file_hypothesis(proposal, n, "testing", None)
+        self.state["pending"] = pending
+        self.save()
+        self._run_pending()
+
+    def propose(self, priors: Priors, n: int) -> Proposal | None:
+        """People's hypotheses first, then the loop's proposer; refused proposals are asked for again."""
+        folder = self.paths.iteration_dir(n)
+
+        def record(name: str, text: str) -> None:
+            atomic_write(folder / name, text)
+
+        atomic_write(folder / "priors.json", json.dumps(_priors_dump(priors), indent=1, default=str))
+        refusals: list[dict] = []
+        sources = [self.people, self.proposer] if self.proposer.name != "queue" else [self.proposer]
+        for _ in range(MAX_REFUSALS + 1):
+            priors.refusals = refusals
+            p = next((p for src in sources if (p := src.propose(priors, record)) is not None), None)
+            if p is None:
+                return None
+            self._account(p)
+            why = self.refuse(p, priors)
+            if not why:
+                return p
+            refusals.append({"change": p.change.describe(), "category": p.category, "why": why})
+            record("refusals.json", json.dumps(refusals, indent=1))
+            self.say(f"refused: {p.change.describe()}: {why}")
+            if p.hypothesis_page:
+                self._close_queued(p.hypothesis_page, why)
+        return None
+
+    def _account(self, p: Proposal) -> None:
+        self._charge(p.usage)
+
+    def _charge(self, usage: dict) -> None:
+        u = self.state["usage"]
+        u["llm_tokens"] += int(usage.get("input_tokens", 0) + usage.get("output_tokens", 0))
+        u["cost_usd"] = round(u["cost_usd"] + float(usage.get("cost_usd", 0.0)), 6)
+
+    def refuse(self, p: Proposal, priors: Priors) -> str | None:
+        """Why this proposal may not run (unknown knob, duplicate, refuted, category streak), else None."""
+        knobs = self.spec.knobs
+        for k, v in p.change.knobs.items():
+            if k not in knobs:
+                return f"unknown knob {k!r} (declared: {', '.join(knobs)})"
+            if v not in knobs[k].values:
+                return f"value {v!r} of knob {k!r} is outside the declared space {knobs[k].values}"
+        cfg, env = self._config_of(p)
+        key = run_key(cfg, self.spec.env_for(cfg, env), self.state["trunk"].get("commit", ""),
+                      p.change.fingerprint() if p.change.kind == "patch" else "")
+        for h in self.state["history"]:
+            if h.get("run_key") != key or h.get("interrupted"):
+                continue
+            if h["verdict"] in ("refuted", "invalid"):
+                return f"refuted by {h['page']} ({h['verdict']}, hypothesis {h.get('hypothesis_page')})"
+            if h["verdict"] == "inconclusive" and p.repeats > int(h.get("repeats") or 0):
+                continue  # successive halving: re-measure with more repeats
+            return f"duplicate of {h['page']} ({h['verdict']}): the same configuration already ran"
+        if priors.avoid_category and p.category == priors.avoid_category:
+            return f"three runs in a row from category {p.category!r}: switch category"
+        return None
+
+    def _config_of(self, p: Proposal) -> tuple[dict, dict]:
+        trunk = self.state["trunk"]
+        cfg = dict(trunk["config"], **p.change.knobs)
+        env = dict(trunk.get("env") or {})
+        for k, v in p.change.env.items():
+            env[k] = f"{env[k]} {v}".strip() if k in env and k.endswith("_FLAGS") else v
+        return cfg, env
+
+    # ------------------------------------------------------------------ the phases of a pending iteration
+
+    def _run_pending(self) -> None:
+        pend = self.state["pending"]
+        n, p = pend["iteration"], Proposal.from_dict(pend["proposal"])
+        cfg, env = self._config_of(p)
+        key = f"{n:03d}"
+        try:
+            prep = self.workspace.prepare(key, p.change.patch if p.change.kind == "patch" else "")
+        except PatchError as e:
+            rec = self._file_unrunnable(p, cfg, env, str(e), n)
+            pend.update(phase="filed", exp_id=rec["exp_id"], record=rec, kept=False)
+            self.save()
+            self._learn()
+            return
+        pend.update(phase="running", cwd=str(prep.cwd), branch=prep.branch)
+        self.save()
+        self.say(f"iteration {n}: {p.category}: {p.change.describe()} (expected {p.expected_gain_pct:+.1f} %)")
+        trunk = self.state["trunk"]
+        ref_cmd, ref_env = self._reference(cfg)
+        run = self._runspec(cfg, env, prep.cwd, description=p.change.describe(),
+                            slug=f"{self.spec.name}-{n:03d}-{p.change.describe()}", hypothesis=p.statement,
+                            extra=self._extra(p, n, cfg, pend), compare_to=trunk["exp_id"],
+                            compare_cwd=self.workspace.cwd_in(self.workspace.trunk_dir) if self.spec.code else None,
+                            reference_command=ref_cmd, reference_env=ref_env,
+                            parent_fingerprint=trunk.get("hlo_fingerprint"), runtime_only=p.change.runtime_only,
+                            repeats=p.repeats)
+        if prep.branch:
+            def commit_patch(exp_id: str) -> None:  # the runner reserved the version: commit with its id
+                msg = (f"loop {self.spec.name} {key}: {p.statement[:60]}\n\n{p.change.describe()}\n"
+                       f"hypothesis: {pend['hypothesis_page']}\n\nexp: {exp_id}")
+                pend.update(commit=self.workspace.commit(key, msg), exp_id=exp_id)
+                self.save()
+            run.on_reserved = commit_patch
+        out = run_experiment(self.project, run, self.writer)
+        pend.update(phase="filed", exp_id=out.exp_id, record=dict(out.record, page=out.page))
+        self.save()
+        self._learn()
+
+    def _finish_pending(self) -> None:
+        """Resume: carry the iteration in flight to its end, from the phase it reached."""
+        pend = self.state["pending"]
+        if pend["phase"] in ("proposed", "prepared"):
+            self._run_pending()
+            return
+        if pend["phase"] == "running":
+            rec = self._record_of(pend["iteration"])
+            if rec is None or rec.get("status") != "filed" or _interrupted(rec):
+                from ..experiments import abandoned
+
+                abandoned.sweep(self.writer, self.project)  # files the cut-off run as a crash, if any
+                pend["interrupted"] = pend.get("interrupted", 0) + 1
+                if pend["interrupted"] <= MAX_INTERRUPTED_RETRIES:
+                    self.say(f"iteration {pend['iteration']}: the run was cut off; running it again")
+                    pend["phase"] = "proposed"
+                    self.save()
+                    self._run_pending()
+                    return
+                rec = self._record_of(pend["iteration"])
+                if rec is None:
+                    raise ToolsError(f"loop {self.spec.name}: iteration {pend['iteration']} was cut off "
+                                     f"{pend['interrupted']} times and left no record")
+            pend.update(phase="filed", exp_id=rec["exp_id"], record=rec)
+            self.save()
+        self._learn()
+
+    def _record_of(self, n: int) -> dict | None:
+        mine = [r for r in records.lane_records(self.project.wiki, self.spec.model, self.spec.lane)
+                if r.get("loop") == self.spec.name and r.get("iteration") == n]
+        return mine[-1] if mine else None
+
+    def _learn(self) -> None:
+        """Keep or discard, then the hypothesis status, an observation, the memory (loop) page; idempotent."""
+        pend = self.state["pending"]
+        p, rec, n = Proposal.from_dict(pend["proposal"]), pend["record"], pend["iteration"]
+        cfg, env = self._config_of(p)
+        trunk = self.state["trunk"]
+        kept = bool(rec.get("verdict") == "supported" and rec.get("ledger_status") == "keep"
+                    and trunk["exp_id"] == pend["trunk_exp"]
+                    and (rec.get("metrics") or {}).get("tokens_per_s", 0) > (trunk.get("tokens_per_s") or 0))
+        commit = pend.get("commit") or ("" if p.change.kind == "patch" else trunk.get("commit", ""))
+        if kept and trunk["exp_id"] != rec["exp_id"]:
+            self.workspace.keep(commit)
+            base = self.state["frontier"][0]["tokens_per_s"]
+            self.state["trunk"] = self._trunk_entry(rec, cfg, env, commit or trunk.get("commit", ""))
+            self.state["frontier"].append({"iteration": n, "exp_id": rec["exp_id"], "page": rec.get("page", ""),
+                                           "tokens_per_s": rec["metrics"]["tokens_per_s"],
+                                           "mfu_percent": rec["metrics"].get("mfu_percent"),
+                                           "gain_pct": round(100 * (rec["metrics"]["tokens_per_s"] / base - 1), 3),
+                                           "description": p.change.describe()})
+        if p.change.kind == "patch":
+            self.workspace.remove(f"{n:03d}")
+        if not any(h.get("exp_id") == rec["exp_id"] for h in self.state["history"]):
+            self.state["history"].append(self._history_entry(p, rec, cfg, env, n, kept, pend))
+            self.state["usage"]["runs"] += 1
+            self.state["usage"]["device_s"] = round(self.state["usage"]["device_s"] + sum(rec.get("run_wall_s") or []), 3)
+        self.state["iteration"] = max(self.state["iteration"], n)
+        self._file_hypothesis(p, n, HYPOTHESIS_STATUS.get(rec.get("verdict"), "inconclusive"), rec.get("page"),
+                              page=pend["hypothesis_page"])
+        entry = self.state["history"][-1]
+        self.writer.write_page(report.observation_page(self.spec, entry, rec))
+        self.state["pending"] = None
+        self.save()
+        self.writer.append_log("loop iteration", f"{self.spec.name} {n}", [
+            f"{p.category}: {p.change.describe()}", f"verdict {rec.get('verdict')}"
+            + (f", gain {rec['gain_pct']:+.2f} % (band ±{rec.get('noise_band_pct')} %)" if rec.get("gain_pct") is not None else ""),
+            "kept: the trunk moved" if kept else "discarded: the trunk is unchanged", f"page {rec.get('page')}"])
+        self.say(f"  → {rec.get('verdict')}" + (f" {rec['gain_pct']:+.2f} %" if rec.get("gain_pct") is not None else "")
+                 + (" KEPT" if kept else "") + f"  wiki/{rec.get('page')}")
+        self._write_loop_page()
+        self._maybe_retrospective()
+
+    def _history_entry(self, p: Proposal, rec: dict, cfg: dict, env: dict, n: int, kept: bool, pend: dict) -> dict:
+        return {"iteration": n, "exp_id": rec["exp_id"], "page": rec.get("page") or "",
+                "hypothesis_page": pend["hypothesis_page"], "category": p.category, "change": vars(p.change).copy(),
+                "fingerprint": p.change.fingerprint(), "describe": p.change.describe(),
+                "run_key": run_key(cfg, self.spec.env_for(cfg, env), pend["trunk_commit"],
+                                   p.change.fingerprint() if p.change.kind == "patch" else ""),
+                "verdict": rec.get("verdict"), "gain_pct": rec.get("gain_pct"),
+                "noise_band_pct": rec.get("noise_band_pct"),
+                "tokens_per_s": (rec.get("metrics") or {}).get("tokens_per_s"), "kept": kept,
+                "proposer": p.proposer, "statement": p.statement, "expected_gain_pct": p.expected_gain_pct,
+                "confidence": p.confidence, "effort": p.effort, "reasons": rec.get("reasons") or [],
+                "config": cfg, "trunk_exp": pend["trunk_exp"], "repeats": rec.get("repeats"),
+                "interrupted": pend.get("interrupted", 0)}
+
+    # ------------------------------------------------------------------ retrospectives and plateaus
+
+    def _maybe_retrospective(self) -> None:
+        h = self.state["history"]
+        last = self.state["retrospectives"][-1]["iteration"] if self.state["retrospectives"] else 0
+        if memory.since_frontier_move(h) >= RETRO_EVERY and self.state["iteration"] - last >= RETRO_EVERY:
+            self.retrospective(why=f"{memory.since_frontier_move(h)} iterations without a frontier move")
+
+    def _exhausted(self, n: int) -> None:
+        retros = self.state["retrospectives"]
+        if retros and retros[-1]["iteration"] == self.state["iteration"]:
+            self.state["plateau_stop"] = (f"plateau: the proposer has nothing left that is not refuted or already "
+                                          f"tried ({len(retros)} retrospectives)")
+            self.save()
+            return
+        self.retrospective(why="the proposer has nothing left to propose on this trunk")
+
+    def retrospective(self, why: str, manual: bool = False) -> str:
+        """Write an analysis page; a second one with runs between and no frontier move is a double plateau
+        (one asked for by hand is written the same way but never counts towards a stop)."""
+        s = self.state
+        priors = gather.gather(self.project, self.spec, s, self.budget_left())
+        untried = self.proposer.untried(priors) if hasattr(self.proposer, "untried") else []
+        if not untried:
+            from .proposers.sweep import SweepProposer
+            untried = SweepProposer().untried(priors)
+        n = len(s["retrospectives"]) + 1
+        mem = memory.compute(s["history"])
+        page = report.retrospective_page(self.spec, s, mem, untried, n)
+        self.writer.write_page(page)
+        prev = next((r for r in reversed(s["retrospectives"]) if not r.get("manual")), None)
+        moved_since = bool(prev) and any(f["iteration"] > prev["iteration"] for f in s["frontier"])
+        if prev is None:
+            moved_since = any(f["iteration"] > 0 for f in s["frontier"])
+        s["retrospectives"].append({"iteration": s["iteration"], "page": page.path, "frontier_moved": moved_since,
+                                    "why": why, "manual": manual})
+        if prev and not moved_since and s["iteration"] > prev["iteration"] and not manual:
+            s["plateau_stop"] = (f"double plateau: two retrospectives ({prev['page']}, {page.path}) with "
+                                 f"{s['iteration'] - prev['iteration']} runs between and no frontier move")
+        self.save()
+        self.writer.append_log("loop retrospective", f"{self.spec.name} {n}", [why, f"page {page.path}"])
+        self.say(f"retrospective {n}: {why} (wiki/{page.path})")
+        self._write_loop_page()
+        return page.path
+
+    # ------------------------------------------------------------------ pages and runs
+
+    def _write_loop_page(self) -> None:
+        self.writer.write_page(report.loop_page(self.spec, self.state, memory.compute(self.state["history"])))
+
+    def _file_hypothesis(self, p: Proposal, n: int, status: str, experiment: str | None, page: str = "") -> str:
+        if p.hypothesis_page:  # a page written by a person or an agent
+            return self._update_queued(p.hypothesis_page, status, experiment)
+        hid = page.rsplit("/", 1)[-1].removesuffix(".md") if page else f"{n:03d}-{slugify(p.statement)[:40]}"
+        pg = report.hypothesis_page(self.spec, p, hid, status, experiment)
+        self.writer.write_page(pg)
+        return pg.path
+
+    def _update_queued(self, rel: str, status: str, experiment: str | None, extra: dict | None = None) -> str:
+        """A person's (or agent's) page: only its status and experiment link change; their text stays."""
+        path = self.writer.target(rel)
+        meta, body = pages.split(path.read_text(encoding="utf-8"))
+        meta = dict(meta or {}, status=status, loop=self.spec.name, **(extra or {}))
+        if experiment:
+            meta["experiment"] = experiment
+        self.writer.write_page(pages.Page(rel, meta, body))
+        return rel
+
+    def _close_queued(self, rel: str, why: str) -> None:
+        if why.startswith("refuted by"):
+            self._update_queued(rel, "refuted", None, {"refused": why})
+
+    def _reference(self, cfg: dict) -> tuple[list[str] | None, dict]:
+        """A same-shape semantics reference: every knob at its reference value except the shape knobs."""
+        ref = {k.name: (cfg[k.name] if k.category == "shape" else k.reference) for k in self.spec.knobs.values()}
+        if all(cfg[k.name] == k.reference for k in self.spec.knobs.values() if k.category == "shape"):
+            return None, {}
+        return self.spec.command_for(ref), self.spec.env_for(ref)
+
+    def _extra(self, p: Proposal, n: int, cfg: dict, pend: dict) -> dict:
+        return {"loop": self.spec.name, "iteration": n, "category": p.category, "change": vars(p.change).copy(),
+                "change_fingerprint": p.change.fingerprint(), "hypothesis_page": pend["hypothesis_page"],
+                "proposer": p.proposer, "loop_config": cfg}
+
+    def _runspec(self, cfg: dict, env: dict, cwd: Path, *, description: str, slug: str, hypothesis: str,
+                 extra: dict, baseline: bool = False, repeats: int = 0, **kw) -> RunSpec:
+        s = self.spec
+        lo = max(s.min_repeats, repeats or 0)
+        return RunSpec(model=s.model, lane=s.lane, variant=s.variant, command=s.command_for(cfg),
+                       hypothesis=hypothesis, description=description, slug=slug, profile=s.profile,
+                       timeout=s.timeout_s, repeats=lo, min_repeats=lo, max_repeats=max(lo, s.max_repeats),
+                       baseline=baseline, env=s.env_for(cfg, env), cwd=cwd, runner=s.runner,
+                       runner_options=s.runner_options, extra=extra, **kw)
+
+    def _file_unrunnable(self, p: Proposal, cfg: dict, env: dict, reason: str, n: int) -> dict:
+        """A change that cannot run (a patch that does not apply) is filed ``invalid`` with the reason."""
+        lane = filing.Lane(self.project, self.spec.model, self.spec.lane)
+        slug = slugify(f"{self.spec.name}-{n:03d}-patch")
+        with lane.locked():
+            v = lane.next_version()
+            exp_id = f"{self.writer.today}-v{v:03d}-{slug}"
+            command = " ".join(self.spec.command_for(cfg))
+            rec = {"title": f"{self.spec.model}/{self.spec.lane} v{v:03d}: {p.change.describe()} (not run)",
+                   "type": "experiment", "tags": ["experiment", self.spec.model, self.spec.lane, "loop"],
+                   "model": self.spec.model, "lane": self.spec.lane, "variant": self.spec.variant,
+                   "hypothesis": p.statement, "exp_id": exp_id, "status": "filed", "version": v, "slug": slug,
+                   "date": self.writer.today, "description": p.change.describe(), "command": command,
+                   "verdict": "invalid", "ledger_status": "discard", "role": "variant", "metrics": {},
+                   "reasons": [reason, "the change was not run"], "repeats": 0,
+                   **self._extra(p, n, cfg, self.state["pending"])}
+            rec["page"] = filing.file_record(self.writer, lane, rec, {"command_line": command,
+                                                                      "crash_reason": reason, "log_tail": reason})
+        return rec
+
+
+def _interrupted(rec: dict) -> bool:
+    return rec.get("verdict") == "crash" and any("runner process" in str(r) or "stopped by" in str(r)
+                                                 for r in rec.get("reasons") or [])
+
+
+def _priors_dump(p: Priors) -> dict:
+    d = {k: v for k, v in vars(p).items() if k != "spec"}
+    d["attempts"] = [vars(a) for a in p.attempts]
+    d["other_lanes"] = [vars(a) for a in p.other_lanes]
+    d["refuted"] = [a.exp_id for a in p.refuted]
+    d["open_hypotheses"] = [h["page"] for h in p.open_hypotheses]
+    return d
+
+
+# ---------------------------------------------------------------------- entry points for the faces
+
+def spec_path(project: Project, name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yml", ".yaml") or p.exists():
+        return p if p.is_absolute() else (Path.cwd() / p)
+    return st.LoopPaths(project, name_or_path).spec
+
+
+def start(project: Project, name_or_path: str, say=None, fresh: bool = False,
+          max_iterations: int | None = None) -> dict:
+    spec = load(spec_path(project, name_or_path))
+    paths = st.LoopPaths(project, spec.name)
+    if paths.state.exists() and not fresh:
+        s = st.load(paths) or {}
+        if s.get("status") == "running" or s.get("pending"):
+            raise InputError(paths.state, "this loop has a state already: `tools loop resume` continues it, "
+                                          "`tools loop start --fresh` starts over")
+    if fresh and paths.state.exists():
+        paths.state.unlink()
+    return Loop(project, spec, say).run(max_iterations)
+
+
+def resume(project: Project, name: str, say=None, max_iterations: int | None = None) -> dict:
+    paths = st.LoopPaths(project, name)
+    if st.load(paths) is None:
+        raise InputError(paths.state, "no state: `tools loop start` first")
+    spec = load(paths.spec)
+    return Loop(project, spec, say).run(max_iterations)
+
+
+def request_stop(project: Project, name: str) -> bool:
+    """Ask a running loop to stop after its current iteration; True when a driver is running."""
+    paths = st.LoopPaths(project, name)
+    if st.load(paths) is None:
+        raise InputError(paths.state, "no such loop state")
+    atomic_write(paths.stop_request, st.now() + "\n")
+    return st.driver_alive(paths)

@@ -1,0 +1,161 @@
+"""The default proposer (offline, no key): coordinate descent over the declared knob space.
+
+Each iteration it takes the single-knob move from the trunk with the best prior score (expected gain × confidence
+/ effort). Priors, strongest first: this loop's own results, this knowledge base's loop results on other lanes and
+models, the shipped table of knob effects by hardware (tools/loop/knob_effects.json); an unknown move gets a small
+exploratory prior. Successive halving: every move is first measured at the loop's minimum repeats; moves that came
+out inconclusive with a positive gain are promoted, the better half re-measured once with twice the repeats. The
+frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each candidate).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..priors import Attempt, Priors, run_key
+from ..proposal import Change, Proposal
+
+UNKNOWN_GAIN_PCT = 2.0      # a move nobody has measured: worth a look, behind anything with evidence of a gain
+UNKNOWN_CONFIDENCE = 0.3
+OWN_WEIGHT, OTHER_WEIGHT = 1.0, 0.5
+
+
+def norm(name: str) -> str:
+    return name.lstrip("-").replace("-", "_").lower()
+
+
+def value_key(v) -> str:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v).lower()
+
+
+class SweepProposer:
+    name = "sweep"
+
+    def __init__(self, promote: bool = True, seed: int | None = None):
+        self.promote = promote
+        self.seed = seed  # shuffles moves of equal score (the efficacy benchmark runs several seeds)
+
+    # ------------------------------------------------------------------ priors for one move
+
+    def _table_prior(self, priors: Priors, knob, value) -> tuple[float, float, str] | None:
+        table = priors.knob_effects
+        if knob.env:
+            row = table.get(str(value)) if value else None
+            hit = (row or {}).get("on")
+            return (hit["gain_pct"], hit.get("confidence", 0.5), hit.get("source", "")) if hit else None
+        if isinstance(value, dict):
+            parts = [self._table_prior_flat(table, k, v) for k, v in value.items()]
+            parts = [p for p in parts if p]
+            if not parts:
+                return None
+            return (sum(p[0] for p in parts), min(p[1] for p in parts), "; ".join(p[2] for p in parts))
+        return self._table_prior_flat(table, knob.name, value) or self._table_prior_flat(table, knob.flag, value)
+
+    @staticmethod
+    def _table_prior_flat(table: dict, name: str, value) -> tuple[float, float, str] | None:
+        rows = {norm(k): v for k, v in table.items() if not k.startswith("_")}
+        hit = (rows.get(norm(name or "")) or {}).get(value_key(value))
+        return (hit["gain_pct"], hit.get("confidence", 0.5), hit.get("source", "")) if hit else None
+
+    @staticmethod
+    def _evidence(attempts: list[Attempt], knob: str, value) -> list[float]:
+        out = []
+        for a in attempts:
+            knobs = (a.change or {}).get("knobs") or {}
+            if a.gain_pct is not None and knob in knobs and value_key(knobs[knob]) == value_key(value) \
+                    and a.verdict in ("supported", "refuted", "inconclusive"):
+                out.append(float(a.gain_pct))
+        return out
+
+    def score(self, priors: Priors, knob, value) -> tuple[float, float, str]:
+        """(expected gain %, confidence, where the prior comes from) for setting ``knob`` to ``value``."""
+        own = self._evidence(priors.attempts, knob.name, value)
+        other = self._evidence(priors.other_lanes, knob.name, value)
+        if own or other:
+            w = [OWN_WEIGHT] * len(own) + [OTHER_WEIGHT] * len(other)
+            gain = sum(g * x for g, x in zip(own + other, w)) / sum(w)
+            conf = min(0.9, 0.4 + 0.15 * len(own) + 0.1 * len(other))
+            return gain, conf, f"{len(own)} earlier run(s) in this loop, {len(other)} on other lanes"
+        table = self._table_prior(priors, knob, value)
+        if table:
+            return table[0], table[1], f"knob-effects table: {table[2]}"
+        return UNKNOWN_GAIN_PCT, UNKNOWN_CONFIDENCE, "no prior: exploratory"
+
+    # ------------------------------------------------------------------ candidates
+
+    def candidates(self, priors: Priors) -> list[Proposal]:
+        spec, trunk = priors.spec, priors.trunk
+        tried = {a.run_key for a in priors.attempts if a.run_key}
+        refuted_here = {a.run_key for a in priors.attempts if a.verdict in ("refuted", "invalid", "crash")}
+        out: list[Proposal] = []
+        for knob in spec.knobs.values():
+            for value in knob.values:
+                if value_key(value) == value_key(trunk.get(knob.name)):
+                    continue
+                cfg = dict(trunk, **{knob.name: value})
+                key = run_key(cfg, spec.env_for(cfg, priors.trunk_env), priors.trunk_commit)
+                if key in tried or key in refuted_here:
+                    continue
+                gain, conf, why = self.score(priors, knob, value)
+                out.append(Proposal(
+                    statement=f"Setting {knob.name} to {value_key(value)} (from {value_key(trunk.get(knob.name))}) "
+                              f"raises tokens/s by about {gain:+.0f} %.",
+                    mechanism=f"{knob.category} knob `{knob.flag or knob.env or knob.name}`; prior: {why}.",
+                    predicted_signal="tokens/s beyond the noise band against the trunk, step time down, and a "
+                                     "changed optimized HLO",
+                    falsification="tokens/s within the noise band or slower, or the early loss trajectory moves "
+                                  "beyond the tolerance",
+                    change=Change("knobs", knobs={knob.name: value}), category=knob.category,
+                    expected_gain_pct=round(gain, 2), confidence=round(conf, 2), effort=1.0, proposer=self.name,
+                    notes=why))
+        if self.promote:
+            out += self._promotions(priors, tried)
+        if self.seed is not None:
+            import random
+            random.Random(self.seed).shuffle(out)
+            out.sort(key=lambda p: (-round(p.score, 6), -p.expected_gain_pct))
+        else:
+            out.sort(key=lambda p: (-round(p.score, 6), -p.expected_gain_pct, p.change.describe()))
+        return out
+
+    def _promotions(self, priors: Priors, tried: set[str]) -> list[Proposal]:
+        """Inconclusive moves with a positive gain on the current trunk: the better half, once, at 2× repeats."""
+        here = [a for a in priors.attempts if a.trunk_exp == priors.trunk_exp and a.verdict == "inconclusive"
+                and (a.gain_pct or 0) > 0 and (a.change or {}).get("kind") == "knobs"]
+        remeasured = {a.run_key for a in priors.attempts if a.repeats > priors.spec.min_repeats}
+        pool = sorted((a for a in here if a.run_key not in remeasured), key=lambda a: -(a.gain_pct or 0))
+        half = pool[: max(1, len(pool) // 2)] if pool else []
+        out = []
+        for a in half:
+            knobs = a.change.get("knobs") or {}
+            out.append(Proposal(
+                statement=f"Re-measured with more repeats, {Change('knobs', knobs=knobs).describe()} beats the trunk "
+                          f"(first measure {a.gain_pct:+.1f} %, inconclusive).",
+                mechanism="successive halving: the promising half of the inconclusive moves gets twice the repeats",
+                predicted_signal="the gain stays positive and the interval clears the noise band",
+                falsification="the gain falls inside the band again, or turns negative",
+                change=Change("knobs", knobs=dict(knobs)), category=a.category,
+                expected_gain_pct=float(a.gain_pct or 0), confidence=0.35, effort=1.5, proposer=self.name,
+                repeats=min(priors.spec.max_repeats * 2, max(priors.spec.min_repeats * 2, a.repeats * 2 or 4)),
+                notes=f"promotion of {a.exp_id}"))
+        return out
+
+    # ------------------------------------------------------------------ the pick
+
+    def propose(self, priors: Priors, record) -> Proposal | None:
+        cands = self.candidates(priors)
+        record("candidates.json", json.dumps([{"change": c.change.describe(), "category": c.category,
+                                               "score": round(c.score, 3), "expected_gain_pct": c.expected_gain_pct,
+                                               "confidence": c.confidence, "why": c.notes} for c in cands], indent=1))
+        if not cands:
+            return None
+        last = priors.attempts[-1].category if priors.attempts else ""
+        allowed = [c for c in cands if c.category != priors.avoid_category] or cands
+        if priors.prefer_switch and last:
+            allowed = [c for c in allowed if c.category != last] or allowed
+        return allowed[0]
+
+    def untried(self, priors: Priors, n: int = 10) -> list[Proposal]:
+        """For the retrospective: the best ideas not yet run on this trunk."""
+        return self.candidates(priors)[:n]
+

@@ -1,0 +1,554 @@
+"""Loop pages, built from the loop state (plain data in, ``pages.Page`` out; the engine writes them).
+
+``loop_page``: the lane's memory page (status, best, frontier, hypotheses, categories, knobs).
+``retrospective_page``: where the loop stands and the best untried ideas. ``observation_page``: what one
+run taught. ``hypothesis_page`` / ``hypothesis_from_page``: a proposal as a page, and a page back.
+Everything generated sits inside ``pages.region(...)``: text written outside survives regeneration.
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import re
+from typing import Any
+
+from .. import pages
+from ..experiments.report import experiment_path
+from ..mdtext import code, escape
+from . import memory as mem
+from .proposal import CATEGORIES, Change, Proposal, ProposalError
+from .spec import LoopSpec
+
+EXPLORER = "explore/loops/{name}/"  # the built site's page for one loop (tools/sitegen/loops.py)
+TOP_IDEAS = 10
+
+
+# ------------------------------------------------------------------ small formatting helpers
+
+def loop_path(name: str) -> str:
+    return f"loops/{name}.md"
+
+
+def retrospective_path(name: str, n: int) -> str:
+    return f"analyses/{name}-retrospective-{n}.md"
+
+
+def observation_path(model: str, lane: str, exp_id: str) -> str:
+    return f"observations/{model}/{lane}/{exp_id}.md"
+
+
+def hypothesis_path(model: str, lane: str, hid: str) -> str:
+    return f"hypotheses/{model}/{lane}/{hid}.md"
+
+
+def _rel(src: str, target: str) -> str:
+    """Relative markdown link target from the page ``src`` to the page ``target`` (both wiki-relative)."""
+    return posixpath.relpath(target, posixpath.dirname(src) or ".")
+
+
+def _link(src: str, label: str, target: str) -> str:
+    return f"[{label}]({_rel(src, target).replace(' ', '%20')})" if target else label
+
+
+def _num(v: Any, nd: int = 1) -> str:
+    return f"{v:,.{nd}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+
+
+def _pct(v: Any) -> str:
+    return f"{v:+.2f} %" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+
+
+def _gain_band(gain: Any, band: Any) -> str:
+    if not isinstance(gain, (int, float)):
+        return "—"
+    return _pct(gain) + (f" ± {band:.2f}" if isinstance(band, (int, float)) else "")
+
+
+def _duration(s: Any) -> str:
+    s = int(round(float(s or 0)))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def _prose(text: Any) -> str:
+    """Free text from a proposer or a person: markdown kept, raw HTML shown as text."""
+    return html.escape(str(text or "").strip(), quote=False)
+
+
+def _cell(text: Any) -> str:
+    return escape(str(text or "")) or "—"
+
+
+def _exp_page(spec: LoopSpec, exp_id: str, state: dict) -> str:
+    """The experiment page of ``exp_id`` (from the history or the frontier, else where the runner files it)."""
+    for e in (state.get("history") or []) + (state.get("frontier") or []):
+        if e.get("exp_id") == exp_id and e.get("page"):
+            return str(e["page"])
+    return experiment_path(spec.model, spec.lane, exp_id) if exp_id else ""
+
+
+def _gain_over(tps: Any, base: Any) -> float | None:
+    if isinstance(tps, (int, float)) and isinstance(base, (int, float)) and base:
+        return 100 * (tps / base - 1)
+    return None
+
+
+def _config(cfg: dict) -> str:
+    return ", ".join(code(f"{k}={mem._key(v) if isinstance(v, (dict, list)) else v}") for k, v in cfg.items()) or "—"
+
+
+# ------------------------------------------------------------------ the loop page
+
+def _status(spec: LoopSpec, state: dict) -> str:
+    u = state.get("usage") or {}
+    it, status = int(state.get("iteration") or 0), str(state.get("status") or "running")
+    parts = [f"{u.get('runs', 0)} runs", f"{_duration(u.get('wall_s'))} of wall time"]
+    if u.get("llm_tokens"):
+        parts.append(f"{int(u['llm_tokens']):,} LLM tokens" + (f" (${u['cost_usd']:.3f})" if u.get("cost_usd") else ""))
+    if u.get("device_s"):
+        parts.append(f"{_duration(u['device_s'])} of device time")
+    head = (f"**Stopped** after {it} iterations" if status == "stopped" else f"**Running**: {it} iterations so far")
+    lines = [f"{head}: {', '.join(parts)}."
+             + (f" Stop reason: {_prose(state['stop_reason'])}." if state.get("stop_reason") else ""), ""]
+    target = ", ".join(f"{k.replace('_per_s', '/s').replace('_percent', ' %')} ≥ {v:,g}" for k, v in spec.target.items())
+    budget = ", ".join(f"{k} {_num(u.get(k, 0), 0 if k != 'cost_usd' else 3)} of {v:,g}" for k, v in spec.budget.items())
+    lines += [f"Model `{spec.model}`, lane `{spec.lane}`, variant `{spec.variant}`; proposer `{spec.proposer}`, runner "
+              f"`{spec.runner}`; target {target or 'none'}; budget {budget or 'none'}. Started {state.get('started', '—')},"
+              f" updated {state.get('updated', '—')}.", "",
+              "This page is the lane's **memory page**: the next proposal reads it (every hypothesis and its verdict,"
+              " the categories tried, closed topics and knob coverage) before it proposes. It is regenerated after"
+              " every iteration; write notes outside the generated regions and they stay."]
+    pend = state.get("pending") or {}
+    if pend:
+        what = (pend.get("proposal") or {}).get("statement") or "a run"
+        lines += ["", f"Iteration {pend.get('iteration', it + 1)} is in progress ({pend.get('phase', 'proposed')}): "
+                      f"{_prose(what)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _best(spec: LoopSpec, state: dict, src: str) -> str:
+    trunk, frontier = state.get("trunk") or {}, state.get("frontier") or []
+    if not trunk.get("exp_id"):
+        return "## Best so far\n\nNo baseline yet.\n"
+    base = frontier[0] if frontier else {}
+    gain = _gain_over(trunk.get("tokens_per_s"), base.get("tokens_per_s"))
+    mfu = f" (MFU {trunk['mfu_percent']:.2f} %)" if isinstance(trunk.get("mfu_percent"), (int, float)) else ""
+    line = (f"{_link(src, trunk['exp_id'], _exp_page(spec, trunk['exp_id'], state))} at "
+            f"**{_num(trunk.get('tokens_per_s'))} tokens/s**{mfu}")
+    if base and base.get("exp_id") != trunk["exp_id"]:
+        line += (f", **{_pct(gain)}** over the baseline {_link(src, base['exp_id'], _exp_page(spec, base['exp_id'], state))}"
+                 f" ({_num(base.get('tokens_per_s'))} tokens/s) after {len(frontier) - 1} frontier moves")
+    else:
+        line += ": the baseline, no change has beaten it yet"
+    out = ["## Best so far", "", line + ".", "", f"- configuration: {_config(trunk.get('config') or {})}"]
+    if trunk.get("env"):
+        out.append(f"- extra environment: {_config(trunk['env'])}")
+    if trunk.get("commit"):
+        out.append(f"- model code commit `{trunk['commit']}`")
+    return "\n".join(out) + "\n"
+
+
+def _frontier(spec: LoopSpec, state: dict, src: str, name: str) -> str:
+    frontier = state.get("frontier") or []
+    base = (frontier[0] if frontier else {}).get("tokens_per_s")
+    out = ["## Frontier", "", "Every move of the trunk; the first row is the baseline.", "",
+           "| iteration | experiment | tokens/s | gain of the step | over the baseline | change |",
+           "|---:|---|---:|---:|---:|---|"]
+    for i, f in enumerate(frontier):
+        out.append(f"| {f.get('iteration', 0)} | {_link(src, str(f.get('exp_id')), _exp_page(spec, str(f.get('exp_id')), state))}"
+                   f" | {_num(f.get('tokens_per_s'))} | {'—' if i == 0 else _pct(f.get('gain_pct'))} | "
+                   f"{'—' if i == 0 else _pct(_gain_over(f.get('tokens_per_s'), base))} | "
+                   f"{'baseline' if i == 0 else code(f.get('description') or '—')} |")
+    if not frontier:
+        out.append("| — | no baseline yet | | | | |")
+    out += ["", f"On the built site this page shows the staircase plot (every run as a point coloured by verdict, the "
+                f"frontier as a step line; site page `{EXPLORER.format(name=name)}`).", "",
+            f'<div class="arw-loop-plot" data-loop="{html.escape(name, quote=True)}"></div>']
+    return "\n".join(out) + "\n"
+
+
+def _hypotheses(state: dict, src: str) -> str:
+    history = sorted(state.get("history") or [], key=lambda e: int(e.get("iteration") or 0))
+    out = ["## Hypotheses in order", "",
+           "| iteration | experiment | category | change | statement | verdict | gain ± band | kept |",
+           "|---:|---|---|---|---|---|---:|---|"]
+    for e in history:
+        hyp = f" ({_link(src, 'hypothesis', str(e['hypothesis_page']))})" if e.get("hypothesis_page") else ""
+        out.append(f"| {e.get('iteration', '—')} | {_link(src, str(e.get('exp_id') or 'run'), str(e.get('page') or ''))} | "
+                   f"{_cell(e.get('category'))} | {code(e.get('describe') or '—')} | {_cell(e.get('statement'))}{hyp} | "
+                   f"{_cell(e.get('verdict'))} | {_gain_band(e.get('gain_pct'), e.get('noise_band_pct'))} | "
+                   f"{'**kept**' if e.get('kept') else '—'} |")
+    if not history:
+        out.append("| — | no hypothesis tested yet | | | | | | |")
+    return "\n".join(out) + "\n"
+
+
+def _category_table(memory: dict[str, dict]) -> list[str]:
+    out = ["| category | tried | supported | refuted | inconclusive | invalid | crash | kept | best gain | last iteration | closed |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for c, m in memory.items():
+        out.append(f"| {c} | {m['tried']} | {m['supported']} | {m['refuted']} | {m['inconclusive']} | {m['invalid']} | "
+                   f"{m['crash']} | {m['kept']} | {_pct(m['best_gain_pct'])} | "
+                   f"{'—' if m['last_iteration'] is None else m['last_iteration']} | {'**closed**' if m['closed'] else ''} |")
+    return out
+
+
+def _categories(state: dict, memory: dict[str, dict]) -> str:
+    history = state.get("history") or []
+    closed = mem.closed_topics(memory)
+    cat, n = mem.streak(history)
+    out = ["## Categories", ""] + _category_table(memory) + [""]
+    out.append(f"Closed topics (≥ {mem.CLOSE_AFTER_REFUTED} refuted, none supported; worth a run only with new "
+               "evidence): "
+               + (", ".join(f"**{c}**" for c in closed) if closed else "none") + ".")
+    out += ["", f"Current streak: {n} in a row from `{cat}`." if n else "No streak yet.",
+            f"Iterations since the last frontier move: {mem.since_frontier_move(history)}."]
+    return "\n".join(out) + "\n"
+
+
+def _knob_table(coverage: dict[str, dict], spec: LoopSpec) -> list[str]:
+    out = ["| knob | category | values | tried | untried |", "|---|---|---:|---|---|"]
+    for k, c in coverage.items():
+        vals = lambda xs: ", ".join(code(mem._key(x) if isinstance(x, (dict, list)) else x) for x in xs) or "—"  # noqa: E731
+        out.append(f"| `{k}` | {spec.knobs[k].category} | {c['values']} | {vals(c['tried'])} | {vals(c['untried'])} |")
+    return out
+
+
+def _coverage_total(coverage: dict[str, dict]) -> tuple[int, int]:
+    return sum(len(c["tried"]) for c in coverage.values()), sum(c["values"] for c in coverage.values())
+
+
+def _knobs(spec: LoopSpec, state: dict) -> str:
+    cov = mem.knob_coverage(spec, state.get("history") or [])
+    if not cov:
+        return "## Knob coverage\n\nThe loop file declares no knobs: every change is an env change or a code patch.\n"
+    tried, total = _coverage_total(cov)
+    return "\n".join(["## Knob coverage", "", f"{tried} of {total} declared values have run.", ""]
+                     + _knob_table(cov, spec)) + "\n"
+
+
+def _retros(state: dict, src: str) -> str:
+    retros = state.get("retrospectives") or []
+    out = ["## Retrospectives", ""]
+    for r in retros:
+        label = f"retrospective at iteration {r.get('iteration')}"
+        moved = "moved" if r.get("frontier_moved") else "had not moved"
+        out.append(f"- {_link(src, label, str(r.get('page') or ''))}: the frontier {moved} since the one before")
+    if not retros:
+        out.append("No retrospective yet.")
+    return "\n".join(out) + "\n"
+
+
+def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Page:
+    """``loops/<name>.md``: the loop's status, best, frontier, hypotheses, categories, knobs, retrospectives."""
+    name = str(state.get("name") or spec.name)
+    src = loop_path(name)
+    body = (f"# Loop: {name}\n\n" + pages.region("loop-status", _status(spec, state))
+            + "\n" + pages.region("loop-best", _best(spec, state, src))
+            + "\n" + pages.region("loop-frontier", _frontier(spec, state, src, name))
+            + "\n" + pages.region("loop-hypotheses", _hypotheses(state, src))
+            + "\n" + pages.region("loop-categories", _categories(state, memory))
+            + "\n" + pages.region("loop-knobs", _knobs(spec, state))
+            + "\n" + pages.region("loop-retrospectives", _retros(state, src)))
+    meta = {"title": f"Loop: {name}", "type": "loop", "tags": ["loop", spec.model, spec.lane],
+            "model": spec.model, "lane": spec.lane, "variant": spec.variant,
+            "status": str(state.get("status") or "running"), "stop_reason": state.get("stop_reason") or None,
+            "best": (state.get("trunk") or {}).get("exp_id") or None}
+    return pages.Page(src, {k: v for k, v in meta.items() if v is not None}, body)
+
+
+# ------------------------------------------------------------------ retrospective
+
+def _what_next(ranked: list[Proposal], memory: dict[str, dict], history: list[dict]) -> str:
+    closed = set(mem.closed_topics(memory))
+    stuck = mem.since_frontier_move(history)
+    cat, n = mem.streak(history)
+    open_ideas = [p for p in ranked if p.category not in closed]
+    if not open_ideas:
+        return ("No untried idea is left outside the closed topics: widen the knob space in the loop file, or let a "
+                "proposer write env changes or code patches.")
+    top = open_ideas[0]
+    if stuck >= 3 and n >= 2 and top.category == cat:
+        other = next((p for p in open_ideas if p.category != cat), None)
+        if other:
+            top = other
+    out = f"Next: {_prose(top.statement)} ({top.category}, {code(top.change.describe())}, score {top.score:.2f})"
+    if stuck >= 3 and n >= 2 and top.category != cat:
+        out += f", away from `{cat}`: the frontier has not moved for {stuck} iterations and the last {n} were `{cat}`"
+    out += "."
+    untouched = [c for c, m in memory.items() if m["tried"] == 0 and c in {p.category for p in open_ideas}]
+    if untouched:
+        out += f" Untried categories with ideas waiting: {', '.join(untouched)}."
+    if closed:
+        out += f" Leave the closed topics alone: {', '.join(sorted(closed))}."
+    return out
+
+
+def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], untried: list[Proposal],
+                       n: int) -> pages.Page:
+    """``analyses/<loop>-retrospective-<n>.md``: frontier-stuck count, category and knob coverage, change kinds,
+    the untried ideas ranked by ``Proposal.score`` and a "what next" sentence built from them."""
+    name = str(state.get("name") or spec.name)
+    src, history = retrospective_path(name, n), state.get("history") or []
+    frontier, trunk = state.get("frontier") or [], state.get("trunk") or {}
+    tried_fp = {e.get("fingerprint") for e in history}
+    seen: set[str] = set()
+    ideas = []
+    for p in untried:
+        fp = p.change.fingerprint()
+        if fp not in tried_fp and fp not in seen:
+            seen.add(fp)
+            ideas.append(p)
+    ranked = sorted(ideas, key=lambda p: -p.score)
+    stuck = mem.since_frontier_move(history)
+    last_move = frontier[-1].get("iteration", 0) if frontier else None
+    cat, streak_n = mem.streak(history)
+    kinds = mem.change_kinds(history)
+    structural = kinds["env"] + kinds["patch"]
+    gain = _gain_over(trunk.get("tokens_per_s"), (frontier[0] if frontier else {}).get("tokens_per_s"))
+    out = [f"Written at iteration {state.get('iteration', 0)} of {_link(src, 'loop ' + name, loop_path(name))} "
+           f"(model `{spec.model}`, lane `{spec.lane}`).", "", "## Where the loop stands", "",
+           f"- frontier: {_num(trunk.get('tokens_per_s'))} tokens/s, {_pct(gain)} over the baseline, "
+           f"{max(len(frontier) - 1, 0)} moves.",
+           f"- frontier stuck for **{stuck}** iterations" + (f" (last move at iteration {last_move})." if last_move is not None else "."),
+           f"- current streak: {streak_n} in a row from `{cat}`." if streak_n else "- no streak yet.",
+           f"- change kinds: {kinds['knobs']} knob changes ({kinds['single_knob']} of them a single knob), "
+           f"{kinds['env']} env changes, {kinds['patch']} code patches; single-knob : structural = "
+           f"{kinds['single_knob']} : {structural}"
+           + (f" ({kinds['single_knob'] / structural:.1f})." if structural else " (no structural change tried yet)."),
+           "", "## Categories", ""] + _category_table(memory)
+    closed = mem.closed_topics(memory)
+    never = [c for c in CATEGORIES if memory.get(c, {}).get("tried", 0) == 0]
+    out += ["", f"Closed topics: {', '.join(closed) or 'none'}. Never tried: {', '.join(never) or 'none'}.", "",
+            "## Knob space", ""]
+    cov = mem.knob_coverage(spec, history)
+    if cov:
+        tried, total = _coverage_total(cov)
+        out += [f"{tried} of {total} declared values have run ({100 * tried / max(total, 1):.0f} %).", ""]
+        out += _knob_table(cov, spec)
+    else:
+        out.append("No knobs declared.")
+    out += ["", "## Untried ideas, best first", "",
+            "Ranked by expected gain × confidence / effort.", "",
+            "| rank | statement | change | category | expected gain | confidence | effort | score |",
+            "|---:|---|---|---|---:|---:|---:|---:|"]
+    for i, p in enumerate(ranked[:TOP_IDEAS], 1):
+        flag = " (closed topic)" if p.category in closed else ""
+        out.append(f"| {i} | {_cell(p.statement)} | {code(p.change.describe() or p.change.kind)} | {p.category}{flag} | "
+                   f"{_pct(p.expected_gain_pct)} | {p.confidence:.2f} | {p.effort:g} | {p.score:.2f} |")
+    if not ranked:
+        out.append("| — | no untried idea | | | | | | |")
+    elif len(ranked) > TOP_IDEAS:
+        out += ["", f"{len(ranked) - TOP_IDEAS} more ideas ranked lower."]
+    out += ["", "## What next", "", _what_next(ranked, memory, history)]
+    meta = {"title": f"{name}: retrospective {n}", "type": "analysis",
+            "tags": ["loop", "retrospective", spec.model, spec.lane]}
+    return pages.Page(src, meta, f"# {name}: retrospective {n}\n\n" + pages.region("retrospective", "\n".join(out) + "\n"))
+
+
+# ------------------------------------------------------------------ observation of one run
+
+_PHRASES = {"supported": "made the step faster", "refuted": "made the step slower",
+            "inconclusive": "did not settle the question", "invalid": "changed the model's math, so its speed does not count",
+            "crash": "crashed"}
+
+
+def _profile_sentence(record: dict) -> str:
+    note = record.get("attribution_note")
+    if isinstance(note, str) and note.strip():
+        return note.strip().rstrip(".") + "."
+    d = record.get("profile_diff")
+    if isinstance(d, str) and d.strip():
+        return d.strip().rstrip(".") + "."
+    if not isinstance(d, dict):
+        return ""
+    moves = []
+    for key, label in (("categories", "op category"), ("lines", "source line"), ("ops", "op")):
+        rows = [r for r in d.get(key) or [] if isinstance(r, dict) and isinstance(r.get("delta_us"), (int, float))]
+        if rows:
+            r = max(rows, key=lambda r: abs(r["delta_us"]))
+            moves.append(f"{label} {code(r.get('key'))} {r['delta_us']:+.1f} µs per step")
+    step = d.get("step_ms")
+    head = (f"In the profile the traced step went {step[0]} → {step[1]} ms"
+            if isinstance(step, (list, tuple)) and len(step) == 2 and None not in step else "In the profile")
+    return f"{head}; largest moves: {'; '.join(moves)}." if moves else (head + "." if step else "")
+
+
+def observation_page(spec: LoopSpec, entry: dict, record: dict) -> pages.Page:
+    """``observations/<model>/<lane>/<exp_id>.md``: what one run taught, in a sentence or two made from its data."""
+    exp_id = str(entry.get("exp_id") or record.get("exp_id"))
+    src = observation_path(spec.model, spec.lane, exp_id)
+    verdict = str(entry.get("verdict") or record.get("verdict") or "inconclusive")
+    gain = entry.get("gain_pct", record.get("gain_pct"))
+    band = entry.get("noise_band_pct", record.get("noise_band_pct"))
+    what = entry.get("describe") or record.get("description") or "the change"
+    first = f"{code(what)} ({entry.get('category') or record.get('category') or 'other'}) {_PHRASES.get(verdict, verdict)}"
+    if isinstance(gain, (int, float)):
+        side = ("within" if isinstance(band, (int, float)) and abs(gain) <= band else "beyond")
+        first += f": tokens/s {_pct(gain)}" + (f", {side} the noise band of ±{band:.2f} %" if isinstance(band, (int, float)) else "")
+    reasons = [str(r) for r in (record.get("reasons") or entry.get("reasons") or [])]
+    if verdict == "crash" and reasons:
+        first += f" ({_prose(reasons[0])})"
+    first += "; it was kept on the trunk." if entry.get("kept") else "."
+    sem = record.get("semantics") or {}
+    second = ""
+    if sem.get("status") == "ok":
+        second = (f"The loss trajectory matched its reference (max |Δloss| {sem.get('max_abs_delta')} ≤ {sem.get('tol')}"
+                  f" over {sem.get('steps')} steps).")
+    elif sem.get("status") == "changed":
+        second = f"The loss trajectory moved: {_prose(sem.get('reason'))}."
+    elif sem.get("status"):
+        second = f"Semantics unchecked: {_prose(sem.get('reason') or 'no reference')}."
+    prof = _profile_sentence(record)
+    exp_page = str(entry.get("page") or record.get("page") or experiment_path(spec.model, spec.lane, exp_id))
+    out = [" ".join(x for x in (first, second, prof) if x), "",
+           f"- experiment: {_link(src, exp_id, exp_page)}"]
+    if entry.get("hypothesis_page"):
+        out.append(f"- hypothesis: {_link(src, _cell(entry.get('statement') or 'the hypothesis'), str(entry['hypothesis_page']))}")
+    out.append(f"- loop: {_link(src, spec.name, loop_path(spec.name))}, iteration {entry.get('iteration', '—')}")
+    if reasons:
+        out += ["", "Why this verdict:", ""] + [f"- {_prose(r)}" for r in reasons]
+    title = f"{what} → {verdict}"
+    meta = {"title": title, "type": "observation", "tags": ["observation", "loop", spec.model, spec.lane],
+            "experiment": exp_id, "source": loop_path(spec.name)}
+    return pages.Page(src, meta, f"# {escape(title)}\n\n" + pages.region("observation", "\n".join(out) + "\n"))
+
+
+# ------------------------------------------------------------------ hypothesis pages
+
+_STATUS_OF_VERDICT = {"invalid": "refuted", "crash": "abandoned"}
+
+
+def _fence(text: str) -> str:
+    runs = re.findall(r"`+", text)
+    return "`" * max(3, max((len(r) for r in runs), default=0) + 1)
+
+
+def _change_md(change: Change) -> list[str]:
+    out = [f"Kind `{change.kind}`" + (" (runtime only: the optimized HLO does not change)" if change.runtime_only else "")
+           + f": {code(change.describe())}.", ""]
+    if change.kind == "patch" and change.patch:
+        patch = change.patch.replace("<!-- tools:", "<!-- tools\u200b:")  # never closes a generated region
+        fence = _fence(patch)
+        out += [f"{fence}diff", patch.rstrip("\n"), fence, ""]
+    return out
+
+
+def hypothesis_page(spec: LoopSpec, proposal: Proposal, hid: str, status: str, experiment: str | None) -> pages.Page:
+    """``hypotheses/<model>/<lane>/<hid>.md``. ``status``: a hypothesis status or a verdict (``invalid`` is filed
+    as refuted, ``crash`` as abandoned; the verdict itself is kept in the ``verdict`` key). ``experiment``: an exp_id
+    or an experiment page path."""
+    src = hypothesis_path(spec.model, spec.lane, hid)
+    verdict = status if status in pages.VERDICTS else None
+    hstatus = _STATUS_OF_VERDICT.get(status, status)
+    if hstatus not in pages.HYPOTHESIS_STATUS:
+        raise ValueError(f"status {status!r} is not a hypothesis status or a verdict")
+    exp_page = ""
+    if experiment:
+        exp_page = experiment if experiment.endswith(".md") else experiment_path(spec.model, spec.lane, experiment)
+    exp_id = posixpath.splitext(posixpath.basename(exp_page))[0] if exp_page else ""
+    title = proposal.statement if len(proposal.statement) <= 90 else proposal.statement[:89].rstrip() + "…"
+    if hstatus == "open":
+        line = "Open: not tested yet."
+    elif hstatus == "testing":
+        line = f"Testing in {_link(src, exp_id, exp_page)}." if exp_page else "Testing."
+    else:
+        line = f"**{verdict or hstatus}**" + (f" in {_link(src, exp_id, exp_page)}" if exp_page else "") + "."
+    line += f" Loop {_link(src, spec.name, loop_path(spec.name))}."
+    c = proposal
+    text = ["## Statement", "", _prose(c.statement), "", "## Mechanism", "", _prose(c.mechanism), "",
+            "## Predicted signal", "", _prose(c.predicted_signal), "", "## Falsification", "", _prose(c.falsification),
+            "", "## Change", ""] + _change_md(c.change) + [
+            f"Category `{c.category}`; expected gain {_pct(c.expected_gain_pct)}, confidence {c.confidence:.2f}, "
+            f"effort {c.effort:g} (score {c.score:.2f}); proposed by `{c.proposer or 'unknown'}`."]
+    if c.notes:
+        text += ["", _prose(c.notes)]
+    body = (f"# {_prose(title)}\n\n" + pages.region("hypothesis", "\n".join(text) + "\n") + "\n"
+            + pages.region("hypothesis-verdict", "## Verdict\n\n" + line + "\n"))
+    meta = {"title": title, "type": "hypothesis", "tags": ["hypothesis", "loop", spec.model, spec.lane],
+            "model": spec.model, "lane": spec.lane, "loop": spec.name, "status": hstatus,
+            "priority": round(proposal.score, 3), "expected_gain": proposal.expected_gain_pct,
+            "category": proposal.category, "author": proposal.proposer or None, "confidence": proposal.confidence,
+            "effort": proposal.effort, "change": _change_dict(proposal.change), "experiment": exp_id or None,
+            "verdict": verdict}
+    return pages.Page(src, {k: v for k, v in meta.items() if v is not None}, body)
+
+
+def _change_dict(change: Change) -> dict:
+    d: dict[str, Any] = {"kind": change.kind}
+    for k in ("knobs", "env", "patch"):
+        if getattr(change, k):
+            d[k] = getattr(change, k)
+    d["runtime_only"] = change.runtime_only  # also keeps a patch off the frontmatter's last line (see pages.split)
+    return d
+
+
+_SECTION_KEYS = {"statement": "statement", "hypothesis": "statement", "mechanism": "mechanism", "why": "mechanism",
+                 "predicted signal": "predicted_signal", "prediction": "predicted_signal",
+                 "expected signal": "predicted_signal", "falsification": "falsification",
+                 "falsification criterion": "falsification", "refuted if": "falsification"}
+_WORDS = {"confidence": {"low": 0.3, "medium": 0.5, "high": 0.8},
+          "effort": {"trivial": 1, "low": 1, "small": 1, "medium": 3, "high": 5, "large": 5}}
+_DEFAULT_SIGNAL = "tokens/s rises beyond the noise band and the loss trajectory stays within tolerance"
+_DEFAULT_FALSIFICATION = "tokens/s does not rise beyond the noise band, or the semantics check fails"
+CHANGE_KEYS = ("kind", "knobs", "env", "patch", "runtime_only")
+
+
+def _sections(body: str) -> dict[str, str]:
+    body = re.sub(r"<!--.*?-->", "", body, flags=re.S)
+    out: dict[str, str] = {}
+    parts = re.split(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", body, flags=re.M)
+    for head, text in zip(parts[1::2], parts[2::2]):
+        key = _SECTION_KEYS.get(head.strip().rstrip(":").lower())
+        if key and key not in out and text.strip():
+            out[key] = html.unescape(text.strip())
+    return out
+
+
+def _number(v: Any, words: dict | None = None) -> Any:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        if words and v.strip().lower() in words:
+            return words[v.strip().lower()]
+        m = re.search(r"[-+]?\d+(?:\.\d+)?", v)
+        if m:
+            return float(m.group(0))
+    return v
+
+
+def hypothesis_from_page(meta: dict, body: str, path: str = "") -> dict:
+    """A hypothesis page (frontmatter + ``## Statement`` / ``## Mechanism`` / ``## Predicted signal`` /
+    ``## Falsification``; missing sections default from the title) as a dict for ``Proposal.from_dict``.
+    The ``change`` frontmatter mapping is required and checked; raises ProposalError."""
+    where = f"{path}: " if path else ""
+    meta = meta or {}
+    title = str(meta.get("title") or "").strip() or next(
+        (m.group(1).strip() for m in re.finditer(r"^#[ \t]+(.+)$", body, re.M)), "")
+    s = _sections(body)
+    statement = s.get("statement") or html.unescape(title)
+    if not statement:
+        raise ProposalError(f"{where}no statement: give the page a title or a `## Statement` section")
+    change = meta.get("change")
+    if not isinstance(change, dict):
+        raise ProposalError(f"{where}frontmatter `change` must be a mapping with `kind` (knobs, env or patch) and "
+                            "the matching `knobs`, `env` or `patch`")
+    unknown = sorted(set(change) - set(CHANGE_KEYS))
+    if unknown:
+        raise ProposalError(f"{where}frontmatter `change` has unknown keys: {', '.join(map(str, unknown))} "
+                            f"(expected {', '.join(CHANGE_KEYS)})")
+    if "knobs" in change and not isinstance(change["knobs"], dict) or "env" in change and not isinstance(change["env"], dict):
+        raise ProposalError(f"{where}`change.knobs` and `change.env` must be mappings")
+    change = dict(change)
+    if isinstance(change.get("patch"), str) and change["patch"] and not change["patch"].endswith("\n"):
+        change["patch"] += "\n"  # a unified diff ends with a newline; YAML can lose the last one
+    return {"statement": statement, "mechanism": s.get("mechanism") or statement,
+            "predicted_signal": s.get("predicted_signal") or _DEFAULT_SIGNAL,
+            "falsification": s.get("falsification") or _DEFAULT_FALSIFICATION,
+            "change": change, "category": meta.get("category") or "other",
+            "expected_gain_pct": _number(meta.get("expected_gain", 0.0)),
+            "confidence": _number(meta.get("confidence", 0.5), _WORDS["confidence"]),
+            "effort": _number(meta.get("effort", 1.0), _WORDS["effort"]),
+            "proposer": str(meta.get("author") or ""), "hypothesis_page": path, "notes": str(meta.get("notes") or "")}

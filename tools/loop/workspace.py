@@ -1,0 +1,185 @@
+"""The model code a loop may change, under git: a trunk branch that moves only on kept runs, one branch per
+code-patch experiment (kept for audit), and work trees the runs execute in. The user's own checkout is never
+touched: the loop works in its own work trees under ``loops/<name>/``.
+
+- ``code`` inside a git repository: branches ``loop/<name>/trunk`` and ``loop/<name>/<iteration>`` are made in
+  that repository, starting from its HEAD (refused when the code folder has uncommitted changes).
+- ``code`` that is not under git: the loop snapshots the folder into ``loops/<name>/repo`` (a git repository of
+  its own) and works there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError, ToolsError
+
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git")
+GIT_ENV = {"GIT_AUTHOR_NAME": "tools loop", "GIT_AUTHOR_EMAIL": "loop@autoresearch-wiki.invalid",
+           "GIT_COMMITTER_NAME": "tools loop", "GIT_COMMITTER_EMAIL": "loop@autoresearch-wiki.invalid"}
+
+
+class PatchError(ToolsError):
+    """A code patch that does not apply; the run is filed ``invalid`` with this reason."""
+
+
+def git(repo: Path, *args: str, check: bool = True, input: str | None = None) -> str:
+    import os
+
+    env = dict(os.environ, **GIT_ENV)
+    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, input=input, env=env,
+                       timeout=120, check=False)
+    if check and p.returncode != 0:
+        raise ToolsError(f"git {' '.join(args[:3])} in {repo}: {(p.stderr or p.stdout).strip()[:500]}")
+    return p.stdout.strip()
+
+
+@dataclass
+class Prepared:
+    cwd: Path          # where the run's command executes
+    commit: str        # the commit it runs (full sha)
+    branch: str        # its branch ("" for knob/env changes: they run the trunk's code)
+
+
+class Workspace:
+    def __init__(self, root: Path, code: Path | None, state_dir: Path, name: str, cwd: str = "."):
+        self.kb_root = Path(root)
+        self.rel_cwd = cwd  # where commands run: relative to the code folder (or to the knowledge base without one)
+        self.code = Path(code) if code else None
+        self.state_dir = Path(state_dir)
+        self.name = name
+        self.trunk_branch = f"loop/{name}/trunk"
+
+    # ----------------------------------------------------------------- where things are
+
+    @property
+    def trunk_dir(self) -> Path:
+        return self.state_dir / "trunk"
+
+    def _repo_and_subdir(self) -> tuple[Path, Path]:
+        """(git repository root, the code folder relative to it)."""
+        private = self.state_dir / "repo"
+        if (private / ".git").exists():
+            return private, Path(".")
+        assert self.code is not None
+        top = git(self.code, "rev-parse", "--show-toplevel", check=False)
+        if not top:
+            return private, Path(".")
+        return Path(top), self.code.resolve().relative_to(Path(top).resolve())
+
+    # ----------------------------------------------------------------- set-up
+
+    def ensure(self) -> str:
+        """Make the trunk branch and its work tree if needed; returns the trunk commit."""
+        if self.code is None:
+            return ""
+        if not self.code.is_dir():
+            raise InputError(self.code, "the loop's `code` folder does not exist")
+        repo, sub = self._repo_and_subdir()
+        if repo == self.state_dir / "repo" and not (repo / ".git").exists():
+            shutil.copytree(self.code, repo, ignore=IGNORE, dirs_exist_ok=True)
+            git(repo, "init", "-q", "-b", "main")
+            git(repo, "add", "-A")
+            git(repo, "commit", "-q", "--allow-empty", "-m", f"loop {self.name}: snapshot of {self.code}")
+        if not git(repo, "branch", "--list", self.trunk_branch):
+            dirty = git(repo, "status", "--porcelain", "--", str(sub))
+            if dirty:
+                raise InputError(self.code, "the model code has uncommitted changes; commit them so the loop's "
+                                            "trunk starts from a known commit")
+            git(repo, "branch", self.trunk_branch, "HEAD")
+        if not (self.trunk_dir / ".git").exists():
+            self._add_worktree(repo, self.trunk_dir, self.trunk_branch)
+        return self.trunk_commit()
+
+    def _add_worktree(self, repo: Path, where: Path, ref: str) -> None:
+        if where.exists():
+            shutil.rmtree(where)
+        git(repo, "worktree", "prune")
+        git(repo, "worktree", "add", "-q", "--detach", str(where), ref)
+
+    def trunk_commit(self) -> str:
+        if self.code is None:
+            return ""
+        repo, _ = self._repo_and_subdir()
+        return git(repo, "rev-parse", self.trunk_branch)
+
+    def cwd_in(self, tree: Path) -> Path:
+        _, sub = self._repo_and_subdir()
+        return (tree / sub / self.rel_cwd).resolve()
+
+    # ----------------------------------------------------------------- per experiment
+
+    def prepare(self, key: str, patch: str = "") -> Prepared:
+        """The trunk's work tree for a knob/env change; for a patch, a new branch ``loop/<name>/<key>`` from
+        the trunk with the patch applied (not yet committed: see ``commit``). Raises PatchError."""
+        if self.code is None:
+            if patch:
+                raise PatchError("this loop declares no `code` folder: code patches cannot be applied")
+            return Prepared((self.kb_root / self.rel_cwd).resolve(), "", "")
+        trunk = self.ensure()
+        self.sync_trunk()
+        if not patch:
+            return Prepared(self.cwd_in(self.trunk_dir), trunk, "")
+        repo, sub = self._repo_and_subdir()
+        branch = f"loop/{self.name}/{key}"
+        where = self.state_dir / "worktrees" / key
+        git(repo, "branch", "-f", branch, trunk)
+        self._add_worktree(repo, where, branch)
+        git(where, "checkout", "-q", branch)
+        text = patch if patch.endswith("\n") else patch + "\n"
+        args = ["apply", "--whitespace=nowarn", f"--directory={sub.as_posix()}"] if str(sub) != "." else \
+            ["apply", "--whitespace=nowarn"]
+        check = subprocess.run(["git", "-C", str(where), *args, "--check", "-"], input=text, capture_output=True,
+                               text=True, timeout=60, check=False)
+        if check.returncode != 0:
+            self.remove(key)
+            raise PatchError(f"the patch does not apply to trunk {trunk[:12]}: {check.stderr.strip()[:800]}")
+        git(where, *args, "-", input=text)
+        return Prepared(self.cwd_in(where), "", branch)
+
+    def commit(self, key: str, message: str) -> str:
+        """Commit the applied patch on its branch (the message carries the ``exp: <exp_id>`` footer)."""
+        where = self.state_dir / "worktrees" / key
+        git(where, "add", "-A")
+        git(where, "commit", "-q", "-m", message)
+        return git(where, "rev-parse", "HEAD")
+
+    def keep(self, commit: str) -> None:
+        """Advance the trunk to a kept run's commit."""
+        if self.code is None or not commit:
+            return
+        repo, _ = self._repo_and_subdir()
+        git(repo, "branch", "-f", self.trunk_branch, commit)
+        self.sync_trunk()
+
+    def sync_trunk(self) -> None:
+        """The trunk work tree at the trunk branch's commit (after a keep, or a resume after a kill)."""
+        if (self.trunk_dir / ".git").exists():
+            want = self.trunk_commit()
+            if git(self.trunk_dir, "rev-parse", "HEAD") != want or git(self.trunk_dir, "status", "--porcelain"):
+                git(self.trunk_dir, "reset", "-q", "--hard", want)
+                git(self.trunk_dir, "clean", "-qfdx")
+
+    def remove(self, key: str) -> None:
+        """Drop a run's work tree; its branch stays for audit."""
+        where = self.state_dir / "worktrees" / key
+        if where.exists():
+            repo, _ = self._repo_and_subdir()
+            with contextlib.suppress(ToolsError):
+                git(repo, "worktree", "remove", "--force", str(where))
+            shutil.rmtree(where, ignore_errors=True)
+
+    def branches(self) -> list[str]:
+        if self.code is None:
+            return []
+        repo, _ = self._repo_and_subdir()
+        out = git(repo, "branch", "--list", f"loop/{self.name}/*", "--format=%(refname:short)")
+        return [b for b in out.splitlines() if b]
+
+    def log(self, ref: str, n: int = 20) -> list[str]:
+        repo, _ = self._repo_and_subdir()
+        return git(repo, "log", f"-{n}", "--format=%H %s", ref).splitlines()
