@@ -125,8 +125,8 @@ def split(text: str) -> tuple[dict[str, Any] | None, str]:
     m = FRONTMATTER_RE.match(text)
     if not m:
         return None, text
-    try:
-        meta = yaml.load(m.group(1), Loader=_LOADER)
+    try:  # the newline the pattern consumed: a block scalar that ends the frontmatter keeps its last newline
+        meta = yaml.load(m.group(1) + "\n", Loader=_LOADER)
     except (yaml.YAMLError, ValueError):
         # Bad input is rare: re-read it with the pure-Python loader, whose error marks are exact.
         try:

@@ -122,7 +122,7 @@ def split(text: str) -> tuple[dict[str, Any] | None, str, int]:
     if not m:
         return None, text, 1
     try:
-        meta = yaml.load(m.group(1), Loader=_Loader)  # noqa: S506 - a safe loader
+        meta = yaml.load(m.group(1) + "\n", Loader=_Loader)  # noqa: S506 - a safe loader
     except (yaml.YAMLError, ValueError):
         # rare: the reference parser raises FrontmatterError with its own (documented) message
         try:

@@ -157,3 +157,63 @@ def test_wall_and_device_budgets(tmp_path):
     make_kb(root, name="w", budget={"wall_s": 1})
     tools(root, "loop", "start", "w", "-q")
     assert loop_state(root, "w")["stop_reason"].startswith("budget: wall time")
+
+
+def _driver(root, *args):
+    import subprocess
+    import sys
+
+    code = "import sys; from tools.cli import main; sys.argv = ['tools'] + sys.argv[1:]; main()"
+    return subprocess.Popen([sys.executable, "-c", code, "--root", str(root), "loop", *args, "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_for(cond, timeout=60.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_loses_nothing_and_runs_nothing_twice(tmp_path):
+    import signal
+
+    root = tmp_path / "kb"
+    make_kb(root, command=[__import__("sys").executable, "fake_model.py", "--sleep-ms", "60"], budget={"runs": 4})
+    paths = st.LoopPaths(Project(root), "fake-loop")
+    # kill the driver twice in the middle of a run, once in the middle of the baseline
+    kills = 0
+    p = _driver(root, "start", "fake-loop")
+    for phase in ("baseline", "running", "running"):
+        def in_phase():
+            s = st.load(paths) if paths.state.exists() else None
+            if phase == "baseline":
+                return s is not None and s.get("trunk") is None and any(
+                    (root / "raw" / "profiles").glob("*/run-1.log"))
+            return s is not None and (s.get("pending") or {}).get("phase") == "running" and any(
+                (root / "raw" / "profiles").glob(f"*-{s['iteration'] + 1:03d}-*/baseline-1.log"))
+        assert _wait_for(in_phase), f"never reached {phase}"
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        kills += 1
+        p = _driver(root, "resume", "fake-loop")
+    assert p.wait(timeout=240) == 0
+    s = st.load(paths)
+    assert s["status"] == "stopped" and s["stop_reason"].startswith("budget: runs 4 of 4")
+    assert [h["iteration"] for h in s["history"]] == [1, 2, 3, 4]
+    recs = lane(root)
+    assert not [r for r in recs if r.get("status") == "in_progress"]
+    crashes = [r for r in recs if r.get("verdict") == "crash"]
+    # each kill left exactly one run, filed as a crash that names the vanished runner
+    assert len(crashes) == kills and all("runner process" in " ".join(r["reasons"]) for r in crashes)
+    # every completed iteration has exactly one non-crash experiment; pages and ledger rows are unique
+    for h in s["history"]:
+        assert sum(1 for r in recs if r.get("iteration") == h["iteration"] and r.get("verdict") != "crash") == 1
+    rows = ledger.read((root / "wiki/experiments/fake/loop/RESULTS.tsv").read_text())
+    ids = [r["exp_id"] for r in rows if r["exp_id"]]
+    assert len(ids) == len(set(ids)) == len(recs)

@@ -11,7 +11,7 @@ from . import pass_project
 
 @click.group(name="profile")
 def profile() -> None:
-    """Summarize a captured profile, or diff two."""
+    """Summarize a captured profile, diff two, or diff their optimized HLO."""
 
 
 @profile.command(name="summary")
@@ -36,12 +36,30 @@ def summary(project, target, top, as_json, no_xprof) -> None:
 @click.argument("a")
 @click.argument("b")
 @click.option("--top", default=15, show_default=True, help="How many rows per table.")
+@click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
 @pass_project
-def diff(project, a, b, top) -> None:
-    """Op-by-op and source-line deltas (per step) from profile A to B (folders or experiment ids)."""
+def diff(project, a, b, top, as_json) -> None:
+    """Per-step deltas from profile A to B (folders or experiment ids): by source line, by op (matched across
+    compiles by line, category and fused-computation signature, not by generated name), by category."""
     from ..profiling import diff as d
     from ..profiling import summary as s
     from ..profiling.locate import profile_folder
 
     sa, sb = (s.summarize(profile_folder(project, x), use_xprof=False) for x in (a, b))
-    click.echo(d.render_markdown(d.diff(sa, sb, top)))
+    data = d.diff(sa, sb, top)
+    click.echo(json.dumps(data, indent=1) if as_json else d.render_markdown(data))
+
+
+@profile.command(name="hlo-diff")
+@click.argument("a")
+@click.argument("b")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@pass_project
+def hlo_diff(project, a, b, as_json) -> None:
+    """Did a change reach the compiler? Compares the optimized HLO of A and B (folders or experiment ids) with
+    ids and metadata stripped: identical or not, instructions added/removed by opcode, a diff excerpt."""
+    from ..profiling import hlo_diff as h
+    from ..profiling.locate import profile_folder
+
+    data = h.hlo_diff(profile_folder(project, a), profile_folder(project, b))
+    click.echo(json.dumps(data, indent=1) if as_json else h.render_markdown(data))

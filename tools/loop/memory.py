@@ -57,7 +57,8 @@ def closed_topics(memory: dict[str, dict]) -> list[str]:
     return [c for c, m in memory.items() if m.get("closed")]
 
 
-def _key(v: Any) -> str:
+def value_key(v: Any) -> str:
+    """A knob value as canonical JSON (values may be mappings: compare and show them this way)."""
     return json.dumps(v, sort_keys=True, default=str)
 
 
@@ -68,7 +69,7 @@ def _sort_key(v: Any) -> tuple:
         return (1, v, "")
     if isinstance(v, str):
         return (2, 0, v)
-    return (3, 0, _key(v))
+    return (3, 0, value_key(v))
 
 
 def knob_coverage(spec: LoopSpec, history: list[dict], include_start: bool = True) -> dict[str, dict]:
@@ -78,19 +79,19 @@ def knob_coverage(spec: LoopSpec, history: list[dict], include_start: bool = Tru
     seen: dict[str, dict[str, Any]] = {name: {} for name in spec.knobs}
     if include_start:
         for name, knob in spec.knobs.items():
-            seen[name][_key(knob.start)] = knob.start
+            seen[name][value_key(knob.start)] = knob.start
     for e in history:
         cfg = e.get("config")
         if not isinstance(cfg, dict) or not cfg:
             cfg = ((e.get("change") or {}).get("knobs") or {}) if isinstance(e.get("change"), dict) else {}
         for name, value in cfg.items():
             if name in seen:
-                seen[name].setdefault(_key(value), value)
+                seen[name].setdefault(value_key(value), value)
     out = {}
     for name, knob in spec.knobs.items():
         tried = seen[name]
         out[name] = {"values": len(knob.values), "tried": sorted(tried.values(), key=_sort_key),
-                     "untried": [v for v in knob.values if _key(v) not in tried]}
+                     "untried": [v for v in knob.values if value_key(v) not in tried]}
     return out
 
 

@@ -96,7 +96,7 @@ def _gain_over(tps: Any, base: Any) -> float | None:
 
 
 def _config(cfg: dict) -> str:
-    return ", ".join(code(f"{k}={mem._key(v) if isinstance(v, (dict, list)) else v}") for k, v in cfg.items()) or "—"
+    return ", ".join(code(f"{k}={mem.value_key(v) if isinstance(v, (dict, list)) else v}") for k, v in cfg.items()) or "—"
 
 
 # ------------------------------------------------------------------ the loop page
@@ -157,14 +157,15 @@ def _frontier(spec: LoopSpec, state: dict, src: str, name: str) -> str:
            "| iteration | experiment | tokens/s | gain of the step | over the baseline | change |",
            "|---:|---|---:|---:|---:|---|"]
     for i, f in enumerate(frontier):
+        step = _gain_over(f.get("tokens_per_s"), frontier[i - 1].get("tokens_per_s")) if i else None
         out.append(f"| {f.get('iteration', 0)} | {_link(src, str(f.get('exp_id')), _exp_page(spec, str(f.get('exp_id')), state))}"
-                   f" | {_num(f.get('tokens_per_s'))} | {'—' if i == 0 else _pct(f.get('gain_pct'))} | "
+                   f" | {_num(f.get('tokens_per_s'))} | {'—' if i == 0 else _pct(step)} | "
                    f"{'—' if i == 0 else _pct(_gain_over(f.get('tokens_per_s'), base))} | "
                    f"{'baseline' if i == 0 else code(f.get('description') or '—')} |")
     if not frontier:
         out.append("| — | no baseline yet | | | | |")
-    out += ["", f"On the built site this page shows the staircase plot (every run as a point coloured by verdict, the "
-                f"frontier as a step line; site page `{EXPLORER.format(name=name)}`).", "",
+    out += ["", f"The staircase plot (every run as a point coloured by verdict, the frontier as a step line, a click "
+                f"opens the run) is drawn here on the built site, and on its page `{EXPLORER.format(name=name)}`.", "",
             f'<div class="arw-loop-plot" data-loop="{html.escape(name, quote=True)}"></div>']
     return "\n".join(out) + "\n"
 
@@ -172,7 +173,7 @@ def _frontier(spec: LoopSpec, state: dict, src: str, name: str) -> str:
 def _hypotheses(state: dict, src: str) -> str:
     history = sorted(state.get("history") or [], key=lambda e: int(e.get("iteration") or 0))
     out = ["## Hypotheses in order", "",
-           "| iteration | experiment | category | change | statement | verdict | gain ± band | kept |",
+           "| iteration | experiment | category | change | statement | verdict | gain vs trunk ± band | kept |",
            "|---:|---|---|---|---|---|---:|---|"]
     for e in history:
         hyp = f" ({_link(src, 'hypothesis', str(e['hypothesis_page']))})" if e.get("hypothesis_page") else ""
@@ -208,11 +209,18 @@ def _categories(state: dict, memory: dict[str, dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _values(xs: list) -> str:
+    return ", ".join(code(mem.value_key(x) if isinstance(x, (dict, list)) or x == "" else x) for x in xs) or "—"
+
+
+def _tags(*tags: str) -> list[str]:
+    return list(dict.fromkeys(t for t in tags if t))
+
+
 def _knob_table(coverage: dict[str, dict], spec: LoopSpec) -> list[str]:
     out = ["| knob | category | values | tried | untried |", "|---|---|---:|---|---|"]
     for k, c in coverage.items():
-        vals = lambda xs: ", ".join(code(mem._key(x) if isinstance(x, (dict, list)) else x) for x in xs) or "—"  # noqa: E731
-        out.append(f"| `{k}` | {spec.knobs[k].category} | {c['values']} | {vals(c['tried'])} | {vals(c['untried'])} |")
+        out.append(f"| `{k}` | {spec.knobs[k].category} | {c['values']} | {_values(c['tried'])} | {_values(c['untried'])} |")
     return out
 
 
@@ -235,7 +243,8 @@ def _retros(state: dict, src: str) -> str:
     for r in retros:
         label = f"retrospective at iteration {r.get('iteration')}"
         moved = "moved" if r.get("frontier_moved") else "had not moved"
-        out.append(f"- {_link(src, label, str(r.get('page') or ''))}: the frontier {moved} since the one before")
+        why = f" ({_prose(r['why'])})" if r.get("why") else ""
+        out.append(f"- {_link(src, label, str(r.get('page') or ''))}{why}: the frontier {moved} since the one before")
     if not retros:
         out.append("No retrospective yet.")
     return "\n".join(out) + "\n"
@@ -252,7 +261,7 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
             + "\n" + pages.region("loop-categories", _categories(state, memory))
             + "\n" + pages.region("loop-knobs", _knobs(spec, state))
             + "\n" + pages.region("loop-retrospectives", _retros(state, src)))
-    meta = {"title": f"Loop: {name}", "type": "loop", "tags": ["loop", spec.model, spec.lane],
+    meta = {"title": f"Loop: {name}", "type": "loop", "tags": _tags("loop", spec.model, spec.lane),
             "model": spec.model, "lane": spec.lane, "variant": spec.variant,
             "status": str(state.get("status") or "running"), "stop_reason": state.get("stop_reason") or None,
             "best": (state.get("trunk") or {}).get("exp_id") or None}
@@ -344,7 +353,7 @@ def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], unt
         out += ["", f"{len(ranked) - TOP_IDEAS} more ideas ranked lower."]
     out += ["", "## What next", "", _what_next(ranked, memory, history)]
     meta = {"title": f"{name}: retrospective {n}", "type": "analysis",
-            "tags": ["loop", "retrospective", spec.model, spec.lane]}
+            "tags": _tags("loop", "retrospective", spec.model, spec.lane)}
     return pages.Page(src, meta, f"# {name}: retrospective {n}\n\n" + pages.region("retrospective", "\n".join(out) + "\n"))
 
 
@@ -411,7 +420,7 @@ def observation_page(spec: LoopSpec, entry: dict, record: dict) -> pages.Page:
     if reasons:
         out += ["", "Why this verdict:", ""] + [f"- {_prose(r)}" for r in reasons]
     title = f"{what} → {verdict}"
-    meta = {"title": title, "type": "observation", "tags": ["observation", "loop", spec.model, spec.lane],
+    meta = {"title": title, "type": "observation", "tags": _tags("observation", "loop", spec.model, spec.lane),
             "experiment": exp_id, "source": loop_path(spec.name)}
     return pages.Page(src, meta, f"# {escape(title)}\n\n" + pages.region("observation", "\n".join(out) + "\n"))
 
@@ -449,7 +458,8 @@ def hypothesis_page(spec: LoopSpec, proposal: Proposal, hid: str, status: str, e
     if experiment:
         exp_page = experiment if experiment.endswith(".md") else experiment_path(spec.model, spec.lane, experiment)
     exp_id = posixpath.splitext(posixpath.basename(exp_page))[0] if exp_page else ""
-    title = proposal.statement if len(proposal.statement) <= 90 else proposal.statement[:89].rstrip() + "…"
+    one_line = " ".join(proposal.statement.split())
+    title = one_line if len(one_line) <= 90 else one_line[:89].rstrip() + "…"
     if hstatus == "open":
         line = "Open: not tested yet."
     elif hstatus == "testing":
@@ -467,7 +477,7 @@ def hypothesis_page(spec: LoopSpec, proposal: Proposal, hid: str, status: str, e
         text += ["", _prose(c.notes)]
     body = (f"# {_prose(title)}\n\n" + pages.region("hypothesis", "\n".join(text) + "\n") + "\n"
             + pages.region("hypothesis-verdict", "## Verdict\n\n" + line + "\n"))
-    meta = {"title": title, "type": "hypothesis", "tags": ["hypothesis", "loop", spec.model, spec.lane],
+    meta = {"title": title, "type": "hypothesis", "tags": _tags("hypothesis", "loop", spec.model, spec.lane),
             "model": spec.model, "lane": spec.lane, "loop": spec.name, "status": hstatus,
             "priority": round(proposal.score, 3), "expected_gain": proposal.expected_gain_pct,
             "category": proposal.category, "author": proposal.proposer or None, "confidence": proposal.confidence,

@@ -23,6 +23,10 @@ class Instr:
     frames: list[Frame] = field(default_factory=list)  # innermost first
     calls: list[str] = field(default_factory=list)
     root: bool = False
+    shape: str = ""  # result type without layouts, e.g. "f32[64,256]"
+    operands: list[str] = field(default_factory=list)
+    target: str = ""  # custom_call_target
+    pos: int = 0  # order in the module text
 
 
 @dataclass
@@ -30,28 +34,57 @@ class HloModule:
     name: str
     instrs: dict[str, Instr]
     computations: dict[str, list[str]]  # computation -> instruction names in order
+    _users: dict[str, list[str]] | None = field(default=None, repr=False)
 
     def category(self, op: str) -> str:
         ins = self.instrs.get(op)
         return categorize(self, ins) if ins else "unmapped"
 
     def source(self, op: str) -> list[Frame]:
-        """Frames (innermost first) for an op; a fusion or call without its own metadata borrows
-        from the instruction inside that does the work (a dot/convolution, else the root)."""
+        """Frames (innermost first) for an op. A fusion holding a dot/convolution takes the dot's frames (its own
+        metadata often names a fused consumer, e.g. log_softmax); one without metadata borrows from the
+        instruction inside that does the work (a dot/convolution, else the root)."""
         ins = self.instrs.get(op)
         if ins is None:
             return []
+        if ins.opcode == "fusion":
+            dot = next((i for i in self.fused(ins) if i.opcode in _MATMUL and i.frames), None)
+            if dot is not None:
+                return dot.frames
         if ins.frames:
             return ins.frames
-        for comp in ins.calls:
-            names = self.computations.get(comp, [])
-            inner = [self.instrs[n] for n in names]
-            for pick in ([i for i in inner if i.opcode in _MATMUL and i.frames],
-                         [i for i in inner if i.root and i.frames],
-                         [i for i in inner if i.frames]):
-                if pick:
-                    return pick[0].frames
+        inner = self.fused(ins)
+        for pick in ([i for i in inner if i.root and i.frames], [i for i in inner if i.frames]):
+            if pick:
+                return pick[0].frames
         return []
+
+    def fused(self, ins: Instr) -> list[Instr]:
+        """The instructions of the computations ``ins`` calls (fusions, calls), nested ones included, in order;
+        reducer bodies (``to_apply``) are left out."""
+        if ins.opcode not in ("fusion", "call", "async-start"):
+            return []
+        out, todo, seen = [], list(ins.calls), set()
+        while todo:
+            comp = todo.pop(0)
+            if comp in seen:
+                continue
+            seen.add(comp)
+            for n in self.computations.get(comp, []):
+                inner = self.instrs[n]
+                out.append(inner)
+                if inner.opcode in ("fusion", "call"):
+                    todo.extend(inner.calls)
+        return out
+
+    def users(self) -> dict[str, list[str]]:
+        """Instruction name -> the instructions that take it as an operand (computed once)."""
+        if self._users is None:
+            self._users = {}
+            for ins in self.instrs.values():
+                for o in ins.operands:
+                    self._users.setdefault(o, []).append(ins.name)
+        return self._users
 
 
 _COMP = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
@@ -61,6 +94,10 @@ _META = re.compile(r"metadata=\{(?P<m>[^}]*)\}")
 _CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?(?P<c>%?[\w.\-]+(?:,\s*%?[\w.\-]+)*)")
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 _TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
+_TARGET = re.compile(r'custom_call_target="([^"]*)"')
+_GEMM_TARGET = re.compile(r"gemm|matmul|cublas|\bdot\b|_dot_|convolution|cudnn\$conv", re.I)
+_LAYOUT = re.compile(r"\{[^{}]*\}|/\*[^*]*\*/")
+_OPERAND = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 
 _MATMUL = {"dot", "convolution", "ragged-dot"}
 _COLLECTIVE = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all",
@@ -78,7 +115,7 @@ def categorize(mod: HloModule, ins: Instr) -> str:
     if op.startswith(_COLLECTIVE):
         return "collective"
     if op == "custom-call":
-        return "custom-call"
+        return "matmul" if _GEMM_TARGET.search(ins.target) else "custom-call"
     if op in _MOVEMENT:
         return "data movement"
     if op in _CONTROL:
@@ -86,8 +123,9 @@ def categorize(mod: HloModule, ins: Instr) -> str:
     if op in ("reduce", "reduce-window", "sort"):
         return "reduction"
     if op == "fusion":
-        inner = {mod.instrs[n].opcode for c in ins.calls for n in mod.computations.get(c, [])}
-        if inner & _MATMUL:
+        fused = mod.fused(ins)
+        inner = {i.opcode for i in fused}
+        if inner & _MATMUL or any(i.opcode == "custom-call" and _GEMM_TARGET.search(i.target) for i in fused):
             return "matmul"
         if "custom-call" in inner:
             return "custom-call"
@@ -175,7 +213,12 @@ def parse_hlo(text: str) -> HloModule:
         op_m = _OPCODE.search(body)
         if not op_m:
             continue
-        ins = Instr(m.group("name"), op_m.group("op"), comp, root=bool(m.group("root")))
+        ins = Instr(m.group("name"), op_m.group("op"), comp, root=bool(m.group("root")),
+                    shape=_LAYOUT.sub("", body[:op_m.start("op")]).strip(), pos=len(instrs))
+        ins.operands = _operand_names(body, op_m.end())
+        if ins.opcode == "custom-call":
+            t = _TARGET.search(body)
+            ins.target = t.group(1) if t else ""
         cm = _CALLS.findall(body)
         ins.calls = [c.strip().lstrip("%") for group in cm for c in group.split(",")]
         if meta_m:
@@ -187,7 +230,18 @@ def parse_hlo(text: str) -> HloModule:
                 ins.frames = resolve(int(kv["stack_frame_id"]))
         instrs[ins.name] = ins
         comps[comp].append(ins.name)
+    for ins in instrs.values():  # keep operand names that are instructions (not literals or types)
+        ins.operands = [o for o in ins.operands if o in instrs and o != ins.name]
     return HloModule(mname, instrs, comps)
+
+
+def _operand_names(body: str, start: int) -> list[str]:
+    """Names inside the opcode's parentheses (``fusion(%a, %b)``); filtered against the module later."""
+    depth, i = 1, start
+    while i < len(body) and depth:
+        depth += {"(": 1, ")": -1}.get(body[i], 0)
+        i += 1
+    return _OPERAND.findall(body[start:i - 1])
 
 
 def find_dumps(folder: Path) -> list[Path]:
@@ -204,6 +258,17 @@ def load_modules(folder: Path) -> dict[str, HloModule]:
         if mod.name not in out or len(mod.instrs) > len(out[mod.name].instrs):
             out[mod.name] = mod
     return out
+
+
+def signature(mod: HloModule, ins: Instr) -> str:
+    """A short hash of what an op computes, free of generated names: its opcode and result shape, its operands'
+    shapes, and for a fusion the opcode/shape sequence of the fused computation. Equal across two compiles of
+    the same op even when ``fusion.123`` became ``fusion.131``."""
+    import hashlib
+
+    parts = [ins.opcode, ins.shape, ins.target, *(mod.instrs[o].shape for o in ins.operands)]
+    parts += [f"{i.opcode}:{i.shape}:{i.target}" for i in mod.fused(ins)]
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:10]
 
 
 def stats(mod: HloModule) -> dict:
@@ -232,12 +297,14 @@ def canonical_text(text: str) -> str:
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if _COMP.match(ln) and not ln.startswith("HloModule")), len(lines))
     names: dict[str, str] = {}
+    per_base: dict[str, int] = {}
 
     def rename(m: re.Match) -> str:
         n = m.group("n")
-        base = n.split(".", 1)[0]
         if n not in names:
-            names[n] = f"{base}.#{sum(1 for v in names.values() if v.startswith(base + '.#')) + 1}"
+            base = n.split(".", 1)[0]
+            per_base[base] = per_base.get(base, 0) + 1
+            names[n] = f"{base}.#{per_base[base]}"
         return ("%" if m.group(0).startswith("%") else "") + names[n]
 
     out = []

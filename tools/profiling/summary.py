@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import hlo as hlo_mod
 from . import trace as trace_mod
+from .attribution import CONTROL_OPS, Attributor, Credit, SourceLines
 
 
 def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: bool = True) -> dict:
@@ -28,32 +29,44 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
         op_source = "xprof hlo_stats"
     else:
         per_op = defaultdict(lambda: [0.0, 0])
-        for ev, self_us in trace_mod.self_times(tr.ops):
+        control = {(m.name, i.name) for m in modules.values() for i in m.instrs.values()
+                   if i.opcode in CONTROL_OPS}
+        is_control = (lambda e: (_module_name(modules, e.module), e.op) in control) if control else None
+        for ev, self_us in trace_mod.self_times(tr.ops, is_control):
             acc = per_op[(ev.op, ev.module)]
             acc[0] += self_us
             acc[1] += 1
         op_source = "trace events (direct read)"
     total = sum(v[0] for v in per_op.values()) or 1.0
 
-    ops, cats, lines = [], defaultdict(float), defaultdict(lambda: [0.0, 0, "", 0, ""])
-    attributed = 0.0
+    sources = SourceLines([folder / "code"])
+    attributors = {name: Attributor(m, sources) for name, m in modules.items()}
+    ops, cats, lines, vias = [], defaultdict(float), {}, defaultdict(float)
     for (op, module), (self_us, count) in per_op.items():
         mod = _module_for(modules, module) or next((m for m in modules.values() if op in m.instrs), None)
-        cat = mod.category(op) if mod else "unmapped"
-        frames = mod.source(op) if mod else []
-        loc = _loc(frames[0]) if frames else ""
-        ops.append({"op": op, "module": module, "category": cat, "self_us": round(self_us, 3),
-                    "count": count, "pct": round(100 * self_us / total, 2), "source": loc})
+        ins = mod.instrs.get(op) if mod else None
+        cat = hlo_mod.categorize(mod, ins) if ins else "unmapped"
+        credit = attributors[mod.name].credit(op) if ins else Credit(None, "none")
+        loc = _loc(credit.frame) if credit.frame else ""
+        ops.append({"op": op, "module": module, "category": cat, "self_us": round(self_us, 3), "count": count,
+                    "pct": round(100 * self_us / total, 2), "source": loc, "via": credit.via,
+                    "function": credit.frame[2] if credit.frame else "",
+                    "sig": hlo_mod.signature(mod, ins) if ins else "", "pos": ins.pos if ins else -1})
         cats[cat] += self_us
-        if frames:
-            attributed += self_us
-            f, ln, fn = frames[0]
-            acc = lines[loc]
-            acc[0] += self_us
-            acc[1] += 1
-            acc[2], acc[3], acc[4] = f, ln, fn
+        vias[credit.via] += self_us
+        if credit.frame:
+            f, ln, fn = credit.frame
+            acc = lines.setdefault(loc, {"location": loc, "file": f, "line": ln, "function": fn, "self_us": 0.0,
+                                         "ops": 0, "code": sources.line(f, ln), "categories": defaultdict(float)})
+            acc["self_us"] += self_us
+            acc["ops"] += 1
+            acc["categories"][cat] += self_us
     ops.sort(key=lambda o: -o["self_us"])
-    steps = _steps(tr)
+    for r in lines.values():
+        r["pct"] = round(100 * r["self_us"] / total, 2)
+        r["self_us"] = round(r["self_us"], 3)
+        r["category"] = max(r["categories"], key=r["categories"].get)
+        r["categories"] = {c: round(t, 3) for c, t in sorted(r["categories"].items(), key=lambda x: -x[1])}
     return {
         "folder": str(folder),
         "trace": tr.source,
@@ -61,22 +74,26 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
         "xprof": xprof_note,
         "hlo_modules": sorted(modules),
         "n_steps": n_steps,
-        "steps": steps,
+        "steps": _steps(tr),
         "total_op_self_us": round(total, 3),
         "n_ops": len(ops),
         "top_ops": ops[:top],
-        "all_ops": {f"{o['module']}/{o['op']}": o["self_us"] for o in ops},
+        "ops": ops,
         "categories": sorted(({"category": c, "self_us": round(t, 3), "pct": round(100 * t / total, 2)}
                               for c, t in cats.items()), key=lambda c: -c["self_us"]),
-        "source_lines": sorted(({"location": k, "file": v[2], "line": v[3], "function": v[4],
-                                 "self_us": round(v[0], 3), "pct": round(100 * v[0] / total, 2), "ops": v[1]}
-                                for k, v in lines.items()), key=lambda r: -r["self_us"]),
-        "attributed_pct": round(100 * attributed / total, 2),
+        "source_lines": sorted(lines.values(), key=lambda r: -r["self_us"]),
+        "attributed_pct": round(100 * (total - vias.get("none", 0.0)) / total, 2),
+        "attribution": {v: round(100 * t / total, 2) for v, t in sorted(vias.items(), key=lambda x: -x[1])},
     }
 
 
 def _loc(frame: tuple[str, int, str]) -> str:
     return f"{Path(frame[0]).name}:{frame[1]}"
+
+
+def _module_name(modules: dict, name: str) -> str:
+    m = _module_for(modules, name)
+    return m.name if m else name
 
 
 def _module_for(modules: dict, name: str):
@@ -156,6 +173,16 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:.3f}"
 
 
+_VIA = {"metadata": "own metadata", "fused dot": "fused dot", "fused op": "fused work", "producer": "producer's line",
+        "consumer": "consumer's line", "control flow": "loop's own time", "wrapper line": "loop glue",
+        "library": "library frame"}
+
+
+def _code(text: str, width: int = 60) -> str:
+    text = text.replace("|", "\\|")
+    return f"`{text[:width]}{'…' if len(text) > width else ''}`" if text else ""
+
+
 def render_markdown(s: dict, lines: int = 10) -> str:
     per = max(s.get("n_steps") or 1, 1)
     st = s["steps"]
@@ -173,8 +200,11 @@ def render_markdown(s: dict, lines: int = 10) -> str:
                    f"{o['source'] or '—'} |")
     out += ["", "**Op categories**", "", "| category | self ms/step | % |", "|---|---:|---:|"]
     out += [f"| {c['category']} | {_ms(c['self_us'] / per)} | {c['pct']} |" for c in s["categories"]]
-    out += ["", f"**Source lines** ({s['attributed_pct']} % of op time attributed through HLO metadata)", "",
-            "| line | function | self ms/step | % | ops |", "|---|---|---:|---:|---:|"]
-    out += [f"| `{r['location']}` | {r['function']} | {_ms(r['self_us'] / per)} | {r['pct']} | {r['ops']} |"
-            for r in s["source_lines"][:lines]]
+    via = s.get("attribution") or {}
+    how = ", ".join(f"{_VIA.get(k, k)} {v} %" for k, v in via.items() if k != "none")
+    out += ["", f"**Source lines** ({s['attributed_pct']} % of op time credited to a model line through HLO metadata"
+            + (f"; by {how}" if how else "") + ")", "",
+            "| line | function | self ms/step | % | ops | mostly | code |", "|---|---|---:|---:|---:|---|---|"]
+    out += [f"| `{r['location']}` | {r['function']} | {_ms(r['self_us'] / per)} | {r['pct']} | {r['ops']} | "
+            f"{r.get('category', '')} | {_code(r.get('code', ''))} |" for r in s["source_lines"][:lines]]
     return "\n".join(out) + "\n"

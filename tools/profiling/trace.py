@@ -7,6 +7,7 @@ fallback is the Chrome-trace ``.trace.json.gz`` written next to it. Both carry `
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 from dataclasses import dataclass
@@ -108,8 +109,30 @@ def _read_chrome(path: Path, step_name: str) -> Trace:
     return Trace(ops, sorted(steps, key=lambda s: s.start_us), f"{path.name} (Chrome trace JSON)", planes)
 
 
-def self_times(ops: list[OpEvent]) -> list[tuple[OpEvent, float]]:
-    """Each op event with its self time: its duration less the ops nested inside it on the same thread."""
+def self_times(ops: list[OpEvent], control=None) -> list[tuple[OpEvent, float]]:
+    """Each op event with its self time: its duration less the ops nested inside it on the same thread.
+
+    For events where ``control(event)`` is true (a while loop, a conditional, a call), self time is the duration
+    less the time *any* other op ran inside it, on any thread: a loop whose body runs on worker threads
+    keeps only its own overhead."""
+    out = _nested_self_times(ops)
+    if control is None:
+        return out
+    ctl = [e for e in ops if control(e)]
+    if not ctl:
+        return out
+    starts = sorted(ops, key=lambda e: e.start_us)
+    keys = [e.start_us for e in starts]
+    own = {}
+    for c in ctl:
+        end = c.start_us + c.dur_us
+        lo, hi = bisect.bisect_left(keys, c.start_us), bisect.bisect_left(keys, end)
+        inside = [e for e in starts[lo:hi] if e is not c]
+        own[id(c)] = max(0.0, c.dur_us - busy_time(inside, c.start_us, end))
+    return [(e, own.get(id(e), s)) for e, s in out]
+
+
+def _nested_self_times(ops: list[OpEvent]) -> list[tuple[OpEvent, float]]:
     by_thread: dict[str, list[OpEvent]] = {}
     for e in ops:
         by_thread.setdefault(e.thread, []).append(e)

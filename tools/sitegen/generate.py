@@ -22,12 +22,13 @@ from .graph import graph_data
 from .kernels import directory_md
 from .landing import ROOT_NAV, wiki_files
 from .links import Sources, page_url, rewrite_raw_links
+from .loops import loop_files
 from .pages_view import SitePage, site_pages
 
 ASSETS = Path(__file__).parent / "assets"
 ASSET_DIR = "assets/autoresearch"
 EXTRA_CSS = [f"{ASSET_DIR}/site.css"]
-EXTRA_JS = [f"{ASSET_DIR}/tables.js"]
+EXTRA_JS = [f"{ASSET_DIR}/tables.js", f"{ASSET_DIR}/loops.js"]
 WIKI = "wiki"  # where wiki pages live in the built site
 GRAPH_JSON = "explore/graph/graph.json"
 
@@ -92,11 +93,12 @@ def explore_index(n_kernels: int, stats: dict) -> str:
         f"- [Concept graph](graph/index.md): {stats['nodes']} pages and {stats['edges']} links at a glance.",
         f"- [Kernel directory](kernels/index.md): {n_kernels} kernels, sortable and filterable.",
         "- [Experiments](experiments/index.md): one interactive explorer per model.",
+        "- [Loops](loops/index.md): the frontier staircase of each autoresearch loop.",
         "- [Wiki](../wiki/index.md): every page, by section.", ""])
 
 
 EXPLORE_NAV = ("title: Explore\nnav:\n  - index.md\n  - Concept graph: graph/index.md\n"
-               "  - Kernel directory: kernels/index.md\n  - Experiments: experiments\n")
+               "  - Kernel directory: kernels/index.md\n  - Experiments: experiments\n  - Loops: loops\n")
 
 
 def nav_files(wiki: Wiki) -> set[str]:
@@ -130,6 +132,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     files["explore/index.md"] = explore_index(kern.count("<tr data-"), data["stats"])
     files["explore/.nav.yml"] = EXPLORE_NAV
     files.update(explorer_files(pages, wiki_dir, directory_urls, warnings))
+    files.update(loop_files(pages, directory_urls, warnings))
     files.update(asset_files())
     if docs_dir is None or not (docs_dir / ".nav.yml").is_file():
         files[".nav.yml"] = ROOT_NAV

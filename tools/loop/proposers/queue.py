@@ -22,8 +22,8 @@ class QueueProposer:
         for h in priors.open_hypotheses:
             if (self.people_only and not h["person"]) or h["page"] in skip:
                 continue
-            d = dict(hypothesis_from_page(h["meta"], h["body"]), hypothesis_page=h["page"], proposer=self.name)
             try:
+                d = dict(hypothesis_from_page(h["meta"], h["body"]), hypothesis_page=h["page"], proposer=self.name)
                 return Proposal.from_dict(d)
             except ProposalError as e:
                 if (h["page"], str(e)) not in self.rejected:

@@ -1,0 +1,173 @@
+"""The template runner (Slurm defaults) against stub sbatch/squeue/scancel on PATH that really run the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from _runner_helpers import calls, fake_arm, in_private_namespace, pair
+
+import tools.runners
+from tools.errors import ToolsError
+from tools.runners import Arm
+from tools.runners.template import TemplateRunner
+
+FAST = {"poll_s": 0.1}
+
+
+def test_a_round_runs_as_one_job_and_each_arm_gets_its_log_and_result(fake_state, tmp_path):
+    raw = tmp_path / "raw" / "exp-v001"
+    procs = tools.runners.get("template", FAST).run_round(pair(raw))
+    assert [p.rc for p in procs] == [0, 0]
+    assert [p.result["config"]["step_ms"] for p in procs] == [20.0, 10.0]  # baseline first, then the variant
+    assert [p.log.name for p in procs] == ["baseline-1.log", "run-1.log"]
+    assert not any(p.timed_out or p.stopped_by for p in procs)
+    assert "step_ms\": 20.0" in (raw / "baseline-1.log").read_text()
+    assert "step_ms\": 10.0" not in (raw / "baseline-1.log").read_text()
+    subs = [c for c in calls(fake_state) if c.startswith("sbatch")]
+    assert len(subs) == 1 and subs[0].startswith("sbatch --parsable ")  # ONE job for the round
+    script = Path(subs[0].split()[-1]).read_text()
+    assert "#SBATCH --output=" in script and "#SBATCH --job-name=ar-" in script
+    notes = [json.loads(p.read_text()) for p in (raw / "remote").glob("*.json")]
+    assert [(n["state"], n["job"], n["arms"]) for n in notes] == [("completed", "1000", ["baseline-1", "run-1"])]
+
+
+def test_an_arm_past_its_timeout_is_reported_and_the_next_arm_still_runs(fake_state, tmp_path):
+    raw = tmp_path / "raw"
+    arms = [fake_arm(raw, "baseline-1", "--hang", timeout=1), fake_arm(raw, "run-1")]
+    slow, ok = TemplateRunner(**FAST).run_round(arms)
+    assert slow.timed_out and slow.rc == 124 and slow.result is None
+    assert "killed after the 1 s timeout" in slow.tail
+    assert ok.rc == 0 and ok.result is not None
+
+
+def test_a_job_that_dies_mid_round_is_a_crash_with_a_reason(fake_state, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_CRASH_ON", r"@@AR end \w+ 0 ")  # the node dies once the first arm has ended
+    raw = tmp_path / "raw"
+    slow = Arm("run-1", ["sh", "-c", f"sleep 5; exec {shlex.join(fake_arm(raw, 'x').command)}"], raw / "run-1.log")
+    first, second = TemplateRunner(**FAST).run_round([fake_arm(raw, "baseline-1"), slow])
+    assert first.rc == 0 and first.result is not None  # what finished before the crash is kept
+    assert second.rc is None and second.result is None
+    assert "before the round finished" in second.tail and "template job 1000 ended (gone" in second.tail
+
+
+def test_a_refused_submission_gives_every_arm_the_reason(fake_state, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SUBMIT_FAIL", "1")
+    procs = TemplateRunner(**FAST).run_round(pair(tmp_path / "raw"))
+    assert [p.rc for p in procs] == [None, None]
+    assert "Invalid partition name" in procs[0].tail and "never ran" in procs[1].tail
+    assert "not submitted" in (tmp_path / "raw" / "run-1.log").read_text()
+
+
+def test_no_log_progress_cancels_the_job(fake_state, tmp_path):
+    raw = tmp_path / "raw"
+    (hung,) = TemplateRunner(hang_s=1, **FAST).run_round([fake_arm(raw, "run-1", "--hang")])
+    assert hung.timed_out and hung.rc is None
+    assert "made no log progress for 1 s: cancelled" in hung.tail
+    assert "scancel 1000" in calls(fake_state)
+    _assert_gone(_pids(raw / "run-1.log"))
+
+
+def test_a_job_that_never_starts_is_cancelled_after_pending_s(fake_state, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_PENDING", "1")
+    procs = TemplateRunner(pending_s=0.5, **FAST).run_round(pair(tmp_path / "raw"))
+    assert procs[0].timed_out and "did not start within 0.5 s (PENDING)" in procs[0].tail
+    assert "never ran" in procs[1].tail and "scancel 1000" in calls(fake_state)
+
+
+DRIVER = """
+import json, sys
+sys.path.insert(0, {helpers!r})
+from pathlib import Path
+from _runner_helpers import fake_arm
+from tools.runners.template import TemplateRunner
+raw = Path({raw!r})
+procs = TemplateRunner(poll_s=0.1).run_round([fake_arm(raw, "run-1", "--hang"), fake_arm(raw, "run-2")])
+print(json.dumps([[p.rc, p.stopped_by, p.tail] for p in procs]))
+"""
+
+
+def test_sigterm_to_the_runner_cancels_the_remote_job(fake_state, tmp_path):
+    raw = tmp_path / "raw"
+    code = DRIVER.format(helpers=str(Path(__file__).parent), raw=str(raw))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         cwd=Path(__file__).parents[2])
+    log = raw / "run-1.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and "fake training" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, out
+    procs = json.loads(out)
+    assert len(procs) == 1  # like the local runner: nothing after the stopped arm
+    rc, stopped_by, tail = procs[0]
+    assert stopped_by == "SIGTERM" and rc is None and "cancelled" in tail
+    assert "scancel 1000" in calls(fake_state)
+    _assert_gone(_pids(log))
+
+
+def test_bad_options_are_clear_errors(fake_state, tmp_path):
+    with pytest.raises(ToolsError, match="unknown option.*polls.*options: .*poll_s"):
+        tools.runners.get("template", {"polls": 1})
+    with pytest.raises(ToolsError, match="`submit` template 'sbatch {nope}': bad placeholder 'nope'"):
+        TemplateRunner(submit="sbatch {nope}")
+
+
+SLURM = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
+
+
+@pytest.mark.slow
+def test_real_one_node_slurm_runs_the_round_and_scancel_stops_a_hung_one(tmp_path):
+    missing = [t for t in SLURM if not shutil.which(t) and not Path("/usr/sbin", t).exists()]
+    if missing:
+        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing): "
+                    "apt-get install slurmctld slurmd slurm-client munge")
+    out = tmp_path / "result.json"
+    short = tempfile.mkdtemp(prefix="arw-slurm-", dir="/tmp")  # munge's socket path must stay short
+    cmd = in_private_namespace([sys.executable, str(Path(__file__).parent / "slurm_driver.py"), str(out),
+                                str(tmp_path), short], setup="ip link set lo up && ip addr add 10.254.0.1/32 dev lo")
+    env = dict(os.environ, PATH=f"{os.environ['PATH']}:/usr/sbin")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, check=False,
+                           cwd=Path(__file__).parents[2])
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+    assert out.exists(), f"the Slurm driver wrote nothing (exit {r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    res = json.loads(out.read_text())
+    print(json.dumps({k: v for k, v in res.items() if k.endswith("_s")}))
+    assert [(p["rc"], p["step_ms"]) for p in res["round"]] == [(0, 20.0), (0, 10.0)], res["round"]
+    (note,) = res["notes"]
+    assert note["state"] == "completed" and note["job"].isdigit()
+    assert res["hung"]["timed_out"] and "made no log progress for 2 s" in res["hung"]["tail"]
+    assert len(res["hung"]["pids"]) == 2 and res["hung"]["alive_after"] == []
+
+
+def _pids(log: Path) -> list[int]:
+    return [int(line.split()[-1]) for line in log.read_text().splitlines() if line.startswith("fake training")]
+
+
+def _assert_gone(pids: list[int]) -> None:
+    assert pids
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), "the cancelled job's training process is still running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"

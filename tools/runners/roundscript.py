@@ -1,0 +1,142 @@
+"""One round as one POSIX shell script, and the job log split back into per-arm logs.
+
+The script runs the arms in order. Around each arm's output it prints marker lines ``@@AR begin <token> <i>``
+and ``@@AR end <token> <i> <exit code> <start> <end>`` (epoch seconds), then ``@@AR done <token> <n>``.
+The token is random per round and the literal marker text never appears in the script itself (it is assembled
+by ``printf`` at run time), so a log that also echoes the script (Ray prints its entrypoint) cannot fake one.
+An arm runs in a subshell: ``cd`` to its folder, its variables exported, the command under ``timeout`` (a shell
+watchdog where ``timeout`` is missing). A TERM, INT or HUP to the script stops the running arm and exits 143.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from ..errors import ToolsError
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+KILL_AFTER_S = 10  # the arm gets TERM at its timeout, KILL this much later
+
+
+@dataclass
+class ArmPlan:
+    """One arm as the worker sees it: paths already translated to the worker's side."""
+    name: str
+    command: list[str]
+    cwd: str | None
+    env: dict[str, str]
+    timeout: float
+    uploads: list[tuple[str, str]] = field(default_factory=list)  # (folder on the worker, destination) after the arm
+
+
+@dataclass
+class ArmOutput:
+    text: str = ""        # what the command printed
+    after: str = ""       # what came after its end marker (artefact uploads)
+    begun: bool = False
+    ended: bool = False
+    rc: int | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class SplitLog:
+    arms: list[ArmOutput]
+    preamble: str = ""    # before the first arm began (job start-up, errors of the wrapper)
+    done: bool = False    # the script reached its end
+    stopped: bool = False  # the script was signalled and stopped its arm
+    worker: str = ""      # the worker's host name
+
+
+_PRELUDE = r"""_ar_pid=
+_ar_mark() { printf '@@AR %s %s %s\n' "$1" "$_ar_tok" "$2"; }
+_ar_stop() { [ -n "$_ar_pid" ] && kill -TERM "$_ar_pid" 2>/dev/null; _ar_mark stopped signal; exit 143; }
+trap _ar_stop TERM INT HUP
+_ar_limit() {  # seconds command...: TERM at the limit, KILL later; GNU/busybox timeout kills the whole group
+  _ar_s=$1; shift
+  if command -v timeout >/dev/null 2>&1; then exec timeout -k %(kill)d "$_ar_s" "$@"; fi
+  "$@" & _ar_p=$!
+  ( _ar_e=0; while [ "$_ar_e" -lt "$_ar_s" ] && kill -0 "$_ar_p" 2>/dev/null; do sleep 1; _ar_e=$((_ar_e + 1)); done
+    kill -TERM "$_ar_p" 2>/dev/null && sleep %(kill)d && kill -KILL "$_ar_p" 2>/dev/null ) >/dev/null 2>&1 &
+  _ar_w=$!; wait "$_ar_p"; _ar_r=$?; kill "$_ar_w" 2>/dev/null; exit "$_ar_r"
+}
+_ar_now() { _ar_t=$(date +%s.%N 2>/dev/null); case $_ar_t in *[!0-9.]*|'') date +%s ;; *) echo "$_ar_t" ;; esac; }
+_ar_mark worker "$(uname -n)"
+""".replace("%(kill)d", str(KILL_AFTER_S))
+
+
+def render(plans: list[ArmPlan], token: str, header: list[str] | None = None, upload: str = "") -> str:
+    """The round's script. ``header`` lines follow the shebang (``#SBATCH ...``); ``upload`` is a command
+    template with ``{src}`` and ``{dst}`` run after an arm for each of its ``uploads``."""
+    if not re.fullmatch(r"[0-9a-f]{6,}", token):
+        raise ToolsError(f"round token {token!r} must be lowercase hex")
+    names = ", ".join(p.name for p in plans)
+    out = ["#!/bin/sh", *(header or []),
+           f"# autoresearch-wiki: {len(plans)} arm(s) run in order on one worker: {names}",
+           f"_ar_tok={token}", _PRELUDE]
+    for i, p in enumerate(plans):
+        out += _arm_lines(i, len(plans), p, upload)
+    out += [f"_ar_mark done {len(plans)}", "exit 0", ""]
+    return "\n".join(out)
+
+
+def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
+    if not p.command:
+        raise ToolsError(f"arm {p.name}: empty command")
+    lines = [f"# arm {i + 1}/{n}: {p.name}", f"_ar_mark begin {i}", "_ar_t0=$(_ar_now)", "("]
+    if p.cwd:
+        lines.append(f"  cd -- {shlex.quote(p.cwd)} || exit 127")
+    for k, v in p.env.items():
+        if not ENV_NAME.fullmatch(k):
+            raise ToolsError(f"arm {p.name}: {k!r} is not a valid environment variable name")
+        lines.append(f"  export {k}={shlex.quote(str(v))}")
+    seconds = max(1, math.ceil(p.timeout))
+    lines += [f"  _ar_limit {seconds} {shlex.join(p.command)}",
+              ") </dev/null 2>&1 &",
+              '_ar_pid=$!; wait "$_ar_pid"; _ar_rc=$?; _ar_pid=',
+              f'_ar_mark end "{i} $_ar_rc $_ar_t0 $(_ar_now)"']
+    for src, dst in p.uploads:
+        cmd = upload.format(src=shlex.quote(src), dst=shlex.quote(dst))
+        lines.append(f"if [ -e {shlex.quote(src)} ]; then {cmd} 2>&1 || echo '[tools runner] upload failed: {src}'; "
+                     f"else echo '[tools runner] nothing to upload: {src} does not exist'; fi")
+    return lines
+
+
+def split(text: str, token: str, n: int) -> SplitLog:
+    """Cut a job log into the output of each of ``n`` arms, by the round's markers."""
+    marker = re.compile(rf"@@AR (begin|end|done|stopped|worker) {re.escape(token)}(?: ([^\r\n]*))?\r?$")
+    out = SplitLog([ArmOutput() for _ in range(n)])
+    pre: list[str] = []
+    target: list[str] = pre
+    bufs: dict[tuple[int, str], list[str]] = {}
+    for line in text.splitlines(keepends=True):
+        m = marker.search(line)
+        if not m:
+            target.append(line)
+            continue
+        if m.start():
+            target.append(line[:m.start()] + "\n")  # output without a final newline, then the marker
+        kind, arg = m.group(1), (m.group(2) or "").split()
+        if kind == "begin" and arg and arg[0].isdigit() and int(arg[0]) < n:
+            i = int(arg[0])
+            out.arms[i].begun = True
+            target = bufs.setdefault((i, "text"), [])
+        elif kind == "end" and len(arg) == 4 and int(arg[0]) < n:
+            i = int(arg[0])
+            a = out.arms[i]
+            a.ended, a.rc, a.seconds = True, int(arg[1]), round(max(0.0, float(arg[3]) - float(arg[2])), 3)
+            target = bufs.setdefault((i, "after"), [])
+        elif kind == "done":
+            out.done = True
+            target = []
+        elif kind == "stopped":
+            out.stopped = True
+        elif kind == "worker":
+            out.worker = " ".join(arg)
+    out.preamble = "".join(pre)
+    for (i, part), buf in bufs.items():
+        setattr(out.arms[i], part, "".join(buf))
+    return out

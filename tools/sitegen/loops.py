@@ -1,0 +1,194 @@
+"""Loop explorers: the frontier staircase of each autoresearch loop (wiki/loops/<name>.md), as a standalone
+plotly page embedded in an iframe, like the model explorers, with the same one shared copy of plotly.js.
+
+Per loop: explore/loops/<name>/index.md (the iframe), staircase.html (the plot) and staircase.json (its data).
+A run belongs to a loop when its experiment page says ``loop: <name>`` or the loop page links to it. On the
+wiki's own loop page, ``assets/autoresearch/loops.js`` puts the same iframe where the page holds
+``<div class="arw-loop-plot" data-loop="<name>">`` (the loop report writes it): a script finds the site root
+from its own URL, so the frame is right on direct loads, under instant navigation and under Zensical.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import posixpath
+import re
+
+from .explorers import PLOTLY_ASSET, json_str, plotly_js
+from .links import page_url, rel_url
+from .pages_view import SitePage
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # loop names (tools.loop.spec.NAME); loops.js checks the same
+VERSION = re.compile(r"-v(\d{3,})-")
+
+
+def loop_pages(pages: list[SitePage]) -> list[SitePage]:
+    return [p for p in pages if p.type == "loop" and p.rel.startswith("loops/")]
+
+
+def loop_name(page: SitePage) -> str:
+    return posixpath.splitext(posixpath.basename(page.rel))[0]
+
+
+def _version(p: SitePage) -> int:
+    v = p.meta.get("version")
+    if isinstance(v, int):
+        return v
+    m = VERSION.search(posixpath.basename(p.rel))
+    return int(m.group(1)) if m else 0
+
+
+def loop_runs(loop: SitePage, pages: list[SitePage]) -> list[SitePage]:
+    """The loop's experiment pages in run order: ``loop: <name>`` or linked from the loop page."""
+    name, linked = loop_name(loop), set(loop.links)
+    mine = [p for p in pages if p.type == "experiment" and p.meta.get("status", "filed") == "filed"
+            and (p.meta.get("loop") == name or (p.rel in linked and p.meta.get("loop") in (None, "", name)))]
+    return sorted(mine, key=lambda p: (_version(p), p.rel))  # the lane's run order
+
+
+def _iteration(p: SitePage) -> int | None:
+    it = p.meta.get("iteration")
+    return it if isinstance(it, int) and not isinstance(it, bool) else None
+
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def staircase_data(loop: SitePage, runs: list[SitePage], url) -> dict:
+    """Points (one per run: iteration, tokens/s, verdict, kept, gain, band, category, change, link) and the
+    frontier: the runs that moved the trunk (kept, and faster than the trunk they beat, as the loop decides).
+    A run without an ``iteration`` key takes the one before it (the baseline: 0); with none at all, its position.
+    ``url(page)`` gives a run's link from the plot page."""
+    numbered = any(_iteration(p) is not None for p in runs)
+    points, frontier, last = [], [], 0
+    for i, p in enumerate(runs):
+        last = _iteration(p) if _iteration(p) is not None else (last if numbered else i)
+        m, meta = p.meta.get("metrics") or {}, p.meta
+        verdict = "baseline" if meta.get("role") == "baseline" else str(meta.get("verdict") or "inconclusive")
+        kept = bool(meta.get("kept")) if isinstance(meta.get("kept"), bool) else meta.get("ledger_status") == "keep"
+        pt = {"iteration": last, "exp_id": str(meta.get("exp_id") or loop_name(p)),
+              "tps": _num(m.get("tokens_per_s")), "mfu": _num(m.get("mfu_percent", m.get("mfu_causal_percent"))),
+              "verdict": verdict, "kept": kept and verdict != "crash", "gain": _num(meta.get("gain_pct")),
+              "band": _num(meta.get("noise_band_pct")), "category": str(meta.get("category") or ""),
+              "change": str(meta.get("description") or meta.get("hypothesis") or ""), "url": url(p)}
+        if pt["kept"] and pt["tps"] is not None and frontier and pt["tps"] <= frontier[-1]["tps"]:
+            pt["kept"] = False  # the loop keeps a change only when it beats the trunk
+        points.append(pt)
+        if pt["kept"] and pt["tps"] is not None:
+            frontier.append({"iteration": pt["iteration"], "tps": pt["tps"], "exp_id": pt["exp_id"]})
+    m = loop.meta
+    return {"loop": loop_name(loop), "model": m.get("model"), "lane": m.get("lane"), "variant": m.get("variant"),
+            "status": m.get("status"), "best": m.get("best"), "points": points, "frontier": frontier}
+
+
+def staircase_html(data: dict, plotly_src: str) -> str:
+    blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
+    return (_TEMPLATE.replace("__TITLE__", html.escape(f"{data['loop']}: frontier staircase"))
+            .replace("__PLOTLY__", html.escape(plotly_src, quote=True)).replace("__DATA__", blob))
+
+
+def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: list[str] | None = None) -> dict[str, str]:
+    """Docs-relative files: explore/loops/index.md, and per loop index.md + staircase.html + staircase.json."""
+    loops = loop_pages(pages)
+    out: dict[str, str] = {}
+    lines = ["---", "title: Loops", "---", "", "# Loops", ""]
+    good = []
+    for lp in loops:
+        if NAME.fullmatch(loop_name(lp)):
+            good.append(lp)
+        elif warnings is not None:
+            warnings.append(f"wiki/{lp.rel}: a loop page's file name must be letters, digits, '.', '_' or '-'; "
+                            "no staircase for it")
+    if not good:
+        out["explore/loops/index.md"] = "\n".join(lines + ["No loops yet: no `type: loop` pages under `wiki/loops/`.", ""])
+        return out
+    lines += ["One frontier staircase per autoresearch loop: every run as a point coloured by its verdict, the"
+              " frontier as a step line; a click opens the run's experiment page.", "",
+              "| Loop | Model | Lane | Status | Runs | Best tokens/s |", "|---|---|---|---|---:|---:|"]
+    for lp in sorted(good, key=loop_name):
+        name = loop_name(lp)
+        base = f"explore/loops/{name}/"
+        html_url = page_url(base + "staircase.html", directory_urls)
+
+        def url(p: SitePage, _from=html_url) -> str:
+            return rel_url(_from, page_url("wiki/" + p.rel, directory_urls))
+
+        data = staircase_data(lp, loop_runs(lp, pages), url)
+        out[base + "staircase.json"] = json.dumps(data, sort_keys=True, indent=1)
+        out[base + "staircase.html"] = staircase_html(data, rel_url(html_url, PLOTLY_ASSET))
+        best = max((f["tps"] for f in data["frontier"]), default=None)
+        title = html.escape(name)
+        out[base + "index.md"] = "\n".join([
+            "---", f"title: {json_str('Loop: ' + name)}", "---", "", f"# Loop: {title}", "",
+            f"{len(data['points'])} runs, {max(len(data['frontier']) - 1, 0)} frontier moves. "
+            f"Loop page: [{title}](../../../wiki/{lp.rel}). Data: [staircase.json](staircase.json).", "",
+            f'<iframe class="arw-frame arw-loop-frame" src="staircase.html" title="{title} frontier staircase" '
+            'loading="lazy" style="width:100%;height:520px;border:0"></iframe>', ""])
+        lines.append(f"| [{title}]({name}/index.md) | {html.escape(str(lp.meta.get('model') or '—'))} | "
+                     f"{html.escape(str(lp.meta.get('lane') or '—'))} | {html.escape(str(lp.meta.get('status') or '—'))} | "
+                     f"{len(data['points'])} | {'—' if best is None else f'{best:,.1f}'} |")
+    out["explore/loops/index.md"] = "\n".join(lines + [""])
+    if len(good) > 6:  # the sidebar lists the loops only while they are few
+        out["explore/loops/.nav.yml"] = "nav:\n  - index.md\n"
+    js = plotly_js()
+    if js:
+        out[PLOTLY_ASSET] = js
+    return out
+
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+ body{font:14px system-ui,sans-serif;margin:0;padding:8px;color:#222}
+ #plot{width:100%;height:440px} .muted{color:#777}
+</style>
+<script src="__PLOTLY__"></script>
+</head><body>
+<div class="muted" id="note">Every run of the loop by iteration, coloured by verdict; the line is the frontier
+(the trunk after each kept change). Click a point to open its experiment page.</div>
+<div id="plot"></div>
+<script id="staircase-data" type="application/json">__DATA__</script>
+<script>
+(function(){
+ const D = JSON.parse(document.getElementById('staircase-data').textContent);
+ const order = ['baseline','supported','inconclusive','refuted','invalid','crash'];
+ const color = {baseline:'#1f77b4', supported:'#2ca02c', inconclusive:'#7f7f7f', refuted:'#d62728',
+                invalid:'#9467bd', crash:'#111111'};
+ const symbol = {baseline:'star', supported:'circle', inconclusive:'diamond', refuted:'triangle-down',
+                 invalid:'square-x', crash:'x'};
+ const fmt = (g, b) => (g === null || g === undefined) ? '—' :
+   (g > 0 ? '+' : '') + g.toFixed(2) + ' %' + ((b === null || b === undefined) ? '' : ' ± ' + b.toFixed(2));
+ const traces = [];
+ const groups = [...new Set(D.points.map(p => p.verdict))].sort((a, b) => order.indexOf(a) - order.indexOf(b));
+ groups.forEach(v => {
+  const pts = D.points.filter(p => p.verdict === v && (p.tps !== null || v === 'crash'));
+  if (!pts.length) return;
+  traces.push({type:'scatter', mode:'markers', name: v, x: pts.map(p => p.iteration),
+   y: pts.map(p => p.tps === null ? 0 : p.tps),
+   marker:{color: color[v] || '#444', size: 11, symbol: symbol[v] || 'circle',
+           line:{width: pts.map(p => p.kept ? 2 : 0), color:'#ff7f0e'}},
+   customdata: pts.map(p => [p.url, p.exp_id, v + (p.kept ? ' (kept)' : ''), fmt(p.gain, p.band), p.category, p.change,
+                             p.mfu === null ? '—' : p.mfu.toFixed(2) + ' %']),
+   hovertemplate: '<b>%{customdata[1]}</b><br>iteration %{x}: %{customdata[2]}<br>gain %{customdata[3]}' +
+     '<br>%{customdata[4]} %{customdata[5]}<br>tokens/s %{y:,.1f}, MFU %{customdata[6]}<extra></extra>'});
+ });
+ if (D.frontier.length) {
+  const last = Math.max(...D.points.map(p => p.iteration));
+  const fx = D.frontier.map(f => f.iteration), fy = D.frontier.map(f => f.tps);
+  if (last > fx[fx.length - 1]) { fx.push(last); fy.push(fy[fy.length - 1]); }
+  traces.push({type:'scatter', mode:'lines', name:'frontier', x: fx, y: fy,
+               line:{shape:'hv', color:'#ff7f0e', width:2.5}, hoverinfo:'skip'});
+ }
+ Plotly.newPlot('plot', traces, {title:{text: D.loop + ': frontier staircase (' + (D.model || '') + ', ' + (D.lane || '') + ')'},
+   hovermode:'closest', xaxis:{title:{text:'iteration'}, dtick: 1}, yaxis:{title:{text:'tokens/s'}, rangemode:'tozero'},
+   margin:{t:40, r:20}, legend:{orientation:'h', y:-0.22}}, {displaylogo:false, responsive:true});
+ document.getElementById('plot').on('plotly_click', ev => { const p = ev.points && ev.points[0];
+   if (p && p.customdata && p.customdata[0]) window.top.location.href = p.customdata[0]; });
+ window.staircaseReady = true;
+})();
+</script>
+</body></html>
+"""
