@@ -67,6 +67,9 @@ class Config:
     scan: bool = False           # lax.scan over layers instead of a Python loop
     donate: bool = True          # donate params/optimizer state buffers to the step
     attention: str = "naive"     # naive | dpa (jax.nn.dot_product_attention) | flash (Pallas, TPU/GPU)
+    # A decoy, for testing verdicts: skips the last layer. Faster, and it changes the math, so the semantics check
+    # must file it `invalid`. Never a real optimization.
+    decoy_skip_layer: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -210,10 +213,12 @@ def forward(cfg: Config, params: dict, tokens_BxT):
     layer = functools.partial(block, cfg)
     if cfg.remat != "none":
         layer = jax.checkpoint(layer, policy=REMAT_POLICIES[cfg.remat])
+    n_run = cfg.n_layers - 1 if cfg.decoy_skip_layer else cfg.n_layers
     if cfg.scan:
-        x_BxTxD, _ = jax.lax.scan(lambda x, lp: (layer(x, lp), None), x_BxTxD, params["layers"])
+        layers = jax.tree.map(lambda w: w[:n_run], params["layers"])
+        x_BxTxD, _ = jax.lax.scan(lambda x, lp: (layer(x, lp), None), x_BxTxD, layers)
     else:
-        for i in range(cfg.n_layers):
+        for i in range(n_run):
             x_BxTxD = layer(x_BxTxD, jax.tree.map(lambda w, i=i: w[i], params["layers"]))
     x_BxTxD = rms_norm(x_BxTxD, params["final_norm_D"])
     return (x_BxTxD @ params["unembed_DxV"].astype(x_BxTxD.dtype)).astype(jnp.float32)
@@ -262,15 +267,23 @@ def train_step(cfg: Config, params, opt, tokens_AxMxT):
     return params, opt, loss
 
 
-def make_batches(cfg: Config) -> np.ndarray:
-    """Learnable synthetic data: each sequence counts up from a random start by a stride of 1 to 4."""
-    rng = np.random.default_rng(cfg.seed)
-    n, T = cfg.steps * cfg.batch, cfg.seq_len + 1
-    start = rng.integers(0, cfg.vocab, size=(n, 1))
-    stride = rng.integers(1, 5, size=(n, 1))
+DATA_VERSION = 2  # 2: each step's batch depends only on (seed, step, shape), so --steps never changes the data
+
+
+def make_batch(cfg: Config, step: int) -> np.ndarray:
+    """Learnable synthetic data for one step: each sequence counts up from a random start by a stride of 1 to 4.
+    Seeded by (seed, step) alone: the first steps see the same tokens whatever ``--steps`` is."""
+    rng = np.random.default_rng([cfg.seed, step])
+    T = cfg.seq_len + 1
+    start = rng.integers(0, cfg.vocab, size=(cfg.batch, 1))
+    stride = rng.integers(1, 5, size=(cfg.batch, 1))
     toks = (start + stride * np.arange(T)[None, :]) % cfg.vocab
     M = cfg.batch // cfg.grad_accum
-    return toks.astype(np.int32).reshape(cfg.steps, cfg.grad_accum, M, T)
+    return toks.astype(np.int32).reshape(cfg.grad_accum, M, T)
+
+
+def make_batches(cfg: Config) -> np.ndarray:
+    return np.stack([make_batch(cfg, i) for i in range(cfg.steps)])
 
 
 # ----------------------------------------------------------------------------- accounting
@@ -353,8 +366,8 @@ def main(argv: list[str] | None = None) -> dict:
         "n_devices": jax.device_count(),
         "tokens_per_step": cfg.tokens_per_step,
         # What fixes the math: runs with the same shape must trace the same early loss trajectory.
-        "shape": {k: getattr(cfg, k) for k in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab",
-                                                "seq_len", "batch", "lr", "seed")},
+        "shape": {**{k: getattr(cfg, k) for k in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab",
+                                                   "seq_len", "batch", "lr", "seed")}, "data": DATA_VERSION},
         "warmup_steps": 1,
         "step_times_s": [round(s, 6) for s in step_times],
         "compile_s": round(compile_s, 4),

@@ -3,8 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e '.[test]'
-if ! command -v chromium >/dev/null 2>&1; then
-  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+# Debian packages: chromium for the browser tests, a one-node Slurm for the template runner's real test.
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld slurmd slurm-client munge)
+if ((${#need[@]})); then
+  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 export NO_MKDOCS_2_WARNING=1 TF_CPP_MIN_LOG_LEVEL=3
 python -m pytest -q "$@"

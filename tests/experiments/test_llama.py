@@ -89,3 +89,60 @@ def test_profile_diff_between_two_experiments(filed):
     res = CliRunner().invoke(cli, ["--root", str(project.root), "profile", "diff", a, b])
     assert res.exit_code == 0, res.output
     assert "Source lines" in res.output and re.search(r"`llama_train\.py:\d+` \| [\d.]+ \| [\d.]+ \| [+-]", res.output)
+
+
+FLAG = "--xla_dump_hlo_as_text"  # a real XLA flag that changes nothing without --xla_dump_to
+
+
+@pytest.fixture(scope="module")
+def loop_like(tmp_path_factory):
+    """A profiled baseline, then what a loop asks of the runner: a variant with more --steps and its own
+    XLA_FLAGS (interleaved), and the same program again with the baseline's HLO fingerprint as its parent."""
+    from tools.experiments.runner import RunSpec, run_experiment
+
+    root = tmp_path_factory.mktemp("loop")
+    (root / "wiki").mkdir()
+    project = Project(root)
+    kw = dict(model="llama", lane="cpu", variant="tiny/cpu")
+    base = run_experiment(project, RunSpec(command=[PY, LLAMA, *TINY], baseline=True, profile=True, **kw))
+    longer = [PY, LLAMA, "--preset", "tiny", "--steps", "16"]
+    var = run_experiment(project, RunSpec(command=longer, repeats=2, env={"XLA_FLAGS": FLAG}, **kw))
+    noop = run_experiment(project, RunSpec(command=longer, repeats=2, profile=True,
+                                           parent_fingerprint=base.hlo_fingerprint, **kw))
+    return project, base, var, noop
+
+
+def _json_line(project, rec, log):
+    return json.loads((project.root / rec["raw_dir"] / log).read_text().strip().splitlines()[-1])
+
+
+def test_more_steps_keep_the_same_early_losses(loop_like):
+    project, base, var, _ = loop_like
+    assert var.verdict != "invalid" and var.record["semantics"]["status"] == "ok"
+    assert var.record["semantics"]["max_abs_delta"] == 0.0  # the data of step i depends on (seed, i, shape) only
+    assert var.record["loss_trajectory"] == base.record["loss_trajectory"]
+    assert len(_json_line(project, var.record, "run-1.log")["losses"]) == 16
+
+
+def test_the_baseline_arm_never_gets_the_variants_xla_flags(loop_like):
+    project, base, var, _ = loop_like
+    assert var.record["interleaved"] and var.record["env"]["XLA_FLAGS"] == FLAG
+    assert "XLA_FLAGS" not in base.record["env"]
+    for i in (1, 2):
+        assert _json_line(project, var.record, f"baseline-{i}.log")["xla_flags"] == ""
+        assert _json_line(project, var.record, f"run-{i}.log")["xla_flags"] == FLAG
+    m = var.metrics
+    assert m["flops_per_step_causal"] > 0 and "MFU by hand" not in (project.wiki / var.page).read_text()  # CPU
+
+
+def test_an_identical_program_is_a_no_op(loop_like):
+    project, base, _, noop = loop_like
+    assert base.hlo_fingerprint and noop.hlo_fingerprint == base.hlo_fingerprint
+    assert noop.verdict == "inconclusive" and noop.reasons[0].startswith("no-op: the optimized HLO is identical")
+    assert sorted(p.name for p in (project.root / noop.record["raw_dir"]).glob("*.log")) == ["profile-run.log"]
+    from tools.profiling import diff
+
+    note = getattr(diff, "attribution_note", None)
+    if note is not None:  # both runs were profiled: the page carries the note when there is one
+        bs, vs = (json.loads((project.root / r.record["raw_dir"] / "summary.json").read_text()) for r in (base, noop))
+        assert noop.record.get("attribution_note") == (note(bs, vs, noop.record["gain_pct"]) or None)

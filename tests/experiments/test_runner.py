@@ -17,10 +17,10 @@ from tools.experiments import ledger, records, report
 from tools.experiments.runner import RunSpec, run_experiment
 
 
-def run(project, *args, command):
+def run(project, *args, command, code=0):
     res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
                                    "--variant", "s/tpu", "-q", *args, "--", *command])
-    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert res.exit_code == code, res.output + repr(res.exception)
     return res.output
 
 
@@ -45,14 +45,28 @@ def test_baseline_then_interleaved_variants(project):
     assert recs[0]["role"] == "baseline"
     faster = recs[1]
     assert faster["interleaved"] is True and faster["gain_pct"] == pytest.approx(100.0, rel=1e-3)
+    assert faster["runs_tokens_per_s"]["baseline"] == [pytest.approx(1024 / 0.01)] * 2
+    assert faster["runs_tokens_per_s"]["variant"] == [pytest.approx(1024 / 0.005)] * 2
+    assert faster["timing"]["rounds"] == 2 and faster["timing"]["interval_pct"][0] > 0
+    # MFU checkable by hand from the page: FLOPs per step / step time / (peak per device x devices)
+    m = faster["metrics"]
+    assert m["flops_per_step_causal"] == 1e9 and m["step_time_ms"] == 5.0 and m["n_devices"] == 4
+    assert m["mfu_causal_percent"] == round(100 * 1e9 / 0.005 / (197e12 * 4), 3)
+    page = (project.wiki / faster["page"]).read_text()
+    assert "1e+09 FLOP / 0.005 s / (1.97e+14 FLOP/s × 4) = 0.025 % (causal)" in page
     assert faster["semantics"]["status"] == "ok" and faster["semantics"]["tol"] == 0.025
     assert faster["metrics"]["mfu_basis"] == "causal" and faster["metrics"]["mfu_causal_percent"] > 0
     assert recs[2]["semantics"]["status"] == "changed"
+    # the decoy's trajectory broke on its first round: no more rounds were spent on it
+    assert sorted(p.name for p in (project.root / recs[2]["raw_dir"]).glob("*.log")) == ["baseline-1.log", "run-1.log"]
     # every timed run of both arms left a log
     raw = project.root / recs[1]["raw_dir"]
     assert sorted(p.name for p in raw.glob("*.log")) == ["baseline-1.log", "baseline-2.log", "run-1.log", "run-2.log"]
     # ledger: one row per run, autoresearch statuses
     assert [r["status"] for r in rows(project)] == ["keep", "keep", "discard", "discard"]
+    assert [r["verdict"] for r in rows(project)] == ["inconclusive", "supported", "invalid", "refuted"]
+    assert float(rows(project)[1]["gain_pct"]) == pytest.approx(100.0, rel=1e-3)
+    assert float(rows(project)[1]["flops_per_step_causal"]) == 1e9 and rows(project)[1]["rounds"] == "2"
     # pages validate and have the sections; the model page's best is the supported run
     for r in recs:
         text = (project.wiki / r["page"]).read_text()
@@ -71,11 +85,12 @@ def test_baseline_then_interleaved_variants(project):
 
 
 def test_crash_is_filed_with_log_tail(project):
-    run(project, "-m", "oom", command=fake("--crash"))
+    run(project, "-m", "oom", command=fake("--crash"), code=1)  # a crashed run: `tools exp run` exits 1
     (r,) = lane(project)
     assert r["verdict"] == "crash" and r["status"] == "filed"
     body = (project.wiki / r["page"]).read_text()
     assert "RESOURCE_EXHAUSTED" in body and "exit code 3" in body
+    assert r["reasons"] == ["out of memory (RESOURCE_EXHAUSTED in the log), exit code 3"]
     assert rows(project)[0]["status"] == "crash"
     # a crash is not a baseline: the next good run becomes it
     run(project, "-m", "good", command=fake())
@@ -83,7 +98,7 @@ def test_crash_is_filed_with_log_tail(project):
 
 
 def test_hang_hits_timeout(project):
-    run(project, "--timeout", "1.5", "-m", "hang", command=fake("--hang"))
+    run(project, "--timeout", "1.5", "-m", "hang", command=fake("--hang"), code=1)
     (r,) = lane(project)
     assert r["verdict"] == "crash"
     assert "timed out after 1.5 s" in (project.wiki / r["page"]).read_text()

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tools.experiments import devices, ledger, metrics, verdict
+from tools.experiments import devices, ledger, metrics, stats, verdict
 from tools.profiling import hlo
 
 
@@ -64,30 +64,139 @@ def test_semantics_separates_bf16_noise_from_a_decoy():
     assert verdict.semantics(None, ref).status == "unchecked"
 
 
+def _timing(decision, gain=10.0, sep=1):
+    return stats.Timing(3, gain, [gain - 5, gain + 5], 2.0, 2.8, 1.0, sep, decision, "")
+
+
 def test_decide():
     ok = verdict.Semantics("ok", 0.001, 12)
-    kw = dict(crashed=False, is_baseline=False, sem=ok, memory_delta_pct=0.0)
-    assert verdict.decide(gain_pct=10, band_pct=2, **kw).verdict == "supported"
-    assert verdict.decide(gain_pct=1, band_pct=2, **kw).verdict == "inconclusive"
-    assert verdict.decide(gain_pct=-10, band_pct=2, **kw).verdict == "refuted"
-    # interleaved arms that overlap are never a verdict, whatever the medians say
-    assert verdict.decide(gain_pct=10, band_pct=2, separated=0, **kw).verdict == "inconclusive"
-    assert verdict.decide(gain_pct=-10, band_pct=2, separated=0, **kw).verdict == "inconclusive"
-    assert verdict.decide(gain_pct=10, band_pct=2, separated=1, **kw).verdict == "supported"
-    assert verdict.separation([1, 2], [3, 4]) == 1 and verdict.separation([3, 4], [1, 2]) == -1
-    assert verdict.separation([1, 3], [2, 4]) == 0
-    assert verdict.decide(gain_pct=10, band_pct=2, **{**kw, "memory_delta_pct": 30}).verdict == "inconclusive"
+    kw = dict(sem=ok, memory_delta_pct=0.0, gain_pct=10.0, band_pct=2.0)
+    assert verdict.decide(timing=_timing("supported"), **kw).verdict == "supported"
+    assert verdict.decide(timing=_timing("refuted", -10, -1), **{**kw, "gain_pct": -10}).verdict == "refuted"
+    for d in ("within", "undecided"):
+        assert verdict.decide(timing=_timing(d), **kw).verdict == "inconclusive"
+    # without interleaved rounds nothing about speed is decided, in either direction
+    for g in (80.0, -80.0):
+        d = verdict.decide(timing=None, **{**kw, "gain_pct": g})
+        assert d.verdict == "inconclusive" and "decides nothing" in d.reasons[1]
+    assert verdict.decide(timing=_timing("supported"), **{**kw, "memory_delta_pct": 30}).verdict == "inconclusive"
     bad = verdict.Semantics("changed", 0.1, 12, reason="x")
-    assert verdict.decide(gain_pct=30, band_pct=2, **{**kw, "sem": bad}).verdict == "invalid"
-    assert verdict.decide(crashed=True, is_baseline=False, gain_pct=None, band_pct=None, sem=None,
-                          memory_delta_pct=None).status == "crash"
+    assert verdict.decide(timing=_timing("supported"), **{**kw, "sem": bad}).verdict == "invalid"
+    unchecked = verdict.Semantics("unchecked", reason="no same-shape reference run in this lane")
+    assert verdict.decide(timing=_timing("supported"), **{**kw, "sem": unchecked}).verdict == "inconclusive"
+    d = verdict.decide(timing=_timing("supported"), noop=True, **kw)
+    assert d.verdict == "inconclusive" and d.reasons == [verdict.NOOP_REASON]
+    assert verdict.decide(crash="exit code 3", **kw).status == "crash"
+    assert verdict.decide(bad_loss="non-finite loss", **kw).verdict == "invalid"
+    assert verdict.decide(role="baseline", **kw).status == "keep"
+    assert verdict.decide(role="calibration", **kw).status == "discard"
 
 
-def test_noise_band_uses_repeats_and_floors():
-    band, how = verdict.noise_band([100, 110], [120, 121], interleaved=True)
-    assert band == pytest.approx(100 * 10 / 2 / 105, rel=1e-2) and "interleaved" in how
-    assert verdict.noise_band([100, 100.1], [120, 120.1], interleaved=True)[0] == verdict.RUN_TO_RUN_FLOOR_PCT
-    assert verdict.noise_band([100], [120], interleaved=False)[0] == verdict.STALE_BASELINE_PCT
+def test_t_quantiles_match_the_tables():
+    assert [round(stats.t_quantile(0.975, df), 3) for df in (1, 2, 3, 4, 10, 30)] == \
+        [12.706, 4.303, 3.182, 2.776, 2.228, 2.042]
+    assert stats.t_quantile(0.995, 4) == pytest.approx(4.604, abs=1e-3)
+    assert stats.t_quantile(0.975, 1000) == pytest.approx(1.962, abs=1e-3)
+
+
+def test_paired_interval_floor_separation_and_looks():
+    noise = stats.Noise(2.8, 2.0, "test")
+    t = stats.paired([100, 100], [200, 200], noise)
+    assert t.decision == "supported" and t.gain_pct == pytest.approx(100.0) and t.sigma_pct == 2.8
+    # two rounds that agree by luck: the floor keeps the interval wide
+    t = stats.paired([100, 100], [105, 105.01], noise)
+    assert t.decision == "undecided" and t.interval_pct[0] < 0
+    # a clear mean gain whose arms overlap is not decided (every variant run must beat every baseline run)
+    t = stats.paired([100, 130, 100, 130, 100, 130], [120, 150, 120, 150, 120, 150], stats.Noise(0.1, 2.0))
+    assert t.interval_pct[0] > 0 and t.separated == 0 and t.decision == "undecided"
+    assert stats.paired([100, 100, 100], [90, 90, 90], noise).decision == "refuted"
+    assert stats.paired([100] * 8, [100.2] * 8, stats.Noise(0.5, 2.0)).decision == "within"
+    assert stats.paired([100], [200], noise) is None
+    # sharing the error over more looks widens each look's interval
+    wide = stats.paired([100, 101, 99], [120, 118, 121], noise, n_looks=4)
+    narrow = stats.paired([100, 101, 99], [120, 118, 121], noise)
+    assert wide.interval_pct[0] < narrow.interval_pct[0] and wide.confidence_pct == 98.75
+    assert stats.looks(2, 5) == 4 and stats.looks(3, 3) == 1
+
+
+def test_calibration_measures_spread_and_bias():
+    c = stats.calibration([100, 102, 98, 101, 99], [101, 103, 99, 102, 100])
+    assert c["rounds"] == 5 and c["aa_gain_pct"] == pytest.approx(1.0, abs=0.05) and c["pair_sd_pct"] < 0.1
+    assert c["band_pct"] >= c["aa_gain_pct"]
+    n = stats.noise_from_calibration({"exp_id": "x", "calibration": c})
+    assert n.sigma_floor_pct == max(c["pair_sd_pct"], stats.MIN_SIGMA_PCT) and "calibrated by x" in n.source
+    assert stats.noise_from_calibration(None) == stats.Noise()
+
+
+def test_replay_of_one_command_finds_few_false_verdicts():
+    import random
+    rng = random.Random(7)
+    series = [1000 * rng.lognormvariate(0, 0.03) for _ in range(200)]
+    out = stats.replay(series, 2, 5)
+    assert out["windows"] == 191 and out["false_supported_pct"] <= 2 and out["false_refuted_pct"] <= 2
+    fixed_one = sum(abs(series[i + 1] / series[i] - 1) > 0.02 for i in range(0, 198, 2))  # the old single-run band
+    assert fixed_one > 10  # a 2 % band on single runs would have called many of these
+
+
+def test_validate_names_the_field():
+    good = _result(losses=[3.0, 2.9])
+    assert metrics.validate(good) is None
+    for bad, field in ((dict(step_times_s=[]), "step_times_s"), (dict(step_times_s=[1.0, 0]), "step_times_s"),
+                       (dict(step_times_s=[1.0, "x"]), "step_times_s"), (dict(step_times_s=[1.0, float("nan")]),
+                                                                         "step_times_s"),
+                       (dict(tokens_per_step=0), "tokens_per_step"), (dict(losses="low"), "losses"),
+                       (dict(flops_per_step={"causal": "many"}), "flops_per_step"), (dict(n_devices=0), "n_devices"),
+                       (dict(shape=[1]), "shape"), (dict(warmup_steps=-1), "warmup_steps")):
+        problem = metrics.validate(_result(**bad))
+        assert problem and f"`{field}`" in problem, (bad, problem)
+    assert metrics.finite({"a": [1.0, float("nan")], "b": float("inf")}) == {"a": [1.0, None], "b": None}
+
+
+def test_crash_reasons(tmp_path):
+    from tools.experiments.arms import crash_reason
+    from tools.experiments.command import Proc
+
+    log = tmp_path / "run.log"
+    log.write_text("step 1\n")
+    p = lambda rc, result=None, **kw: Proc(rc, kw.get("timed_out", False), 1.0, log, result, "", kw.get("stop"))
+    assert crash_reason(p(3, {"x": 1}), 10) == "exit code 3 after the JSON line"
+    assert crash_reason(p(-9), 10) == "killed by signal SIGKILL, no JSON result line"
+    assert crash_reason(p(137), 10) == "exit code 137 (128 + SIGKILL), no JSON result line"
+    assert crash_reason(p(0), 10) == "no JSON result line (exit code 0)"
+    assert crash_reason(p(None, timed_out=True), 10) == "timed out after 10 s"
+    assert crash_reason(p(0, {"x": 1}), 10, "`step_times_s`: bad") == "bad JSON field `step_times_s`: bad"
+    assert crash_reason(p(0, {"x": 1}), 10) is None
+    log.write_text("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory\n")
+    assert crash_reason(p(1), 10).startswith("out of memory (RESOURCE_EXHAUSTED in the log), exit code 1")
+
+
+def test_log_tail_is_capped():
+    from tools.experiments.command import TAIL_BYTES, cap_tail
+
+    tail = cap_tail("start\n" + "x" * 5_000_000 + "\nend\n")
+    assert len(tail) < 1000 and tail.endswith("end") and "line cut at 400 characters" in tail
+    tail = cap_tail("\n".join("y" * 399 for _ in range(100)))
+    assert len(tail.encode()) <= TAIL_BYTES + 100 and tail.startswith("[... earlier lines cut]")
+
+
+def test_baseline_and_best_are_per_shape_and_never_invalid():
+    from tools.experiments import records
+
+    def rec(v, role, verdict_, batch, tps, keep=True):
+        return {"exp_id": f"v{v}", "variant": "s/tpu", "role": role, "status": "filed", "verdict": verdict_,
+                "ledger_status": "keep" if keep else "discard", "shape": {"batch": batch},
+                "metrics": {"tokens_per_s": tps}}
+
+    recs = [rec(1, "baseline", "inconclusive", 4, 100), rec(2, "variant", "supported", 4, 150),
+            rec(3, "baseline", "inconclusive", 8, 300), rec(4, "baseline", "invalid", 4, 500, keep=False),
+            {**rec(5, "baseline", "inconclusive", 4, 90), "shape": None}]  # filed before shapes were recorded
+    k4, k8 = records.shape_key_of(recs[0]), records.shape_key_of(recs[2])
+    assert records.baseline_for(recs[:4], "s/tpu", k4)["exp_id"] == "v1"  # never the invalid v4
+    assert records.baseline_for(recs[:4], "s/tpu", k8)["exp_id"] == "v3"
+    assert records.baseline_for(recs[:4], "s/tpu")["exp_id"] == "v3"
+    assert records.baseline_for(recs, "s/tpu", k8)["exp_id"] == "v5"  # an old record matches any shape
+    assert records.best_for(recs[:4], "s/tpu", k4)["exp_id"] == "v2"
+    assert records.best_for(recs[:4], "s/tpu", k8)["exp_id"] == "v3"
 
 
 def test_ledger_round_trip_keeps_autoresearch_columns_first():
@@ -97,6 +206,20 @@ def test_ledger_round_trip_keeps_autoresearch_columns_first():
     assert text.splitlines()[0].startswith("commit\tmetric\tmemory_gb\tstatus\tdescription\t")
     back = ledger.read(text)
     assert back[0]["description"] == "a b" and back[0]["config"] == '{"x":1}'
+    assert text.splitlines()[0].endswith("\tverdict\tgain_pct\tnoise_band_pct\tflops_per_step_causal\t"
+                                         "flops_per_step_noncausal\tpeak_flops_per_device\trounds")
+
+
+def test_ledger_reads_files_written_before_the_new_columns():
+    old = "\t".join(ledger.COLUMNS[:12]) + "\n" + "\t".join(["abc", "1.5", "2", "keep", "old row", "e1", "d"] +
+                                                         [""] * 5) + "\n"
+    rows = ledger.read(old)
+    assert rows[0]["description"] == "old row" and "verdict" not in rows[0]
+    rows.append(ledger.row_for({"exp_id": "e2", "verdict": "supported", "gain_pct": 5.0, "ledger_status": "keep",
+                                "metrics": {"tokens_per_s": 3.0}}))
+    again = ledger.read(ledger.render(rows))
+    assert [r["exp_id"] for r in again] == ["e1", "e2"] and again[0]["verdict"] == "" and \
+        again[1]["verdict"] == "supported" and again[1]["gain_pct"] == "5.0"
 
 
 INLINE = """HloModule jit_step, entry_computation_layout={(f32[4]{0})->f32[4]{0}}

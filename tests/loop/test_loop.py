@@ -189,15 +189,19 @@ def test_resume_after_kill_9_loses_nothing_and_runs_nothing_twice(tmp_path):
     # kill the driver twice in the middle of a run, once in the middle of the baseline
     kills = 0
     p = _driver(root, "start", "fake-loop")
-    for phase in ("baseline", "running", "running"):
-        def in_phase():
-            s = st.load(paths) if paths.state.exists() else None
-            if phase == "baseline":
-                return s is not None and s.get("trunk") is None and any(
-                    (root / "raw" / "profiles").glob("*/run-1.log"))
-            return s is not None and (s.get("pending") or {}).get("phase") == "running" and any(
-                (root / "raw" / "profiles").glob(f"*-{s['iteration'] + 1:03d}-*/baseline-1.log"))
-        assert _wait_for(in_phase), f"never reached {phase}"
+    lane_dir = root / "wiki" / "experiments" / "fake" / "loop"
+    for _ in range(3):
+        seen = {q.name for q in lane_dir.glob("*.md")} if lane_dir.is_dir() else set()
+
+        def a_new_run_is_timing():  # a page this driver reserved, whose command has started logging
+            for q in lane_dir.glob("*.md") if lane_dir.is_dir() else []:
+                if q.name in seen or "status: in_progress" not in q.read_text():
+                    continue
+                raw = pages.split(q.read_text())[0].get("raw_dir")
+                if raw and any((root / raw).glob("*.log")):
+                    return True
+            return False
+        assert _wait_for(a_new_run_is_timing), "no new run started"
         p.send_signal(signal.SIGKILL)
         p.wait()
         kills += 1
@@ -217,3 +221,69 @@ def test_resume_after_kill_9_loses_nothing_and_runs_nothing_twice(tmp_path):
     rows = ledger.read((root / "wiki/experiments/fake/loop/RESULTS.tsv").read_text())
     ids = [r["exp_id"] for r in rows if r["exp_id"]]
     assert len(ids) == len(set(ids)) == len(recs)
+
+
+def _hypothesis(root, name, patch, priority):
+    import yaml
+
+    meta = {"title": f"patch {name}", "type": "hypothesis", "model": "fake", "lane": "loop", "status": "open",
+            "author": "ada", "priority": priority, "category": "code", "change": {"kind": "patch", "patch": patch}}
+    page = root / "wiki" / "hypotheses" / f"{name}.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# patch {name}\n\n## Statement\n\n{name}\n")
+
+
+FASTER = "--- /dev/null\n+++ b/SPEED\n@@ -0,0 +1 @@\n+1.6\n"
+SLOWER = "--- a/SPEED\n+++ b/SPEED\n@@ -1 +1 @@\n-1.6\n+0.5\n"
+NOPE = "--- a/nothere.py\n+++ b/nothere.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+
+
+def test_code_patches_on_branches_kept_once_discarded_once_and_one_that_does_not_apply(kb):
+    from tools.loop.workspace import git
+
+    _hypothesis(kb, "faster", FASTER, 3)
+    _hypothesis(kb, "slower", SLOWER, 2)
+    _hypothesis(kb, "broken", NOPE, 1)
+    original = (kb / "model").resolve()
+    tools(kb, "loop", "start", "fake-loop", "--iterations", "3", "-q")
+    s = loop_state(kb)
+    h = {x["hypothesis_page"]: x for x in s["history"]}
+    assert h["hypotheses/faster.md"]["verdict"] == "supported" and h["hypotheses/faster.md"]["kept"]
+    assert h["hypotheses/slower.md"]["verdict"] == "refuted" and not h["hypotheses/slower.md"]["kept"]
+    broken = h["hypotheses/broken.md"]
+    assert broken["verdict"] == "invalid" and "does not apply" in " ".join(broken["reasons"])
+    # the model folder is not a git repo: the loop snapshot it; the trunk branch moved to the kept commit only
+    repo = kb / "loops" / "fake-loop" / "repo"
+    trunk_log = git(repo, "log", "--format=%B", "loop/fake-loop/trunk")
+    assert f"exp: {h['hypotheses/faster.md']['exp_id']}" in trunk_log
+    assert h["hypotheses/slower.md"]["exp_id"] not in trunk_log
+    # the discarded change stays on its own branch, for audit
+    slower_branch = f"loop/fake-loop/{h['hypotheses/slower.md']['iteration']:03d}"
+    assert f"exp: {h['hypotheses/slower.md']['exp_id']}" in git(repo, "log", "-1", "--format=%B", slower_branch)
+    assert (kb / "loops" / "fake-loop" / "trunk" / "SPEED").read_text().strip() == "1.6"
+    assert not (original / "SPEED").exists(), "the user's own folder is never touched"
+    assert s["trunk"]["exp_id"] == h["hypotheses/faster.md"]["exp_id"]
+    # the person's pages got the verdicts
+    assert pages.split((kb / "wiki/hypotheses/slower.md").read_text())[0]["status"] == "refuted"
+
+
+def test_double_plateau_stops_after_two_retrospectives_without_a_frontier_move(tmp_path):
+    root = tmp_path / "kb"
+    best_first = {  # every move from this start is slower, or changes the math
+        "dtype": {"flag": "--dtype", "values": ["bf16", "f32"], "category": "precision"},
+        "remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"},
+        "accum": {"flag": "--accum", "values": [2, 1], "category": "memory"},
+        "fast": {"env": "FAKE_FAST", "values": ["1", ""], "category": "compiler"},
+        "decoy": {"flag": "--decoy", "values": [False, True], "category": "other"},
+    }
+    make_kb(root, knobs=best_first, budget={"runs": 50})
+    tools(root, "loop", "start", "fake-loop", "-q")
+    s = loop_state(root)
+    assert s["stop_reason"].startswith("double plateau"), s["stop_reason"]
+    assert len(s["retrospectives"]) == 2 and len(s["frontier"]) == 1
+    assert not any(h["kept"] for h in s["history"]) and len(s["history"]) >= 5
+    retro = (root / "wiki" / s["retrospectives"][-1]["page"]).read_text()
+    meta, body = pages.split(retro)
+    assert meta["type"] == "analysis" and "untried" in body.lower()
+    rows = ledger.read((root / "wiki/experiments/fake/loop/RESULTS.tsv").read_text())
+    assert rows[-1]["status"] == "stop" and "double plateau" in rows[-1]["description"]

@@ -21,9 +21,16 @@ def exp() -> None:
 @click.option("--hypothesis", default="", help="The falsifiable claim this run tests.")
 @click.option("--description", "-m", default="", help="The change, in a few words (ledger description).")
 @click.option("--slug", default="", help="Short name for the page (default: from the description).")
-@click.option("--baseline", is_flag=True, help="File this run as the variant's baseline.")
+@click.option("--baseline", is_flag=True, help="File this run as the variant's baseline (of its shape).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 50),
-              help="Timed runs; with a baseline they interleave with its command (A B A B).")
+              help="Timed rounds; with a baseline each round is baseline then variant (A B A B).")
+@click.option("--max-repeats", default=0, type=click.IntRange(0, 50),
+              help="Adaptive: from --repeats rounds up to this many, until the gain's interval is decided.")
+@click.option("--calibrate", is_flag=True,
+              help="A/A: rerun the baseline's command against itself, interleaved; later verdicts use its noise.")
+@click.option("--compare-to", default=None, help="exp_id to compare against (default: the variant's latest baseline).")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Environment of this run only (XLA_FLAGS: appended); recorded, never given to the baseline.")
 @click.option("--profile", is_flag=True, help="Capture a jax.profiler trace and an optimized-HLO dump.")
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
 @click.option("--peak-flops", type=float, default=None, help="Peak FLOP/s per device (overrides the device table).")
@@ -31,35 +38,62 @@ def exp() -> None:
               help="Semantics check: max |Δloss| over the early trajectory.")
 @click.option("--hlo-module-re", default=".*train_step.*", show_default=True, help="Which jitted modules to dump.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not echo the command's output.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (implies --quiet).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_project
-def run(project, command, quiet, **opts) -> None:
-    """Run COMMAND (after `--`) and file the experiment.
+def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
+    """Run COMMAND (after `--`) and file the experiment. Exits 1 when the run crashed.
 
     \b
     tools exp run --model llama --lane cpu --variant tiny/cpu --baseline \\
         -- python experiments/llama_train.py --preset tiny
     """
+    import json
+
+    from ..errors import InputError
     from ..experiments.runner import RunSpec, run_experiment
 
     project.require_wiki()
-    out = run_experiment(project, RunSpec(command=list(command), echo=not quiet, cwd=Path.cwd(), **opts))
+    env = {}
+    for pair in env_pairs:
+        if "=" not in pair:
+            raise InputError("--env", f"{pair!r} is not KEY=VALUE")
+        k, v = pair.split("=", 1)
+        env[k] = v
+    out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
+                                          env=env, **opts))
     m = out.metrics
-    click.echo(f"{out.exp_id}: {out.verdict} ({out.status})  tokens/s {m.get('tokens_per_s', '—')}  "
-               f"MFU {m.get('mfu_percent', '—')} ({m.get('mfu_basis') or m.get('mfu_note', '')})")
-    for r in out.reasons:
-        click.echo(f"  - {r}")
-    click.echo(f"  page wiki/{out.page}\n  raw  {out.raw_dir}")
+    if as_json:
+        r = out.record
+        click.echo(json.dumps({"exp_id": out.exp_id, "page": f"wiki/{out.page}", "verdict": out.verdict,
+                               "status": out.status, "role": r.get("role"), "metrics": m, "reasons": out.reasons,
+                               "gain_pct": r.get("gain_pct"), "noise_band_pct": r.get("noise_band_pct"),
+                               "interval_pct": (r.get("timing") or {}).get("interval_pct"),
+                               "rounds": (r.get("timing") or {}).get("rounds"), "baseline": r.get("baseline"),
+                               "hlo_fingerprint": out.hlo_fingerprint, "raw_dir": str(out.raw_dir),
+                               "stopped_by": out.stopped_by}, sort_keys=True, default=str))
+    else:
+        click.echo(f"{out.exp_id}: {out.verdict} ({out.status})  tokens/s {m.get('tokens_per_s', '—')}  "
+                   f"MFU {m.get('mfu_percent', '—')} ({m.get('mfu_basis') or m.get('mfu_note', '')})")
+        for r in out.reasons:
+            click.echo(f"  - {r}")
+        click.echo(f"  page wiki/{out.page}\n  raw  {out.raw_dir}")
     if out.stopped_by:  # filed as a crash; exit as a stopped process does
         raise SystemExit(143 if out.stopped_by == "SIGTERM" else 130)
+    if out.verdict == "crash":
+        raise SystemExit(1)
 
 
 @exp.command(name="list")
 @click.option("--model", default=None, help="Only this model.")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one experiment's frontmatter (plus page) a line.")
 @pass_project
-def list_(project, model) -> None:
+def list_(project, model, as_json) -> None:
     """List experiments: version, verdict, tokens/s, page. Runs whose runner vanished are filed as crashes first."""
+    import json
+
     from ..experiments.abandoned import sweep
+    from ..experiments.metrics import finite
     from ..experiments.records import load_experiments
     from ..writer import Writer
 
@@ -67,6 +101,9 @@ def list_(project, model) -> None:
         click.echo(f"filed {exp_id} as crash: its runner is gone (see its page)", err=True)
     for r in load_experiments(project.wiki):
         if model and r.get("model") != model:
+            continue
+        if as_json:
+            click.echo(json.dumps(finite(r), sort_keys=True, default=str))
             continue
         m = r.get("metrics") or {}
         click.echo(f"{r.get('model')}/{r.get('lane')} v{int(r.get('version') or 0):03d} {r.get('status'):<11} "

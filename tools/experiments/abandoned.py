@@ -79,8 +79,11 @@ def _log_tail(raw_dir: Path) -> str:
     logs = sorted(raw_dir.glob("*.log"), key=lambda p: p.stat().st_mtime) if raw_dir.is_dir() else []
     if not logs:
         return ""
-    text = logs[-1].read_text(encoding="utf-8", errors="replace")
-    return f"({logs[-1].name})\n" + "\n".join(text.splitlines()[-command.TAIL_LINES:])
+    with open(logs[-1], "rb") as f:  # the end of the log only: it may be huge
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - 4 * command.TAIL_BYTES * 8))
+        text = f.read().decode("utf-8", errors="replace")
+    return f"({logs[-1].name})\n" + command.cap_tail(text)
 
 
 def sweep_lane(w: Writer, lane: filing.Lane) -> list[str]:

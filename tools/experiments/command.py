@@ -18,6 +18,8 @@ from pathlib import Path
 from . import metrics
 
 TAIL_LINES = 40
+TAIL_LINE_CHARS = 400     # a longer log line is cut on the page (a 50 MB line must not become a 50 MB page)
+TAIL_BYTES = 8_000        # the whole tail, at most
 KILL_GRACE_S = 3.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -146,9 +148,24 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"\n[tools exp run] stopped by {stopped_by}: the command's process group was killed\n".encode())
     wall = time.perf_counter() - t0
     text = log.read_text(encoding="utf-8", errors="replace")
-    tail = "\n".join(text.splitlines()[-TAIL_LINES:])
+    tail = cap_tail(text)
     result = None if timed_out or stopped_by else metrics.parse_result(text)
     return Proc(rc, timed_out, wall, log, result, tail, stopped_by)
+
+
+def cap_tail(text: str, lines: int = TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log, each cut to ``TAIL_LINE_CHARS`` and all of it to ``TAIL_BYTES``."""
+    out: list[str] = []
+    size = 0
+    for line in reversed(text[-(lines + 1) * (TAIL_LINE_CHARS + 64) * 4:].splitlines()[-lines:]):
+        if len(line) > TAIL_LINE_CHARS:
+            line = f"{line[:TAIL_LINE_CHARS]} [... line cut at {TAIL_LINE_CHARS} characters]"
+        size += len(line.encode()) + 1
+        if size > TAIL_BYTES:
+            out.append("[... earlier lines cut]")
+            break
+        out.append(line)
+    return "\n".join(reversed(out))
 
 
 def _pump(p: subprocess.Popen, f, deadline: float, echo: bool) -> bool:

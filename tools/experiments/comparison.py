@@ -1,111 +1,198 @@
-"""From the runs' JSON results to a filed record: metrics over the repeats, the comparison against the
-baseline and the current best (gain, noise band, memory, semantics), and the verdict. Pure: data in, data out."""
+"""From what ran (``rounds.Runs``) to a filed record: metrics over the repeats, the comparison against the
+baseline and the current best (paired interval, band, memory, semantics), and the verdict. Pure: data in, data out."""
 
 from __future__ import annotations
 
+import shlex
 import statistics
 
-from . import metrics, records, verdict
-from .command import Proc
+from . import metrics, records, stats, verdict
+from .arms import ArmResult
 
 
-def crash_reason(last: Proc, timeout: float) -> str:
-    if last.stopped_by:
-        return f"stopped by {last.stopped_by}: the command's process group was killed"
-    if last.timed_out:
-        return f"timed out after {timeout:g} s"
-    return f"exit code {last.rc}" + ("" if last.rc else ", no JSON result line")
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
 
 
-def _aggregate(good: list[Proc], peak_flops: float | None) -> tuple[dict, list[float]]:
-    """Median metrics over the good runs (the middle run's other fields), and each run's tokens/s."""
-    per_run = [metrics.compute(p.result, peak_flops) for p in good]
+def aggregate(good: list[ArmResult]) -> dict:
+    """Median metrics over the good runs (the middle run's other fields). MFU is recomputed from the median step
+    time, so ``flops_per_step / step_time / (peak × devices)`` on the page gives it back by hand."""
+    per_run = [a.metrics for a in good]
     m = dict(per_run[len(per_run) // 2 if len(per_run) % 2 else 0])
-    tps = [x["tokens_per_s"] for x in per_run]
-    m["tokens_per_s"] = round(statistics.median(tps), 2)
+    m["tokens_per_s"] = round(_median([x["tokens_per_s"] for x in per_run]), 2)
     m["tokens_per_s_per_chip"] = round(m["tokens_per_s"] / m["n_chips"], 2)
-    m["step_time_ms"] = round(statistics.median(x["step_time_ms"] for x in per_run), 4)
-    for b in ("mfu_causal_percent", "mfu_noncausal_percent", "mfu_percent"):
-        vals = [x[b] for x in per_run if x.get(b) is not None]
-        m[b] = round(statistics.median(vals), 3) if vals else None
-    return m, tps
+    m["step_time_ms"] = round(_median([x["step_time_ms"] for x in per_run]), 4)
+    peak = m.get("peak_flops_per_device")
+    for b in metrics.BASES:
+        f = m.get(f"flops_per_step_{b}")
+        m[f"mfu_{b}_percent"] = round(100 * f / (m["step_time_ms"] / 1e3) / (peak * m["n_devices"]), 3) \
+            if f and peak else None
+    basis = m.get("mfu_basis")
+    m["mfu_percent"] = m.get(f"mfu_{basis}_percent") if basis else None
+    return metrics.finite(m)
 
 
-def _semantics_reference(prior: list[dict], key: str) -> tuple[list | None, str]:
-    """The earliest same-shape baseline or semantics-ok run in the lane."""
-    for r in prior:
-        if r.get("status") == "filed" and r.get("loss_trajectory") and \
-                verdict.shape_key({"shape": r.get("shape"), "tokens_per_step": None}) == key and \
-                (r.get("role") == "baseline" or (r.get("semantics") or {}).get("status") == "ok"):
-            return r["loss_trajectory"], r["exp_id"]
+def reference_losses(key: str, r, prior: list[dict]) -> tuple[list | None, str]:
+    """The same-shape loss trajectory to check a run against: an interleaved baseline rerun of that shape, the
+    compared record's own trajectory, the lane's earliest same-shape baseline or semantics-ok run, or the
+    ``reference`` run; (None, "") when there is none."""
+    for a in reversed(r.base):
+        if a.ok and verdict.shape_key(a.result) == key and a.result.get("losses"):
+            return a.result["losses"], f"{(r.base_rec or {}).get('exp_id')} (rerun interleaved)"
+    b = r.base_rec or {}
+    if b.get("loss_trajectory") and records.shape_key_of(b) == key and records.usable(b) is None:
+        return b["loss_trajectory"], b["exp_id"]
+    ref = records.semantics_reference(prior, key)
+    if ref is not None:
+        return ref["loss_trajectory"], ref["exp_id"]
+    a = r.reference
+    if a is not None and a.ok and verdict.shape_key(a.result) == key and a.result.get("losses"):
+        return a.result["losses"], "the reference run (reference.log)"
     return None, ""
 
 
-def judge(spec, rec: dict, ctx: dict, prior: list[dict], base_rec: dict | None, base_runs: list[Proc],
-          var_runs: list[Proc], interleaved: bool) -> tuple[dict, verdict.Decision]:
-    """The filed record (``rec`` plus metrics, comparison and verdict); fills ``ctx`` for the page body."""
-    good = [p for p in var_runs if p.result is not None]
-    crashed = var_runs[-1].result is None
-    rec = dict(rec, repeats=len(var_runs), run_wall_s=[round(p.wall_s, 3) for p in var_runs], interleaved=interleaved)
-    m: dict = {}
-    tps: list[float] = []
-    if crashed:
-        ctx["log_tail"] = var_runs[-1].tail
-        ctx["crash_reason"] = crash_reason(var_runs[-1], spec.timeout)
-    else:
-        m, tps = _aggregate(good, spec.peak_flops)
-        res = good[-1].result
-        rec["config"] = res.get("config")
-        rec["shape"] = res.get("shape")
-        rec["loss_trajectory"] = [round(float(x), 6) for x in (res.get("losses") or [])[:spec.semantics_steps]]
-    rec["metrics"] = m
+def check_semantics(spec, key: str, result: dict, r, prior: list[dict]) -> verdict.Semantics:
+    ref, name = reference_losses(key, r, prior)
+    return verdict.semantics(ref, result.get("losses"), name, spec.semantics_steps, spec.loss_tol)
 
-    is_baseline = spec.baseline or (base_rec is None and not crashed and
-                                    not any(r.get("variant") == spec.variant and r.get("role") == "baseline"
-                                            for r in prior))
-    rec["role"] = "baseline" if is_baseline else "variant"
-    if not is_baseline and base_rec is None:  # a baseline filed meanwhile by a concurrent run
-        base_rec = records.baseline_for(prior, spec.variant)
-    gain = band = mem_delta = None
+
+def _role(spec, r, prior: list[dict], ran: bool) -> str:
+    if spec.calibrate:
+        return "calibration"
+    if spec.baseline:
+        return "baseline"
+    if r.base_rec is None and ran and records.baseline_for(prior, spec.variant) is None:
+        return "baseline"  # the first good run of a variant becomes its baseline
+    return "variant"
+
+
+def _crash(r) -> tuple[str | None, ArmResult | None]:
+    if r.stopped_by:
+        return f"stopped by {r.stopped_by}: the command's process group was killed", r.crash
+    if r.crash is not None:
+        return r.crash.crash, r.crash
+    return None, None
+
+
+def pairs(r) -> tuple[list[float], list[float]]:
+    """tokens/s of the rounds where both arms gave a result, in round order."""
+    pairs = [(b.tps, v.tps) for b, v in zip(r.base, r.var) if b.ok and v.ok]
+    return [b for b, _ in pairs], [v for _, v in pairs]
+
+
+def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdict.Decision]:
+    """The filed record (``rec`` plus metrics, comparison and verdict); fills ``ctx`` for the page body."""
+    timed_ok = [a for a in r.var if a.ok]
+    primary = timed_ok or ([r.profile] if r.profile is not None and r.profile.ok else [])
+    crash, crashed_arm = _crash(r)
+    bad = next((a for a in [r.profile, *r.var] if a is not None and a.bad_loss), None)
+    last = crashed_arm or bad or (r.all_arms[-1] if r.all_arms else None)
+    if r.error is not None:
+        crash = f"the runner failed: {type(r.error).__name__}: {r.error}"
+    elif r.calibration and r.base_failure is not None:
+        crash, last = f"{r.base_failure.name}: {r.base_failure.crash or r.base_failure.bad_loss}", r.base_failure
+    elif not primary and not crash and not bad:
+        crash = "the command did not run"
+    rec = dict(rec, repeats=len(r.var), run_wall_s=[round(a.proc.wall_s, 3) for a in r.var],
+               wall_s_total=round(sum(a.proc.wall_s for a in r.all_arms), 3),
+               interleaved=bool(r.interleaved and r.base), stop=r.stop or None)
+    if crash or bad:
+        ctx["log_tail"] = last.proc.tail if last is not None else ""
+        ctx["crash_reason"] = crash or bad.bad_loss
+        ctx["crash_log"] = last.proc.log.name if last is not None else ""
+    m: dict = {}
+    key = None
+    role = _role(spec, r, prior, bool(primary) and not crash)
     sem = None
-    if not crashed:
-        res = good[-1].result
+    if primary and not crash:
+        m = aggregate(primary)
+        res = primary[-1].result
         key = verdict.shape_key(res)
-        base_ok = [p for p in base_runs if p.result is not None]
-        if interleaved and base_ok:
-            base_tps = [metrics.compute(p.result, spec.peak_flops)["tokens_per_s"] for p in base_ok]
-            ctx["arms"] = {"base": base_tps, "var": tps}
-            ref_res = base_ok[-1].result
-            ref_losses = ref_res.get("losses") if verdict.shape_key(ref_res) == key else None
-            ref_name = f"{base_rec['exp_id']} (rerun interleaved)"
-            base_mem = metrics.compute(ref_res, spec.peak_flops).get("memory_gb")
-        else:
-            base_tps = [base_rec["metrics"]["tokens_per_s"]] if base_rec and base_rec.get("metrics") else []
-            ref_losses, ref_name, base_mem = None, "", (base_rec or {}).get("metrics", {}).get("memory_gb")
-        if ref_losses is None:
-            ref_losses, ref_name = _semantics_reference(prior, key)
-        if is_baseline and ref_losses is None:
+        rec.update(config=res.get("config"), shape=res.get("shape"), shape_key=key,
+                   loss_trajectory=metrics.finite([float(x) for x in (res.get("losses") or [])[:spec.semantics_steps]]))
+        if r.traced or not timed_ok:
+            ctx["traced_timing"] = True
+        sem = r.early_semantics or check_semantics(spec, key, res, r, prior)
+        if role == "baseline" and sem.status == "unchecked" and sem.reason.startswith("no same-shape"):
             sem = verdict.Semantics("unchecked", tol=spec.loss_tol, reason="this run is the first of its shape: "
                                     "it becomes the semantics reference")
+    rec["metrics"] = m
+    rec["role"] = role
+    base_rec = r.base_rec
+    if role == "variant" and base_rec is None:  # a baseline filed meanwhile by a concurrent run
+        base_rec = records.baseline_for(prior, spec.variant, key) or records.baseline_for(prior, spec.variant)
+    gain = band = mem_delta = timing = None
+    single = verdict.SINGLE_RUN_REASON
+    b_tps, v_tps = pairs(r)
+    if (b_tps or v_tps) and r.interleaved:
+        rec["runs_tokens_per_s"] = {"baseline": [a.tps for a in r.base if a.ok], "variant": [a.tps for a in timed_ok]}
+        ctx["arms"] = rec["runs_tokens_per_s"]
+    elif len(timed_ok) > 1:
+        rec["runs_tokens_per_s"] = {"variant": [a.tps for a in timed_ok]}
+    if m and role == "calibration" and base_rec:
+        cal = stats.calibration(b_tps, v_tps)
+        rec.update(calibration=cal, baseline=base_rec["exp_id"])
+        gain, band = cal["aa_gain_pct"], cal["band_pct"]
+        ctx["band_how"] = (f"A/A: {cal['rounds']} rounds of the baseline's command against itself; σ of a round's "
+                           f"log-ratio {cal['pair_sd_pct']} %; band = |A/A gain| + its 95 % half-width")
+        sem = verdict.semantics(r.base[-1].result.get("losses") if r.base and r.base[-1].ok else None,
+                                primary[-1].result.get("losses"), "the other arm (A/A)", spec.semantics_steps,
+                                spec.loss_tol)
+    elif m and role == "variant" and base_rec:
+        rec["baseline"] = base_rec["exp_id"]
+        if r.interleaved and b_tps:
+            cal = records.calibration_for(prior, spec.variant, records.shape_key_of(base_rec))
+            noise = stats.noise_from_calibration(cal)
+            timing = stats.paired(b_tps, v_tps, noise, r.looks)
+            if timing:
+                gain, band, ctx["band_how"] = timing.gain_pct, timing.band_pct, timing.how
+                rec["calibrated_by"] = (cal or {}).get("exp_id")
+            else:
+                gain, band = round(100 * (v_tps[0] / b_tps[0] - 1), 3), noise.band_pct
+                single = "one interleaved round gives no interval: no speed verdict from it"
+            base_mem = [a.metrics.get("memory_gb") for a in r.base if a.ok and a.metrics.get("memory_gb")]
+            base_mem = _median(base_mem) if base_mem else None
         else:
-            sem = verdict.semantics(ref_losses, res.get("losses"), ref_name, spec.semantics_steps, spec.loss_tol)
-        if base_tps and not is_baseline:
-            base_med = statistics.median(base_tps)
-            gain = round(100 * (m["tokens_per_s"] / base_med - 1), 3)
-            band, ctx["band_how"] = verdict.noise_band(base_tps, tps, interleaved and bool(base_ok))
-            rec["baseline"] = base_rec["exp_id"]
-            if base_mem and m.get("memory_gb"):
-                mem_delta = 100 * (m["memory_gb"] / base_mem - 1)
-        best = records.best_for(prior, spec.variant)
+            bt = (base_rec.get("metrics") or {}).get("tokens_per_s")
+            gain = round(100 * (m["tokens_per_s"] / bt - 1), 3) if bt else None
+            band = verdict.STALE_BASELINE_PCT
+            ctx["band_how"] = (f"no interleaved repeats: compared with the stored baseline number, band "
+                               f"{verdict.STALE_BASELINE_PCT} % shown, no verdict on speed")
+            base_mem = (base_rec.get("metrics") or {}).get("memory_gb")
+        if base_mem and m.get("memory_gb"):
+            mem_delta = 100 * (m["memory_gb"] / base_mem - 1)
+        if records.shape_key_of(base_rec) not in (None, key):
+            ctx.setdefault("notes", []).append(f"the baseline `{base_rec['exp_id']}` has another shape: tokens/s are "
+                                               "compared across shapes; semantics against a same-shape reference")
+        if r.base_failure is not None:
+            single = (f"the baseline rerun failed ({r.base_failure.crash or r.base_failure.bad_loss}; see "
+                      f"`{r.base_failure.proc.log.name}`): no interleaved comparison")
+            timing = None
+    if m and key:
+        best = records.best_for(prior, spec.variant, key)
         if best:
             rec["best"] = best["exp_id"]
             rec["gain_vs_best_pct"] = round(100 * (m["tokens_per_s"] / best["metrics"]["tokens_per_s"] - 1), 3)
+    if sem is not None:
         rec["semantics"] = {k: v for k, v in vars(sem).items() if v not in ("", None)}
-    sep = verdict.separation(ctx["arms"]["base"], ctx["arms"]["var"]) if ctx.get("arms") else None
-    d = verdict.decide(crashed=crashed, is_baseline=is_baseline, gain_pct=gain, band_pct=band, sem=sem,
-                       memory_delta_pct=mem_delta, separated=sep)
-    if crashed and var_runs[-1].stopped_by:
-        d.reasons.insert(0, crash_reason(var_runs[-1], spec.timeout))
+    d = verdict.decide(crash=crash, bad_loss=None if crash else (bad.bad_loss if bad else None),
+                       sem=None if role == "calibration" else sem, role=role,
+                       timing=timing, gain_pct=gain, band_pct=band, memory_delta_pct=mem_delta, noop=r.noop,
+                       single_reason=single)
+    if role == "baseline" and d.verdict == "invalid":
+        d.reasons.append("not used as a baseline: baselines and comparisons skip invalid runs")
+    if role == "calibration" and d.verdict == "inconclusive" and sem and sem.status == "changed":
+        d.reasons.append("the two arms traced different losses: the command is not deterministic")
+    if r.fingerprint:
+        rec["hlo_fingerprint"] = r.fingerprint
+    if r.reference is not None:
+        a = r.reference
+        rec["reference_run"] = {"command": shlex.join(spec.reference_command or []), "log": a.proc.log.name,
+                                "ok": a.ok, "same_shape": bool(a.ok and key and verdict.shape_key(a.result) == key)}
+        if not a.ok:
+            ctx.setdefault("notes", []).append(f"the reference run failed: {a.crash or a.bad_loss}")
+    if spec.parent_fingerprint and not spec.profile:
+        ctx.setdefault("notes", []).append("no-op check skipped: it needs --profile (the optimized-HLO dump)")
     rec.update({"status": "filed", "verdict": d.verdict, "ledger_status": d.status, "reasons": d.reasons,
-                "gain_pct": gain, "noise_band_pct": band})
-    return {k: v for k, v in rec.items() if v is not None}, d
+                "gain_pct": gain, "noise_band_pct": band, "timing": timing.as_record() if timing else None})
+    return metrics.finite({k: v for k, v in rec.items() if v is not None}), d

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import pages
+from .metrics import finite
 from .records import load_experiments
 
 
@@ -30,9 +31,9 @@ def explorer_html(model: str, records: list[dict], references: list[dict], plotl
     """A standalone HTML document: lanes toggle, tokens/s vs MFU, MFU basis, hide crashed runs,
     running-best staircase per lane, reference lines, hover (slug, verdict, delta), click to open."""
     recs = [r for r in records if r.get("model") == model and r.get("status") == "filed"]
-    data = {"model": model, "points": [_point(r, page_url) for r in recs],
-            "references": [dict(x) for x in references]}
-    blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
+    data = finite({"model": model, "points": [_point(r, page_url) for r in recs],
+                   "references": [dict(x) for x in references]})  # a NaN would make the whole blob unreadable
+    blob = json.dumps(data, sort_keys=True, default=str).replace("</", "<\\/")
     lanes = sorted({p["lane"] for p in data["points"]})
     lane_boxes = "".join(f'<label><input type="checkbox" class="lane" value="{html.escape(ln)}" checked> '
                          f'{html.escape(ln)}</label> ' for ln in lanes)

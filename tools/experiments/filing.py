@@ -14,7 +14,7 @@ from .. import pages
 from ..errors import InputError
 from ..project import Project
 from ..writer import Writer, locked
-from . import ledger, records, report
+from . import ledger, metrics, records, report
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ def write_in_progress(w: Writer, rec: dict, command_line: str) -> str:
 def file_record(w: Writer, lane: Lane, rec: dict, ctx: dict, prior: list[dict] | None = None) -> str:
     """Write a filed run: its page, its ledger row (once per exp_id), the model page. Call with the lane lock held;
     ``prior``: the lane's records read under this same hold (saves reading the lane again)."""
+    rec = metrics.finite(rec)  # never a NaN in frontmatter or the ledger
     page = report.experiment_page(rec, ctx)
     refuse_filed(w, page.path)
     w.write_page(page)

@@ -1,7 +1,9 @@
 """The lane's RESULTS.tsv: autoresearch's ledger columns first, then ours.
 
 autoresearch: ``commit, metric, memory_gb, status (keep|discard|crash), description``; extended with
-``exp_id, date, tokens_per_s, mfu_percent, mfu_basis, step_time_ms, config``. ``metric`` is tokens/s.
+``exp_id, date, tokens_per_s, mfu_percent, mfu_basis, step_time_ms, config``, then (appended later, so files
+written before them still read) ``verdict, gain_pct, noise_band_pct, flops_per_step_causal,
+flops_per_step_noncausal, peak_flops_per_device, rounds``. ``metric`` is tokens/s.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import io
 import json
 
 COLUMNS = ("commit", "metric", "memory_gb", "status", "description",
-           "exp_id", "date", "tokens_per_s", "mfu_percent", "mfu_basis", "step_time_ms", "config")
+           "exp_id", "date", "tokens_per_s", "mfu_percent", "mfu_basis", "step_time_ms", "config",
+           "verdict", "gain_pct", "noise_band_pct", "flops_per_step_causal", "flops_per_step_noncausal",
+           "peak_flops_per_device", "rounds")
 
 
 def _cell(v) -> str:
@@ -23,9 +27,10 @@ def _cell(v) -> str:
 
 
 def read(text: str) -> list[dict]:
+    """Rows as dicts; a file with fewer columns (written before some were added) reads with those left out."""
     if not text.strip():
         return []
-    return list(csv.DictReader(io.StringIO(text), delimiter="\t"))
+    return [{k: v for k, v in r.items() if k is not None} for r in csv.DictReader(io.StringIO(text), delimiter="\t")]
 
 
 def render(rows: list[dict]) -> str:
@@ -41,4 +46,9 @@ def row_for(record: dict) -> dict:
             "status": record.get("ledger_status"), "description": record.get("description") or record.get("title"),
             "exp_id": record.get("exp_id"), "date": record.get("date"), "tokens_per_s": m.get("tokens_per_s"),
             "mfu_percent": m.get("mfu_percent"), "mfu_basis": m.get("mfu_basis"),
-            "step_time_ms": m.get("step_time_ms"), "config": record.get("config")}
+            "step_time_ms": m.get("step_time_ms"), "config": record.get("config"), "verdict": record.get("verdict"),
+            "gain_pct": record.get("gain_pct"), "noise_band_pct": record.get("noise_band_pct"),
+            "flops_per_step_causal": m.get("flops_per_step_causal"),
+            "flops_per_step_noncausal": m.get("flops_per_step_noncausal"),
+            "peak_flops_per_device": m.get("peak_flops_per_device"),
+            "rounds": (record.get("timing") or {}).get("rounds") or (record.get("calibration") or {}).get("rounds")}

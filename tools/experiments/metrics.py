@@ -9,6 +9,7 @@ The contract (experiments/README.md): the last stdout line that is a JSON object
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 from . import devices
@@ -17,7 +18,8 @@ BASES = ("causal", "noncausal")
 
 
 def parse_result(text: str) -> dict | None:
-    """The last line of ``text`` that is a JSON object carrying ``step_times_s``; None when absent."""
+    """The last line of ``text`` that is a JSON object carrying ``step_times_s`` or ``tokens_per_step``; None when
+    absent. Its fields are checked apart (``validate``), so a broken field is named rather than unseen."""
     for line in reversed(text.splitlines()):
         line = line.strip()
         if not (line.startswith("{") and line.endswith("}")):
@@ -26,9 +28,70 @@ def parse_result(text: str) -> dict | None:
             obj = json.loads(line)
         except ValueError:
             continue
-        if isinstance(obj, dict) and isinstance(obj.get("step_times_s"), list) and "tokens_per_step" in obj:
+        if isinstance(obj, dict) and ("step_times_s" in obj or "tokens_per_step" in obj):
             return obj
     return None
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _positive(v) -> bool:
+    return _number(v) and math.isfinite(v) and v > 0
+
+
+def validate(r: dict) -> str | None:
+    """What breaks the JSON-line contract, naming the field (``None``: a usable result). Non-finite losses are not
+    a contract break: the run ran and its math broke (see ``arms.check``)."""
+    times = r.get("step_times_s")
+    if not isinstance(times, list) or not times:
+        return f"`step_times_s`: expected a non-empty list of seconds, got {_short(times)}"
+    for i, t in enumerate(times):
+        if not _positive(t):
+            return f"`step_times_s`: step {i} is {_short(t)}, not a positive finite number of seconds"
+    if not _positive(r.get("tokens_per_step")):
+        return f"`tokens_per_step`: expected a positive number, got {_short(r.get('tokens_per_step'))}"
+    w = r.get("warmup_steps", 1)
+    if not (isinstance(w, int) and not isinstance(w, bool) and w >= 0):
+        return f"`warmup_steps`: expected a whole number >= 0, got {_short(w)}"
+    losses = r.get("losses")
+    if losses is not None and (not isinstance(losses, list) or not all(_number(x) for x in losses)):
+        return f"`losses`: expected a list of numbers, got {_short(losses)}"
+    f = r.get("flops_per_step")
+    vals = list(f.values()) if isinstance(f, dict) else [f]
+    if not all(v is None or (_number(v) and math.isfinite(v) and v >= 0) for v in vals):
+        return f"`flops_per_step`: expected a number or {{causal, noncausal}} numbers, got {_short(f)}"
+    for k in ("flops_per_step_xla", "peak_memory_bytes", "compile_s"):
+        v = r.get(k)
+        if v is not None and not (_number(v) and math.isfinite(v) and v >= 0):
+            return f"`{k}`: expected a finite number >= 0 or null, got {_short(v)}"
+    n = r.get("n_devices")
+    if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        return f"`n_devices`: expected a whole number >= 1, got {_short(n)}"
+    for k in ("shape", "config"):
+        if r.get(k) is not None and not isinstance(r[k], dict):
+            return f"`{k}`: expected an object, got {_short(r[k])}"
+    for k in ("device_kind", "platform"):
+        if r.get(k) is not None and not isinstance(r[k], str):
+            return f"`{k}`: expected a string, got {_short(r[k])}"
+    return None
+
+
+def _short(v) -> str:
+    s = json.dumps(v) if not isinstance(v, float) else repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def finite(obj):
+    """``obj`` with every non-finite float replaced by None (frontmatter and the explorer never see NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def _flops(result: dict) -> dict[str, float]:
@@ -67,9 +130,11 @@ def compute(result: dict, peak_flops: float | None = None) -> dict:
         "peak_flops_source": peak.source,
         "memory_gb": round(result["peak_memory_bytes"] / 1e9, 4) if result.get("peak_memory_bytes") else None,
         "memory_source": result.get("peak_memory_source"),
-        "loss_final": (result.get("losses") or [None])[-1],
+        "loss_final": finite(float((result.get("losses") or [math.nan])[-1])),
     }
     flops = _flops(result)
+    for b in BASES:
+        m[f"flops_per_step_{b}"] = flops.get(b)
     for b in BASES:
         v = None
         if b in flops and peak.peak_flops:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def _frontmatter(p: Path) -> dict | None:
     m = pages.FRONTMATTER_RE.match(text)
     if m:
         try:
-            meta = yaml.load(m.group(1), Loader=_LOADER)
+            meta = yaml.load(m.group(1) + "\n", Loader=_LOADER)
         except (yaml.YAMLError, ValueError):
             meta = None
         if isinstance(meta, dict):
@@ -67,18 +68,67 @@ def next_version(lane_dir: Path, ledger_rows: list[dict]) -> int:
     return max(seen, default=0) + 1
 
 
+def shape_key_of(r: dict) -> str | None:
+    """The record's shape key (``verdict.shape_key`` of its result); None for old records that stored no shape."""
+    if r.get("shape_key"):
+        return str(r["shape_key"])
+    if isinstance(r.get("shape"), dict):
+        return json.dumps(r["shape"], sort_keys=True)
+    return None
+
+
+def _same_shape(r: dict, shape_key: str | None) -> bool:
+    """``shape_key`` None: any shape. A record with no stored shape (filed before shapes were) matches any."""
+    k = shape_key_of(r)
+    return shape_key is None or k is None or k == shape_key
+
+
+def usable(r: dict) -> str | None:
+    """Why a record cannot be a baseline or a comparison point (None: it can)."""
+    if r.get("status") != "filed":
+        return f"it is {r.get('status') or 'not filed'}"
+    if r.get("verdict") in ("crash", "invalid"):
+        return f"it was filed {r['verdict']}"
+    if r.get("role") == "calibration":
+        return "it is a calibration run"
+    if not (r.get("metrics") or {}).get("tokens_per_s"):
+        return "it has no tokens/s"
+    return None
+
+
 def kept(records: list[dict]) -> list[dict]:
-    return [r for r in records if r.get("status") == "filed" and r.get("ledger_status") == "keep"
-            and (r.get("metrics") or {}).get("tokens_per_s")]
+    return [r for r in records if r.get("ledger_status") == "keep" and usable(r) is None]
 
 
-def baseline_for(records: list[dict], variant: str) -> dict | None:
-    """The latest filed baseline run of a variant."""
-    bs = [r for r in records if r.get("variant") == variant and r.get("role") == "baseline"
-          and r.get("status") == "filed" and r.get("verdict") != "crash"]
+def baseline_for(records: list[dict], variant: str, shape_key: str | None = None) -> dict | None:
+    """The latest usable baseline run of a variant (of that shape when ``shape_key`` is given): crashed and
+    invalid runs are never a baseline."""
+    bs = [r for r in records if r.get("variant") == variant and r.get("role") == "baseline" and usable(r) is None
+          and _same_shape(r, shape_key)]
     return bs[-1] if bs else None
 
 
-def best_for(records: list[dict], variant: str) -> dict | None:
-    ks = [r for r in kept(records) if r.get("variant") == variant]
+def best_for(records: list[dict], variant: str, shape_key: str | None = None) -> dict | None:
+    ks = [r for r in kept(records) if r.get("variant") == variant and _same_shape(r, shape_key)]
     return max(ks, key=lambda r: r["metrics"]["tokens_per_s"]) if ks else None
+
+
+def calibration_for(records: list[dict], variant: str, shape_key: str | None = None) -> dict | None:
+    """The latest filed A/A calibration of a variant (of that shape)."""
+    cs = [r for r in records if r.get("variant") == variant and r.get("role") == "calibration"
+          and r.get("status") == "filed" and (r.get("calibration") or {}).get("rounds") and _same_shape(r, shape_key)]
+    return cs[-1] if cs else None
+
+
+def semantics_reference(records: list[dict], shape_key: str) -> dict | None:
+    """The earliest same-shape baseline or semantics-ok run with a loss trajectory (never crashed or invalid)."""
+    for r in records:
+        if r.get("status") == "filed" and r.get("loss_trajectory") and r.get("verdict") not in ("crash", "invalid") \
+                and shape_key_of(r) == shape_key \
+                and (r.get("role") == "baseline" or (r.get("semantics") or {}).get("status") == "ok"):
+            return r
+    return None
+
+
+def find(records: list[dict], exp_id: str) -> dict | None:
+    return next((r for r in records if r.get("exp_id") == exp_id), None)

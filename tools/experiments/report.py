@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from .. import pages
 from . import records as rec_mod
+from .command import cap_tail
 
 
 def _fmt(v, nd=2, unit="") -> str:
@@ -22,6 +25,20 @@ def model_path(model: str, lane: str) -> str:
     return f"models/{model}-{lane}.md"
 
 
+def _sci(v) -> str:
+    return "—" if v is None or v == "" else f"{float(v):.4g}"
+
+
+def _mfu_check(m: dict) -> str:
+    """MFU = FLOPs per step / step time / (peak per device × devices), with the page's own numbers."""
+    basis, peak, st = m.get("mfu_basis"), m.get("peak_flops_per_device"), m.get("step_time_ms")
+    f = m.get(f"flops_per_step_{basis}") if basis else None
+    if not (f and peak and st):
+        return ""
+    return (f"{_sci(f)} FLOP / {st / 1e3:.6g} s / ({_sci(peak)} FLOP/s × {m.get('n_devices')}) = "
+            f"{100 * f / (st / 1e3) / (peak * m.get('n_devices', 1)):.3f} % ({basis})")
+
+
 def _metrics_table(m: dict) -> list[str]:
     rows = [("tokens/s", _fmt(m.get("tokens_per_s"), 1)),
             ("tokens/s per chip", _fmt(m.get("tokens_per_s_per_chip"), 1)),
@@ -30,7 +47,9 @@ def _metrics_table(m: dict) -> list[str]:
                                                  f" {m.get('steady_steps', '—')} steps)"),
             ("MFU, causal attention FLOPs", _fmt(m.get("mfu_causal_percent"), 3, " %")),
             ("MFU, non-causal attention FLOPs", _fmt(m.get("mfu_noncausal_percent"), 3, " %")),
-            ("peak FLOP/s per device", f"{_fmt(m.get('peak_flops_per_device'))} ({m.get('peak_flops_source', '—')})"),
+            ("model FLOPs per step, causal / non-causal (all devices)",
+             f"{_sci(m.get('flops_per_step_causal'))} / {_sci(m.get('flops_per_step_noncausal'))}"),
+            ("peak FLOP/s per device", f"{_sci(m.get('peak_flops_per_device'))} ({m.get('peak_flops_source', '—')})"),
             ("peak memory", f"{_fmt(m.get('memory_gb'), 4)} GB ({m.get('memory_source') or '—'})"),
             ("compile", _fmt(m.get("compile_s"), 2, " s")),
             ("devices / chips", f"{m.get('n_devices', '—')} × {m.get('device_kind', '—')} / {m.get('n_chips', '—')}"),
@@ -38,7 +57,15 @@ def _metrics_table(m: dict) -> list[str]:
             ("XLA cost_analysis / model FLOPs (non-causal)", _fmt(m.get("xla_flops_ratio"), 3))]
     if m.get("mfu_note"):
         rows.append(("MFU note", m["mfu_note"]))
+    check = _mfu_check(m)
+    if check:
+        rows.append(("MFU by hand", check))
     return ["| metric | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+
+
+def _short(v, n: int = 120) -> str:
+    s = str(v)
+    return s if len(s) <= n else s[:n] + "..."
 
 
 def experiment_body(r: dict, ctx: dict) -> str:
@@ -52,7 +79,7 @@ def experiment_body(r: dict, ctx: dict) -> str:
             f"- model `{r.get('model')}`, lane `{r.get('lane')}`, variant `{r.get('variant')}`, role {r.get('role')}",
             f"- model code commit `{r.get('commit') or 'unknown'}`; script sha256 `{r.get('script_sha256') or '—'}`",
             f"- runs: {r.get('repeats', 1)} timed" + (" interleaved with the baseline (A B A B)" if r.get('interleaved') else "")
-            + f"; timeout {ctx.get('timeout')} s"
+            + (f", {r['stop']}" if r.get("stop") else "") + f"; timeout {ctx.get('timeout')} s"
             + ("; the timed run was also traced (profiler overhead included; use --repeats to time untraced)"
                if ctx.get("traced_timing") else ""),
             f"- raw log and profile: `{r.get('raw_dir')}`"]
@@ -60,23 +87,36 @@ def experiment_body(r: dict, ctx: dict) -> str:
         out.append(f"- `{k}={v}`")
     if r.get("config"):
         cfg = r["config"]
-        out.append("- config: " + ", ".join(f"{k}={v}" for k, v in cfg.items()))
+        out.append("- config: " + ", ".join(f"{k}={_short(v)}" for k, v in cfg.items()))
     out += ["", "## Results", ""]
-    if r.get("verdict") == "crash":
-        out += [f"The run crashed ({ctx.get('crash_reason', 'see log')}). Last lines of the log:", "",
-                "```text", ctx.get("log_tail", "").rstrip(), "```", ""]
+    if r.get("verdict") == "crash" or (ctx.get("crash_reason") and not m):
+        log = f" (`{ctx['crash_log']}`)" if ctx.get("crash_log") else ""
+        what = "The run crashed" if r.get("verdict") == "crash" else "The run gave no usable result"
+        out += [f"{what}: {ctx.get('crash_reason', 'see log')}. Last lines of the log{log}:", "",
+                "```text", cap_tail(ctx.get("log_tail", "")).rstrip(), "```", ""]
     else:
         out += _metrics_table(m) + [""]
         base, best = r.get("baseline"), r.get("best")
-        if r.get("gain_pct") is not None:
+        if ctx.get("crash_reason"):
+            out.append(f"- {ctx['crash_reason']} (`{ctx.get('crash_log', '')}`)")
+        if r.get("calibration"):
+            c = r["calibration"]
+            out.append(f"- A/A calibration of `{base}`: {c['rounds']} rounds, σ of a round's log-ratio "
+                       f"{c['pair_sd_pct']} %, apparent gain of the command over itself {c['aa_gain_pct']:+.2f} %, "
+                       f"band for later verdicts ±{c['band_pct']} %")
+        elif r.get("gain_pct") is not None:
             out.append(f"- against the baseline `{base}`: tokens/s {r['gain_pct']:+.2f} %"
                        f" (noise band ±{r.get('noise_band_pct')} %: {ctx.get('band_how', '')})")
-        if ctx.get("baseline_note"):
-            out.append(f"- note: {ctx['baseline_note']}")
+        for note in r.get("notes") or []:
+            out.append(f"- note: {note}")
         if ctx.get("arms"):
             a = ctx["arms"]
-            out.append(f"- interleaved tokens/s, baseline: {', '.join(_fmt(x, 1) for x in a['base'])}; "
-                       f"this run: {', '.join(_fmt(x, 1) for x in a['var'])}")
+            out.append(f"- interleaved tokens/s, baseline: {', '.join(_fmt(x, 1) for x in a.get('baseline', []))}; "
+                       f"this run: {', '.join(_fmt(x, 1) for x in a.get('variant', []))}")
+        if r.get("attribution_note"):
+            out.append(f"- profile: {r['attribution_note']}")
+        if r.get("hlo_fingerprint"):
+            out.append(f"- optimized-HLO fingerprint `{r['hlo_fingerprint']}`")
         if best and r.get("gain_vs_best_pct") is not None:
             out.append(f"- against the current best `{best}`: tokens/s {r['gain_vs_best_pct']:+.2f} %")
         s = r.get("semantics") or {}
@@ -86,7 +126,7 @@ def experiment_body(r: dict, ctx: dict) -> str:
                    + f"; tolerance {s.get('tol')} (bf16 moved a 12-step trajectory ≤ 0.011, a layer-skipping"
                      " decoy ≥ 0.056)")
         if r.get("loss_trajectory"):
-            out.append("- loss trajectory: " + ", ".join(f"{x:.4f}" for x in r["loss_trajectory"]))
+            out.append("- loss trajectory: " + ", ".join(_fmt(x, 4) for x in r["loss_trajectory"]))
         out.append("")
     out += ["## Profile", ""]
     if ctx.get("profile_md"):
@@ -122,30 +162,52 @@ def experiment_page(r: dict, ctx: dict) -> pages.Page:
 
 # ----------------------------------------------------------------------------- model page
 
+def _shape_labels(keys: list[str | None]) -> dict:
+    """A short label per shape key: the fields that differ between the shapes (``—`` when there is one shape)."""
+    known = [k for k in keys if k]
+    if len(set(known)) <= 1:
+        return {k: "—" for k in keys}
+    shapes = {k: json.loads(k) for k in set(known)}
+    fields = sorted({f for d in shapes.values() for f in d
+                     if len({json.dumps(x.get(f), sort_keys=True) for x in shapes.values()}) > 1})
+    out = {k: ", ".join(f"{f}={shapes[k].get(f)}" for f in fields) for k in shapes}
+    out[None] = "unrecorded"
+    return out
+
+
 def model_page(model: str, lane: str, records: list[dict]) -> pages.Page:
-    """Variant matrix and run list, recomputed from the lane's experiment pages."""
+    """Variant matrix (a row per variant, and per shape where a variant has several) and run list, recomputed
+    from the lane's experiment pages."""
     recs = [r for r in records if r.get("status") == "filed"]
     variants = sorted({str(r.get("variant")) for r in recs})
-    lines = ["| variant | baseline | baseline tokens/s | current best | best tokens/s | gain | MFU (basis) | runs | crashes |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| variant | shape | baseline | baseline tokens/s | current best | best tokens/s | gain | MFU (basis) "
+             "| runs | crashes |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|---:|"]
     for v in variants:
         vr = [r for r in recs if str(r.get("variant")) == v]
-        b, best = rec_mod.baseline_for(vr, v), rec_mod.best_for(vr, v)
-        bt = (b or {}).get("metrics", {}).get("tokens_per_s")
-        bm = (best or {}).get("metrics", {})
-        gain = f"{100 * (bm['tokens_per_s'] / bt - 1):+.1f} %" if best and bt else "—"
-        mfu = f"{bm['mfu_percent']:.2f} % ({bm.get('mfu_basis')})" if bm.get("mfu_percent") is not None else "—"
-        link = lambda r: f"[{r['exp_id']}](../{r['page']})" if r else "—"
-        lines.append(f"| `{v}` | {link(b)} | {_fmt(bt, 1)} | {link(best)} | {_fmt(bm.get('tokens_per_s'), 1)} | "
-                     f"{gain} | {mfu} | {len(vr)} | {sum(r.get('verdict') == 'crash' for r in vr)} |")
+        keys = sorted({rec_mod.shape_key_of(r) for r in vr if r.get("metrics") and r.get("role") != "calibration"}
+                      - {None})
+        labels = _shape_labels(keys)
+        for key in keys if len(keys) > 1 else [None]:
+            rows = vr if key is None else [r for r in vr if rec_mod.shape_key_of(r) == key]
+            b, best = rec_mod.baseline_for(rows, v, key), rec_mod.best_for(rows, v, key)
+            bt = (b or {}).get("metrics", {}).get("tokens_per_s")
+            bm = (best or {}).get("metrics", {})
+            gain = f"{100 * (bm['tokens_per_s'] / bt - 1):+.1f} %" if best and bt else "—"
+            mfu = f"{bm['mfu_percent']:.2f} % ({bm.get('mfu_basis')})" if bm.get("mfu_percent") is not None else "—"
+            link = lambda r: f"[{r['exp_id']}](../{r['page']})" if r else "—"
+            crashes = sum(r.get("verdict") == "crash" for r in vr) if key is None or key == keys[0] else 0
+            lines.append(f"| `{v}` | {labels.get(key, '—')} | {link(b)} | {_fmt(bt, 1)} | {link(best)} | "
+                         f"{_fmt(bm.get('tokens_per_s'), 1)} | {gain} | {mfu} | {len(rows)} | {crashes} |")
     runs = ["| # | experiment | variant | verdict | tokens/s | Δ vs baseline | MFU (basis) |",
             "|---:|---|---|---|---:|---:|---:|"]
     for r in recs:
         m = r.get("metrics") or {}
         mfu = f"{m['mfu_percent']:.2f} % ({m.get('mfu_basis')})" if m.get("mfu_percent") is not None else "—"
         gain = f"{r['gain_pct']:+.2f} %" if r.get("gain_pct") is not None else "—"
+        role = f" ({r['role']})" if r.get("role") in ("baseline", "calibration") else ""
         runs.append(f"| {r.get('version')} | [{r.get('slug')}](../{r['page']}) | `{r.get('variant')}` | "
-                    f"{r.get('verdict')}{' (baseline)' if r.get('role') == 'baseline' else ''} | "
+                    f"{r.get('verdict')}{role} | "
                     f"{_fmt(m.get('tokens_per_s'), 1)} | {gain} | {mfu} |")
     hardware = sorted({str(r.get("variant")).split("/", 1)[-1] for r in recs if "/" in str(r.get("variant"))})
     meta = {"title": f"{model} ({lane})", "type": "model", "tags": ["model", model, lane],

@@ -1,37 +1,37 @@
 """`tools exp run`: run a training command, keep its log, read its JSON line, file the results.
 
-The steps live apart: ``command`` runs one command (log, timeout, process-group kill), ``filing`` reserves
-versions and writes pages under the lane lock, ``comparison`` turns results into a verdict, ``abandoned`` files
-runs whose runner vanished. This module orders them.
+The steps live apart: ``rounds`` schedules the arms (through a runner backend, ``tools.runners``), ``arms`` checks
+each arm's result, ``comparison`` and ``stats`` turn results into a verdict, ``filing`` reserves versions and writes
+pages under the lane lock, ``abandoned`` files runs whose runner vanished. This module orders them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 import re
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
 from ..project import Project
 from ..writer import Writer
-from . import abandoned, comparison, filing, records, verdict
-from .command import (
-    Proc,
-    Stop,
-    deferred_signals,
-    env_with,
-    run_command,
-    stop_on_signals,
-)
+from . import abandoned, comparison, filing, metrics, records, rounds, stats, verdict
+from .command import Stop, deferred_signals, stop_on_signals
 from .filing import rel
+from .rounds import ENV_KEYS, PROFILE_ENV  # noqa: F401  (re-exported: the names callers know)
 
-ENV_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
-PROFILE_ENV = "AUTORESEARCH_PROFILE_DIR"
 SLUG = re.compile(r"[^a-z0-9]+")
+# frontmatter the runner writes: ``RunSpec.extra`` may add keys, never set these
+RUNNER_KEYS = frozenset(
+    "title type tags model lane variant hypothesis commit exp_id status version slug date description command "
+    "script_sha256 script_copy raw_dir cwd runner env repeats run_wall_s wall_s_total interleaved stop config shape "
+    "shape_key loss_trajectory metrics role baseline best gain_vs_best_pct semantics runs_tokens_per_s calibration "
+    "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
+    "reference_run notes page".split())
 
 
 @dataclass
@@ -45,7 +45,7 @@ class RunSpec:
     slug: str = ""
     profile: bool = False
     timeout: float = 1800.0
-    repeats: int = 1
+    repeats: int = 1                     # fixed count of timed rounds (back-compat); see min/max_repeats
     peak_flops: float | None = None
     baseline: bool = False
     loss_tol: float = verdict.SEMANTICS_TOL
@@ -53,6 +53,21 @@ class RunSpec:
     hlo_module_re: str = ".*train_step.*"
     echo: bool = False
     cwd: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)   # the variant's own environment (XLA_FLAGS: appended)
+    min_repeats: int = 0                 # adaptive: at least this many rounds (0: ``repeats``)
+    max_repeats: int = 0                 # adaptive: at most this many (0: ``max(repeats, min_repeats)``)
+    compare_to: str | None = None        # exp_id to compare against instead of the variant's latest baseline
+    compare_cwd: Path | None = None      # where to rerun that record's command (default: its recorded cwd)
+    reference_command: list[str] | None = None   # a same-shape semantics reference, run once when the lane has none
+    reference_env: dict[str, str] = field(default_factory=dict)
+    reference_cwd: Path | None = None
+    parent_fingerprint: str | None = None        # the no-op check (needs ``profile``)
+    runtime_only: bool = False                   # the change cannot show in the HLO: no no-op check
+    extra: dict = field(default_factory=dict)    # frontmatter keys merged into the record (never runner keys)
+    runner: str = "local"
+    runner_options: dict = field(default_factory=dict)
+    calibrate: bool = False              # A/A: the baseline's command against itself, filed with role calibration
+    on_reserved: Callable[[str], None] | None = None  # called with the exp_id once reserved, before anything runs
 
 
 @dataclass
@@ -65,6 +80,8 @@ class Outcome:
     raw_dir: Path
     reasons: list[str] = field(default_factory=list)
     stopped_by: str | None = None  # "Ctrl-C" or "SIGTERM": the run was filed as a crash, then the runner stops
+    record: dict = field(default_factory=dict)   # the filed frontmatter
+    hlo_fingerprint: str | None = None
 
 
 def slugify(text: str) -> str:
@@ -76,7 +93,7 @@ def _check_name(kind: str, value: str) -> None:
         raise InputError(f"--{kind}", f"{value!r} must be letters, digits, '.', '_' or '-'")
 
 
-def _script(cmd: list[str], cwd: Path | None) -> Path | None:
+def script_of(cmd: list[str], cwd: Path | None) -> Path | None:
     for a in cmd:
         if a.endswith(".py"):
             p = Path(a) if Path(a).is_absolute() else (cwd or Path.cwd()) / a
@@ -102,136 +119,185 @@ def code_commit(script: Path | None) -> tuple[str, str]:
         return "", sha
 
 
-def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None) -> Outcome:
+def repeat_range(spec: RunSpec) -> tuple[int, int]:
+    """(least, most) timed rounds: ``repeats`` alone is a fixed count; ``max_repeats`` above it is adaptive."""
+    lo = spec.min_repeats or spec.repeats
+    hi = spec.max_repeats or max(spec.repeats, lo)
+    if spec.calibrate:
+        n = max(lo, hi)
+        lo = hi = max(n, 3) if n > 1 else stats.CALIBRATION_ROUNDS
+    if lo < 1 or hi < lo:
+        raise InputError("--repeats", f"need 1 <= min repeats ({lo}) <= max repeats ({hi})")
+    return lo, hi
+
+
+def _check_spec(spec: RunSpec) -> None:
     for k in ("model", "lane"):
         _check_name(k, getattr(spec, k))
-    if not spec.command:
+    if not spec.command and not spec.calibrate:
         raise InputError("command", "nothing to run: give the command after `--`")
+    if spec.command and spec.calibrate:
+        raise InputError("--calibrate", "a calibration reruns the baseline's own command: give no command")
+    repeat_range(spec)
+    for name in ("env", "reference_env"):
+        d = getattr(spec, name)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in d.items()):
+            raise InputError(name, "environment variables and their values must be strings")
+    clash = sorted(set(spec.extra) & RUNNER_KEYS)
+    if clash:
+        raise InputError("extra", f"keys {', '.join(clash)} are set by the runner; name yours differently")
+    try:
+        json.dumps(spec.extra, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InputError("extra", f"must be plain data (strings, numbers, lists, mappings): {e}") from None
+
+
+def _compared(spec: RunSpec, prior: list[dict]) -> dict | None:
+    """The record this run compares against: ``compare_to``, else the variant's latest usable baseline."""
+    if spec.compare_to:
+        r = records.find(prior, spec.compare_to)
+        if r is None:
+            raise InputError("compare_to", f"{spec.compare_to} is not an experiment of {spec.model}/{spec.lane}")
+        why = records.usable(r) or (None if r.get("command") else "it recorded no command")
+        if why:
+            raise InputError("compare_to", f"{spec.compare_to} cannot be compared against: {why}")
+        return r
+    base = None if spec.baseline and not spec.calibrate else records.baseline_for(prior, spec.variant)
+    if spec.calibrate and base is None:
+        raise InputError("--calibrate", f"variant {spec.variant} has no usable baseline to calibrate: "
+                                        "file one with --baseline first")
+    return base
+
+
+def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None) -> Outcome:
+    from .. import runners
+
+    _check_spec(spec)
+    backend = runners.get(spec.runner, spec.runner_options)  # an unknown runner fails before anything is filed
     w = writer or Writer(project.wiki)
     lane = filing.Lane(project, spec.model, spec.lane)
-    script = _script(spec.command, spec.cwd)
-    command_line = shlex.join(spec.command)
-    code = code_commit(script)
-
-    # 1. file what vanished runners left, then reserve a version: an in_progress page, under the lane lock
-    # 2. run: interleaved with the baseline when repeats > 1 and a baseline exists
+    lo, hi = repeat_range(spec)
+    var_side = rounds.Side(list(spec.command), rounds.merged_env(spec.env), spec.cwd)
+    runs = rounds.Runs(calibration=spec.calibrate)
     rec: dict = {}
-    ctx: dict = {"command_line": command_line, "timeout": spec.timeout, "traced_timing": spec.profile and spec.repeats == 1,
-                 "env": {k: os.environ[k] for k in ENV_KEYS if os.environ.get(k)}}
-    base_rec, interleave = None, False
-    base_runs: list[Proc] = []
-    var_runs: list[Proc] = []
+    ctx: dict = {"timeout": spec.timeout}
     with stop_on_signals():
         try:
+            # 1. file what vanished runners left, pick what to compare with, reserve a version: under the lane lock
             with deferred_signals(), lane.locked():
                 abandoned.sweep_lane(w, lane)
-                rec = _started_record(project, spec, lane.next_version(), w.today, script, code, command_line)
-                filing.write_in_progress(w, rec, command_line)
-            base_rec = None if spec.baseline else records.baseline_for(lane.records(), spec.variant)
-            interleave = bool(spec.repeats > 1 and base_rec is not None and base_rec.get("command"))
-            _run_all(project, spec, project.root / rec["raw_dir"], base_rec if interleave else None,
-                     base_runs, var_runs, ctx)
+                prior = lane.records()
+                runs.base_rec = _compared(spec, prior)
+                base_side = None
+                if runs.base_rec is not None and runs.base_rec.get("command"):
+                    base_side, notes = rounds.record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd)
+                    runs.notes += notes
+                if spec.calibrate:
+                    var_side = base_side
+                command = var_side.command if spec.calibrate else spec.command
+                ctx["command_line"] = shlex.join(command)
+                ctx["env"] = rounds.recorded_env(var_side.env, var_side.unset)
+                script = script_of(command, var_side.cwd)
+                n_runs = 2 * hi + int(spec.profile) + int(bool(spec.reference_command))
+                version = lane.next_version()
+                if spec.on_reserved:  # e.g. the loop commits a code patch with its experiment's id first
+                    spec.on_reserved(exp_id_for(spec, version, w.today))
+                rec = _started_record(project, spec, version, w.today, script, code_commit(script),
+                                      ctx["command_line"], n_runs, ctx["env"])
+                filing.write_in_progress(w, rec, ctx["command_line"])
+            # 2. the rounds: [baseline, variant] per round when there is a baseline to rerun
+            raw_dir = project.root / rec["raw_dir"]
+            rounds.Schedule(project, spec, raw_dir, prior, var_side, base_side, lo, hi, runs,
+                            on_profile=_fingerprint, runner=backend).run()
         except (KeyboardInterrupt, Stop) as e:  # between two commands: nothing to kill, file what we have
             if not rec:
                 raise
-            how = e.how if isinstance(e, Stop) else "Ctrl-C"
-            var_runs.append(Proc(None, False, 0.0, project.root / rec["raw_dir"] / "run.log", None,
-                                 f"[tools exp run] stopped by {how}", how))
+            runs.stopped_by = e.how if isinstance(e, Stop) else "Ctrl-C"
+        except Exception as e:  # a backend or a profile step failed: file a crash saying so, then raise it
+            if not rec:
+                raise
+            runs.error = e
     raw_dir = project.root / rec["raw_dir"]
+    if spec.profile and runs.error is None and runs.stopped_by is None:
+        _profile(project, raw_dir, ctx, runs)
 
     # 3. metrics, verdict, page, ledger row, model page: under the lane lock, signals held back until filed
+    failure = None
     with deferred_signals(), lane.locked():
         prior = lane.records()
-        rec, d = comparison.judge(spec, rec, ctx, prior, base_rec, base_runs, var_runs, interleave)
+        try:
+            rec, d = comparison.judge(spec, rec, ctx, prior, runs)
+            _attribution(project, runs.base_rec, rec, ctx)
+        except Exception as e:  # file what happened rather than leave the page in_progress, then re-raise
+            failure = e
+            d = verdict.Decision("crash", "crash", [f"tools exp run failed while judging: {type(e).__name__}: {e}"])
+            rec = dict(rec, status="filed", verdict="crash", ledger_status="crash", reasons=d.reasons, metrics={},
+                       role="variant")
+            ctx.update(crash_reason=d.reasons[0], log_tail="")
+        rec["notes"] = runs.notes + ctx.get("notes", []) or None
+        rec = {**spec.extra, **{k: v for k, v in rec.items() if v is not None}}
         page = filing.file_record(w, lane, rec, ctx, prior)
         w.append_log("exp run", f"{spec.model}/{spec.lane} {rec['exp_id']}", [
             f"verdict {d.verdict} ({d.status}); tokens/s {rec['metrics'].get('tokens_per_s', '—')}",
             f"page {page}", f"raw {rec['raw_dir']}"])
-    return Outcome(rec["exp_id"], page, d.verdict, d.status, rec["metrics"], raw_dir, d.reasons,
-                   var_runs[-1].stopped_by)
+    if failure is not None or runs.error is not None:
+        raise failure or runs.error
+    return Outcome(rec["exp_id"], page, d.verdict, d.status, rec["metrics"], raw_dir, d.reasons, runs.stopped_by,
+                   dict(rec, page=page), rec.get("hlo_fingerprint"))
+
+
+def _slug(spec: RunSpec) -> str:
+    return slugify(spec.slug or spec.description or ("calibration" if spec.calibrate else Path(spec.command[-1]).stem))
+
+
+def exp_id_for(spec: RunSpec, n: int, date: str) -> str:
+    return f"{date}-v{n:03d}-{_slug(spec)}"
 
 
 def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: Path | None,
-                    code: tuple[str, str], command_line: str) -> dict:
+                    code: tuple[str, str], command_line: str, n_runs: int, env: dict[str, str]) -> dict:
     """The in_progress page's frontmatter, with who runs it (see ``abandoned``); saves a copy of the script."""
-    slug = slugify(spec.slug or spec.description or Path(spec.command[-1]).stem)
-    exp_id = f"{date}-v{n:03d}-{slug}"
+    slug = _slug(spec)
+    exp_id = exp_id_for(spec, n, date)
     raw_dir = project.raw_profiles / f"{date}-{spec.model}-{spec.lane}-v{n:03d}-{slug}"
     commit, sha = code
-    runs = 2 * max(1, spec.repeats) + (1 if spec.profile else 0)
     rec = {"title": f"{spec.model}/{spec.lane} v{n:03d}: {spec.description or slug}", "type": "experiment",
            "tags": ["experiment", spec.model, spec.lane], "model": spec.model, "lane": spec.lane,
            "variant": spec.variant, "hypothesis": spec.hypothesis or None, "commit": commit or None,
            "exp_id": exp_id, "status": "in_progress", "version": n, "slug": slug, "date": date,
            "description": spec.description or None, "command": command_line, "script_sha256": sha or None,
            "raw_dir": rel(raw_dir, project.root), "cwd": rel(spec.cwd or Path.cwd(), project.root),
-           "runner": abandoned.stamp(spec.timeout * runs, spec.timeout)}
+           "runner": abandoned.stamp(spec.timeout * n_runs, spec.timeout), "env": env,
+           "role": "calibration" if spec.calibrate else None}
     if script is not None:  # a copy of the model code, so a later interleaved rerun can use this exact code
         from ..writer import atomic_write
         atomic_write(raw_dir / "code" / script.name, script.read_bytes())
         rec["script_copy"] = rel(raw_dir / "code" / script.name, project.root)
-    return {k: v for k, v in rec.items() if v is not None}
+    # the caller's keys too, so a run cut off mid-way is still found as theirs (the loop's resume)
+    return {**spec.extra, **{k: v for k, v in rec.items() if v is not None}}
 
 
-def _run_all(project: Project, spec: RunSpec, raw_dir: Path, base_rec: dict | None,
-             base_runs: list[Proc], var_runs: list[Proc], ctx: dict) -> None:
-    """The timed runs (A B A B with a baseline to rerun), then the profile; stops at the first crash."""
-    base_cwd = None
-    if base_rec:  # rerun the baseline's command from the folder it ran in, when that still exists
-        c = Path(str(base_rec.get("cwd") or ""))
-        c = c if c.is_absolute() else project.root / c
-        base_cwd = c if base_rec.get("cwd") and c.is_dir() else spec.cwd
-    base_cmd, ctx["baseline_note"] = _baseline_command(project, base_rec, base_cwd) if base_rec else ([], "")
-    prof_env = env_with(_profile_env(raw_dir, spec.hlo_module_re)) if spec.profile else None
-    for i in range(max(1, spec.repeats)):
-        if base_rec:
-            base_runs.append(run_command(base_cmd, raw_dir / f"baseline-{i + 1}.log", env_with({}), spec.timeout,
-                                         base_cwd, spec.echo))
-            if base_runs[-1].stopped_by:
-                var_runs.append(base_runs[-1])  # stopped during the baseline arm: the experiment stops too
-                return
-        log = raw_dir / (f"run-{i + 1}.log" if spec.repeats > 1 else "run.log")
-        env = prof_env if spec.profile and spec.repeats == 1 else env_with({})
-        var_runs.append(run_command(spec.command, log, env, spec.timeout, spec.cwd, spec.echo))
-        if var_runs[-1].result is None:
-            break  # a crash ends the experiment
-    if not spec.profile:
+def _fingerprint(raw_dir: Path) -> str | None:
+    """Prune the HLO dump to its text and hash it (``tools.profiling.hlo.fingerprint``)."""
+    from ..profiling import hlo
+
+    _prune_dump(raw_dir / "hlo")
+    return hlo.fingerprint(raw_dir / "hlo")
+
+
+def _attribution(project: Project, base_rec: dict | None, rec: dict, ctx: dict) -> None:
+    """A note from ``tools.profiling.diff.attribution_note`` when both runs have a profile summary."""
+    if not base_rec or rec.get("gain_pct") is None or not ctx.get("profile_summary"):
         return
-    if var_runs[-1].result is None:
-        ctx["profile_note"] = "The run crashed before a profile could be summarized."
+    from ..profiling import diff
+
+    note_fn = getattr(diff, "attribution_note", None)
+    base_summary = project.root / str(base_rec.get("raw_dir") or "") / "summary.json"
+    if note_fn is None or not base_rec.get("raw_dir") or not base_summary.is_file():
         return
-    if spec.repeats > 1:  # timed runs stay untraced; one more run carries the profiler
-        prof = run_command(spec.command, raw_dir / "profile-run.log", prof_env, spec.timeout, spec.cwd, spec.echo)
-        if prof.stopped_by:
-            var_runs.append(prof)
-            return
-        if prof.result is None:
-            ctx["profile_note"] = f"The profiled run failed: see `{rel(prof.log, project.root)}`."
-    _profile(project, raw_dir, ctx)
-
-
-def _baseline_command(project: Project, base_rec: dict, cwd: Path | None) -> tuple[list[str], str]:
-    """The baseline's command; when its script changed since, the copy saved with the baseline instead."""
-    cmd = shlex.split(base_rec["command"])
-    copy = base_rec.get("script_copy")
-    script = _script(cmd, cwd)
-    if not (copy and script and base_rec.get("script_sha256")):
-        return cmd, ""
-    if code_commit(script)[1] == base_rec["script_sha256"]:
-        return cmd, ""
-    saved = project.root / copy
-    if not saved.is_file():
-        return cmd, (f"the baseline script changed since {base_rec['exp_id']} and its saved copy is missing: "
-                     "the current script was rerun as the baseline")
-    i = next(i for i, a in enumerate(cmd) if a.endswith(".py"))
-    cmd[i] = str(saved)
-    return cmd, f"the baseline script changed since {base_rec['exp_id']}: its saved copy `{copy}` was rerun"
-
-
-def _profile_env(raw_dir: Path, module_re: str) -> dict[str, str]:
-    """The trace folder the script honours, and XLA flags that dump optimized HLO as text."""
-    flags = f"--xla_dump_to={raw_dir / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re={module_re}"
-    return {PROFILE_ENV: str(raw_dir / "trace"), "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()}
+    note = note_fn(json.loads(base_summary.read_text(encoding="utf-8")), ctx["profile_summary"], rec["gain_pct"])
+    if note:
+        rec["attribution_note"] = ctx["attribution_note"] = str(note)
 
 
 def _prune_dump(folder: Path) -> list[Path]:
@@ -251,12 +317,18 @@ def _prune_dump(folder: Path) -> list[Path]:
     return sorted(keep)
 
 
-def _profile(project: Project, raw_dir: Path, ctx: dict) -> None:
-    import json
-
+def _profile(project: Project, raw_dir: Path, ctx: dict, runs) -> None:
     from ..profiling import hlo, summary  # jax is imported lazily inside
     from ..writer import atomic_write
 
+    arm = runs.profile if runs.profile is not None else (runs.var[0] if runs.traced and runs.var else None)
+    if runs.calibration:
+        ctx["profile_note"] = "A calibration is not profiled."
+        return
+    if arm is None or arm.result is None:
+        ctx["profile_note"] = ("The run stopped before its profiled run." if arm is None else
+                               f"The profiled run failed: see `{rel(arm.proc.log, project.root)}`.")
+        return
     kept = _prune_dump(raw_dir / "hlo")
     ctx["hlo_files"] = [rel(p, project.root) for p in kept]
     ctx["hlo_stats"] = [hlo.stats(m) for m in hlo.load_modules(raw_dir / "hlo").values()]

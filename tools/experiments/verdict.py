@@ -1,48 +1,32 @@
-"""Honest verdicts: a gain counts only beyond the noise band, with no tracked regression and an
-unchanged early loss trajectory against a same-shape reference.
+"""Honest verdicts: a gain counts only when interleaved rounds decide it beyond the band (``stats``), with no
+tracked regression and an unchanged early loss trajectory against a same-shape reference.
 
-Measured on these machines (docs/experiments.md): a CPU step varies ~2 % run to run and drifts up
-to 6 % over an hour; bf16 moved a 12-step loss trajectory by <= 0.011 while a layer-skipping decoy
-moved it by >= 0.056.
+Measured on these machines (docs/experiments.md): one run against a stored number was falsely supported or
+refuted ~45 % of the time; bf16 moved a 12-step loss trajectory by <= 0.011 while a layer-skipping decoy moved it
+by >= 0.056.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass, field
 
-RUN_TO_RUN_FLOOR_PCT = 2.0     # run-to-run CV measured on CPU: the least band interleaved repeats get
-STALE_BASELINE_PCT = 6.0       # drift over an hour: the band when comparing against an old, stored number
+from .stats import Timing
+
+STALE_BASELINE_PCT = 6.0       # drift over an hour: the band shown when comparing against an old, stored number
 SEMANTICS_STEPS = 12
 SEMANTICS_TOL = 0.025
 MEMORY_TOL_PCT = 5.0
+NOOP_REASON = "no-op: the optimized HLO is identical to the parent's (ids and metadata stripped)"
+SINGLE_RUN_REASON = ("one run against a stored number decides nothing: replayed on 56 runs of one command, that "
+                     "comparison was falsely supported 45 % and falsely refuted 44 % of the time; use --repeats 2 "
+                     "(or --max-repeats M) for interleaved rounds")
 
 
 def shape_key(result: dict) -> str:
     """What fixes the math of a run: the script's ``shape`` (or its tokens per step)."""
     shape = result.get("shape") or {"tokens_per_step": result.get("tokens_per_step")}
     return json.dumps(shape, sort_keys=True)
-
-
-def spread_pct(values: list[float]) -> float:
-    """Half the range of repeated measurements relative to their median, in percent."""
-    if len(values) < 2:
-        return 0.0
-    return 100 * (max(values) - min(values)) / 2 / statistics.median(values)
-
-
-def noise_band(base_tps: list[float], var_tps: list[float], interleaved: bool) -> tuple[float, str]:
-    """The band a gain must exceed, and how it was obtained."""
-    if interleaved and len(base_tps) >= 2 and len(var_tps) >= 2:
-        measured = max(spread_pct(base_tps), spread_pct(var_tps))
-        band = max(measured, RUN_TO_RUN_FLOOR_PCT)
-        return round(band, 2), (f"interleaved A/B, {len(base_tps)}+{len(var_tps)} runs: measured spread "
-                                f"{measured:.2f} %, floor {RUN_TO_RUN_FLOOR_PCT} % (run-to-run CV)")
-    measured = max(spread_pct(base_tps), spread_pct(var_tps))
-    band = max(measured, STALE_BASELINE_PCT)
-    return round(band, 2), (f"no interleaved repeats: compared with the stored baseline, band "
-                            f"{STALE_BASELINE_PCT} % (measured drift over an hour); use --repeats N to measure it")
 
 
 @dataclass
@@ -69,17 +53,6 @@ def semantics(ref_losses: list[float] | None, losses: list[float] | None, refere
                      "" if d <= tol else f"max |Δloss| {d:.4f} > {tol} over the first {n} steps")
 
 
-def separation(base_tps: list[float], var_tps: list[float]) -> int:
-    """+1 when every variant run beat every baseline run, -1 when every one lost, 0 when the ranges overlap."""
-    if not base_tps or not var_tps:
-        return 0
-    if min(var_tps) > max(base_tps):
-        return 1
-    if max(var_tps) < min(base_tps):
-        return -1
-    return 0
-
-
 @dataclass
 class Decision:
     verdict: str
@@ -87,25 +60,44 @@ class Decision:
     reasons: list[str] = field(default_factory=list)
 
 
-def decide(*, crashed: bool, is_baseline: bool, gain_pct: float | None, band_pct: float | None,
-           sem: Semantics | None, memory_delta_pct: float | None, separated: int | None = None) -> Decision:
-    """``separated`` (interleaved repeats only): see ``separation``; overlapping arms are never a verdict."""
-    if crashed:
-        return Decision("crash", "crash", ["the run crashed, timed out or printed no JSON result line"])
+def decide(*, crash: str | None = None, bad_loss: str | None = None, sem: Semantics | None = None,
+           role: str = "variant", timing: Timing | None = None, gain_pct: float | None = None,
+           band_pct: float | None = None, memory_delta_pct: float | None = None, noop: bool = False,
+           no_comparison: str = "no baseline measurement to compare against",
+           single_reason: str = SINGLE_RUN_REASON) -> Decision:
+    """The verdict. A speed verdict (supported, refuted) needs ``timing``: interleaved paired rounds whose
+    interval is decided (``stats.paired``); a single run against a stored number is at most inconclusive."""
+    if crash:
+        return Decision("crash", "crash", [crash])
+    if bad_loss:
+        return Decision("invalid", "discard", [bad_loss])
     if sem and sem.status == "changed":
         return Decision("invalid", "discard", [f"semantics changed: {sem.reason}; a speedup here is not a win"])
-    if is_baseline:
+    if role == "calibration":
+        return Decision("inconclusive", "discard", ["A/A calibration: the baseline's command against itself, "
+                                                    "interleaved; later verdicts in this variant use its noise"])
+    if role == "baseline":
         return Decision("inconclusive", "keep", ["baseline run: the reference this variant is compared against"])
-    if gain_pct is None or band_pct is None:
-        return Decision("inconclusive", "discard", ["no baseline measurement to compare against"])
-    reasons = [f"tokens/s {gain_pct:+.2f} % vs baseline, noise band ±{band_pct:.2f} %"]
-    if gain_pct < -band_pct and separated != 0:
-        return Decision("refuted", "discard", reasons + ["slower than the baseline beyond the noise band"])
-    if abs(gain_pct) <= band_pct:
-        return Decision("inconclusive", "discard", reasons + ["the change is within the noise band"])
-    if separated == 0:
-        return Decision("inconclusive", "discard", reasons + [
-            "the interleaved runs overlap (some baseline runs beat some variant runs): more --repeats"])
+    if noop:
+        return Decision("inconclusive", "discard", [NOOP_REASON])
+    if gain_pct is None:
+        return Decision("inconclusive", "discard", [no_comparison])
+    if timing is None:
+        return Decision("inconclusive", "discard", [
+            f"tokens/s {gain_pct:+.2f} % vs the baseline (band ±{band_pct or STALE_BASELINE_PCT} %)", single_reason])
+    lo, hi = timing.interval_pct
+    reasons = [f"tokens/s {gain_pct:+.2f} % vs baseline over {timing.rounds} interleaved rounds, "
+               f"{timing.confidence_pct:g} % interval [{lo:+.2f}, {hi:+.2f}] %, band ±{timing.band_pct:.2f} %"]
+    if timing.decision == "refuted":
+        return Decision("refuted", "discard", reasons + [
+            "slower beyond the band: the interval is below zero and every variant run lost to every baseline run"])
+    if timing.decision == "within":
+        return Decision("inconclusive", "discard", reasons + ["the interval lies inside the band: no change worth "
+                                                              "calling one"])
+    if timing.decision != "supported":
+        why = ("the arms overlap (some baseline runs beat some variant runs)" if timing.separated == 0
+               else "the interval is not decided")
+        return Decision("inconclusive", "discard", reasons + [f"{why}: more rounds (--max-repeats) or calibrate"])
     if memory_delta_pct is not None and memory_delta_pct > MEMORY_TOL_PCT:
         return Decision("inconclusive", "discard",
                         reasons + [f"peak memory regressed {memory_delta_pct:+.1f} % (> {MEMORY_TOL_PCT} %)"])
@@ -113,4 +105,5 @@ def decide(*, crashed: bool, is_baseline: bool, gain_pct: float | None, band_pct
         why = sem.reason if sem else "not run"
         return Decision("inconclusive", "discard", reasons + [f"semantics check did not run: {why}"])
     return Decision("supported", "keep", reasons + [
+        "every variant run beat every baseline run",
         f"semantics held: max |Δloss| {sem.max_abs_delta} ≤ {sem.tol} over {sem.steps} steps"])

@@ -1,0 +1,63 @@
+"""A whole loop with the `llm` proposer: the real anthropic SDK over real HTTP to a stub Messages API."""
+
+from __future__ import annotations
+
+import pytest
+from llm_helpers import KEY
+from loop_helpers import make_kb
+from messages_stub import MESSAGES, Stub, rate_limited, tool_use
+
+from tools.loop import state as st
+from tools.loop.engine import start
+from tools.project import Project
+
+pytest.importorskip("anthropic")
+
+
+def proposal(change: dict, category: str, statement: str) -> dict:
+    return {"statement": statement, "mechanism": "m", "predicted_signal": "tokens/s up", "falsification": "no gain",
+            "change": change, "category": category, "expected_gain_pct": 10, "confidence": 0.5, "effort": 1}
+
+
+BF16 = proposal({"kind": "knobs", "knobs": {"dtype": "bf16"}}, "precision", "bf16 is faster")
+FAST = proposal({"kind": "env", "env": [{"name": "FAKE_FAST", "value": "1"}]}, "compiler", "the env flag is faster")
+BROKEN = proposal({"kind": "knobs", "knobs": {"warp": 9}}, "precision", "an unknown knob")
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with Stub() as s:
+        yield s
+
+
+def test_llm_loop_files_prompts_counts_tokens_and_survives_bad_replies(tmp_path, stub):
+    root = tmp_path / "kb"
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url, "max_retries": 2},
+            budget={"runs": 2, "llm_tokens": 100000})
+    stub.push(MESSAGES, tool_use(BF16, input_tokens=1000, output_tokens=200, n=1))
+    stub.push(MESSAGES, tool_use(BROKEN, n=2)).push(MESSAGES, tool_use(BROKEN, n=3))  # unusable twice
+    body, status, headers = rate_limited()
+    stub.push(MESSAGES, body, status, headers)                                         # then a 429, retried
+    stub.push(MESSAGES, tool_use(FAST, input_tokens=1000, output_tokens=200, n=4))
+    s = start(Project(root), "fake-loop")
+    assert s["stop_reason"].startswith("budget: runs 2 of 2")
+    assert [h["describe"] for h in s["history"]] == ["dtype=bf16", "FAKE_FAST='1'"]
+    assert all(h["proposer"] == "llm" for h in s["history"])
+    assert s["history"][0]["verdict"] == "supported" and s["history"][0]["kept"]
+    assert s["usage"]["llm_tokens"] >= 2400  # both good replies and the two unusable ones are charged
+    folder = st.LoopPaths(Project(root), "fake-loop").folder / "iterations"
+    assert (folder / "001" / "prompt.md").is_file() and (folder / "001" / "response.json").is_file()
+    assert list((folder / "002").glob("proposer-error-1.txt"))
+    assert len(stub.bodies()) == 5
+    # the key went out on the wire only
+    leaked = [p for p in root.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def test_exhausted_token_budget_stops_the_loop_without_a_request(tmp_path, stub):
+    root = tmp_path / "kb"
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url}, budget={"runs": 5, "llm_tokens": 50})
+    s = start(Project(root), "fake-loop")
+    assert s["stop_reason"].startswith("budget: the next proposal would exceed llm_tokens")
+    assert s["history"] == [] and stub.requests == []

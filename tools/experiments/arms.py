@@ -1,0 +1,98 @@
+"""One arm's outcome: its validated JSON result and metrics, or the specific reason it has none.
+
+A runner backend returns a ``Proc`` per arm (exit code, log, parsed JSON line); this module decides whether that is
+a result: a non-zero exit after the JSON line, a field that breaks the contract or a non-finite loss is never judged
+as a normal run, and a crash names its cause (timeout, signal, exit code, out of memory, no JSON line, bad field).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import metrics
+from .command import Proc
+
+OOM = re.compile(r"RESOURCE_EXHAUSTED|out of memory|OutOfMemory|\bOOM\b|MemoryError", re.I)
+OOM_SCAN_BYTES = 256_000  # the end of the log that is searched for an out-of-memory message
+
+
+@dataclass
+class ArmResult:
+    name: str
+    proc: Proc
+    result: dict | None = None      # the validated JSON line
+    crash: str | None = None        # why there is no result
+    bad_loss: str | None = None     # a non-finite loss: the run ran, but its math broke
+    metrics: dict = field(default_factory=dict)
+    kind: str = ""                  # base | var | profile | reference
+
+    @property
+    def tps(self) -> float | None:
+        return self.metrics.get("tokens_per_s")
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and self.bad_loss is None
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def _log_end(log: Path) -> str:
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - OOM_SCAN_BYTES))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def crash_reason(p: Proc, timeout: float, bad_field: str | None = None) -> str | None:
+    """Why the arm has no result, or None when it ran cleanly and printed a valid JSON line."""
+    if p.stopped_by:
+        return f"stopped by {p.stopped_by}: the command's process group was killed"
+    if p.timed_out:
+        return f"timed out after {timeout:g} s"
+    rc = p.rc
+    if rc == 0 and p.result is not None:
+        return f"bad JSON field {bad_field}" if bad_field else None
+    oom = OOM.search(_log_end(p.log) or p.tail or "")
+    if rc is None:
+        how = "no exit code"
+    elif rc < 0:
+        how = f"killed by signal {_signal_name(-rc)}"
+    elif rc > 128 and rc - 128 < 65:
+        how = f"exit code {rc} (128 + {_signal_name(rc - 128)})"
+    else:
+        how = f"exit code {rc}"
+    if rc == 0:
+        return "no JSON result line (exit code 0)"
+    if oom:
+        return f"out of memory ({oom.group(0)} in the log), {how}"
+    if p.result is not None:
+        return f"{how} after the JSON line"
+    return f"{how}, no JSON result line"
+
+
+def check(name: str, p: Proc, timeout: float, peak_flops: float | None) -> ArmResult:
+    """Validate what the arm printed and compute its metrics."""
+    bad = metrics.validate(p.result) if p.result is not None and p.rc == 0 else None
+    crash = crash_reason(p, timeout, bad)
+    if crash:
+        return ArmResult(name, p, None, crash)
+    a = ArmResult(name, p, p.result)
+    losses = p.result.get("losses") or []
+    nonfinite = next((i for i, x in enumerate(losses) if not math.isfinite(float(x))), None)
+    if nonfinite is not None:
+        a.bad_loss = f"non-finite loss ({losses[nonfinite]}) at step {nonfinite}: the math broke"
+    a.metrics = metrics.compute(p.result, peak_flops)
+    return a

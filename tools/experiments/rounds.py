@@ -1,0 +1,301 @@
+"""The schedule of an experiment: rounds of arms, each round run by one ``run_round`` call of a runner backend
+(``tools.runners``), so both arms of a round always share a worker.
+
+- a separate profile run is its own round and goes first: a crash, a broken loss trajectory or a no-op (the same
+  optimized HLO as the parent's) is then known before any timed round is spent;
+- timed rounds are ``[baseline, variant]`` (A B A B ...), as many as ``min_repeats`` and then more, up to
+  ``max_repeats``, until the interval of the gain is decided (``stats.paired``);
+- a same-shape semantics reference (``reference_command``) is its own round, run once when the lane has none;
+- the baseline reruns with the environment its record kept, never the variant's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import arms, comparison, records, stats, verdict
+from .arms import ArmResult
+
+ENV_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
+FLAG_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS")   # a run's own flags are appended to these, never replace them
+PROFILE_ENV = "AUTORESEARCH_PROFILE_DIR"
+HLO_ENV = "AUTORESEARCH_HLO_DIR"  # names the dump folder so a remote runner brings it back (tools/runners)
+SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+REDACTED = "<redacted>"
+
+
+# ----------------------------------------------------------------------------- environments
+
+def merged_env(extra: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
+    """``extra`` over the runner's environment: flag variables are appended to its value (the later flag wins)."""
+    base = os.environ if base is None else base
+    return {k: (f"{base[k]} {v}".strip() if k in FLAG_KEYS and base.get(k) else str(v)) for k, v in extra.items()}
+
+
+def recorded_env(own: dict[str, str], unset: list[str] | tuple = ()) -> dict[str, str]:
+    """What a run's record keeps: this environment's ``ENV_KEYS`` (less ``unset``) plus the run's own variables
+    (secrets redacted)."""
+    env = {k: os.environ[k] for k in ENV_KEYS if os.environ.get(k) and k not in unset}
+    env.update(own)
+    return {k: (REDACTED if SECRET.search(k) else str(v)) for k, v in sorted(env.items())}
+
+
+def restored_env(rec: dict) -> tuple[dict[str, str], list[str], str]:
+    """How to rerun a record as it ran: (variables on top of the runner's, ``ENV_KEYS`` to unset, a note).
+    The baseline environment is the runner's minus ``ENV_KEYS``, plus what the record kept."""
+    env = rec.get("env")
+    if not isinstance(env, dict):
+        return {}, [], (f"`{rec.get('exp_id')}` kept no environment (filed before runs recorded one): "
+                        "its reruns inherit this runner's")
+    keep = {str(k): str(v) for k, v in env.items() if v != REDACTED}
+    return keep, [k for k in ENV_KEYS if k in os.environ and k not in keep], ""
+
+
+def with_unset(cmd: list[str], unset: list[str]) -> list[str]:
+    """``cmd`` run through ``env -u`` so the listed variables are absent (not empty) on whichever worker runs it."""
+    return ["env", *[a for k in unset for a in ("-u", k)], "--", *cmd] if unset else list(cmd)
+
+
+def profile_env(raw_dir: Path, module_re: str, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the XLA flags that dump optimized HLO as text appended to its (merged) XLA_FLAGS."""
+    flags = f"--xla_dump_to={raw_dir / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re={module_re}"
+    xla = env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+    return dict(env, XLA_FLAGS=f"{xla} {flags}".strip())
+
+
+# ----------------------------------------------------------------------------- the two sides
+
+@dataclass
+class Side:
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)   # on top of the runner's environment
+    cwd: Path | None = None
+    unset: list[str] = field(default_factory=list)
+
+    def arm(self, name: str, raw_dir: Path, timeout: float, env: dict[str, str] | None = None,
+            artefacts: dict[str, Path] | None = None):
+        from ..runners import Arm
+        return Arm(name, with_unset(self.command, self.unset), raw_dir / f"{name}.log",
+                   dict(self.env if env is None else env), self.cwd, timeout, dict(artefacts or {}))
+
+
+def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None) -> tuple[Side, list[str]]:
+    """How to rerun a filed record: its command (its saved script copy when the script changed since), from
+    ``cwd`` or the folder it ran in, with the environment it kept. Returns the side and notes for the page."""
+    from .runner import code_commit, script_of
+
+    if cwd is None:
+        c = Path(str(rec.get("cwd") or ""))
+        c = c if c.is_absolute() else project.root / c
+        cwd = c if rec.get("cwd") and c.is_dir() else fallback_cwd
+    cmd = shlex.split(rec["command"])
+    notes = []
+    copy, script = rec.get("script_copy"), script_of(cmd, cwd)
+    if copy and script and rec.get("script_sha256") and code_commit(script)[1] != rec["script_sha256"]:
+        saved = project.root / copy
+        if saved.is_file():
+            cmd[next(i for i, a in enumerate(cmd) if a.endswith(".py"))] = str(saved)
+            notes.append(f"the script of `{rec['exp_id']}` changed since: its saved copy `{copy}` was rerun")
+        else:
+            notes.append(f"the script of `{rec['exp_id']}` changed since and its saved copy is missing: "
+                         "the current script was rerun")
+    env, unset, note = restored_env(rec)
+    if note:
+        notes.append(note)
+    elif unset:
+        notes.append(f"reruns of `{rec['exp_id']}` ran with its recorded environment (unset: {', '.join(unset)})")
+    return Side(cmd, env, cwd, unset), notes
+
+
+# ----------------------------------------------------------------------------- what ran
+
+@dataclass
+class Runs:
+    base_rec: dict | None = None         # the record compared against (its command is the baseline arm)
+    interleaved: bool = False
+    calibration: bool = False
+    base: list[ArmResult] = field(default_factory=list)   # timed baseline arms, round by round
+    var: list[ArmResult] = field(default_factory=list)    # timed variant arms
+    profile: ArmResult | None = None
+    traced: bool = False                 # the single timed run carried the profiler
+    reference: ArmResult | None = None
+    all_arms: list[ArmResult] = field(default_factory=list)
+    stopped_by: str | None = None
+    crash: ArmResult | None = None       # the variant arm that crashed
+    base_failure: ArmResult | None = None
+    early_semantics: verdict.Semantics | None = None
+    noop: bool = False
+    fingerprint: str | None = None
+    timing: stats.Timing | None = None
+    looks: int = 1                       # how often the interval may be looked at (adaptive: once per round)
+    stop: str = ""                       # why the rounds ended
+    error: Exception | None = None       # the runner backend raised: filed as a crash, then raised again
+    notes: list[str] = field(default_factory=list)
+
+    def first_result(self) -> ArmResult | None:
+        return next((a for a in [self.profile, *self.var] if a is not None and a.result is not None), None)
+
+
+@dataclass
+class Schedule:
+    project: object
+    spec: object
+    raw_dir: Path
+    prior: list[dict]
+    variant: Side
+    base: Side | None
+    lo: int
+    hi: int
+    runs: Runs
+    on_profile: object = None            # callable(raw_dir) -> fingerprint, after the profile arm
+    runner: object = None
+
+    def _round(self, arm_list, kinds: list[str]) -> list[ArmResult]:
+        procs = self.runner.run_round(arm_list, self.spec.echo)
+        out = []
+        for arm, kind, p in zip(arm_list, kinds, procs):
+            a = arms.check(arm.name, p, arm.timeout, self.spec.peak_flops)
+            a.kind = kind
+            out.append(a)
+            self.runs.all_arms.append(a)
+            if p.stopped_by:
+                self.runs.stopped_by = p.stopped_by
+        return out
+
+    def noise(self) -> stats.Noise:
+        key = records.shape_key_of(self.runs.base_rec or {})
+        return stats.noise_from_calibration(records.calibration_for(self.prior, self.spec.variant, key))
+
+    # --------------------------------------------------------------- the steps
+
+    def run(self) -> Runs:
+        r, spec = self.runs, self.spec
+        r.interleaved = self.base is not None and (self.hi >= 2 or r.calibration)
+        r.traced = spec.profile and not r.interleaved and self.hi == 1 and not r.calibration
+        checked = False
+        if spec.profile and not r.traced and not r.calibration:
+            if not self._profile_round() or not self._after_first(r.profile):
+                return r
+            checked = True
+        limit = self.hi if r.interleaved and not r.calibration else self.lo
+        r.looks = stats.looks(self.lo, self.hi) if r.interleaved and self.lo < self.hi else 1
+        i = 0
+        while len(r.var) < limit:
+            i += 1
+            if not self._timed_round(i, single=limit == 1 and not r.interleaved):
+                return r
+            if r.calibration:
+                continue
+            if not checked:
+                checked = True
+                if not self._after_first(r.var[-1]):
+                    return r
+            if r.interleaved and self.lo < self.hi and len(r.var) >= max(self.lo, 2):
+                b, v = comparison.pairs(r)
+                r.timing = stats.paired(b, v, self.noise(), r.looks)
+                if r.timing and r.timing.decision != "undecided":
+                    r.stop = f"decided ({r.timing.decision}) after {len(r.var)} rounds"
+                    return r
+        if r.interleaved and not r.calibration:
+            r.stop = f"{len(r.var)} rounds" + (" (the cap)" if self.lo < self.hi else "")
+        return r
+
+    def _profile_round(self) -> bool:
+        r, spec = self.runs, self.spec
+        env = profile_env(self.raw_dir, spec.hlo_module_re, self.variant.env)
+        arm = self.variant.arm("profile-run", self.raw_dir, spec.timeout, env,
+                               {PROFILE_ENV: self.raw_dir / "trace", HLO_ENV: self.raw_dir / "hlo"})
+        (r.profile,) = self._round([arm], ["profile"])
+        if r.stopped_by or r.profile.result is None or r.profile.bad_loss:
+            r.crash = r.profile if r.profile.result is None else None
+            r.stop = "the profiled run " + ("was stopped" if r.stopped_by else "failed")
+            return False
+        r.fingerprint = self.on_profile(self.raw_dir) if self.on_profile else None
+        if spec.parent_fingerprint and r.fingerprint == spec.parent_fingerprint and not spec.runtime_only:
+            r.noop, r.stop = True, "no-op: the optimized HLO equals the parent's, timed rounds skipped"
+            return False
+        return True
+
+    def _timed_round(self, i: int, single: bool) -> bool:
+        r, spec = self.runs, self.spec
+        name = "run" if single else f"run-{i}"
+        if r.calibration:
+            arm_list = [self.base.arm(f"baseline-{i}", self.raw_dir, spec.timeout),
+                        self.base.arm(f"run-{i}", self.raw_dir, spec.timeout)]
+        elif r.traced:
+            env = profile_env(self.raw_dir, spec.hlo_module_re, self.variant.env)
+            arm_list = [self.variant.arm(name, self.raw_dir, spec.timeout, env,
+                                         {PROFILE_ENV: self.raw_dir / "trace", HLO_ENV: self.raw_dir / "hlo"})]
+        else:
+            arm_list = [self.variant.arm(name, self.raw_dir, spec.timeout)]
+            if r.interleaved:
+                arm_list.insert(0, self.base.arm(f"baseline-{i}", self.raw_dir, spec.timeout))
+        kinds = ["base", "var"] if len(arm_list) == 2 else ["var"]
+        got = self._round(arm_list, kinds)
+        for a in got:
+            (r.base if a.kind == "base" else r.var).append(a)
+        if r.stopped_by:
+            r.stop = f"stopped by {r.stopped_by}"
+            return False
+        if len(got) < len(arm_list):  # a backend that stopped early without a stop signal
+            r.stop = "the runner returned fewer arms than it was given"
+            return False
+        if r.traced and got[-1].result is not None:
+            r.fingerprint = self.on_profile(self.raw_dir) if self.on_profile else None
+            r.noop = bool(spec.parent_fingerprint and r.fingerprint == spec.parent_fingerprint
+                          and not spec.runtime_only)
+        for a in got:
+            if a.kind == "base" and not a.ok:
+                r.base_failure = a
+                r.stop = f"the baseline arm {a.name} failed: {a.crash or a.bad_loss}"
+                return False
+        v = got[-1]
+        if v.result is None:
+            r.crash = v
+            r.stop = f"{v.name} crashed"
+            return False
+        if v.bad_loss:
+            r.stop = f"{v.name}: {v.bad_loss}"
+            return False
+        return True
+
+    def _after_first(self, first: ArmResult) -> bool:
+        """After the variant's first result: the same-shape baseline, the reference round, the early semantics."""
+        r, spec = self.runs, self.spec
+        key = verdict.shape_key(first.result)
+        base_key = records.shape_key_of(r.base_rec or {})
+        if r.base_rec and spec.compare_to is None and base_key not in (None, key):
+            alt = records.baseline_for(self.prior, spec.variant, key)
+            if alt is not None and records.shape_key_of(alt) == key and alt is not r.base_rec:
+                dropped = len(r.var) if self.base is not None else 0
+                r.notes.append(f"this run's shape differs from `{r.base_rec['exp_id']}`: compared with the same-shape "
+                               f"baseline `{alt['exp_id']}` instead"
+                               + (f" ({dropped} round dropped)" if dropped else ""))
+                r.base_rec = alt
+                if self.base is not None:
+                    self.base, notes = record_side(self.project, alt, None, spec.cwd)
+                    r.notes += notes
+                    r.base, r.var = [], []
+        return self._semantics_first(first, key)
+
+    def _semantics_first(self, first: ArmResult, key: str) -> bool:
+        r, spec = self.runs, self.spec
+        ref, _ = comparison.reference_losses(key, r, self.prior)
+        if ref is None and spec.reference_command and r.reference is None:
+            side = Side(list(spec.reference_command), merged_env(spec.reference_env), spec.reference_cwd or spec.cwd)
+            (r.reference,) = self._round([side.arm("reference", self.raw_dir, spec.timeout)], ["reference"])
+            if r.stopped_by:
+                r.stop = "stopped by " + r.stopped_by
+                return False
+            ref, _ = comparison.reference_losses(key, r, self.prior)
+        if ref is not None:
+            sem = comparison.check_semantics(spec, key, first.result, r, self.prior)
+            if sem.status == "changed":
+                r.early_semantics = sem
+                r.stop = "the loss trajectory changed: timed rounds skipped"
+                return False
+        return True

@@ -1,0 +1,199 @@
+"""The timing decision of interleaved repeats: paired rounds, the interval of their mean log-ratio, the band.
+
+Each round runs the baseline and then the variant on the same worker, so slow drift (thermal, other jobs, an hour
+of file-cache churn) hits both arms of a round alike. A round gives r = 100·ln(variant tokens/s / baseline
+tokens/s); over n rounds the mean r̄ has the interval r̄ ± t(1 − α/2, n−1)·σ/√n, where σ is the rounds' own
+standard deviation floored by the lane's calibrated one (an A/A calibration, ``tools exp run --calibrate``) or,
+uncalibrated, by ``DEFAULT_PAIR_SD_PCT``: two rounds that agree by luck never give a narrow interval. An adaptive
+experiment that may stop at any of k looks gives each α = 5 %/k.
+
+A speed verdict needs all three: the interval on one side of zero, the gain beyond the band (the smallest change
+worth calling one), and every variant run beyond every baseline run (the arms separate). Adaptive repeats add
+rounds until that holds, the interval lies inside ±band (no change worth calling one), or the cap is hit.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import asdict, dataclass
+
+# A quiet CPU step varies ~2 % run to run (docs/experiments.md), so one round's log-ratio has σ ≈ 2 % × √2; on the
+# shared 2-core machines it measured 18 % (140 runs): the rounds' own σ then dominates.
+DEFAULT_PAIR_SD_PCT = 2.8
+RUN_TO_RUN_FLOOR_PCT = 2.0     # the band when the lane is not calibrated
+MIN_BAND_PCT = 0.5             # the least band a calibration can give (a quiet accelerator lane)
+MIN_SIGMA_PCT = 0.25           # the least σ floor a calibration can give (five A/A rounds can agree by luck)
+CALIBRATION_ROUNDS = 5
+
+ALPHA = 0.05                   # two-sided error of one experiment's interval, shared out over its looks
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (Lentz's method)."""
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for aa in (m * (b - m) * x / ((a - 1 + 2 * m) * (a + 2 * m)),
+                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 1 + 2 * m))):
+            d = 1 + aa * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-12:
+            break
+    return h
+
+
+def _betai(a: float, b: float, x: float) -> float:
+    if x <= 0 or x >= 1:
+        return max(0.0, min(1.0, x))
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(p: float, df: int) -> float:
+    """The Student t quantile: P(T <= q) = p (p > 0.5), by bisection on the incomplete beta function."""
+    if df < 1:
+        return math.inf
+    lo, hi = 0.0, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if 0.5 * _betai(df / 2, 0.5, df / (df + mid * mid)) > 1 - p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def to_pct(log_pct: float) -> float:
+    """A log-ratio in percent (100·ln ratio) as a plain percentage change."""
+    return 100 * math.expm1(log_pct / 100)
+
+
+@dataclass
+class Noise:
+    """What the interval is built from: the σ floor and the band, and where each came from."""
+    sigma_floor_pct: float = DEFAULT_PAIR_SD_PCT
+    band_pct: float = RUN_TO_RUN_FLOOR_PCT
+    source: str = "uncalibrated lane: default σ floor and band"
+
+
+def noise_from_calibration(cal: dict | None) -> Noise:
+    """The noise a calibration record measured (its ``calibration`` frontmatter), else the defaults."""
+    c = (cal or {}).get("calibration") or {}
+    if not c.get("pair_sd_pct") and c.get("pair_sd_pct") != 0:
+        return Noise()
+    return Noise(max(MIN_SIGMA_PCT, float(c["pair_sd_pct"])), max(MIN_BAND_PCT, float(c.get("band_pct") or 0)),
+                 f"calibrated by {cal.get('exp_id')}: σ {c['pair_sd_pct']} % over {c.get('rounds')} A/A rounds")
+
+
+def separation(base_tps: list[float], var_tps: list[float]) -> int:
+    """+1 when every variant run beat every baseline run, -1 when every one lost, 0 when the ranges overlap."""
+    if not base_tps or not var_tps:
+        return 0
+    if min(var_tps) > max(base_tps):
+        return 1
+    if max(var_tps) < min(base_tps):
+        return -1
+    return 0
+
+
+@dataclass
+class Timing:
+    rounds: int
+    gain_pct: float              # geometric mean of the rounds' ratios, as a percentage change
+    interval_pct: list[float]    # 95 % interval of the gain
+    band_pct: float
+    sigma_pct: float             # σ of a round's log-ratio used for the interval
+    measured_sd_pct: float | None
+    separated: int
+    decision: str                # supported | refuted | within | undecided
+    how: str
+    confidence_pct: float = 95.0  # of the interval: above 95 % when an adaptive experiment shares it over looks
+
+    def as_record(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def looks(lo: int, hi: int) -> int:
+    """How many times an adaptive experiment may look at its interval (once per round from max(lo, 2) to hi)."""
+    return max(1, hi - max(lo, 2) + 1)
+
+
+def paired(base_tps: list[float], var_tps: list[float], noise: Noise, n_looks: int = 1) -> Timing | None:
+    """The decision over paired rounds (``base_tps[i]`` and ``var_tps[i]`` ran in round i); None below 2 rounds.
+    ``n_looks``: an adaptive experiment that may stop at any of that many looks gives each ``ALPHA / n_looks``
+    (Bonferroni), so stopping at the first decided look does not multiply its false verdicts."""
+    n = min(len(base_tps), len(var_tps))
+    if n < 2:
+        return None
+    r = [100 * math.log(v / b) for b, v in zip(base_tps[:n], var_tps[:n])]
+    mean = statistics.fmean(r)
+    sd = statistics.stdev(r)
+    sigma = max(sd, noise.sigma_floor_pct)
+    conf = 1 - ALPHA / n_looks
+    half = t_quantile(1 - (1 - conf) / 2, n - 1) * sigma / math.sqrt(n)
+    lo, hi = to_pct(mean - half), to_pct(mean + half)
+    gain = to_pct(mean)
+    sep = separation(base_tps[:n], var_tps[:n])
+    band = noise.band_pct
+    if lo > 0 and gain > band and sep == 1:
+        decision = "supported"
+    elif hi < 0 and gain < -band and sep == -1:
+        decision = "refuted"
+    elif -band <= lo and hi <= band:
+        decision = "within"
+    else:
+        decision = "undecided"
+    how = (f"{n} paired rounds (A B): {100 * conf:g} % interval of the gain [{lo:+.2f}, {hi:+.2f}] %"
+           + (f" ({100 * (1 - ALPHA):g} % shared over {n_looks} looks)" if n_looks > 1 else "")
+           + f", from σ {sigma:.2f} % per round (measured {sd:.2f} %, floor {noise.sigma_floor_pct:.2f} %); "
+           f"band ±{band:.2f} %; {noise.source}")
+    return Timing(n, round(gain, 3), [round(lo, 3), round(hi, 3)], round(band, 3), round(sigma, 3), round(sd, 3),
+                  sep, decision, how, round(100 * conf, 3))
+
+
+def calibration(base_tps: list[float], var_tps: list[float]) -> dict:
+    """What an A/A calibration measured: the σ of a round's log-ratio, the apparent gain of a command over
+    itself (a position bias shows here), and the band later verdicts use: the upper 95 % bound of |A/A gain|."""
+    n = min(len(base_tps), len(var_tps))
+    r = [100 * math.log(v / b) for b, v in zip(base_tps[:n], var_tps[:n])]
+    mean = statistics.fmean(r) if r else 0.0
+    sd = statistics.stdev(r) if n >= 2 else 0.0
+    half = t_quantile(1 - ALPHA / 2, n - 1) * sd / math.sqrt(n) if n >= 2 else math.inf
+    band = max(MIN_BAND_PCT, abs(to_pct(mean)) + abs(to_pct(half)) if n >= 2 else RUN_TO_RUN_FLOOR_PCT)
+    return {"rounds": n, "pair_sd_pct": round(sd, 3), "aa_gain_pct": round(to_pct(mean), 3),
+            "band_pct": round(band, 3), "log_ratios_pct": [round(x, 3) for x in r]}
+
+
+def replay(series: list[float], lo: int, hi: int, noise: Noise | None = None, step: int = 1) -> dict:
+    """False verdicts of the adaptive rule on runs of ONE command (any verdict but 'within'/'undecided' is false):
+    windows of consecutive runs are read as rounds A B A B ... stopping as ``run_experiment`` does."""
+    noise = noise or Noise()
+    out = {"supported": 0, "refuted": 0, "windows": 0, "rounds": []}
+    for start in range(0, len(series) - 2 * hi + 1, step):
+        w = series[start:start + 2 * hi]
+        base, var = w[0::2], w[1::2]
+        t = None
+        for n in range(max(2, lo), hi + 1):
+            t = paired(base[:n], var[:n], noise, looks(lo, hi))
+            if t.decision != "undecided":
+                break
+        out["windows"] += 1
+        out["rounds"].append(t.rounds)
+        if t.decision in ("supported", "refuted"):
+            out[t.decision] += 1
+    w = max(1, out["windows"])
+    out["mean_rounds"] = round(statistics.fmean(out["rounds"]), 2) if out["rounds"] else 0
+    out["false_supported_pct"] = round(100 * out["supported"] / w, 2)
+    out["false_refuted_pct"] = round(100 * out["refuted"] / w, 2)
+    del out["rounds"]
+    return out
