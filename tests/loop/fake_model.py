@@ -22,6 +22,7 @@ p.add_argument("--decoy", action=argparse.BooleanOptionalAction, default=False)
 p.add_argument("--steps", type=int, default=14)
 p.add_argument("--sleep-ms", type=float, default=0.0)
 a = p.parse_args()
+print(f"t0 {time.time():.6f}", flush=True)  # wall-clock start and end: tests check runs in flight together
 
 speed = 1.0
 speed *= 1.5 if a.dtype == "bf16" else 1.0
@@ -44,6 +45,7 @@ shape_shift = 0.01 * (a.seq / 64)
 losses = [round(5.0 - 0.1 * i - shape_shift + (0.3 * i / a.steps if a.decoy else 0)
                 + (0.001 if a.dtype == "bf16" else 0), 6) for i in range(a.steps)]
 print(f"fake model: speed {speed:.3f}")
+print(f"t1 {time.time():.6f}")
 print(json.dumps({"step_times_s": times, "tokens_per_step": a.batch * a.seq, "warmup_steps": 1, "losses": losses,
                   "shape": {"tokens": a.batch * a.seq, "batch": a.batch, "seq": a.seq},
                   "flops_per_step": {"causal": 1e9, "noncausal": 1.2e9}, "platform": "cpu", "device_kind": "cpu",

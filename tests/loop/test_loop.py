@@ -79,8 +79,12 @@ def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(kb):
     assert "loop start | fake-loop" in log and "loop stop | fake-loop" in log
 
 
-def test_status_json_and_resume_after_a_pause(kb):
+def test_status_json_and_resume_after_a_pause(tmp_path):
+    kb = tmp_path / "kb"
+    make_kb(kb, calibrate=3)
     tools(kb, "loop", "start", "fake-loop", "--iterations", "2", "-q")
+    cal = loop_state(kb)["calibration"]
+    assert cal["pair_sd_pct"] is not None and [r for r in lane(kb) if r.get("role") == "calibration"]
     s = json.loads(tools(kb, "loop", "status", "fake-loop", "--json"))
     assert s["iteration"] == 2 and s["status"] == "stopped" and "paused" in s["stop_reason"]
     assert s["driver_running"] is False and len(s["history"]) == 2
@@ -287,3 +291,29 @@ def test_double_plateau_stops_after_two_retrospectives_without_a_frontier_move(t
     assert meta["type"] == "analysis" and "untried" in body.lower()
     rows = ledger.read((root / "wiki/experiments/fake/loop/RESULTS.tsv").read_text())
     assert rows[-1]["status"] == "stop" and "double plateau" in rows[-1]["description"]
+
+
+def test_two_experiments_in_flight_at_once_lose_nothing(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, parallel=2, budget={"runs": 6},
+            command=[__import__("sys").executable, "fake_model.py", "--sleep-ms", "20"])
+    tools(root, "loop", "start", "fake-loop", "-q")
+    s = loop_state(root)
+    assert s["stop_reason"].startswith("budget: runs 6 of 6") and s["pending"] is None
+    assert sorted(h["iteration"] for h in s["history"]) == list(range(1, 7))
+    keys = [h["run_key"] for h in s["history"]]
+    assert len(keys) == len(set(keys)), "a batch never runs the same configuration twice"
+    recs = lane(root)
+    versions = [r["version"] for r in recs]
+    assert len(versions) == len(set(versions)) == 7  # the baseline and six, none lost, none shared
+    rows = [r for r in ledger.read((root / "wiki/experiments/fake/loop/RESULTS.tsv").read_text()) if r["exp_id"]]
+    assert sorted(r["exp_id"] for r in rows) == sorted(r["exp_id"] for r in recs)
+    # two runs were really in flight together: the spans of iteration 1's and 2's commands overlap
+    def span(iteration):
+        text = "".join(q.read_text() for q in (root / "raw" / "profiles").glob(f"*-{iteration:03d}-*/*.log"))
+        t = [float(ln.split()[1]) for ln in text.splitlines() if ln.startswith(("t0 ", "t1 "))]
+        return min(t), max(t)
+    (a0, a1), (b0, b1) = span(1), span(2)
+    assert a0 < b1 and b0 < a1
+    kept = [h for h in s["history"] if h["kept"]]
+    assert all(h["verdict"] == "supported" for h in kept)

@@ -109,6 +109,27 @@ def one_lane(root: Path) -> dict:
     return out
 
 
+def one_loop(root: Path) -> dict:
+    """`tools loop` with `runner: ray` and `parallel: 2`: two experiments of one loop in flight at once."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
+    from loop_helpers import make_kb
+
+    from tools.loop.engine import start
+    from tools.project import Project
+
+    make_kb(root, runner={"name": "ray", "poll_s": 0.3}, parallel=2, budget={"runs": 2}, repeats={"min": 2, "max": 2})
+    state = start(Project(root), "fake-loop")
+    out = {"stop_reason": state["stop_reason"], "history": [], "pending": state["pending"]}
+    for h in state["history"]:
+        raw = next((root / "raw" / "profiles").glob(f"*-{h['iteration']:03d}-*"))
+        notes = [json.loads(p.read_text()) for p in sorted((raw / "remote").glob("ar-*.json"))]
+        out["history"].append({"iteration": h["iteration"], "verdict": h["verdict"], "exp_id": h["exp_id"],
+                               "pin": json.loads((raw / "remote" / PIN_FILE).read_text()),
+                               "nodes": sorted({n["driver_node_id"] for n in notes}),
+                               "span": [min(n["start_unix"] for n in notes), max(n["end_unix"] for n in notes)]})
+    return out
+
+
 def main(result_path: str, work: str, tmp: str) -> None:
     work_dir = Path(work)
     cluster: list[subprocess.Popen] = []
@@ -141,6 +162,10 @@ def main(result_path: str, work: str, tmp: str) -> None:
         t3 = time.monotonic()
         out["lane"] = one_lane(work_dir / "kb")
         out["lane_s"] = round(time.monotonic() - t3, 1)
+
+        t4 = time.monotonic()
+        out["loop"] = one_loop(work_dir / "kb-loop")
+        out["loop_s"] = round(time.monotonic() - t4, 1)
 
         t2 = time.monotonic()
         raw = work_dir / "raw" / "exp-hang"

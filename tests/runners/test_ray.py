@@ -81,3 +81,13 @@ def test_a_hung_ray_job_is_stopped_and_its_processes_are_gone(ray_run):
 def test_ray_options_are_checked():
     with pytest.raises(ToolsError, match="runner ray: unknown option.*adress"):
         tools.runners.get("ray", {"adress": "http://x"})
+
+
+@pytest.mark.slow
+def test_a_loop_with_two_experiments_in_flight_on_the_cluster(ray_run):
+    loop = ray_run["loop"]
+    assert loop["stop_reason"].startswith("budget: runs 2 of 2") and loop["pending"] is None
+    (a, b) = loop["history"]
+    for h in (a, b):  # every round of an experiment ran on the node chosen at its first round
+        assert h["nodes"] == [h["pin"]["node_id"]] and h["verdict"] != "crash"
+    assert a["span"][0] < b["span"][1] and b["span"][0] < a["span"][1], "the two experiments ran at the same time"

@@ -7,7 +7,7 @@ import click
 
 @click.command()
 @click.argument("directory", default="autoresearch-kb", type=click.Path(file_okay=False))
-@click.option("--loop-runs", default=4, show_default=True, type=click.IntRange(0),
+@click.option("--loop-runs", default=3, show_default=True, type=click.IntRange(0),
               help="Experiments of the short loop on the reference model (0: no loop).")
 def demo(directory: str, loop_runs: int) -> None:
     """Build a knowledge base in DIRECTORY from the jax package this install brings, and run a short loop.

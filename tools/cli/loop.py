@@ -68,7 +68,8 @@ def _status(state: dict) -> dict:
     t = state.get("trunk") or {}
     return {"name": state["name"], "status": state["status"], "stop_reason": state.get("stop_reason"),
             "iteration": state["iteration"], "usage": state["usage"], "trunk": t,
-            "frontier": state.get("frontier"), "pending": (state.get("pending") or {}).get("phase"),
+            "frontier": state.get("frontier"), "pending": [x.get("phase") for x in ([state["pending"]] if isinstance(state.get("pending"), dict)
+                                                 else state.get("pending") or [])],
             "categories": memory.compute(state.get("history") or []),
             "history": [{k: h.get(k) for k in ("iteration", "exp_id", "category", "describe", "verdict", "gain_pct",
                                                 "kept")} for h in state.get("history") or []],
@@ -94,7 +95,7 @@ def status(project, name, as_json) -> None:
         click.echo(json.dumps(s, sort_keys=True))
         return
     _print_end(state, False)
-    click.echo(f"  driver {'running' if s['driver_running'] else 'not running'}; pending {s['pending'] or '—'}; "
+    click.echo(f"  driver {'running' if s['driver_running'] else 'not running'}; pending {', '.join(s['pending']) or '—'}; "
                f"usage " + ", ".join(f"{k} {v:g}" for k, v in state["usage"].items()))
     for h in s["history"]:
         gain = f"{h['gain_pct']:+.2f} %" if h.get("gain_pct") is not None else "—"

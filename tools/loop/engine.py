@@ -24,7 +24,7 @@ from ..experiments.runner import RunSpec, run_experiment, slugify
 from ..project import Project
 from ..writer import Writer, atomic_write
 from . import gather, memory, report, state as st
-from .priors import Priors, run_key
+from .priors import Attempt, Priors, run_key
 from .proposal import Proposal
 from .proposers import get as get_proposer
 from .proposers.queue import QueueProposer
@@ -59,10 +59,19 @@ class Loop:
         self.workspace = Workspace(project.root, code, self.paths.folder, spec.name, spec.cwd)
         self.state: dict = st.load(self.paths) or st.new_state(spec)
         self._mark = time.monotonic()
+        import threading
+
+        self._save_lock = threading.RLock()  # parallel iterations save the one state file
+        self._git = threading.Lock()
+        self._inflight: set[str] = set()
 
     # ------------------------------------------------------------------ state
 
     def save(self) -> None:
+        with self._save_lock:
+            self._save()
+
+    def _save(self) -> None:
         t = time.monotonic()
         self.state["usage"]["wall_s"] = round(self.state["usage"]["wall_s"] + t - self._mark, 3)
         self._mark = t
@@ -81,10 +90,12 @@ class Loop:
             self.state["status"], self.state["stop_reason"] = "running", None
             self.save()
             self.workspace.ensure()
-            if self.state.get("pending"):
+            if self.pendings():
                 self._finish_pending()
             if not self.state.get("trunk"):
                 self._baseline()
+            if self.spec.calibrate and not self.state.get("calibration"):
+                self._calibrate()
             done = 0
             while True:
                 gate = self.stop_gate()
@@ -173,6 +184,24 @@ class Loop:
         self.writer.append_log("loop start", self.spec.name, [f"baseline {out.exp_id}: tokens/s "
                                                               f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])
 
+    def _calibrate(self) -> None:
+        """A/A rounds of the trunk against itself: later verdicts of this lane use the noise they measured."""
+        cfg, cwd = self.state["trunk"]["config"], self.workspace.prepare("000").cwd
+        self.say(f"calibration: {self.spec.calibrate} A/A rounds of the baseline")
+        run = self._runspec(cfg, {}, cwd, description="loop calibration (A/A)", slug=f"{self.spec.name}-calibration",
+                            hypothesis="The baseline against itself: how much a run of this lane moves by chance.",
+                            extra={"iteration": 0}, calibrate=True, compare_to=self.state["trunk"]["exp_id"],
+                            compare_cwd=cwd)
+        run.command = []  # the runner reruns the compared record's own command, code and environment
+        run.repeats = run.min_repeats = run.max_repeats = self.spec.calibrate
+        run.profile = False
+        out = run_experiment(self.project, run, self.writer)
+        cal = out.record.get("calibration") or {}
+        self.state["calibration"] = {"exp_id": out.exp_id, **{k: cal.get(k) for k in ("pair_sd_pct", "band_pct")}}
+        self.state["usage"]["device_s"] += sum(out.record.get("run_wall_s") or [])
+        self.save()
+        self.say(f"  → σ {cal.get('pair_sd_pct')} % per round, band ±{cal.get('band_pct')} %  wiki/{out.page}")
+
     def _trunk_entry(self, rec: dict, cfg: dict, env: dict, commit: str) -> dict:
         m = rec.get("metrics") or {}
         return {"exp_id": rec["exp_id"], "config": cfg, "env": env, "commit": commit,
@@ -181,9 +210,57 @@ class Loop:
 
     # ------------------------------------------------------------------ one iteration
 
+    def pendings(self) -> list[dict]:
+        """The iterations in flight (a list: ``parallel`` > 1 runs several at once)."""
+        p = self.state.get("pending")
+        if isinstance(p, dict):  # one iteration, as states before parallel loops held it
+            self.state["pending"] = p = [p]
+        return p or []
+
     def iteration(self) -> None:
-        n = self.state["iteration"] + 1
+        """Propose up to ``parallel`` hypotheses, run them at once, learn from each in order."""
+        left = self.spec.budget.get("runs", float("inf")) - self.state["usage"]["runs"]
+        batch: list[dict] = []
+        for _ in range(int(max(1, min(self.spec.parallel, left)))):
+            pend = self._next_pending(self.state["iteration"] + 1 + len(batch), batch)
+            if pend is None:
+                break
+            batch.append(pend)
+        if not batch:
+            return
+        self.state["pending"] = batch
+        self.save()
+        if len(batch) == 1:
+            self._run_pending(batch[0])
+        else:
+            import threading
+
+            errors: list[BaseException] = []
+
+            def one(pend: dict) -> None:
+                try:
+                    self._run_pending(pend)
+                except Exception as e:  # noqa: BLE001 - re-raised below, after the others finished
+                    errors.append(e)
+
+            threads = [threading.Thread(target=one, args=(pend,), name=f"loop-{pend['iteration']}") for pend in batch]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+        for pend in list(batch):
+            self._learn(pend)
+
+    def _next_pending(self, n: int, batch: list[dict]) -> dict | None:
+        """One proposal, filed as a hypothesis page; None when there is none (the iteration ends)."""
         priors = gather.gather(self.project, self.spec, self.state, self.budget_left())
+        for pend in batch:  # proposals already in this batch count as tried
+            priors.attempts.append(Attempt("(in flight)", pend["proposal"]["category"], pend["proposal"]["change"],
+                                           "", "pending", config=pend["config"], run_key=pend["run_key"],
+                                           trunk_exp=pend["trunk_exp"]))
+        self._inflight = {pend["run_key"] for pend in batch}
         from .proposers import BudgetExhausted
 
         try:
@@ -192,7 +269,7 @@ class Loop:
             self._charge(getattr(e, "usage", {}))
             self.state["budget_hit"] = f"budget: the next proposal would exceed {e.what} ({e})"
             self.save()
-            return
+            return None
         except ToolsError as e:  # the proposer failed (an unusable LLM proposal twice, an unreachable endpoint)
             self._charge(getattr(e, "usage", {}) or {})
             fails = self.state["proposer_failures"] = self.state.get("proposer_failures", 0) + 1
@@ -202,18 +279,22 @@ class Loop:
             if fails >= MAX_PROPOSER_FAILURES:
                 self.state["error_stop"] = f"error: the proposer failed {fails} times in a row; last: {e}"
             self.save()
-            return
+            return None
         self.state["proposer_failures"] = 0
         if proposal is None:
-            self._exhausted(n)
-            return
-        pending = {"phase": "proposed", "iteration": n, "proposal": proposal.to_dict(),
-                   "trunk_exp": self.state["trunk"]["exp_id"], "trunk_commit": self.state["trunk"].get("commit", ""),
-                   "interrupted": 0}
-        pending["hypothesis_page"] = self._file_hypothesis(proposal, n, "testing", None)
-        self.state["pending"] = pending
-        self.save()
-        self._run_pending()
+            if not batch:
+                self._exhausted(n)
+            return None
+        cfg, env = self._config_of(proposal)
+        trunk = self.state["trunk"]
+        return {"phase": "proposed", "iteration": n, "proposal": proposal.to_dict(), "config": cfg, "env": env,
+                "run_key": self._run_key(proposal, cfg, env), "trunk_exp": trunk["exp_id"],
+                "trunk_commit": trunk.get("commit", ""), "interrupted": 0,
+                "hypothesis_page": self._file_hypothesis(proposal, n, "testing", None)}
+
+    def _run_key(self, p: Proposal, cfg: dict, env: dict) -> str:
+        return run_key(cfg, self.spec.env_for(cfg, env), self.state["trunk"].get("commit", ""),
+                       p.change.fingerprint() if p.change.kind == "patch" else "")
 
     def propose(self, priors: Priors, n: int) -> Proposal | None:
         """People's hypotheses first, then the loop's proposer; refused proposals are asked for again."""
@@ -258,8 +339,9 @@ class Loop:
             if v not in knobs[k].values:
                 return f"value {v!r} of knob {k!r} is outside the declared space {knobs[k].values}"
         cfg, env = self._config_of(p)
-        key = run_key(cfg, self.spec.env_for(cfg, env), self.state["trunk"].get("commit", ""),
-                      p.change.fingerprint() if p.change.kind == "patch" else "")
+        key = self._run_key(p, cfg, env)
+        if key in getattr(self, "_inflight", ()):
+            return "the same configuration is already running in this batch"
         for h in self.state["history"]:
             if h.get("run_key") != key or h.get("interrupted"):
                 continue
@@ -282,18 +364,18 @@ class Loop:
 
     # ------------------------------------------------------------------ the phases of a pending iteration
 
-    def _run_pending(self) -> None:
-        pend = self.state["pending"]
+    def _run_pending(self, pend: dict) -> None:
+        """Prepare the change and run it; the pending entry ends in phase ``filed`` (``_learn`` takes it on)."""
         n, p = pend["iteration"], Proposal.from_dict(pend["proposal"])
-        cfg, env = self._config_of(p)
+        cfg, env = pend["config"], pend["env"]
         key = f"{n:03d}"
         try:
-            prep = self.workspace.prepare(key, p.change.patch if p.change.kind == "patch" else "")
+            with self._git:  # work trees of one repository: one git command at a time
+                prep = self.workspace.prepare(key, p.change.patch if p.change.kind == "patch" else "")
         except PatchError as e:
-            rec = self._file_unrunnable(p, cfg, env, str(e), n)
+            rec = self._file_unrunnable(p, cfg, env, str(e), n, pend)
             pend.update(phase="filed", exp_id=rec["exp_id"], record=rec, kept=False)
             self.save()
-            self._learn()
             return
         pend.update(phase="running", cwd=str(prep.cwd), branch=prep.branch)
         self.save()
@@ -311,19 +393,24 @@ class Loop:
             def commit_patch(exp_id: str) -> None:  # the runner reserved the version: commit with its id
                 msg = (f"loop {self.spec.name} {key}: {p.statement[:60]}\n\n{p.change.describe()}\n"
                        f"hypothesis: {pend['hypothesis_page']}\n\nexp: {exp_id}")
-                pend.update(commit=self.workspace.commit(key, msg), exp_id=exp_id)
+                with self._git:
+                    pend.update(commit=self.workspace.commit(key, msg), exp_id=exp_id)
                 self.save()
             run.on_reserved = commit_patch
         out = run_experiment(self.project, run, self.writer)
         pend.update(phase="filed", exp_id=out.exp_id, record=dict(out.record, page=out.page))
         self.save()
-        self._learn()
 
     def _finish_pending(self) -> None:
-        """Resume: carry the iteration in flight to its end, from the phase it reached."""
-        pend = self.state["pending"]
+        """Resume: carry the iterations in flight to their end, each from the phase it reached, then learn."""
+        for pend in list(self.pendings()):
+            self._recover(pend)
+        for pend in list(self.pendings()):
+            self._learn(pend)
+
+    def _recover(self, pend: dict) -> None:
         if pend["phase"] in ("proposed", "prepared"):
-            self._run_pending()
+            self._run_pending(pend)
             return
         if pend["phase"] == "running":
             rec = self._record_of(pend["iteration"])
@@ -336,7 +423,7 @@ class Loop:
                     self.say(f"iteration {pend['iteration']}: the run was cut off; running it again")
                     pend["phase"] = "proposed"
                     self.save()
-                    self._run_pending()
+                    self._run_pending(pend)
                     return
                 rec = self._record_of(pend["iteration"])
                 if rec is None:
@@ -344,34 +431,36 @@ class Loop:
                                      f"{pend['interrupted']} times and left no record")
             pend.update(phase="filed", exp_id=rec["exp_id"], record=rec)
             self.save()
-        self._learn()
 
     def _record_of(self, n: int) -> dict | None:
         mine = [r for r in records.lane_records(self.project.wiki, self.spec.model, self.spec.lane)
                 if r.get("loop") == self.spec.name and r.get("iteration") == n]
         return mine[-1] if mine else None
 
-    def _learn(self) -> None:
+    def _learn(self, pend: dict) -> None:
         """Keep or discard, then the hypothesis status, an observation, the memory (loop) page; idempotent."""
-        pend = self.state["pending"]
         p, rec, n = Proposal.from_dict(pend["proposal"]), pend["record"], pend["iteration"]
-        cfg, env = self._config_of(p)
+        cfg, env = pend["config"], pend["env"]
         trunk = self.state["trunk"]
+        # ``supported`` was judged interleaved against the trunk (compare_to): that is the frontier moving. The
+        # trunk's stored tokens/s is an older measurement and drifts with the machine; it does not decide.
         kept = bool(rec.get("verdict") == "supported" and rec.get("ledger_status") == "keep"
-                    and trunk["exp_id"] == pend["trunk_exp"]
-                    and (rec.get("metrics") or {}).get("tokens_per_s", 0) > (trunk.get("tokens_per_s") or 0))
+                    and trunk["exp_id"] == pend["trunk_exp"] == rec.get("baseline", pend["trunk_exp"]))
         commit = pend.get("commit") or ("" if p.change.kind == "patch" else trunk.get("commit", ""))
         if kept and trunk["exp_id"] != rec["exp_id"]:
             self.workspace.keep(commit)
-            base = self.state["frontier"][0]["tokens_per_s"]
+            # the gain over the baseline, chained from the interleaved gains (each measured against its own trunk)
+            prev = self.state["frontier"][-1].get("gain_pct") or 0.0
+            chained = 100 * ((1 + prev / 100) * (1 + (rec.get("gain_pct") or 0.0) / 100) - 1)
             self.state["trunk"] = self._trunk_entry(rec, cfg, env, commit or trunk.get("commit", ""))
             self.state["frontier"].append({"iteration": n, "exp_id": rec["exp_id"], "page": rec.get("page", ""),
                                            "tokens_per_s": rec["metrics"]["tokens_per_s"],
                                            "mfu_percent": rec["metrics"].get("mfu_percent"),
-                                           "gain_pct": round(100 * (rec["metrics"]["tokens_per_s"] / base - 1), 3),
+                                           "gain_pct": round(chained, 3), "step_gain_pct": rec.get("gain_pct"),
                                            "description": p.change.describe()})
         if p.change.kind == "patch":
-            self.workspace.remove(f"{n:03d}")
+            with self._git:
+                self.workspace.remove(f"{n:03d}")
         if not any(h.get("exp_id") == rec["exp_id"] for h in self.state["history"]):
             self.state["history"].append(self._history_entry(p, rec, cfg, env, n, kept, pend))
             self.state["usage"]["runs"] += 1
@@ -381,7 +470,7 @@ class Loop:
                               page=pend["hypothesis_page"])
         entry = self.state["history"][-1]
         self.writer.write_page(report.observation_page(self.spec, entry, rec))
-        self.state["pending"] = None
+        self.state["pending"] = [x for x in self.pendings() if x is not pend and x["iteration"] != n] or None
         self.save()
         self.writer.append_log("loop iteration", f"{self.spec.name} {n}", [
             f"{p.category}: {p.change.describe()}", f"verdict {rec.get('verdict')}"
@@ -396,8 +485,7 @@ class Loop:
         return {"iteration": n, "exp_id": rec["exp_id"], "page": rec.get("page") or "",
                 "hypothesis_page": pend["hypothesis_page"], "category": p.category, "change": vars(p.change).copy(),
                 "fingerprint": p.change.fingerprint(), "describe": p.change.describe(),
-                "run_key": run_key(cfg, self.spec.env_for(cfg, env), pend["trunk_commit"],
-                                   p.change.fingerprint() if p.change.kind == "patch" else ""),
+                "run_key": pend["run_key"],
                 "verdict": rec.get("verdict"), "gain_pct": rec.get("gain_pct"),
                 "noise_band_pct": rec.get("noise_band_pct"),
                 "tokens_per_s": (rec.get("metrics") or {}).get("tokens_per_s"), "kept": kept,
@@ -500,7 +588,7 @@ class Loop:
                        baseline=baseline, env=s.env_for(cfg, env), cwd=cwd, runner=s.runner,
                        runner_options=s.runner_options, extra=extra, **kw)
 
-    def _file_unrunnable(self, p: Proposal, cfg: dict, env: dict, reason: str, n: int) -> dict:
+    def _file_unrunnable(self, p: Proposal, cfg: dict, env: dict, reason: str, n: int, pend: dict) -> dict:
         """A change that cannot run (a patch that does not apply) is filed ``invalid`` with the reason."""
         lane = filing.Lane(self.project, self.spec.model, self.spec.lane)
         slug = slugify(f"{self.spec.name}-{n:03d}-patch")
@@ -515,7 +603,7 @@ class Loop:
                    "date": self.writer.today, "description": p.change.describe(), "command": command,
                    "verdict": "invalid", "ledger_status": "discard", "role": "variant", "metrics": {},
                    "reasons": [reason, "the change was not run"], "repeats": 0,
-                   **self._extra(p, n, cfg, self.state["pending"])}
+                   **self._extra(p, n, cfg, pend)}
             rec["page"] = filing.file_record(self.writer, lane, rec, {"command_line": command,
                                                                       "crash_reason": reason, "log_tail": reason})
         return rec

@@ -120,8 +120,8 @@ def _status(spec: LoopSpec, state: dict) -> str:
               "This page is the lane's **memory page**: the next proposal reads it (every hypothesis and its verdict,"
               " the categories tried, closed topics and knob coverage) before it proposes. It is regenerated after"
               " every iteration; write notes outside the generated regions and they stay."]
-    pend = state.get("pending") or {}
-    if pend:
+    pending = state.get("pending") or []
+    for pend in [pending] if isinstance(pending, dict) else pending:
         what = (pend.get("proposal") or {}).get("statement") or "a run"
         lines += ["", f"Iteration {pend.get('iteration', it + 1)} is in progress ({pend.get('phase', 'proposed')}): "
                       f"{_prose(what)}"]

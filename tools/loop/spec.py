@@ -20,6 +20,7 @@ budget: {runs: 10, wall_s: 3600}     # also llm_tokens, cost_usd, device_s
 proposer: sweep                      # sweep | llm | queue
 runner: local
 repeats: {min: 2, max: 5}
+calibrate: 5                         # A/A rounds after the baseline (0: the default noise floor)
 ```
 The first value of each knob is the trunk's starting value.
 """
@@ -99,6 +100,7 @@ class LoopSpec:
     profile: bool = True
     parallel: int = 1
     description: str = ""
+    calibrate: int = 0                # A/A rounds after the baseline: the lane's measured noise sets the bands
 
     def start_config(self) -> dict[str, Any]:
         return {k.name: k.start for k in self.knobs.values()}
@@ -184,7 +186,8 @@ def parse(data: Any, path: Path) -> LoopSpec:
         runner_options={} if isinstance(runner, str) else {k: v for k, v in runner.items() if k != "name"},
         min_repeats=int(rep.get("min", 2)), max_repeats=int(rep.get("max", 5)),
         timeout_s=float(data.get("timeout_s", 1800)), profile=bool(data.get("profile", True)),
-        parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""))
+        parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
+        calibrate=int(data.get("calibrate", 0)))
     if spec.min_repeats < 2:
         raise InputError(path, "repeats.min must be at least 2: a verdict needs interleaved repeats")
     if spec.max_repeats < spec.min_repeats:

@@ -154,4 +154,5 @@ class RayRunner(RemoteRunner):
     def describe(self, job: str) -> dict:
         info = self.client().get_job_info(job)
         return {"address": self.address, "status": str(info.status), "driver_node_id": info.driver_node_id,
-                "entrypoint_resources": self._resources_of.get(job), "message": info.message}
+                "entrypoint_resources": self._resources_of.get(job), "message": info.message,
+                "start_unix": (info.start_time or 0) / 1e3 or None, "end_unix": (info.end_time or 0) / 1e3 or None}
