@@ -94,7 +94,7 @@ def stand_in_decoy(text: str) -> str:
     return text
 
 
-def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code_text: str):
+def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code_text: str, calibrate: int = 5):
     """A fresh knowledge base at ``root`` with experiments/llama_train.py and loops/<lane>.yml; returns the spec."""
     import yaml
 
@@ -107,7 +107,7 @@ def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code
     loop = {"model": "llama", "lane": lane, "variant": "efficacy/cpu", "code": "experiments",
             "command": [sys.executable, "llama_train.py", *PRESET], "knobs": KNOBS,
             "budget": {"runs": budget}, "repeats": {"min": min_rep, "max": max_rep}, "proposer": "sweep",
-            "runner": "local", "profile": False, "timeout_s": 600}
+            "runner": "local", "profile": False, "timeout_s": 600, "calibrate": calibrate}
     path = root / "loops" / f"{lane}.yml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(loop, sort_keys=False))
@@ -117,47 +117,52 @@ def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code
 # ----------------------------------------------------------------------------- direct measurement
 
 class Meter:
-    """Runs configurations directly and keeps every measurement; the fp32 same-shape references are cached."""
+    """Runs configurations directly, keeps every run in order; fp32 same-shape reference losses are cached.
+    The start configuration is the anchor: run every few runs, it tracks the machine's drift (``score``)."""
 
     def __init__(self, spec, cwd: Path):
         self.spec, self.cwd = spec, cwd
+        self.start = spec.start_config()
         self.runs: dict[str, list[dict]] = {}
+        self.timeline: list[tuple[str, dict]] = []
         self.refs: dict[str, list[float]] = {}
-        self.n = 0
 
     def run(self, cfg: dict) -> dict:
+        """One run: tokens/s (median steady step), losses, and ``invalid`` (why it cannot count) or None."""
         from tools.experiments.metrics import parse_result
 
         env = dict(os.environ, **self.spec.env_for(cfg))
         t = time.perf_counter()
         p = subprocess.run(self.spec.command_for(cfg), cwd=self.cwd, env=env, capture_output=True, text=True,
                            timeout=600, check=False)
-        self.n += 1
         r = parse_result(p.stdout) if p.returncode == 0 else None
         if r is None:
             tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
-            m = {"crash": f"exit {p.returncode}: {tail[0][:200]}", "wall_s": time.perf_counter() - t}
+            m = {"crash": f"exit {p.returncode}: {tail[0][:200]}", "invalid": "crash"}
         else:
-            w = int(r.get("warmup_steps", 1))
-            steady = r["step_times_s"][w:] or r["step_times_s"]
-            m = {"tokens_per_s": r["tokens_per_step"] / statistics.median(steady), "losses": r.get("losses") or [],
-                 "wall_s": time.perf_counter() - t}
-        self.runs.setdefault(key(cfg), []).append(m)
+            steady = r["step_times_s"][int(r.get("warmup_steps", 1)):] or r["step_times_s"]
+            m = {"tokens_per_s": r["tokens_per_step"] / statistics.median(steady), "losses": r.get("losses") or []}
+        m["wall_s"] = time.perf_counter() - t
+        self.runs.setdefault(key(cfg), []).append(m)  # recorded before it is judged: a reference judges itself
+        self.timeline.append((key(cfg), m))
+        m.setdefault("invalid", self.invalid(cfg, m))
         return m
 
     def reference(self, cfg: dict) -> list[float]:
         ref = {k: (cfg[k] if KNOBS[k]["category"] == "shape" else KNOBS[k]["values"][0]) for k in KNOBS}
         k = key(ref["shape"])
         if k not in self.refs:
+            if not any("losses" in m for m in self.runs.get(key(ref), [])):
+                self.run(ref)
             done = [m for m in self.runs.get(key(ref), []) if "losses" in m]
-            self.refs[k] = (done[0] if done else self.run(ref))["losses"]
+            self.refs.setdefault(k, done[0]["losses"] if done else [])
         return self.refs[k]
 
     def invalid(self, cfg: dict, m: dict) -> str | None:
-        """Why this measurement cannot count (crash, or the loss trajectory moved), else None."""
-        if "crash" in m:
-            return m["crash"]
+        """The runner's rule: the first 12 losses within 0.025 of the same-shape fp32 reference."""
         ref = self.reference(cfg)
+        if not ref:
+            return "no fp32 reference of this shape (it crashed)"
         n = min(LOSS_STEPS, len(ref), len(m["losses"]))
         d = max((abs(a - b) for a, b in zip(ref[:n], m["losses"][:n])), default=float("inf"))
         return f"max |Δloss| {d:.4f} > {LOSS_TOL} over {n} steps" if d > LOSS_TOL else None
@@ -165,37 +170,56 @@ class Meter:
     def measure(self, cfg: dict) -> float | None:
         """One run; tokens/s, or None when invalid."""
         m = self.run(cfg)
-        return None if self.invalid(cfg, m) else m["tokens_per_s"]
+        return None if m["invalid"] else m["tokens_per_s"]
 
-    def median(self, cfg: dict) -> float | None:
-        ok = [m["tokens_per_s"] for m in self.runs.get(key(cfg), []) if "crash" not in m]
-        return statistics.median(ok) if ok else None
+    def anchor(self) -> None:
+        self.run(self.start)
+
+    def ratios(self, cfg: dict) -> list[float]:
+        """Each valid run's tokens/s ÷ the mean of the anchor runs just before and after it."""
+        k0, ka = key(cfg), key(self.start)
+        anchors = [i for i, (k, m) in enumerate(self.timeline) if k == ka and not m["invalid"]]
+        xs = []
+        for i, (k, m) in enumerate(self.timeline):
+            if k != k0 or m["invalid"]:
+                continue
+            near = [j for j in anchors if j < i][-1:] + [j for j in anchors if j > i][:1]
+            if near:
+                xs.append(m["tokens_per_s"] / statistics.mean(self.timeline[j][1]["tokens_per_s"] for j in near))
+        return xs
+
+    def score(self, cfg: dict) -> float | None:
+        xs = self.ratios(cfg)
+        return statistics.median(xs) if xs else None
 
 
-def noise(meter: Meter, cfg: dict) -> dict:
-    """The floor: how much one configuration's tokens/s moved over its runs in this benchmark."""
-    xs = [m["tokens_per_s"] for m in meter.runs.get(key(cfg), []) if "crash" not in m]
-    if len(xs) < 2:
+def noise(meter: Meter) -> dict:
+    """The floor, from the anchor's runs: raw spread (noise and drift) and the spread of each run against its
+    neighbouring anchor runs (what is left once drift is taken out)."""
+    xs = [m["tokens_per_s"] for m in meter.runs.get(key(meter.start), []) if not m["invalid"]]
+    rs = meter.ratios(meter.start)
+    if len(xs) < 3:
         return {"runs": len(xs)}
-    return {"runs": len(xs), "median": round(statistics.median(xs)), "cv_pct": round(100 * statistics.stdev(xs) /
-            statistics.mean(xs), 1), "min_over_max": round(min(xs) / max(xs), 3)}
+    return {"runs": len(xs), "median": round(statistics.median(xs)),
+            "raw_cv_pct": round(100 * statistics.stdev(xs) / statistics.mean(xs), 1),
+            "raw_min_over_max": round(min(xs) / max(xs), 3),
+            "vs_neighbours_cv_pct": round(100 * statistics.stdev(rs), 1) if len(rs) > 1 else None}
 
 
 def main_effects(meter: Meter) -> dict:
-    """Each knob value's effect on tokens/s (%), fitted on log tokens/s over every decoy-free run (least squares):
-    averaged over the other knobs and over many runs, steadier than one-knob pairs on a shared machine."""
+    """Each knob value's effect on tokens/s (%), a least-squares fit of log(tokens/s ÷ neighbouring anchors) over
+    every valid decoy-free run: averaged over the other knobs and many runs, steadier than one-knob pairs."""
     import math
 
     import numpy as np
 
     cols = [(k, v) for k in KNOBS if k != DECOY for v in KNOBS[k]["values"][1:]]
     rows, ys = [], []
-    for kk, ms in meter.runs.items():
+    for kk in meter.runs:
         cfg = json.loads(kk)
-        for m in ms if not cfg.get(DECOY) else []:
-            if "crash" not in m:
-                rows.append([1.0] + [float(cfg[k] == v) for k, v in cols])
-                ys.append(math.log(m["tokens_per_s"]))
+        for r in meter.ratios(cfg) if not cfg.get(DECOY) else []:
+            rows.append([1.0] + [float(cfg[k] == v) for k, v in cols])
+            ys.append(math.log(r))
     if len(rows) <= len(cols):
         return {}
     coef = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)[0]
@@ -218,57 +242,64 @@ def space(decoy: bool) -> list[dict]:
     return out
 
 
-def large_search(meter: Meter, n_sample: int, passes: int, seed: int, n_oat: int | None = None) -> tuple[dict, dict]:
-    """(best configuration, knob effects % from the start): OAT sweep, random sample, coordinate descent."""
-    start = {k: v["values"][0] for k, v in KNOBS.items()}
+def large_search(meter: Meter, n_sample: int, passes: int, seed: int, rounds: int,
+                 n_oat: int | None = None) -> tuple[dict, dict]:
+    """(best configuration, knob effects % from the start). A one-knob sweep from the start, a seeded random
+    sample, a coordinate-descent polish, all scored against the anchor; then the top 5 re-measured interleaved."""
+    start = meter.start
     moves = [(k, v) for k in KNOBS if k != DECOY for v in KNOBS[k]["values"][1:]]
-    effects, tps = {}, {}
-    s0 = [meter.measure(start)]
-    for k, v in moves[:n_oat]:  # one knob at a time from the start, each between two runs of the start (drift cancels)
-        cfg = dict(start, **{k: v})
-        tps[key(cfg)] = meter.measure(cfg)
-        s0.append(meter.measure(start))
-        t, around = tps[key(cfg)], [x for x in s0[-2:] if x]
-        effects.setdefault(k, {})[label(v)] = \
-            None if t is None or not around else round(100 * (t / statistics.mean(around) - 1), 1)
-    base = statistics.median(x for x in s0 if x)
-    pool = space(decoy=False)
-    for cfg in random.Random(seed).sample(pool, min(n_sample, len(pool))):
-        if key(cfg) not in meter.runs:
-            tps[key(cfg)] = meter.measure(cfg)
-    tps[key(start)] = base
-    top = sorted((json.loads(k) for k, t in tps.items() if t), key=lambda c: -tps[key(c)])[:3]
-    for _ in range(2):  # the sample's top 3, re-measured interleaved: a single lucky run does not win
-        for c in top:
-            meter.measure(c)
-    best = max(top, key=lambda c: meter.median(c) or 0)
-    say(f"  sample best {meter.median(best):,.0f} tokens/s (median of {len(meter.runs[key(best)])}): {short(best)}")
-    for _ in range(passes):  # coordinate descent: a move that wins once is re-measured with the incumbent
+    fits = lambda c: c["shape"]["batch"] % c["grad_accum"] == 0
+    meter.anchor()
+    for k, v in moves[:n_oat]:  # one knob at a time, each between two runs of the start
+        meter.measure(dict(start, **{k: v}))
+        meter.anchor()
+    pct = lambda s: None if s is None else round(100 * (s - 1), 1)
+    effects: dict = {}
+    for k, v in moves[:n_oat]:
+        effects.setdefault(k, {})[label(v)] = pct(meter.score(dict(start, **{k: v})))
+    pool = [c for c in space(decoy=False) if key(c) not in meter.runs]
+    for i, cfg in enumerate(random.Random(seed).sample(pool, min(n_sample, len(pool)))):
+        meter.measure(cfg)
+        if i % 4 == 3:
+            meter.anchor()
+    meter.anchor()
+    ranked = lambda: sorted((json.loads(k) for k in meter.runs if meter.score(json.loads(k))),
+                            key=lambda c: -meter.score(c))
+    best = ranked()[0]
+    say(f"  sample best {100 * meter.score(best) - 100:+.1f} % vs the start: {short(best)}")
+    for _ in range(passes):  # coordinate descent; a move that wins once is measured again with the incumbent
         moved = False
-        for k, v in moves:
+        for i, (k, v) in enumerate(moves):
             cand = dict(best, **{k: v})
-            if cand == best or (cand["shape"]["batch"] % cand["grad_accum"]) or key(cand) in meter.runs:
+            if cand == best or not fits(cand) or key(cand) in meter.runs:
                 continue
-            t = meter.measure(cand)
-            if t and t > (meter.median(best) or 0):
-                meter.measure(best), meter.measure(cand)
-                if (meter.median(cand) or 0) > (meter.median(best) or 0):
-                    say(f"  polish: {short({k: v})} -> {meter.median(cand):,.0f} tokens/s")
+            meter.measure(cand)
+            if (meter.score(cand) or 0) > meter.score(best):
+                meter.measure(best), meter.measure(cand), meter.anchor()
+                if (meter.score(cand) or 0) > meter.score(best):
+                    say(f"  polish: {short({k: v})} -> {100 * meter.score(cand) - 100:+.1f} % vs the start")
                     best, moved = cand, True
+            elif i % 3 == 2:
+                meter.anchor()
+        meter.anchor()
         if not moved:
             break
-    return best, effects
+    top = ranked()[:5]
+    say(f"  top {len(top)} re-measured interleaved, {rounds} rounds")
+    med = interleaved(meter, top, rounds)
+    return max(top, key=lambda c: med[key(c)] or 0), effects
 
 
 # ----------------------------------------------------------------------------- the loop and random search
 
-def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: tuple[int, int]) -> dict:
+def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: tuple[int, int],
+             calibrate: int) -> dict:
     from tools.experiments.records import lane_records
     from tools.loop.engine import Loop
     from tools.loop.proposers.sweep import SweepProposer
     from tools.project import Project
 
-    spec = make_kb(kb, lane, budget, *reps, code_text)
+    spec = make_kb(kb, lane, budget, *reps, code_text, calibrate)
     out: dict = {"seed": seed, "lane": lane, "kb": str(kb)}
     try:
         state = Loop(Project(kb), spec, say=lambda m: say(f"  [{lane}] {m}"), proposer=SweepProposer(seed=seed)).run()
@@ -280,12 +311,14 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
     trunk = state.get("trunk") or {}
     recs = [r for r in lane_records(kb / "wiki", "llama", lane) if r.get("status") == "filed"]
     decoys = [r for r in recs if (r.get("loop_config") or {}).get(DECOY)]
+    hist = state["history"]
     out.update(best=dict(trunk.get("config") or {}), best_env=trunk.get("env") or {},
                best_tokens_per_s=trunk.get("tokens_per_s"), stop_reason=state.get("stop_reason"),
                experiments=[{"iteration": h["iteration"], "change": h["describe"], "verdict": h["verdict"],
                              "gain_pct": h.get("gain_pct"), "repeats": h.get("repeats"), "kept": h["kept"]}
-                            for h in state["history"]],
-               configs_tried=len({h["run_key"] for h in state["history"]}),
+                            for h in hist],
+               configs_tried=len({h["run_key"] for h in hist}),
+               supported_not_kept=[h["iteration"] for h in hist if h["verdict"] == "supported" and not h["kept"]],
                decoy_runs=len(decoys), decoy_invalid=sum(r.get("verdict") == "invalid" for r in decoys),
                decoy_verdicts=[r.get("verdict") for r in decoys])
     return out
@@ -296,8 +329,7 @@ def random_search(meter: Meter, n: int, seed: int) -> dict:
     tried = []
     for cfg in picks:
         m = meter.run(cfg)
-        why = meter.invalid(cfg, m)
-        tried.append({"config": cfg, "tokens_per_s": m.get("tokens_per_s"), "invalid": why})
+        tried.append({"config": cfg, "tokens_per_s": m.get("tokens_per_s"), "invalid": m["invalid"]})
     valid = [t for t in tried if not t["invalid"]]
     best = max(valid, key=lambda t: t["tokens_per_s"]) if valid else None
     dec = [t for t in tried if t["config"][DECOY]]
@@ -312,7 +344,7 @@ def interleaved(meter: Meter, configs: list[dict], rounds: int) -> dict[str, flo
     for r in range(rounds):
         for c in configs:
             m = meter.run(c)
-            if "crash" not in m:
+            if not m["invalid"]:
                 got[key(c)].append(m["tokens_per_s"])
         say(f"  round {r + 1}/{rounds} done")
     return {k: (statistics.median(v) if v else None) for k, v in got.items()}
@@ -320,126 +352,110 @@ def interleaved(meter: Meter, configs: list[dict], rounds: int) -> dict[str, flo
 
 # ----------------------------------------------------------------------------- main
 
+def row(who: str, tps: float | None, top: float, cfg: dict | None, note: str = "") -> str:
+    return (f"{who:<14} {tps or 0:>10,.0f} {(tps or 0) / top:>8.3f}  "
+            f"{short(cfg) if cfg else '-'}{'  ' + note if note else ''}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 seed, small searches, budget 4")
-    ap.add_argument("--seeds", type=int, default=None)
-    ap.add_argument("--budget", type=int, default=None, help="experiments per loop and random search (10)")
-    ap.add_argument("--large", type=int, default=None, help="random configurations in the large search (32)")
-    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds of the final comparison (3)")
+    ap.add_argument("--seeds", type=int, help="loop and random-search seeds (3)")
+    ap.add_argument("--budget", type=int, help="experiments per loop, configurations per random search (10)")
+    ap.add_argument("--large", type=int, help="random configurations in the large search (32)")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds of each re-measure (3)")
     ap.add_argument("--keep", type=Path, help="build the knowledge bases here (kept) instead of a temp dir")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     a = ap.parse_args()
     q = a.quick
     seeds = list(range(a.seeds or (1 if q else 3)))
-    budget, n_large = a.budget or (4 if q else 10), a.large or (4 if q else 32)
-    rounds, passes = a.rounds or (2 if q else 3), 1 if q else 2
-    reps = (2, 3) if q else (2, 4)
+    budget, n_large, rounds = a.budget or (4 if q else 10), a.large or (4 if q else 32), a.rounds or (2 if q else 3)
+    passes, reps, calibrate = (1, (2, 3), 3) if q else (2, (2, 4), 5)
     t_all = time.perf_counter()
-    code = SCRIPT.read_text()
-    decoy_real = has_decoy_flag()
+    code, decoy_real = SCRIPT.read_text(), has_decoy_flag()
     if not decoy_real:
         code = stand_in_decoy(code)
     say("decoy: " + ("--decoy-skip-layer of experiments/llama_train.py" if decoy_real else
                      "stand-in (a patched copy of experiments/llama_train.py: the flag is not there yet)"))
     base = a.keep.resolve() if a.keep else Path(tempfile.mkdtemp(prefix="loop-efficacy-"))
-    if subprocess.run(["git", "-C", str(base.parent if not base.exists() else base), "rev-parse"],
+    if subprocess.run(["git", "-C", str(base if base.exists() else base.parent), "rev-parse"],
                       capture_output=True, check=False).returncode == 0:
         raise SystemExit(f"bench/loop_efficacy.py: --keep {base}: inside a git work tree; the loop would make "
                          "branches there. Give a folder outside any repository (e.g. under /tmp)")
     parts: dict[str, float] = {}
+    mark = lambda name, t: parts.__setitem__(name, round(time.perf_counter() - t, 1))
     try:
         spec = make_kb(base / "direct", "direct", budget, *reps, code)
         meter = Meter(spec, base / "direct" / "experiments")
-        cmd = " ".join(spec.command_for(spec.start_config())[1:])
-        say(f"model: {cmd}  (512 tokens/step in every shape; knowledge bases under {base})")
+        cmd = " ".join(spec.command_for(meter.start)[1:])
+        say(f"model: {cmd}\n  512 tokens/step in every shape; knowledge bases under {base}")
         t = time.perf_counter()
-        for _ in range(2):
-            m = meter.run(spec.start_config())
-        say(f"start config: {m['tokens_per_s']:,.0f} tokens/s, {m['wall_s']:.1f} s a run")
-        parts["warmup_s"] = time.perf_counter() - t
+        m = [meter.run(meter.start) for _ in range(2)][-1]
+        say(f"start configuration: {m['tokens_per_s']:,.0f} tokens/s, {m['wall_s']:.1f} s a run")
+        mark("warmup_s", t)
 
-        say(f"== large search ({n_large} sampled + one-knob sweep + {passes} polish pass(es))")
-        t, n0 = time.perf_counter(), meter.n
-        large_best, effects = large_search(meter, n_large, passes, seed=12345, n_oat=3 if q else None)
-        parts["large_search_s"] = time.perf_counter() - t
-        n_large_runs, n_large_cfgs = meter.n - n0, len(meter.runs)
-        say(f"  {n_large_cfgs} configurations, {n_large_runs} runs, {parts['large_search_s']:.0f} s; best "
-            f"{meter.median(large_best):,.0f} tokens/s: {short(large_best)}")
+        say(f"== large search: one-knob sweep, {n_large} sampled, {passes} polish pass(es), top 5 re-measured")
+        t = time.perf_counter()
+        large_best, effects = large_search(meter, n_large, passes, 12345, rounds, n_oat=3 if q else None)
+        mark("large_search_s", t)
+        large = {"configs": len(meter.runs), "runs": len(meter.timeline), "best": large_best}
+        fitted = main_effects(meter)
         fmt = lambda eff: "; ".join(f"{k}={v}: {g:+.1f} %" if g is not None else f"{k}={v}: invalid"
                                     for k, d in eff.items() if k[0] != "_" for v, g in d.items())
-        say(f"  noise floor, the start configuration: {noise(meter, spec.start_config())}")
-        say(f"  knob effects, one knob at a time from the start (against the start runs around it): {fmt(effects)}")
-        fitted = main_effects(meter)
-        say(f"  knob effects, fitted over the {fitted.get('_runs')} runs so far: {fmt(fitted)}")
+        say(f"  {large['configs']} configurations, {large['runs']} runs, {parts['large_search_s']:.0f} s; "
+            f"best: {short(large_best)}")
+        say(f"  noise floor (the start configuration's runs): {noise(meter)}")
+        say(f"  knob effects, one at a time from the start (vs the start runs around each): {fmt(effects)}")
+        say(f"  knob effects, fitted over {fitted.get('_runs')} runs (vs neighbouring start runs): {fmt(fitted)}")
 
         loops, randoms = [], []
         for s in seeds:
-            say(f"== loop, seed {s} (budget {budget} experiments, repeats {reps[0]}..{reps[1]})")
+            say(f"== loop, seed {s}: budget {budget} experiments, repeats {reps[0]}..{reps[1]}, "
+                f"A/A calibration {calibrate} rounds")
             t = time.perf_counter()
-            loops.append(run_loop(base / f"seed-{s}", f"efficacy-s{s}", s, budget, code, reps))
-            parts[f"loop_seed{s}_s"] = time.perf_counter() - t
-            lp = loops[-1]
+            lp = run_loop(base / f"seed-{s}", f"efficacy-s{s}", s, budget, code, reps, calibrate)
+            mark(f"loop_seed{s}_s", t)
+            loops.append(lp)
             if "error" not in lp:
-                say(f"  best {lp['best_tokens_per_s'] or 0:,.0f} tokens/s (as filed): {short(lp['best'])}; "
-                    f"decoy runs {lp['decoy_runs']}, invalid {lp['decoy_invalid']}; {parts[f'loop_seed{s}_s']:.0f} s")
-            say(f"== random search, seed {s} ({budget} configurations, decoy in the space)")
+                say(f"  trunk {lp['best_tokens_per_s'] or 0:,.0f} tokens/s as filed: {short(lp['best'])}; "
+                    f"decoy runs {lp['decoy_runs']}, invalid {lp['decoy_invalid']}; {lp['stop_reason']}")
+            say(f"== random search, seed {s}: {budget} configurations, decoy in the space")
             t = time.perf_counter()
-            randoms.append(random_search(meter, budget, s))
-            parts[f"random_seed{s}_s"] = time.perf_counter() - t
-            rb = randoms[-1]
+            rb = random_search(meter, budget, s)
+            mark(f"random_seed{s}_s", t)
+            randoms.append(rb)
             say(f"  best {rb['best_tokens_per_s'] or 0:,.0f} tokens/s: {short(rb['best']) if rb['best'] else '-'}; "
                 f"{rb['invalid']} invalid, decoy {rb['decoy_runs']} (invalid {rb['decoy_invalid']})")
 
-        say(f"== final comparison, interleaved, {rounds} rounds")
+        say(f"== final comparison: interleaved, {rounds} rounds")
         t = time.perf_counter()
-        finals = [large_best] + [lp["best"] for lp in loops if lp.get("best")] + \
-            [r["best"] for r in randoms if r["best"]]
-        distinct = list({key(c): c for c in finals}.values())
-        med = interleaved(meter, distinct, rounds)
-        parts["final_s"] = time.perf_counter() - t
-        top = med[key(large_best)] or float("nan")
-        ratio = lambda c: round(med[key(c)] / top, 4) if c and med.get(key(c)) else None
-        loop_r = [ratio(lp.get("best")) for lp in loops]
-        rand_r = [ratio(r["best"]) for r in randoms]
-        say(f"\n{'who':<16} {'tokens/s':>10} {'/ large':>8}  configuration")
-        say(f"{'large search':<16} {top:>10,.0f} {1:>8.3f}  {short(large_best)}")
-        for lp, r in zip(loops, loop_r):
-            say(f"{'loop s' + str(lp['seed']):<16} {(med.get(key(lp['best'])) if lp.get('best') else 0) or 0:>10,.0f} "
-                f"{r or 0:>8.3f}  {short(lp['best']) if lp.get('best') else lp.get('error', '-')}")
-        for rb, r in zip(randoms, rand_r):
-            say(f"{'random s' + str(rb['seed']):<16} {(med.get(key(rb['best'])) if rb['best'] else 0) or 0:>10,.0f} "
-                f"{r or 0:>8.3f}  {short(rb['best']) if rb['best'] else '-'}")
-        for lp in loops:
-            for e in lp.get("experiments", []):
-                say(f"  loop s{lp['seed']} #{e['iteration']:>2} {e['change']:<40} {e['verdict']:<12} "
-                    f"gain {e['gain_pct'] if e['gain_pct'] is not None else '-'} %  repeats {e['repeats']}"
-                    + ("  KEPT" if e["kept"] else ""))
+        finals = [large_best, meter.start] + [x["best"] for x in loops + randoms if x.get("best")]
+        med = interleaved(meter, list({key(c): c for c in finals}.values()), rounds)
+        mark("final_s", t)
     finally:
         if not a.keep:
             shutil.rmtree(base, ignore_errors=True)
-    parts["total_s"] = time.perf_counter() - t_all
+    top = med[key(large_best)] or float("nan")
+    ratio = lambda c: round(med[key(c)] / top, 4) if c and med.get(key(c)) else None
+    loop_r, rand_r = [ratio(x.get("best")) for x in loops], [ratio(x["best"]) for x in randoms]
+    say(f"\n{'who':<14} {'tokens/s':>10} {'/ large':>8}  configuration (median of {rounds} interleaved rounds)")
+    say(row("large search", top, top, large_best))
+    say(row("start", med[key(meter.start)], top, meter.start))
+    for x in loops:
+        say(row(f"loop s{x['seed']}", med.get(key(x["best"])) if x.get("best") else None, top, x.get("best"),
+                x.get("error", "")))
+    for x in randoms:
+        say(row(f"random s{x['seed']}", med.get(key(x["best"])) if x["best"] else None, top, x["best"]))
+    for x in loops:
+        for e in x.get("experiments", []):
+            gain = "-" if e["gain_pct"] is None else f"{e['gain_pct']:+.1f} %"
+            say(f"  loop s{x['seed']} #{e['iteration']:>2} {e['change']:<36} {e['verdict']:<12} {gain:>9}  "
+                f"repeats {e['repeats']}" + ("  KEPT" if e["kept"] else ""))
+    parts["total_s"] = round(time.perf_counter() - t_all, 1)
     ok = lambda xs: [x for x in xs if x is not None]
     lm = statistics.median(ok(loop_r)) if ok(loop_r) else None
     rm = statistics.median(ok(rand_r)) if ok(rand_r) else None
-    decoy_runs = sum(lp.get("decoy_runs", 0) for lp in loops)
-    decoy_inv = sum(lp.get("decoy_invalid", 0) for lp in loops)
-    result = {
-        "bench": "loop_efficacy", "quick": q, "seeds": seeds, "budget": budget,
-        "decoy": "real" if decoy_real else "stand-in",
-        "command": cmd, "large_search": {"best": large_best, "tokens_per_s": round(top), "configs": n_large_cfgs,
-                                         "runs": n_large_runs},
-        "loop_best_over_large": loop_r, "loop_median": lm, "random_best_over_large": rand_r, "random_median": rm,
-        "loop_decoy_runs": decoy_runs, "loop_decoy_invalid": decoy_inv,
-        "random_decoy_runs": sum(r["decoy_runs"] for r in randoms),
-        "random_decoy_invalid": sum(r["decoy_invalid"] for r in randoms),
-        "loop_repeats": {lp["seed"]: [e["repeats"] for e in lp.get("experiments", [])] for lp in loops},
-        "loop_configs_tried": {lp["seed"]: lp.get("configs_tried") for lp in loops},
-        "loop_errors": {lp["seed"]: lp["error"] for lp in loops if "error" in lp},
-        "noise_start": noise(meter, spec.start_config()),
-        "noise_large_best": noise(meter, large_best), "knob_effects_oat_pct": effects,
-        "knob_effects_fit_pct": main_effects(meter), "wall_s": {k: round(v, 1) for k, v in parts.items()},
-    }
+    decoy_runs, decoy_inv = sum(x.get("decoy_runs", 0) for x in loops), sum(x.get("decoy_invalid", 0) for x in loops)
     misses = []
     if lm is None or lm < TARGET_RATIO:
         misses.append(f"loop best / large best median {lm} < {TARGET_RATIO}")
@@ -447,12 +463,27 @@ def main() -> int:
         misses.append(f"loop median {lm} not above random median {rm}")
     if decoy_inv != decoy_runs:
         misses.append(f"{decoy_runs - decoy_inv} of {decoy_runs} decoy runs of the loop not filed invalid")
-    result["targets_missed"] = misses
-    say(f"\nloop/large median {lm}, random/large median {rm}; decoy runs {decoy_runs}, invalid {decoy_inv}"
+    say(f"\nloop/large median {lm}, random/large median {rm}; loop decoy runs {decoy_runs}, invalid {decoy_inv}"
         + ("" if decoy_runs else " (the loop never tried the decoy)") + f"; total {parts['total_s']:.0f} s")
+    result = {
+        "bench": "loop_efficacy", "quick": q, "seeds": seeds, "budget": budget, "command": cmd,
+        "decoy": "real" if decoy_real else "stand-in",
+        "large_search": dict(large, tokens_per_s=round(top)), "start_over_large": ratio(meter.start),
+        "loop_best_over_large": loop_r, "loop_median": lm, "random_best_over_large": rand_r, "random_median": rm,
+        "loop_decoy_runs": decoy_runs, "loop_decoy_invalid": decoy_inv,
+        "random_decoy_runs": sum(x["decoy_runs"] for x in randoms),
+        "random_decoy_invalid": sum(x["decoy_invalid"] for x in randoms),
+        "loop_repeats": {x["seed"]: [e["repeats"] for e in x.get("experiments", [])] for x in loops},
+        "loop_configs_tried": {x["seed"]: x.get("configs_tried") for x in loops},
+        "loop_supported_not_kept": {x["seed"]: x.get("supported_not_kept") for x in loops},
+        "loop_stop": {x["seed"]: x.get("stop_reason") for x in loops},
+        "loop_errors": {x["seed"]: x["error"] for x in loops if "error" in x},
+        "noise": noise(meter), "knob_effects_oat_pct": effects, "knob_effects_fit_pct": main_effects(meter),
+        "wall_s": parts, "targets_missed": misses,
+    }
     print(json.dumps(result, default=str), flush=True)
     if a.check and misses:
-        print("targets missed: " + "; ".join(misses), file=sys.stderr)
+        print("bench/loop_efficacy.py: targets missed: " + "; ".join(misses), file=sys.stderr)
         return 1
     return 0
 

@@ -317,3 +317,27 @@ def test_two_experiments_in_flight_at_once_lose_nothing(tmp_path):
     assert a0 < b1 and b0 < a1
     kept = [h for h in s["history"] if h["kept"]]
     assert all(h["verdict"] == "supported" for h in kept)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_loop_and_resume_runs_the_cut_off_experiment_again(tmp_path):
+    import signal
+
+    root = tmp_path / "kb"
+    make_kb(root, command=[__import__("sys").executable, "fake_model.py", "--sleep-ms", "60"], budget={"runs": 2})
+    paths = st.LoopPaths(Project(root), "fake-loop")
+    p = _driver(root, "start", "fake-loop")
+
+    def first_iteration_running():
+        s = st.load(paths) if paths.state.exists() else None
+        return bool(s and any(x.get("phase") == "running" for x in s.get("pending") or []))
+    assert _wait_for(first_iteration_running)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 143
+    s = st.load(paths)
+    assert s["status"] == "stopped" and "SIGTERM" in s["stop_reason"] and s["history"] == []
+    assert _driver(root, "resume", "fake-loop").wait(timeout=120) == 0
+    s = st.load(paths)
+    assert [h["iteration"] for h in s["history"]] == [1, 2] and s["stop_reason"].startswith("budget")
+    stopped = [r for r in lane(root) if r.get("verdict") == "crash"]
+    assert len(stopped) == 1 and "SIGTERM" in " ".join(stopped[0]["reasons"])

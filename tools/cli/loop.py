@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
@@ -16,6 +17,18 @@ def loop() -> None:
 
 def _say(quiet: bool):
     return (lambda msg: None) if quiet else click.echo
+
+
+@contextlib.contextmanager
+def _interruptible():
+    """Ctrl-C / SIGTERM during a run: say how to go on, exit as a stopped process does (130 / 143)."""
+    from ..loop.engine import LoopInterrupted
+
+    try:
+        yield
+    except LoopInterrupted as e:
+        click.echo(str(e), err=True)
+        raise SystemExit(e.exit_code) from None
 
 
 def _print_end(state: dict, as_json: bool) -> None:
@@ -46,7 +59,8 @@ def start(project, loop_file, fresh, iterations, as_json, quiet) -> None:
     from ..loop.engine import start as run
 
     project.require_wiki()
-    _print_end(run(project, loop_file, _say(quiet or as_json), fresh, iterations), as_json)
+    with _interruptible():
+        _print_end(run(project, loop_file, _say(quiet or as_json), fresh, iterations), as_json)
 
 
 @loop.command(name="resume")
@@ -59,7 +73,8 @@ def resume(project, name, iterations, as_json, quiet) -> None:
     """Continue loop NAME from its state on disk (after a stop, a pause or a kill -9)."""
     from ..loop.engine import resume as run
 
-    _print_end(run(project, name, _say(quiet or as_json), iterations), as_json)
+    with _interruptible():
+        _print_end(run(project, name, _say(quiet or as_json), iterations), as_json)
 
 
 def _status(state: dict) -> dict:

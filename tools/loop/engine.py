@@ -39,6 +39,16 @@ HYPOTHESIS_STATUS = {"supported": "supported", "refuted": "refuted", "invalid": 
                      "inconclusive": "inconclusive", "crash": "inconclusive"}
 
 
+class LoopInterrupted(ToolsError):
+    """Ctrl-C or SIGTERM stopped a run; the loop's state says how to go on."""
+
+    def __init__(self, how: str):
+        self.how = how
+        self.exit_code = 143 if how == "SIGTERM" else 130
+        super().__init__(f"interrupted by {how}: the run in flight was filed as a crash; `tools loop resume` "
+                         "runs it again")
+
+
 @dataclass
 class StopGate:
     """Why the loop must stop now, or None. Budgets and the target never write a retrospective first."""
@@ -398,6 +408,12 @@ class Loop:
                 self.save()
             run.on_reserved = commit_patch
         out = run_experiment(self.project, run, self.writer)
+        if out.stopped_by:  # Ctrl-C or SIGTERM: the run is filed as a crash; resume runs this proposal again
+            with self._save_lock:
+                self.state.update(status="stopped", stop_reason=f"interrupted by {out.stopped_by}: `tools loop "
+                                                               "resume` runs the cut-off experiment again")
+                self.save()
+            raise LoopInterrupted(out.stopped_by)
         pend.update(phase="filed", exp_id=out.exp_id, record=dict(out.record, page=out.page))
         self.save()
 
