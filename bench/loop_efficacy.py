@@ -6,12 +6,14 @@ On the reference model (CPU, a preset that runs in a few seconds), over a declar
 decoy that changes the math (skips the last layer: faster, wrong), in one run:
 
 1. a large search: a one-knob-at-a-time sweep from the start, a seeded random sample of the factorial space
-   (decoy off) and a coordinate-descent polish from its best, each configuration measured directly;
-2. per seed: the loop (``tools.loop.engine.Loop`` with ``SweepProposer(seed=s)``) with a budget of 10 experiments,
-   in a knowledge base of its own (no seed learns from another);
-3. per seed: random search over the same space, decoy included, 10 configurations; one whose first 12 losses
-   differ from the same-shape fp32 reference by more than 0.025 is invalid (the runner's rule);
-4. the large search's best, each loop best and each random best, re-measured interleaved (A B C ... x rounds).
+   (decoy off) and a coordinate-descent polish from its best, each configuration run directly and scored against
+   the start configuration, rerun every few runs (the machine drifts); its top 5 re-measured interleaved;
+2. per seed: the loop (``tools.loop.engine.Loop`` with ``SweepProposer(seed=s)``, A/A calibration 5) with a
+   budget of 10 experiments, in a knowledge base of its own (no seed learns from another);
+3. per seed: random search over the same space, decoy included, 10 configurations, one run each; one whose first
+   12 losses differ from the same-shape fp32 reference by more than 0.025 is invalid (the runner's rule);
+4. the large search's best, the start, each loop best and each random best, re-measured interleaved
+   (A B C ... x 3 rounds, median per configuration): every ratio comes from these runs.
 
 Prints a table, the knob effects measured, and a final JSON line. ``--check`` exits 1 when a target is missed:
 loop best >= 0.95 of the large search's best (median over seeds), loop better than random (medians), every decoy
@@ -176,16 +178,17 @@ class Meter:
         self.run(self.start)
 
     def ratios(self, cfg: dict) -> list[float]:
-        """Each valid run's tokens/s ÷ the mean of the anchor runs just before and after it."""
+        """Each valid run's tokens/s ÷ the median of the (up to) 4 nearest anchor runs, 2 before and 2 after it:
+        that follows the machine's drift without letting one contended anchor run decide."""
         k0, ka = key(cfg), key(self.start)
         anchors = [i for i, (k, m) in enumerate(self.timeline) if k == ka and not m["invalid"]]
         xs = []
         for i, (k, m) in enumerate(self.timeline):
             if k != k0 or m["invalid"]:
                 continue
-            near = [j for j in anchors if j < i][-1:] + [j for j in anchors if j > i][:1]
+            near = [j for j in anchors if j < i][-2:] + [j for j in anchors if j > i][:2]
             if near:
-                xs.append(m["tokens_per_s"] / statistics.mean(self.timeline[j][1]["tokens_per_s"] for j in near))
+                xs.append(m["tokens_per_s"] / statistics.median(self.timeline[j][1]["tokens_per_s"] for j in near))
         return xs
 
     def score(self, cfg: dict) -> float | None:

@@ -341,3 +341,18 @@ def test_sigterm_stops_the_loop_and_resume_runs_the_cut_off_experiment_again(tmp
     assert [h["iteration"] for h in s["history"]] == [1, 2] and s["stop_reason"].startswith("budget")
     stopped = [r for r in lane(root) if r.get("verdict") == "crash"]
     assert len(stopped) == 1 and "SIGTERM" in " ".join(stopped[0]["reasons"])
+
+
+def test_stop_request_ends_the_loop_after_the_iteration_in_flight_with_a_retrospective(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, command=[__import__("sys").executable, "fake_model.py", "--sleep-ms", "30"], budget={"runs": 20})
+    paths = st.LoopPaths(Project(root), "fake-loop")
+    p = _driver(root, "start", "fake-loop")
+    assert _wait_for(lambda: paths.state.exists() and bool((st.load(paths) or {}).get("pending")))
+    out = tools(root, "loop", "stop", "fake-loop")
+    assert "stop requested" in out
+    assert p.wait(timeout=120) == 0
+    s = st.load(paths)
+    assert s["stop_reason"] == "stopped by request (`tools loop stop`)" and len(s["history"]) == 1
+    assert s["retrospectives"] and (root / "wiki" / s["retrospectives"][-1]["page"]).is_file()
+    assert not paths.stop_request.exists()

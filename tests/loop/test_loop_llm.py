@@ -61,3 +61,11 @@ def test_exhausted_token_budget_stops_the_loop_without_a_request(tmp_path, stub)
     s = start(Project(root), "fake-loop")
     assert s["stop_reason"].startswith("budget: the next proposal would exceed llm_tokens")
     assert s["history"] == [] and stub.requests == []
+
+
+def test_exhausted_cost_budget_stops_the_loop(tmp_path, stub):
+    root = tmp_path / "kb"
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url}, budget={"runs": 5, "cost_usd": 0.001})
+    s = start(Project(root), "fake-loop")
+    assert s["stop_reason"].startswith("budget: the next proposal would exceed cost_usd")
+    assert stub.requests == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tools import pages, wikiscan
-from tools.loop import memory, report
+from tools.loop import hypotheses, memory, report
 from tools.loop.proposal import Change, Proposal, ProposalError
 from tools.loop.spec import parse
 from tools.writer import Writer
@@ -287,7 +287,7 @@ def test_hypothesis_page_round_trips_through_the_page_reader(tmp_path):
     p = Proposal("Flash attention <script>x</script> cuts the attention time", "fewer HBM round trips",
                  "attention ops shrink in the profile", "tokens/s flat or semantics changed",
                  Change("patch", patch=PATCH + "+<!-- tools:end hypothesis -->\n"), "kernel", 8.0, 0.6, 3.0, "llm")
-    page = report.hypothesis_page(SPEC, p, "007-flash", "open", None)
+    page = hypotheses.hypothesis_page(SPEC, p, "007-flash", "open", None)
     assert page.path == "hypotheses/llama/cpu-loop/007-flash.md"
     assert not [x for x in pages.validate(page.path, page.meta, page.body) if x.severity == "error"]
     m = page.meta
@@ -299,44 +299,44 @@ def test_hypothesis_page_round_trips_through_the_page_reader(tmp_path):
     assert set(pages.regions(page.body)) == {"hypothesis", "hypothesis-verdict"}  # the patch did not close a region
     Writer(tmp_path, today=TODAY).write_page(page)
     meta, body = pages.split((tmp_path / page.path).read_text())
-    back = Proposal.from_dict(report.hypothesis_from_page(meta, body, page.path))
+    back = Proposal.from_dict(hypotheses.hypothesis_from_page(meta, body, page.path))
     assert (back.statement, back.mechanism, back.predicted_signal, back.falsification) == \
         (p.statement, p.mechanism, p.predicted_signal, p.falsification)
     assert back.change == p.change and back.category == "kernel" and back.score == p.score
     assert back.proposer == "llm" and back.hypothesis_page == page.path
-    filed = report.hypothesis_page(SPEC, p, "007-flash", "invalid", f"experiments/llama/cpu-loop/{exp_id(7)}.md")
+    filed = hypotheses.hypothesis_page(SPEC, p, "007-flash", "invalid", f"experiments/llama/cpu-loop/{exp_id(7)}.md")
     assert filed.meta["status"] == "refuted" and filed.meta["verdict"] == "invalid"
     assert filed.meta["experiment"] == exp_id(7)
     assert f"**invalid** in [{exp_id(7)}](../../../experiments/llama/cpu-loop/{exp_id(7)}.md)" in filed.body
-    testing = report.hypothesis_page(SPEC, p, "007-flash", "testing", exp_id(7))
+    testing = hypotheses.hypothesis_page(SPEC, p, "007-flash", "testing", exp_id(7))
     assert f"Testing in [{exp_id(7)}](../../../experiments/llama/cpu-loop/{exp_id(7)}.md)" in testing.body
-    assert report.hypothesis_page(SPEC, p, "x", "crash", None).meta["status"] == "abandoned"
+    assert hypotheses.hypothesis_page(SPEC, p, "x", "crash", None).meta["status"] == "abandoned"
     with pytest.raises(ValueError, match="not a hypothesis status"):
-        report.hypothesis_page(SPEC, p, "x", "maybe", None)
+        hypotheses.hypothesis_page(SPEC, p, "x", "maybe", None)
 
 
 def test_hand_written_hypothesis_pages_are_read_tolerantly_but_the_change_strictly():
     meta = {"title": "Turn on scan over layers", "type": "hypothesis", "category": "compiler", "confidence": "high",
             "effort": "small", "expected_gain": "+5 %", "author": "alexey", "change": {"kind": "knobs",
                                                                                         "knobs": {"scan": True}}}
-    d = report.hypothesis_from_page(meta, "# Turn on scan over layers\n\nI think it helps.\n")
+    d = hypotheses.hypothesis_from_page(meta, "# Turn on scan over layers\n\nI think it helps.\n")
     p = Proposal.from_dict(d)
     assert p.statement == "Turn on scan over layers" == p.mechanism
     assert "noise band" in p.predicted_signal and "noise band" in p.falsification
     assert (p.confidence, p.effort, p.expected_gain_pct, p.proposer) == (0.8, 1.0, 5.0, "alexey")
     body = ("# T\n\n## Statement\n\nScan cuts compile time.\n\n## Why\n\nOne layer body.\n\n"
             "## Predicted signal\n\nCompile drops.\n")
-    d = report.hypothesis_from_page({"change": {"kind": "knobs", "knobs": {"scan": True}}}, body)
+    d = hypotheses.hypothesis_from_page({"change": {"kind": "knobs", "knobs": {"scan": True}}}, body)
     assert (d["statement"], d["mechanism"], d["predicted_signal"], d["category"]) == \
         ("Scan cuts compile time.", "One layer body.", "Compile drops.", "other")
     with pytest.raises(ProposalError, match="frontmatter `change` must be a mapping"):
-        report.hypothesis_from_page({"title": "No change given"}, "")
+        hypotheses.hypothesis_from_page({"title": "No change given"}, "")
     with pytest.raises(ProposalError, match="unknown keys: flag"):
-        report.hypothesis_from_page({"title": "x", "change": {"kind": "knobs", "flag": "--scan"}}, "")
+        hypotheses.hypothesis_from_page({"title": "x", "change": {"kind": "knobs", "flag": "--scan"}}, "")
     with pytest.raises(ProposalError, match="no statement"):
-        report.hypothesis_from_page({"change": {"kind": "env", "env": {"A": "1"}}}, "no heading here\n")
+        hypotheses.hypothesis_from_page({"change": {"kind": "env", "env": {"A": "1"}}}, "no heading here\n")
     with pytest.raises(ProposalError, match="one mechanism per run"):  # from_dict checks the rest of the change
-        Proposal.from_dict(report.hypothesis_from_page({"title": "x", "change": {"kind": "env"}}, ""))
+        Proposal.from_dict(hypotheses.hypothesis_from_page({"title": "x", "change": {"kind": "env"}}, ""))
 
 
 def test_every_page_links_resolve_in_a_written_wiki(tmp_path):
@@ -345,7 +345,7 @@ def test_every_page_links_resolve_in_a_written_wiki(tmp_path):
     w = Writer(tmp_path, today=TODAY)
     mem = memory.compute(s["history"])
     made = [report.loop_page(SPEC, s, mem), report.retrospective_page(SPEC, s, mem, UNTRIED, 2),
-            report.observation_page(SPEC, HISTORY[0], {}), report.hypothesis_page(
+            report.observation_page(SPEC, HISTORY[0], {}), hypotheses.hypothesis_page(
                 SPEC, UNTRIED[1], "001-h", "supported", HISTORY[0]["page"])]
     targets = {f"experiments/llama/cpu-loop/{exp_id(n)}.md" for n in range(12)} | \
         {e["hypothesis_page"] for e in HISTORY} | {r["page"] for r in s["retrospectives"]} | {p.path for p in made}

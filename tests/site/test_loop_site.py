@@ -16,7 +16,7 @@ import pytest
 
 from tools import pages
 from tools.experiments.report import experiment_page
-from tools.loop import memory, report
+from tools.loop import hypotheses, memory, report
 from tools.loop.proposal import Change, Proposal
 from tools.loop.spec import parse
 from tools.sitegen.build import build_site
@@ -68,7 +68,7 @@ def write_loop(wiki: Path) -> dict:
             continue
         p = Proposal(f"{change.describe()} speeds up the step", "why", "signal", "falsified", change, cat, 5.0, 0.5,
                      1.0, "sweep")
-        hp = report.hypothesis_page(SPEC, p, f"{n:03d}-h", verdict, page)
+        hp = hypotheses.hypothesis_page(SPEC, p, f"{n:03d}-h", verdict, page)
         w.write_page(hp)
         history.append({"iteration": n, "exp_id": exp_id(n), "page": page, "hypothesis_page": hp.path,
                         "category": cat, "change": vars(change).copy(), "fingerprint": change.fingerprint(),

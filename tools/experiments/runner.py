@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..project import Project
 from ..writer import Writer
-from . import abandoned, comparison, filing, metrics, records, rounds, stats, verdict
+from . import abandoned, comparison, filing, records, rounds, stats, verdict
 from .command import Stop, deferred_signals, stop_on_signals
 from .filing import rel
 from .rounds import ENV_KEYS, PROFILE_ENV  # noqa: F401  (re-exported: the names callers know)

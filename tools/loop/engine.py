@@ -20,10 +20,10 @@ from pathlib import Path
 from .. import pages
 from ..errors import InputError, ToolsError
 from ..experiments import filing, records
-from ..experiments.runner import RunSpec, run_experiment, slugify
+from ..experiments.runner import run_experiment, slugify
 from ..project import Project
 from ..writer import Writer, atomic_write
-from . import gather, memory, report, state as st
+from . import gather, hypotheses, memory, report, runs, state as st
 from .priors import Attempt, Priors, run_key
 from .proposal import Proposal
 from .proposers import get as get_proposer
@@ -96,7 +96,6 @@ class Loop:
     def run(self, max_iterations: int | None = None) -> dict:
         """Drive the loop until it must stop (or for ``max_iterations`` more iterations: tests, the demo)."""
         with st.driving(self.paths):
-            self.paths.stop_request.unlink(missing_ok=True)
             self.state["status"], self.state["stop_reason"] = "running", None
             self.save()
             self.workspace.ensure()
@@ -174,7 +173,8 @@ class Loop:
         cfg = self.spec.start_config()
         prep = self.workspace.prepare("000")
         self.say(f"baseline: {' '.join(self.spec.command_for(cfg))}")
-        run = self._runspec(cfg, {}, prep.cwd, description="loop baseline", slug=f"{self.spec.name}-baseline",
+        run = runs.runspec(self.spec, cfg, {}, prep.cwd, description="loop baseline",
+                           slug=f"{self.spec.name}-baseline",
                             hypothesis="The starting configuration: the reference every change is compared with.",
                             extra={"iteration": 0}, baseline=True)
         out = run_experiment(self.project, run, self.writer)
@@ -185,7 +185,7 @@ class Loop:
             self.save()
             raise ToolsError(f"loop {self.spec.name}: the baseline run {out.exp_id} was filed {out.verdict}: "
                              f"{'; '.join(out.reasons)} (see wiki/{out.page})")
-        self.state["trunk"] = self._trunk_entry(rec, cfg, {}, prep.commit)
+        self.state["trunk"] = runs.trunk_entry(rec, cfg, {}, prep.commit)
         self.state["frontier"].append({"iteration": 0, "exp_id": out.exp_id, "tokens_per_s": rec["metrics"]["tokens_per_s"],
                                        "mfu_percent": rec["metrics"].get("mfu_percent"), "gain_pct": 0.0,
                                        "description": "baseline", "page": out.page})
@@ -198,7 +198,8 @@ class Loop:
         """A/A rounds of the trunk against itself: later verdicts of this lane use the noise they measured."""
         cfg, cwd = self.state["trunk"]["config"], self.workspace.prepare("000").cwd
         self.say(f"calibration: {self.spec.calibrate} A/A rounds of the baseline")
-        run = self._runspec(cfg, {}, cwd, description="loop calibration (A/A)", slug=f"{self.spec.name}-calibration",
+        run = runs.runspec(self.spec, cfg, {}, cwd, description="loop calibration (A/A)",
+                           slug=f"{self.spec.name}-calibration",
                             hypothesis="The baseline against itself: how much a run of this lane moves by chance.",
                             extra={"iteration": 0}, calibrate=True, compare_to=self.state["trunk"]["exp_id"],
                             compare_cwd=cwd)
@@ -211,14 +212,6 @@ class Loop:
         self.state["usage"]["device_s"] += sum(out.record.get("run_wall_s") or [])
         self.save()
         self.say(f"  → σ {cal.get('pair_sd_pct')} % per round, band ±{cal.get('band_pct')} %  wiki/{out.page}")
-
-    def _trunk_entry(self, rec: dict, cfg: dict, env: dict, commit: str) -> dict:
-        m = rec.get("metrics") or {}
-        return {"exp_id": rec["exp_id"], "config": cfg, "env": env, "commit": commit,
-                "tokens_per_s": m.get("tokens_per_s"), "mfu_percent": m.get("mfu_percent"),
-                "hlo_fingerprint": rec.get("hlo_fingerprint"), "page": rec.get("page") or ""}
-
-    # ------------------------------------------------------------------ one iteration
 
     def pendings(self) -> list[dict]:
         """The iterations in flight (a list: ``parallel`` > 1 runs several at once)."""
@@ -313,7 +306,7 @@ class Loop:
         def record(name: str, text: str) -> None:
             atomic_write(folder / name, text)
 
-        atomic_write(folder / "priors.json", json.dumps(_priors_dump(priors), indent=1, default=str))
+        atomic_write(folder / "priors.json", json.dumps(runs.priors_dump(priors), indent=1, default=str))
         refusals: list[dict] = []
         sources = [self.people, self.proposer] if self.proposer.name != "queue" else [self.proposer]
         for _ in range(MAX_REFUSALS + 1):
@@ -383,7 +376,7 @@ class Loop:
             with self._git:  # work trees of one repository: one git command at a time
                 prep = self.workspace.prepare(key, p.change.patch if p.change.kind == "patch" else "")
         except PatchError as e:
-            rec = self._file_unrunnable(p, cfg, env, str(e), n, pend)
+            rec = runs.file_unrunnable(self.project, self.writer, self.spec, p, cfg, str(e), n, pend)
             pend.update(phase="filed", exp_id=rec["exp_id"], record=rec, kept=False)
             self.save()
             return
@@ -391,10 +384,10 @@ class Loop:
         self.save()
         self.say(f"iteration {n}: {p.category}: {p.change.describe()} (expected {p.expected_gain_pct:+.1f} %)")
         trunk = self.state["trunk"]
-        ref_cmd, ref_env = self._reference(cfg)
-        run = self._runspec(cfg, env, prep.cwd, description=p.change.describe(),
+        ref_cmd, ref_env = runs.reference(self.spec, cfg)
+        run = runs.runspec(self.spec, cfg, env, prep.cwd, description=p.change.describe(),
                             slug=f"{self.spec.name}-{n:03d}-{p.change.describe()}", hypothesis=p.statement,
-                            extra=self._extra(p, n, cfg, pend), compare_to=trunk["exp_id"],
+                            extra=runs.extra_keys(self.spec, p, n, cfg, pend), compare_to=trunk["exp_id"],
                             compare_cwd=self.workspace.cwd_in(self.workspace.trunk_dir) if self.spec.code else None,
                             reference_command=ref_cmd, reference_env=ref_env,
                             parent_fingerprint=trunk.get("hlo_fingerprint"), runtime_only=p.change.runtime_only,
@@ -430,7 +423,7 @@ class Loop:
             return
         if pend["phase"] == "running":
             rec = self._record_of(pend["iteration"])
-            if rec is None or rec.get("status") != "filed" or _interrupted(rec):
+            if rec is None or rec.get("status") != "filed" or runs.interrupted(rec):
                 from ..experiments import abandoned
 
                 abandoned.sweep(self.writer, self.project)  # files the cut-off run as a crash, if any
@@ -468,7 +461,7 @@ class Loop:
             # the gain over the baseline, chained from the interleaved gains (each measured against its own trunk)
             prev = self.state["frontier"][-1].get("gain_pct") or 0.0
             chained = 100 * ((1 + prev / 100) * (1 + (rec.get("gain_pct") or 0.0) / 100) - 1)
-            self.state["trunk"] = self._trunk_entry(rec, cfg, env, commit or trunk.get("commit", ""))
+            self.state["trunk"] = runs.trunk_entry(rec, cfg, env, commit or trunk.get("commit", ""))
             self.state["frontier"].append({"iteration": n, "exp_id": rec["exp_id"], "page": rec.get("page", ""),
                                            "tokens_per_s": rec["metrics"]["tokens_per_s"],
                                            "mfu_percent": rec["metrics"].get("mfu_percent"),
@@ -478,7 +471,7 @@ class Loop:
             with self._git:
                 self.workspace.remove(f"{n:03d}")
         if not any(h.get("exp_id") == rec["exp_id"] for h in self.state["history"]):
-            self.state["history"].append(self._history_entry(p, rec, cfg, env, n, kept, pend))
+            self.state["history"].append(runs.history_entry(p, rec, n, kept, pend))
             self.state["usage"]["runs"] += 1
             self.state["usage"]["device_s"] = round(self.state["usage"]["device_s"] + sum(rec.get("run_wall_s") or []), 3)
         self.state["iteration"] = max(self.state["iteration"], n)
@@ -496,19 +489,6 @@ class Loop:
                  + (" KEPT" if kept else "") + f"  wiki/{rec.get('page')}")
         self._write_loop_page()
         self._maybe_retrospective()
-
-    def _history_entry(self, p: Proposal, rec: dict, cfg: dict, env: dict, n: int, kept: bool, pend: dict) -> dict:
-        return {"iteration": n, "exp_id": rec["exp_id"], "page": rec.get("page") or "",
-                "hypothesis_page": pend["hypothesis_page"], "category": p.category, "change": vars(p.change).copy(),
-                "fingerprint": p.change.fingerprint(), "describe": p.change.describe(),
-                "run_key": pend["run_key"],
-                "verdict": rec.get("verdict"), "gain_pct": rec.get("gain_pct"),
-                "noise_band_pct": rec.get("noise_band_pct"),
-                "tokens_per_s": (rec.get("metrics") or {}).get("tokens_per_s"), "kept": kept,
-                "proposer": p.proposer, "statement": p.statement, "expected_gain_pct": p.expected_gain_pct,
-                "confidence": p.confidence, "effort": p.effort, "reasons": rec.get("reasons") or [],
-                "config": cfg, "trunk_exp": pend["trunk_exp"], "repeats": rec.get("repeats"),
-                "interrupted": pend.get("interrupted", 0)}
 
     # ------------------------------------------------------------------ retrospectives and plateaus
 
@@ -564,7 +544,7 @@ class Loop:
         if p.hypothesis_page:  # a page written by a person or an agent
             return self._update_queued(p.hypothesis_page, status, experiment)
         hid = page.rsplit("/", 1)[-1].removesuffix(".md") if page else f"{n:03d}-{slugify(p.statement)[:40]}"
-        pg = report.hypothesis_page(self.spec, p, hid, status, experiment)
+        pg = hypotheses.hypothesis_page(self.spec, p, hid, status, experiment)
         self.writer.write_page(pg)
         return pg.path
 
@@ -581,63 +561,6 @@ class Loop:
     def _close_queued(self, rel: str, why: str) -> None:
         if why.startswith("refuted by"):
             self._update_queued(rel, "refuted", None, {"refused": why})
-
-    def _reference(self, cfg: dict) -> tuple[list[str] | None, dict]:
-        """A same-shape semantics reference: every knob at its reference value except the shape knobs."""
-        ref = {k.name: (cfg[k.name] if k.category == "shape" else k.reference) for k in self.spec.knobs.values()}
-        if all(cfg[k.name] == k.reference for k in self.spec.knobs.values() if k.category == "shape"):
-            return None, {}
-        return self.spec.command_for(ref), self.spec.env_for(ref)
-
-    def _extra(self, p: Proposal, n: int, cfg: dict, pend: dict) -> dict:
-        return {"loop": self.spec.name, "iteration": n, "category": p.category, "change": vars(p.change).copy(),
-                "change_fingerprint": p.change.fingerprint(), "hypothesis_page": pend["hypothesis_page"],
-                "proposer": p.proposer, "loop_config": cfg}
-
-    def _runspec(self, cfg: dict, env: dict, cwd: Path, *, description: str, slug: str, hypothesis: str,
-                 extra: dict, baseline: bool = False, repeats: int = 0, **kw) -> RunSpec:
-        s = self.spec
-        lo = max(s.min_repeats, repeats or 0)
-        return RunSpec(model=s.model, lane=s.lane, variant=s.variant, command=s.command_for(cfg),
-                       hypothesis=hypothesis, description=description, slug=slug, profile=s.profile,
-                       timeout=s.timeout_s, repeats=lo, min_repeats=lo, max_repeats=max(lo, s.max_repeats),
-                       baseline=baseline, env=s.env_for(cfg, env), cwd=cwd, runner=s.runner,
-                       runner_options=s.runner_options, extra=extra, **kw)
-
-    def _file_unrunnable(self, p: Proposal, cfg: dict, env: dict, reason: str, n: int, pend: dict) -> dict:
-        """A change that cannot run (a patch that does not apply) is filed ``invalid`` with the reason."""
-        lane = filing.Lane(self.project, self.spec.model, self.spec.lane)
-        slug = slugify(f"{self.spec.name}-{n:03d}-patch")
-        with lane.locked():
-            v = lane.next_version()
-            exp_id = f"{self.writer.today}-v{v:03d}-{slug}"
-            command = " ".join(self.spec.command_for(cfg))
-            rec = {"title": f"{self.spec.model}/{self.spec.lane} v{v:03d}: {p.change.describe()} (not run)",
-                   "type": "experiment", "tags": ["experiment", self.spec.model, self.spec.lane, "loop"],
-                   "model": self.spec.model, "lane": self.spec.lane, "variant": self.spec.variant,
-                   "hypothesis": p.statement, "exp_id": exp_id, "status": "filed", "version": v, "slug": slug,
-                   "date": self.writer.today, "description": p.change.describe(), "command": command,
-                   "verdict": "invalid", "ledger_status": "discard", "role": "variant", "metrics": {},
-                   "reasons": [reason, "the change was not run"], "repeats": 0,
-                   **self._extra(p, n, cfg, pend)}
-            rec["page"] = filing.file_record(self.writer, lane, rec, {"command_line": command,
-                                                                      "crash_reason": reason, "log_tail": reason})
-        return rec
-
-
-def _interrupted(rec: dict) -> bool:
-    return rec.get("verdict") == "crash" and any("runner process" in str(r) or "stopped by" in str(r)
-                                                 for r in rec.get("reasons") or [])
-
-
-def _priors_dump(p: Priors) -> dict:
-    d = {k: v for k, v in vars(p).items() if k != "spec"}
-    d["attempts"] = [vars(a) for a in p.attempts]
-    d["other_lanes"] = [vars(a) for a in p.other_lanes]
-    d["refuted"] = [a.exp_id for a in p.refuted]
-    d["open_hypotheses"] = [h["page"] for h in p.open_hypotheses]
-    return d
-
 
 # ---------------------------------------------------------------------- entry points for the faces
 

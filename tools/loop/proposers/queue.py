@@ -16,7 +16,7 @@ class QueueProposer:
         self.rejected: list[tuple[str, str]] = []   # (page, why) for pages that are not a usable proposal
 
     def propose(self, priors: Priors, record) -> Proposal | None:
-        from ..report import hypothesis_from_page
+        from ..hypotheses import hypothesis_from_page
 
         skip = {a.hypothesis_page for a in priors.attempts}
         for h in priors.open_hypotheses:
