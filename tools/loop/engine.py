@@ -141,8 +141,11 @@ class Loop:
         return None
 
     def _stop(self, gate: StopGate) -> None:
-        if gate.kind not in ("budget", "target") and not self.state.get("plateau_stop"):
-            self.retrospective(why=gate.reason)
+        # every stop leaves a retrospective (where the loop stands, the best untried ideas) for whoever goes on,
+        # unless one was written at this very iteration (a double plateau writes its own)
+        last = self.state["retrospectives"][-1]["iteration"] if self.state["retrospectives"] else -1
+        if last != self.state["iteration"]:
+            self.retrospective(why=f"the loop stops: {gate.reason}", final=True)
         self.state.update(status="stopped", stop_reason=gate.reason)
         self.state.pop("plateau_stop", None)
         self.state.pop("budget_hit", None)
@@ -507,7 +510,7 @@ class Loop:
             return
         self.retrospective(why="the proposer has nothing left to propose on this trunk")
 
-    def retrospective(self, why: str, manual: bool = False) -> str:
+    def retrospective(self, why: str, manual: bool = False, final: bool = False) -> str:
         """Write an analysis page; a second one with runs between and no frontier move is a double plateau
         (one asked for by hand is written the same way but never counts towards a stop)."""
         s = self.state
@@ -526,7 +529,7 @@ class Loop:
             moved_since = any(f["iteration"] > 0 for f in s["frontier"])
         s["retrospectives"].append({"iteration": s["iteration"], "page": page.path, "frontier_moved": moved_since,
                                     "why": why, "manual": manual})
-        if prev and not moved_since and s["iteration"] > prev["iteration"] and not manual:
+        if prev and not moved_since and s["iteration"] > prev["iteration"] and not (manual or final):
             s["plateau_stop"] = (f"double plateau: two retrospectives ({prev['page']}, {page.path}) with "
                                  f"{s['iteration'] - prev['iteration']} runs between and no frontier move")
         self.save()
