@@ -175,7 +175,7 @@ def test_loop_page_links_orders_and_validates():
     assert "analyses/cpu-loop-retrospective-2.md" in links
     rows = [ln for ln in pages.regions(body)["loop-hypotheses"].splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [int(r.split("|")[1]) for r in rows] == list(range(1, 12))  # in iteration order
-    assert "| supported | +12.00 % ± 1.50 | **kept** |" in rows[0]
+    assert "| supported | +12.00 % (band ±1.50) | **kept** |" in rows[0]
     frontier = pages.regions(body)["loop-frontier"]
     assert frontier.count("\n| ") == 4  # header, baseline, 2 moves (the separator row starts with |-)
     assert "+16.48 %" in frontier  # 1.12 * 1.04 over the baseline

@@ -58,10 +58,13 @@ def _pct(v: Any) -> str:
     return f"{v:+.2f} %" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
 
 
-def _gain_band(gain: Any, band: Any) -> str:
+def _gain_band(gain: Any, band: Any, interval: Any = None) -> str:
+    """The gain, its 95 % interval over the interleaved rounds when known, and the band it had to clear."""
     if not isinstance(gain, (int, float)):
         return "—"
-    return _pct(gain) + (f" ± {band:.2f}" if isinstance(band, (int, float)) else "")
+    ci = (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if isinstance(interval, (list, tuple)) and len(interval) == 2
+          and all(isinstance(x, (int, float)) for x in interval) else "")
+    return _pct(gain) + ci + (f" (band ±{band:.2f})" if isinstance(band, (int, float)) else "")
 
 
 def _duration(s: Any) -> str:
@@ -172,13 +175,13 @@ def _frontier(spec: LoopSpec, state: dict, src: str, name: str) -> str:
 def _hypotheses(state: dict, src: str) -> str:
     history = sorted(state.get("history") or [], key=lambda e: int(e.get("iteration") or 0))
     out = ["## Hypotheses in order", "",
-           "| iteration | experiment | category | change | statement | verdict | gain vs trunk ± band | kept |",
+           "| iteration | experiment | category | change | statement | verdict | gain vs trunk [95 % interval] | kept |",
            "|---:|---|---|---|---|---|---:|---|"]
     for e in history:
         hyp = f" ({_link(src, 'hypothesis', str(e['hypothesis_page']))})" if e.get("hypothesis_page") else ""
         out.append(f"| {e.get('iteration', '—')} | {_link(src, str(e.get('exp_id') or 'run'), str(e.get('page') or ''))} | "
                    f"{_cell(e.get('category'))} | {code(e.get('describe') or '—')} | {_cell(e.get('statement'))}{hyp} | "
-                   f"{_cell(e.get('verdict'))} | {_gain_band(e.get('gain_pct'), e.get('noise_band_pct'))} | "
+                   f"{_cell(e.get('verdict'))} | {_gain_band(e.get('gain_pct'), e.get('noise_band_pct'), e.get('interval_pct'))} | "
                    f"{'**kept**' if e.get('kept') else '—'} |")
     if not history:
         out.append("| — | no hypothesis tested yet | | | | | | |")

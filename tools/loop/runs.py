@@ -54,6 +54,7 @@ def history_entry(p: Proposal, rec: dict, n: int, kept: bool, pend: dict) -> dic
             "hypothesis_page": pend["hypothesis_page"], "category": p.category, "change": vars(p.change).copy(),
             "fingerprint": p.change.fingerprint(), "describe": p.change.describe(), "run_key": pend["run_key"],
             "verdict": rec.get("verdict"), "gain_pct": rec.get("gain_pct"), "noise_band_pct": rec.get("noise_band_pct"),
+            "interval_pct": (rec.get("timing") or {}).get("interval_pct"),
             "tokens_per_s": (rec.get("metrics") or {}).get("tokens_per_s"), "kept": kept,
             "proposer": p.proposer, "statement": p.statement, "expected_gain_pct": p.expected_gain_pct,
             "confidence": p.confidence, "effort": p.effort, "reasons": rec.get("reasons") or [],
