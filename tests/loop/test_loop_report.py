@@ -348,7 +348,8 @@ def test_every_page_links_resolve_in_a_written_wiki(tmp_path):
             report.observation_page(SPEC, HISTORY[0], {}), hypotheses.hypothesis_page(
                 SPEC, UNTRIED[1], "001-h", "supported", HISTORY[0]["page"])]
     targets = {f"experiments/llama/cpu-loop/{exp_id(n)}.md" for n in range(12)} | \
-        {e["hypothesis_page"] for e in HISTORY} | {r["page"] for r in s["retrospectives"]} | {p.path for p in made}
+        {e["hypothesis_page"] for e in HISTORY} | {r["page"] for r in s["retrospectives"]} | {p.path for p in made} | \
+        {"models/llama-cpu-loop.md"} | {report.observation_path("llama", "cpu-loop", e["exp_id"]) for e in HISTORY}
     for rel in targets:
         w.write_page(pages.Page(rel, {"title": rel, "type": "analysis"}, "x\n"))
     for p in made:

@@ -118,7 +118,8 @@ def _status(spec: LoopSpec, state: dict) -> str:
     budget = ", ".join(f"{k} {_num(u.get(k, 0), 0 if k != 'cost_usd' else 3)} of {v:,g}" for k, v in spec.budget.items())
     lines += [f"Model `{spec.model}`, lane `{spec.lane}`, variant `{spec.variant}`; proposer `{spec.proposer}`, runner "
               f"`{spec.runner}`; target {target or 'none'}; budget {budget or 'none'}. Started {state.get('started', '—')},"
-              f" updated {state.get('updated', '—')}.", "",
+              f" updated {state.get('updated', '—')}. Every run of the lane, the loop's and others': the "
+              + _link(loop_path(spec.name), "model page", f"models/{spec.model}-{spec.lane}.md") + ".", "",
               "This page is the lane's **memory page**: the next proposal reads it (every hypothesis and its verdict,"
               " the categories tried, closed topics and knob coverage) before it proposes. It is regenerated after"
               " every iteration; write notes outside the generated regions and they stay."]
@@ -178,7 +179,11 @@ def _hypotheses(state: dict, src: str) -> str:
            "| iteration | experiment | category | change | statement | verdict | gain vs trunk [95 % interval] | kept |",
            "|---:|---|---|---|---|---|---:|---|"]
     for e in history:
-        hyp = f" ({_link(src, 'hypothesis', str(e['hypothesis_page']))})" if e.get("hypothesis_page") else ""
+        links = [_link(src, "hypothesis", str(e["hypothesis_page"]))] if e.get("hypothesis_page") else []
+        if e.get("exp_id"):  # what the run taught (the engine files one observation per run)
+            obs = observation_path(str(state.get("model")), str(state.get("lane")), str(e["exp_id"]))
+            links.append(_link(src, "observation", obs))
+        hyp = f" ({'; '.join(links)})" if links else ""
         out.append(f"| {e.get('iteration', '—')} | {_link(src, str(e.get('exp_id') or 'run'), str(e.get('page') or ''))} | "
                    f"{_cell(e.get('category'))} | {code(e.get('describe') or '—')} | {_cell(e.get('statement'))}{hyp} | "
                    f"{_cell(e.get('verdict'))} | {_gain_band(e.get('gain_pct'), e.get('noise_band_pct'), e.get('interval_pct'))} | "
