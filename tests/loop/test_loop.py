@@ -36,13 +36,15 @@ def kb(tmp_path):
     return root
 
 
-def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(kb):
+def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(tmp_path):
+    kb = tmp_path / "kb"
+    make_kb(kb, budget={"runs": 6})  # one run per declared move: refuted changes are never retried
     out = tools(kb, "loop", "start", "fake-loop")
     s = loop_state(kb)
-    assert s["status"] == "stopped" and s["stop_reason"].startswith("budget: runs 7 of 7")
+    assert s["status"] == "stopped" and s["stop_reason"].startswith("budget: runs 6 of 6")
     assert "stopped: budget" in out
     hist = s["history"]
-    assert len(hist) == 7 and [h["iteration"] for h in hist] == list(range(1, 8))
+    assert len(hist) == 6 and [h["iteration"] for h in hist] == list(range(1, 7))
     verdicts = {h["describe"]: h["verdict"] for h in hist}
     # the decoy is faster but changes the loss trajectory: never a win
     assert verdicts.get("decoy=True") == "invalid"
@@ -69,7 +71,7 @@ def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(kb):
         assert (kb / "wiki" / "observations" / "fake" / "loop" / f"{h['exp_id']}.md").is_file()
     # the ledger: one row per experiment (baseline included) and the stop row last
     rows = ledger.read((kb / "wiki/experiments/fake/loop/RESULTS.tsv").read_text())
-    assert len([r for r in rows if r["exp_id"]]) == 8
+    assert len([r for r in rows if r["exp_id"]]) == 7
     assert rows[-1]["status"] == "stop" and "budget" in rows[-1]["description"]
     # the loop page (the lane's memory) lists every iteration
     loop_page = (kb / "wiki" / "loops" / "fake-loop.md").read_text()
@@ -104,13 +106,13 @@ def test_refuted_and_duplicate_proposals_are_refused(kb):
 
     lp = Loop(Project(kb), load(kb / "loops" / "fake-loop.yml"))
     priors = gather(Project(kb), lp.spec, lp.state, lp.budget_left())
-    first = lp.state["history"][0]
-    again = Proposal("s", "m", "p", "f", Change("knobs", knobs=first["change"]["knobs"]), first["category"])
-    why = lp.refuse(again, priors)
-    if lp.state["history"][0]["kept"]:
-        assert why is None or "duplicate" in why  # on a moved trunk the same knob is a new configuration
-    else:
-        assert why and (first["page"] in why)
+    for h in lp.state["history"]:
+        again = Proposal("s", "m", "p", "f", Change("knobs", knobs=h["change"]["knobs"]), h["category"])
+        why = lp.refuse(again, priors) or ""
+        if h["verdict"] in ("refuted", "invalid"):  # named with the page that refuted it, whatever the trunk
+            assert why.startswith("refuted by") and h["page"] in why
+        elif h["kept"] and lp.state["trunk"]["exp_id"] == h["exp_id"]:  # the trunk holds it now
+            assert why.startswith("the trunk already ran this configuration")
     bad = Proposal("s", "m", "p", "f", Change("knobs", knobs={"nope": 1}), "other")
     assert "unknown knob" in lp.refuse(bad, priors)
     outside = Proposal("s", "m", "p", "f", Change("knobs", knobs={"accum": 8}), "memory")
@@ -356,3 +358,26 @@ def test_stop_request_ends_the_loop_after_the_iteration_in_flight_with_a_retrosp
     assert s["stop_reason"] == "stopped by request (`tools loop stop`)" and len(s["history"]) == 1
     assert s["retrospectives"] and (root / "wiki" / s["retrospectives"][-1]["page"]).is_file()
     assert not paths.stop_request.exists()
+
+
+def test_a_patch_work_tree_left_by_a_cut_off_run_is_prepared_again(kb):
+    from tools.loop.workspace import Workspace
+
+    ws = Workspace(kb, kb / "model", kb / "loops" / "fake-loop", "fake-loop")
+    ws.ensure()
+    first = ws.prepare("001", FASTER)
+    assert (first.cwd / "SPEED").read_text().strip() == "1.6"
+    again = ws.prepare("001", FASTER)  # as resume does after a kill: the branch is still checked out there
+    assert again.cwd == first.cwd and (again.cwd / "SPEED").is_file()
+
+
+def test_a_persons_unusable_page_is_closed_and_the_loop_goes_on(kb):
+    page = kb / "wiki" / "hypotheses" / "bad.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("---\ntitle: Warp drive\ntype: hypothesis\nmodel: fake\nstatus: open\nauthor: ada\n"
+                    "category: other\nchange: {kind: knobs, knobs: {warp: 9}}\n---\n\n# Warp drive\n")
+    tools(kb, "loop", "start", "fake-loop", "--iterations", "2", "-q")
+    s = loop_state(kb)
+    assert len(s["history"]) == 2 and all(h["hypothesis_page"] != "hypotheses/bad.md" for h in s["history"])
+    meta = pages.split(page.read_text())[0]
+    assert meta["status"] == "abandoned" and "unknown knob 'warp'" in meta["refused"]

@@ -10,6 +10,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -168,6 +169,17 @@ def cap_tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(reversed(out))
 
 
+# Worker threads get no signals: a driver that runs experiments in threads sets this to stop them all (each run then
+# stops as on Ctrl-C: its process group killed, the run filed as a crash).
+STOP_ALL = threading.Event()
+STOP_ALL.how = "Ctrl-C"  # type: ignore[attr-defined]
+
+
+def stop_all_runs(how: str) -> None:
+    STOP_ALL.how = how  # type: ignore[attr-defined]
+    STOP_ALL.set()
+
+
 def _pump(p: subprocess.Popen, f, deadline: float, echo: bool) -> bool:
     """Copy the child's output until it exits (False) or the deadline passes (True)."""
     os.set_blocking(p.stdout.fileno(), False)
@@ -179,6 +191,8 @@ def _pump(p: subprocess.Popen, f, deadline: float, echo: bool) -> bool:
                 return True
             for _ in sel.select(timeout=min(left, 0.5)):
                 _copy(p.stdout.read(), f, echo)
+            if STOP_ALL.is_set():
+                raise Stop(STOP_ALL.how)  # type: ignore[attr-defined]
             if p.poll() is not None:
                 _copy(p.stdout.read(), f, echo)
                 return False

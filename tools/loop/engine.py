@@ -189,10 +189,13 @@ class Loop:
             raise ToolsError(f"loop {self.spec.name}: the baseline run {out.exp_id} was filed {out.verdict}: "
                              f"{'; '.join(out.reasons)} (see wiki/{out.page})")
         self.state["trunk"] = runs.trunk_entry(rec, cfg, {}, prep.commit)
-        self.state["frontier"].append({"iteration": 0, "exp_id": out.exp_id, "tokens_per_s": rec["metrics"]["tokens_per_s"],
+        self.state["start_commit"] = prep.commit
+        self.state["frontier"].append({"iteration": 0, "exp_id": out.exp_id, "page": out.page,
+                                       "tokens_per_s": rec["metrics"]["tokens_per_s"],
                                        "mfu_percent": rec["metrics"].get("mfu_percent"), "gain_pct": 0.0,
-                                       "description": "baseline", "page": out.page})
-        self.state["usage"]["device_s"] += sum(rec.get("run_wall_s") or [])
+                                       "description": "baseline",
+                                       "run_key": run_key(cfg, self.spec.env_for(cfg, {}), prep.commit)})
+        self.state["usage"]["device_s"] += runs.device_seconds(rec)
         self.save()
         self.writer.append_log("loop start", self.spec.name, [f"baseline {out.exp_id}: tokens/s "
                                                               f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])
@@ -212,7 +215,7 @@ class Loop:
         out = run_experiment(self.project, run, self.writer)
         cal = out.record.get("calibration") or {}
         self.state["calibration"] = {"exp_id": out.exp_id, **{k: cal.get(k) for k in ("pair_sd_pct", "band_pct")}}
-        self.state["usage"]["device_s"] += sum(out.record.get("run_wall_s") or [])
+        self.state["usage"]["device_s"] += runs.device_seconds(out.record)
         self.save()
         self.say(f"  → σ {cal.get('pair_sd_pct')} % per round, band ±{cal.get('band_pct')} %  wiki/{out.page}")
 
@@ -232,32 +235,49 @@ class Loop:
             if pend is None:
                 break
             batch.append(pend)
+            self.state["pending"] = batch
+            self.save()  # the state holds the proposal before its hypothesis page says "testing"
+            self._file_hypothesis(Proposal.from_dict(pend["proposal"]), pend["iteration"], "testing", None,
+                                  page=pend["hypothesis_page"])
         if not batch:
             return
-        self.state["pending"] = batch
-        self.save()
         if len(batch) == 1:
             self._run_pending(batch[0])
         else:
-            import threading
-
-            errors: list[BaseException] = []
-
-            def one(pend: dict) -> None:
-                try:
-                    self._run_pending(pend)
-                except Exception as e:  # noqa: BLE001 - re-raised below, after the others finished
-                    errors.append(e)
-
-            threads = [threading.Thread(target=one, args=(pend,), name=f"loop-{pend['iteration']}") for pend in batch]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            if errors:
-                raise errors[0]
+            self._run_batch(batch)
         for pend in list(batch):
             self._learn(pend)
+
+    def _run_batch(self, batch: list[dict]) -> None:
+        """Several iterations at once, one thread each. Ctrl-C or SIGTERM stops them all (each run is filed as a
+        crash and resume runs it again) before the driver lets go of the loop."""
+        import threading
+
+        from ..experiments import command
+
+        errors: list[BaseException] = []
+
+        def one(pend: dict) -> None:
+            try:
+                self._run_pending(pend)
+            except BaseException as e:  # noqa: BLE001 - re-raised below, after the others finished
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, args=(pend,), name=f"loop-{pend['iteration']}") for pend in batch]
+        try:
+            with command.stop_on_signals():
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        except (KeyboardInterrupt, command.Stop) as e:
+            command.stop_all_runs(e.how if isinstance(e, command.Stop) else "Ctrl-C")
+            for t in threads:
+                t.join()
+        finally:
+            command.STOP_ALL.clear()
+        if errors:
+            raise next((e for e in errors if isinstance(e, LoopInterrupted)), errors[0])
 
     def _next_pending(self, n: int, batch: list[dict]) -> dict | None:
         """One proposal, filed as a hypothesis page; None when there is none (the iteration ends)."""
@@ -293,10 +313,12 @@ class Loop:
             return None
         cfg, env = self._config_of(proposal)
         trunk = self.state["trunk"]
+        page = proposal.hypothesis_page or hypotheses.hypothesis_path(
+            self.spec.model, self.spec.lane, f"{n:03d}-{slugify(proposal.statement)[:40]}")
         return {"phase": "proposed", "iteration": n, "proposal": proposal.to_dict(), "config": cfg, "env": env,
                 "run_key": self._run_key(proposal, cfg, env), "trunk_exp": trunk["exp_id"],
-                "trunk_commit": trunk.get("commit", ""), "interrupted": 0,
-                "hypothesis_page": self._file_hypothesis(proposal, n, "testing", None)}
+                "trunk_commit": trunk.get("commit", ""), "interrupted": 0, "hypothesis_page": page,
+                "loop_started": self.state.get("started")}
 
     def _run_key(self, p: Proposal, cfg: dict, env: dict) -> str:
         return run_key(cfg, self.spec.env_for(cfg, env), self.state["trunk"].get("commit", ""),
@@ -312,16 +334,20 @@ class Loop:
         atomic_write(folder / "priors.json", json.dumps(runs.priors_dump(priors), indent=1, default=str))
         refusals: list[dict] = []
         sources = [self.people, self.proposer] if self.proposer.name != "queue" else [self.proposer]
-        for _ in range(MAX_REFUSALS + 1):
+        asked_proposer = 0
+        while asked_proposer <= MAX_REFUSALS:
             priors.refusals = refusals
+            priors.budget_left = self.budget_left()  # what earlier asks of this iteration spent counts
             p = next((p for src in sources if (p := src.propose(priors, record)) is not None), None)
             if p is None:
                 return None
+            asked_proposer += not p.hypothesis_page  # a queue of pages is finite: only proposer asks are capped
             self._account(p)
             why = self.refuse(p, priors)
             if not why:
                 return p
-            refusals.append({"change": p.change.describe(), "category": p.category, "why": why})
+            refusals.append({"change": p.change.describe(), "category": p.category, "why": why,
+                             "page": p.hypothesis_page})
             record("refusals.json", json.dumps(refusals, indent=1))
             self.say(f"refused: {p.change.describe()}: {why}")
             if p.hypothesis_page:
@@ -348,8 +374,15 @@ class Loop:
         key = self._run_key(p, cfg, env)
         if key in getattr(self, "_inflight", ()):
             return "the same configuration is already running in this batch"
+        for f in self.state["frontier"]:
+            if f.get("run_key") == key:
+                return f"the trunk already ran this configuration: {f.get('page') or f['exp_id']}"
+        fp = p.change.fingerprint()
+        for h in self.state["history"]:  # a refuted change stays refuted, whatever the trunk has become since
+            if h.get("fingerprint") == fp and h.get("verdict") in ("refuted", "invalid"):
+                return f"refuted by {h['page']} ({h['verdict']}, hypothesis {h.get('hypothesis_page')})"
         for h in self.state["history"]:
-            if h.get("run_key") != key or h.get("interrupted"):
+            if h.get("run_key") != key or (h.get("verdict") == "crash" and h.get("interrupted")):
                 continue
             if h["verdict"] in ("refuted", "invalid"):
                 return f"refuted by {h['page']} ({h['verdict']}, hypothesis {h.get('hypothesis_page')})"
@@ -362,7 +395,8 @@ class Loop:
 
     def _config_of(self, p: Proposal) -> tuple[dict, dict]:
         trunk = self.state["trunk"]
-        cfg = dict(trunk["config"], **p.change.knobs)
+        start = self.spec.start_config()  # knobs added to the loop file since: their starting value
+        cfg = {k: trunk["config"].get(k, v) for k, v in start.items()} | p.change.knobs
         env = dict(trunk.get("env") or {})
         for k, v in p.change.env.items():
             env[k] = f"{env[k]} {v}".strip() if k in env and k.endswith("_FLAGS") else v
@@ -403,7 +437,17 @@ class Loop:
                     pend.update(commit=self.workspace.commit(key, msg), exp_id=exp_id)
                 self.save()
             run.on_reserved = commit_patch
-        out = run_experiment(self.project, run, self.writer)
+        before = (self._record_of(n) or {}).get("exp_id")
+        try:
+            out = run_experiment(self.project, run, self.writer)
+        except ToolsError as e:  # a backend or judging failure: the runner filed a crash saying so; learn it
+            rec = self._record_of(n)
+            if rec is None or rec.get("status") != "filed" or rec.get("exp_id") == before:
+                raise
+            self.say(f"  the run failed: {e}")
+            pend.update(phase="filed", exp_id=rec["exp_id"], record=rec)
+            self.save()
+            return
         if out.stopped_by:  # Ctrl-C or SIGTERM: the run is filed as a crash; resume runs this proposal again
             with self._save_lock:
                 self.state.update(status="stopped", stop_reason=f"interrupted by {out.stopped_by}: `tools loop "
@@ -445,8 +489,10 @@ class Loop:
             self.save()
 
     def _record_of(self, n: int) -> dict | None:
+        """The latest experiment of iteration ``n`` of this run of the loop (a ``--fresh`` start is another run)."""
         mine = [r for r in records.lane_records(self.project.wiki, self.spec.model, self.spec.lane)
-                if r.get("loop") == self.spec.name and r.get("iteration") == n]
+                if r.get("loop") == self.spec.name and r.get("iteration") == n
+                and r.get("loop_started", self.state.get("started")) == self.state.get("started")]
         return mine[-1] if mine else None
 
     def _learn(self, pend: dict) -> None:
@@ -464,19 +510,21 @@ class Loop:
             # the gain over the baseline, chained from the interleaved gains (each measured against its own trunk)
             prev = self.state["frontier"][-1].get("gain_pct") or 0.0
             chained = 100 * ((1 + prev / 100) * (1 + (rec.get("gain_pct") or 0.0) / 100) - 1)
-            self.state["trunk"] = runs.trunk_entry(rec, cfg, env, commit or trunk.get("commit", ""))
+            new_commit = commit or trunk.get("commit", "")
+            self.state["trunk"] = runs.trunk_entry(rec, cfg, env, new_commit)
             self.state["frontier"].append({"iteration": n, "exp_id": rec["exp_id"], "page": rec.get("page", ""),
                                            "tokens_per_s": rec["metrics"]["tokens_per_s"],
                                            "mfu_percent": rec["metrics"].get("mfu_percent"),
                                            "gain_pct": round(chained, 3), "step_gain_pct": rec.get("gain_pct"),
-                                           "description": p.change.describe()})
+                                           "description": p.change.describe(),
+                                           "run_key": run_key(cfg, self.spec.env_for(cfg, env), new_commit)})
         if p.change.kind == "patch":
             with self._git:
                 self.workspace.remove(f"{n:03d}")
         if not any(h.get("exp_id") == rec["exp_id"] for h in self.state["history"]):
             self.state["history"].append(runs.history_entry(p, rec, n, kept, pend))
             self.state["usage"]["runs"] += 1
-            self.state["usage"]["device_s"] = round(self.state["usage"]["device_s"] + sum(rec.get("run_wall_s") or []), 3)
+            self.state["usage"]["device_s"] = round(self.state["usage"]["device_s"] + runs.device_seconds(rec), 3)
         self.state["iteration"] = max(self.state["iteration"], n)
         self._file_hypothesis(p, n, HYPOTHESIS_STATUS.get(rec.get("verdict"), "inconclusive"), rec.get("page"),
                               page=pend["hypothesis_page"])
@@ -523,12 +571,12 @@ class Loop:
         mem = memory.compute(s["history"])
         page = report.retrospective_page(self.spec, s, mem, untried, n)
         self.writer.write_page(page)
-        prev = next((r for r in reversed(s["retrospectives"]) if not r.get("manual")), None)
+        prev = next((r for r in reversed(s["retrospectives"]) if not (r.get("manual") or r.get("final"))), None)
         moved_since = bool(prev) and any(f["iteration"] > prev["iteration"] for f in s["frontier"])
         if prev is None:
             moved_since = any(f["iteration"] > 0 for f in s["frontier"])
         s["retrospectives"].append({"iteration": s["iteration"], "page": page.path, "frontier_moved": moved_since,
-                                    "why": why, "manual": manual})
+                                    "why": why, "manual": manual, "final": final})
         if prev and not moved_since and s["iteration"] > prev["iteration"] and not (manual or final):
             s["plateau_stop"] = (f"double plateau: two retrospectives ({prev['page']}, {page.path}) with "
                                  f"{s['iteration'] - prev['iteration']} runs between and no frontier move")
@@ -562,8 +610,10 @@ class Loop:
         return rel
 
     def _close_queued(self, rel: str, why: str) -> None:
-        if why.startswith("refuted by"):
-            self._update_queued(rel, "refuted", None, {"refused": why})
+        """A refused page is closed with the reason (the streak rule only defers it: it stays open)."""
+        if "in a row from category" in why:
+            return
+        self._update_queued(rel, "refuted" if why.startswith("refuted by") else "abandoned", None, {"refused": why})
 
 # ---------------------------------------------------------------------- entry points for the faces
 
@@ -584,6 +634,7 @@ def start(project: Project, name_or_path: str, say=None, fresh: bool = False,
             raise InputError(paths.state, "this loop has a state already: `tools loop resume` continues it, "
                                           "`tools loop start --fresh` starts over")
     if fresh and paths.state.exists():
+        Loop(project, spec).workspace.start_over()
         paths.state.unlink()
     return Loop(project, spec, say).run(max_iterations)
 

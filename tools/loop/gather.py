@@ -178,4 +178,5 @@ def gather(project: Project, spec: LoopSpec, state: dict, budget_left: dict[str,
         retrospective=last_retrospective(project, state), guidance=guidance(project, spec),
         avoid_category=cat if n >= 3 else "",
         prefer_switch=memory.since_frontier_move(history) >= 2,
-        budget_left=budget_left, knob_effects=knob_effects(hw))
+        budget_left=budget_left, knob_effects=knob_effects(hw),
+        trunk_keys=[f["run_key"] for f in state.get("frontier") or [] if f.get("run_key")])

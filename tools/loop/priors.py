@@ -60,6 +60,7 @@ class Priors:
     budget_left: dict[str, float] = field(default_factory=dict)
     knob_effects: dict[str, Any] = field(default_factory=dict)  # shipped table of knob effects by hardware
     refusals: list[dict] = field(default_factory=list)          # this iteration's refused proposals and why
+    trunk_keys: list[str] = field(default_factory=list)         # run keys of every configuration the trunk held
 
     def tried_fingerprints(self) -> set[str]:
         return {a.fingerprint for a in self.attempts}

@@ -39,7 +39,7 @@ def extra_keys(spec: LoopSpec, p: Proposal, n: int, cfg: dict, pend: dict) -> di
     """Frontmatter that ties an experiment page to its loop, iteration, hypothesis and configuration."""
     return {"loop": spec.name, "iteration": n, "category": p.category, "change": vars(p.change).copy(),
             "change_fingerprint": p.change.fingerprint(), "hypothesis_page": pend["hypothesis_page"],
-            "proposer": p.proposer, "loop_config": cfg}
+            "proposer": p.proposer, "loop_config": cfg, "loop_started": pend.get("loop_started")}
 
 
 def trunk_entry(rec: dict, cfg: dict, env: dict, commit: str) -> dict:
@@ -81,6 +81,11 @@ def file_unrunnable(project: Project, writer: Writer, spec: LoopSpec, p: Proposa
         rec["page"] = filing.file_record(writer, lane, rec, {"command_line": command, "crash_reason": reason,
                                                              "log_tail": reason})
     return rec
+
+
+def device_seconds(rec: dict) -> float:
+    """Seconds every arm of a run took (baseline reruns, profile and reference runs included)."""
+    return float(rec.get("wall_s_total") or sum(rec.get("run_wall_s") or []))
 
 
 def interrupted(rec: dict) -> bool:

@@ -137,6 +137,13 @@ def load(path: Path) -> LoopSpec:
 
 
 def parse(data: Any, path: Path) -> LoopSpec:
+    try:
+        return _parse(data, path)
+    except (TypeError, ValueError, AttributeError) as e:  # a value of the wrong kind somewhere
+        raise InputError(path, f"a value has the wrong type or form: {e}") from None
+
+
+def _parse(data: Any, path: Path) -> LoopSpec:
     if not isinstance(data, dict):
         raise InputError(path, "a loop file is a YAML mapping")
     name = str(data.get("name") or path.stem)
@@ -151,11 +158,15 @@ def parse(data: Any, path: Path) -> LoopSpec:
     cmd = data["command"]
     command = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
     knobs = {}
+    if not isinstance(data.get("knobs") or {}, dict):
+        raise InputError(path, "`knobs` is a mapping of knob name to {flag|flags|env, values, category}")
     for kname, k in (data.get("knobs") or {}).items():
         if not isinstance(k, dict) or not isinstance(k.get("values"), list) or not k["values"]:
             raise InputError(path, f"knob `{kname}`: needs a non-empty `values` list")
         if sum(bool(k.get(x)) for x in ("flag", "flags", "env")) != 1:
             raise InputError(path, f"knob `{kname}`: give exactly one of `flag`, `flags`, `env`")
+        if k.get("flags") and not all(isinstance(v, dict) for v in k["values"]):
+            raise InputError(path, f"knob `{kname}`: with `flags`, every value is a mapping of {sorted(k['flags'])}")
         cat = str(k.get("category") or "other")
         if cat not in CATEGORIES:
             raise InputError(path, f"knob `{kname}`: category {cat!r} is not one of {', '.join(CATEGORIES)}")
@@ -192,4 +203,6 @@ def parse(data: Any, path: Path) -> LoopSpec:
         raise InputError(path, "repeats.min must be at least 2: a verdict needs interleaved repeats")
     if spec.max_repeats < spec.min_repeats:
         raise InputError(path, "repeats.max must be at least repeats.min")
+    if spec.parallel < 1:
+        raise InputError(path, "parallel must be at least 1")
     return spec

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,7 @@ class Workspace:
         repo, sub = self._repo_and_subdir()
         branch = f"loop/{self.name}/{key}"
         where = self.state_dir / "worktrees" / key
+        self.remove(key)  # a run cut off mid-way left its work tree (and its branch checked out there)
         git(repo, "branch", "-f", branch, trunk)
         self._add_worktree(repo, where, branch)
         git(where, "checkout", "-q", branch)
@@ -157,12 +159,31 @@ class Workspace:
         self.sync_trunk()
 
     def sync_trunk(self) -> None:
-        """The trunk work tree at the trunk branch's commit (after a keep, or a resume after a kill)."""
+        """The trunk work tree at the trunk branch's commit, after a keep or a kill. Only when the trunk moved:
+        parallel runs may be executing in this tree (files they write there are theirs)."""
         if (self.trunk_dir / ".git").exists():
             want = self.trunk_commit()
-            if git(self.trunk_dir, "rev-parse", "HEAD") != want or git(self.trunk_dir, "status", "--porcelain"):
+            if git(self.trunk_dir, "rev-parse", "HEAD") != want:
                 git(self.trunk_dir, "reset", "-q", "--hard", want)
-                git(self.trunk_dir, "clean", "-qfdx")
+                git(self.trunk_dir, "clean", "-qfd")
+
+    def start_over(self) -> None:
+        """``--fresh``: the trunk back at the model code as it is now (a new snapshot of a folder without git)."""
+        if self.code is None:
+            return
+        private = self.state_dir / "repo"
+        for tree in (self.trunk_dir, self.state_dir / "worktrees"):
+            shutil.rmtree(tree, ignore_errors=True)
+        if (private / ".git").exists():  # the snapshot goes to one side, with its branches, for audit
+            private.rename(self.state_dir / f"repo-before-{time.strftime('%Y%m%dT%H%M%S')}")
+            return
+        repo, _ = self._repo_and_subdir()
+        git(repo, "worktree", "prune")
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for b in self.branches():  # the old run's branches keep their commits under another name
+            if b != self.trunk_branch:
+                git(repo, "branch", "-m", b, b.replace(f"loop/{self.name}/", f"loop/{self.name}-before-{stamp}/", 1))
+        git(repo, "branch", "-f", self.trunk_branch, "HEAD")
 
     def remove(self, key: str) -> None:
         """Drop a run's work tree; its branch stays for audit."""

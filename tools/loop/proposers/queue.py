@@ -18,7 +18,7 @@ class QueueProposer:
     def propose(self, priors: Priors, record) -> Proposal | None:
         from ..hypotheses import hypothesis_from_page
 
-        skip = {a.hypothesis_page for a in priors.attempts}
+        skip = {a.hypothesis_page for a in priors.attempts} | {r.get("page") for r in priors.refusals}
         for h in priors.open_hypotheses:
             if (self.people_only and not h["person"]) or h["page"] in skip:
                 continue

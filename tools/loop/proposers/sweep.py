@@ -85,8 +85,9 @@ class SweepProposer:
 
     def candidates(self, priors: Priors) -> list[Proposal]:
         spec, trunk = priors.spec, priors.trunk
-        tried = {a.run_key for a in priors.attempts if a.run_key}
+        tried = {a.run_key for a in priors.attempts if a.run_key} | set(priors.trunk_keys)
         refuted_here = {a.run_key for a in priors.attempts if a.verdict in ("refuted", "invalid", "crash")}
+        refuted_changes = {a.fingerprint for a in priors.attempts if a.verdict in ("refuted", "invalid")}
         out: list[Proposal] = []
         for knob in spec.knobs.values():
             for value in knob.values:
@@ -94,7 +95,8 @@ class SweepProposer:
                     continue
                 cfg = dict(trunk, **{knob.name: value})
                 key = run_key(cfg, spec.env_for(cfg, priors.trunk_env), priors.trunk_commit)
-                if key in tried or key in refuted_here:
+                change = Change("knobs", knobs={knob.name: value})
+                if key in tried or key in refuted_here or change.fingerprint() in refuted_changes:
                     continue
                 gain, conf, why = self.score(priors, knob, value)
                 out.append(Proposal(
@@ -105,7 +107,7 @@ class SweepProposer:
                                      "changed optimized HLO",
                     falsification="tokens/s within the noise band or slower, or the early loss trajectory moves "
                                   "beyond the tolerance",
-                    change=Change("knobs", knobs={knob.name: value}), category=knob.category,
+                    change=change, category=knob.category,
                     expected_gain_pct=round(gain, 2), confidence=round(conf, 2), effort=1.0, proposer=self.name,
                     notes=why))
         if self.promote:
