@@ -298,19 +298,28 @@ def large_search(meter: Meter, n_sample: int, passes: int, seed: int, rounds: in
 def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: tuple[int, int],
              calibrate: int) -> dict:
     from tools.experiments.records import lane_records
-    from tools.loop.engine import Loop
+    from tools.loop.engine import Loop, LoopInterrupted
     from tools.loop.proposers.sweep import SweepProposer
     from tools.project import Project
 
     spec = make_kb(kb, lane, budget, *reps, code_text, calibrate)
     out: dict = {"seed": seed, "lane": lane, "kb": str(kb)}
-    try:
-        state = Loop(Project(kb), spec, say=lambda m: say(f"  [{lane}] {m}"), proposer=SweepProposer(seed=seed)).run()
-    except Exception as e:  # the engine or runner is not ours: keep the traceback, go on with the other parts
-        out["error"] = f"{type(e).__name__}: {e}"
-        out["traceback"] = traceback.format_exc()
-        say(f"  [{lane}] Loop.run() failed:\n{out['traceback']}")
-        return out
+    out["interruptions"] = []
+    while True:
+        try:
+            state = Loop(Project(kb), spec, say=lambda m: say(f"  [{lane}] {m}"),
+                         proposer=SweepProposer(seed=seed)).run()
+            break
+        except LoopInterrupted as e:  # a SIGTERM from outside: the state is on disk, resume it (as `tools loop resume`)
+            out["interruptions"].append(e.how)
+            if e.how != "SIGTERM" or len(out["interruptions"]) > 2:
+                raise
+            say(f"  [{lane}] interrupted by {e.how}; resuming")
+        except Exception as e:  # the engine or runner is not ours: keep the traceback, go on with the other parts
+            out["error"] = f"{type(e).__name__}: {e}"
+            out["traceback"] = traceback.format_exc()
+            say(f"  [{lane}] Loop.run() failed:\n{out['traceback']}")
+            return out
     trunk = state.get("trunk") or {}
     recs = [r for r in lane_records(kb / "wiki", "llama", lane) if r.get("status") == "filed"]
     decoys = [r for r in recs if (r.get("loop_config") or {}).get(DECOY)]
@@ -481,6 +490,7 @@ def main() -> int:
         "loop_supported_not_kept": {x["seed"]: x.get("supported_not_kept") for x in loops},
         "loop_stop": {x["seed"]: x.get("stop_reason") for x in loops},
         "loop_errors": {x["seed"]: x["error"] for x in loops if "error" in x},
+        "loop_interruptions": {x["seed"]: x["interruptions"] for x in loops if x.get("interruptions")},
         "noise": noise(meter), "knob_effects_oat_pct": effects, "knob_effects_fit_pct": main_effects(meter),
         "wall_s": parts, "targets_missed": misses,
     }

@@ -91,6 +91,15 @@ def _exp_page(spec: LoopSpec, exp_id: str, state: dict) -> str:
     return experiment_path(spec.model, spec.lane, exp_id) if exp_id else ""
 
 
+def _chained(frontier: list[dict]) -> float | None:
+    """The frontier's gain over the baseline: the engine chains each move's interleaved gain (the stored tokens/s
+    of runs made at different times drift with the machine; the ratio of two of them is not a measurement)."""
+    last = frontier[-1] if frontier else {}
+    if isinstance(last.get("gain_pct"), (int, float)) and len(frontier) > 1:
+        return float(last["gain_pct"])
+    return _gain_over(last.get("tokens_per_s"), frontier[0].get("tokens_per_s")) if frontier else None
+
+
 def _gain_over(tps: Any, base: Any) -> float | None:
     if isinstance(tps, (int, float)) and isinstance(base, (int, float)) and base:
         return 100 * (tps / base - 1)
@@ -136,7 +145,7 @@ def _best(spec: LoopSpec, state: dict, src: str) -> str:
     if not trunk.get("exp_id"):
         return "## Best so far\n\nNo baseline yet.\n"
     base = frontier[0] if frontier else {}
-    gain = _gain_over(trunk.get("tokens_per_s"), base.get("tokens_per_s"))
+    gain = _chained(frontier)
     mfu = f" (MFU {trunk['mfu_percent']:.2f} %)" if isinstance(trunk.get("mfu_percent"), (int, float)) else ""
     line = (f"{_link(src, trunk['exp_id'], _exp_page(spec, trunk['exp_id'], state))} at "
             f"**{_num(trunk.get('tokens_per_s'))} tokens/s**{mfu}")
@@ -160,10 +169,11 @@ def _frontier(spec: LoopSpec, state: dict, src: str, name: str) -> str:
            "| iteration | experiment | tokens/s | gain of the step | over the baseline | change |",
            "|---:|---|---:|---:|---:|---|"]
     for i, f in enumerate(frontier):
-        step = _gain_over(f.get("tokens_per_s"), frontier[i - 1].get("tokens_per_s")) if i else None
+        step = f.get("step_gain_pct", _gain_over(f.get("tokens_per_s"), frontier[i - 1].get("tokens_per_s"))) if i else None
+        over = f.get("gain_pct", _gain_over(f.get("tokens_per_s"), base)) if i else None
         out.append(f"| {f.get('iteration', 0)} | {_link(src, str(f.get('exp_id')), _exp_page(spec, str(f.get('exp_id')), state))}"
                    f" | {_num(f.get('tokens_per_s'))} | {'—' if i == 0 else _pct(step)} | "
-                   f"{'—' if i == 0 else _pct(_gain_over(f.get('tokens_per_s'), base))} | "
+                   f"{'—' if i == 0 else _pct(over)} | "
                    f"{'baseline' if i == 0 else code(f.get('description') or '—')} |")
     if not frontier:
         out.append("| — | no baseline yet | | | | |")
@@ -323,7 +333,7 @@ def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], unt
     cat, streak_n = mem.streak(history)
     kinds = mem.change_kinds(history)
     structural = kinds["env"] + kinds["patch"]
-    gain = _gain_over(trunk.get("tokens_per_s"), (frontier[0] if frontier else {}).get("tokens_per_s"))
+    gain = _chained(frontier)
     out = [f"Written at iteration {state.get('iteration', 0)} of {_link(src, 'loop ' + name, loop_path(name))} "
            f"(model `{spec.model}`, lane `{spec.lane}`).", "", "## Where the loop stands", "",
            f"- frontier: {_num(trunk.get('tokens_per_s'))} tokens/s, {_pct(gain)} over the baseline, "
