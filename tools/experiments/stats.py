@@ -162,14 +162,17 @@ def paired(base_tps: list[float], var_tps: list[float], noise: Noise, n_looks: i
 
 
 def calibration(base_tps: list[float], var_tps: list[float]) -> dict:
-    """What an A/A calibration measured: the σ of a round's log-ratio, the apparent gain of a command over
-    itself (a position bias shows here), and the band later verdicts use: the upper 95 % bound of |A/A gain|."""
+    """What an A/A calibration measured: the σ of a round's log-ratio (later intervals are never narrower), the
+    apparent gain of a command over itself, and the band later verdicts use: the position bias (second arm vs
+    first) when the A/A interval shows one, else the least band. The noise itself is in the σ floor; counting it
+    in the band too would ask every gain to clear it twice."""
     n = min(len(base_tps), len(var_tps))
     r = [100 * math.log(v / b) for b, v in zip(base_tps[:n], var_tps[:n])]
     mean = statistics.fmean(r) if r else 0.0
     sd = statistics.stdev(r) if n >= 2 else 0.0
     half = t_quantile(1 - ALPHA / 2, n - 1) * sd / math.sqrt(n) if n >= 2 else math.inf
-    band = max(MIN_BAND_PCT, abs(to_pct(mean)) + abs(to_pct(half)) if n >= 2 else RUN_TO_RUN_FLOOR_PCT)
+    biased = n >= 2 and abs(mean) > half  # the A/A interval excludes zero: the arm order itself moves tokens/s
+    band = max(MIN_BAND_PCT, abs(to_pct(mean))) if biased else (MIN_BAND_PCT if n >= 2 else RUN_TO_RUN_FLOOR_PCT)
     return {"rounds": n, "pair_sd_pct": round(sd, 3), "aa_gain_pct": round(to_pct(mean), 3),
             "band_pct": round(band, 3), "log_ratios_pct": [round(x, 3) for x in r]}
 
