@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 import pytest
 
 from tools import pages
-from tools.experiments.report import experiment_page
+from tools.experiments.report import experiment_page, model_page
 from tools.loop import hypotheses, memory, report
 from tools.loop.proposal import Change, Proposal
 from tools.loop.spec import parse
@@ -88,6 +88,7 @@ def write_loop(wiki: Path) -> dict:
     w.write_page(retro)
     state["retrospectives"].append({"iteration": 5, "page": retro.path, "frontier_moved": True})
     w.write_page(report.loop_page(SPEC, state, memory.compute(history)))
+    w.write_page(model_page("llama", "cpu-loop", []))  # the runner writes it with every run
     return state
 
 

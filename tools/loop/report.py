@@ -183,7 +183,7 @@ def _frontier(spec: LoopSpec, state: dict, src: str, name: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _hypotheses(state: dict, src: str) -> str:
+def _hypotheses(spec: LoopSpec, state: dict, src: str) -> str:
     history = sorted(state.get("history") or [], key=lambda e: int(e.get("iteration") or 0))
     out = ["## Hypotheses in order", "",
            "| iteration | experiment | category | change | statement | verdict | gain vs trunk [95 % interval] | kept |",
@@ -191,7 +191,7 @@ def _hypotheses(state: dict, src: str) -> str:
     for e in history:
         links = [_link(src, "hypothesis", str(e["hypothesis_page"]))] if e.get("hypothesis_page") else []
         if e.get("exp_id"):  # what the run taught (the engine files one observation per run)
-            obs = observation_path(str(state.get("model")), str(state.get("lane")), str(e["exp_id"]))
+            obs = observation_path(spec.model, spec.lane, str(e["exp_id"]))
             links.append(_link(src, "observation", obs))
         hyp = f" ({'; '.join(links)})" if links else ""
         out.append(f"| {e.get('iteration', '—')} | {_link(src, str(e.get('exp_id') or 'run'), str(e.get('page') or ''))} | "
@@ -274,7 +274,7 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
     body = (f"# Loop: {name}\n\n" + pages.region("loop-status", _status(spec, state))
             + "\n" + pages.region("loop-best", _best(spec, state, src))
             + "\n" + pages.region("loop-frontier", _frontier(spec, state, src, name))
-            + "\n" + pages.region("loop-hypotheses", _hypotheses(state, src))
+            + "\n" + pages.region("loop-hypotheses", _hypotheses(spec, state, src))
             + "\n" + pages.region("loop-categories", _categories(state, memory))
             + "\n" + pages.region("loop-knobs", _knobs(spec, state))
             + "\n" + pages.region("loop-retrospectives", _retros(state, src)))
