@@ -82,20 +82,6 @@ def has_decoy_flag() -> bool:
     return "--decoy-skip-layer" in out
 
 
-def stand_in_decoy(text: str) -> str:
-    """Until llama_train.py has --decoy-skip-layer: the same script with a flag that skips the last layer."""
-    subs = [('    attention: str = "naive"', '    decoy_skip_layer: bool = False\n    attention: str = "naive"'),
-            ("for i in range(cfg.n_layers):", "for i in range(cfg.n_layers - int(cfg.decoy_skip_layer)):"),
-            ('x_BxTxD, params["layers"])',
-             'x_BxTxD, jax.tree.map(lambda w: w[: cfg.n_layers - int(cfg.decoy_skip_layer)], params["layers"]))')]
-    for old, new in subs:
-        if text.count(old) != 1:
-            raise SystemExit(f"bench/loop_efficacy.py: cannot add the stand-in decoy to {SCRIPT}: "
-                             f"{old!r} not found once")
-        text = text.replace(old, new)
-    return text
-
-
 def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code_text: str, calibrate: int = 5):
     """A fresh knowledge base at ``root`` with experiments/llama_train.py and loops/<lane>.yml; returns the spec."""
     import yaml
@@ -384,16 +370,17 @@ def main() -> int:
     budget, n_large, rounds = a.budget or (4 if q else 10), a.large or (4 if q else 32), a.rounds or (2 if q else 3)
     passes, reps, calibrate = (1, (2, 3), 3) if q else (2, (2, 4), 5)
     t_all = time.perf_counter()
-    code, decoy_real = SCRIPT.read_text(), has_decoy_flag()
-    if not decoy_real:
-        code = stand_in_decoy(code)
-    say("decoy: " + ("--decoy-skip-layer of experiments/llama_train.py" if decoy_real else
-                     "stand-in (a patched copy of experiments/llama_train.py: the flag is not there yet)"))
+    if not has_decoy_flag():
+        raise SystemExit(f"bench/loop_efficacy.py: {SCRIPT} has no --decoy-skip-layer flag (the decoy knob)")
+    code = SCRIPT.read_text()
     base = a.keep.resolve() if a.keep else Path(tempfile.mkdtemp(prefix="loop-efficacy-"))
     if subprocess.run(["git", "-C", str(base if base.exists() else base.parent), "rev-parse"],
                       capture_output=True, check=False).returncode == 0:
         raise SystemExit(f"bench/loop_efficacy.py: --keep {base}: inside a git work tree; the loop would make "
                          "branches there. Give a folder outside any repository (e.g. under /tmp)")
+    if a.keep and base.is_dir() and any(base.iterdir()):
+        raise SystemExit(f"bench/loop_efficacy.py: --keep {base}: not empty; the loops would resume old states. "
+                         "Give a new or empty folder")
     parts: dict[str, float] = {}
     mark = lambda name, t: parts.__setitem__(name, round(time.perf_counter() - t, 1))
     try:
@@ -479,7 +466,6 @@ def main() -> int:
         + ("" if decoy_runs else " (the loop never tried the decoy)") + f"; total {parts['total_s']:.0f} s")
     result = {
         "bench": "loop_efficacy", "quick": q, "seeds": seeds, "budget": budget, "command": cmd,
-        "decoy": "real" if decoy_real else "stand-in",
         "large_search": dict(large, tokens_per_s=round(top)), "start_over_large": ratio(meter.start),
         "loop_best_over_large": loop_r, "loop_median": lm, "random_best_over_large": rand_r, "random_median": rm,
         "loop_decoy_runs": decoy_runs, "loop_decoy_invalid": decoy_inv,

@@ -90,12 +90,12 @@ def decide(*, crash: str | None = None, bad_loss: str | None = None, sem: Semant
                f"{timing.confidence_pct:g} % interval [{lo:+.2f}, {hi:+.2f}] %, band ±{timing.band_pct:.2f} %"]
     if timing.decision == "refuted":
         return Decision("refuted", "discard", reasons + [
-            "slower beyond the band: the interval is below zero and every variant run lost to every baseline run"])
+            "slower beyond the band: the interval is below zero and the variant lost in every round"])
     if timing.decision == "within":
         return Decision("inconclusive", "discard", reasons + ["the interval lies inside the band: no change worth "
                                                               "calling one"])
     if timing.decision != "supported":
-        why = ("the arms overlap (some baseline runs beat some variant runs)" if timing.separated == 0
+        why = ("the arms overlap (in some round the baseline beat the variant)" if timing.separated == 0
                else "the interval is not decided")
         return Decision("inconclusive", "discard", reasons + [f"{why}: more rounds (--max-repeats) or calibrate"])
     if memory_delta_pct is not None and memory_delta_pct > MEMORY_TOL_PCT:
@@ -105,5 +105,5 @@ def decide(*, crash: str | None = None, bad_loss: str | None = None, sem: Semant
         why = sem.reason if sem else "not run"
         return Decision("inconclusive", "discard", reasons + [f"semantics check did not run: {why}"])
     return Decision("supported", "keep", reasons + [
-        "every variant run beat every baseline run",
+        "the variant beat its baseline in every round",
         f"semantics held: max |Δloss| {sem.max_abs_delta} ≤ {sem.tol} over {sem.steps} steps"])

@@ -178,8 +178,8 @@ class Loop:
         self.say(f"baseline: {' '.join(self.spec.command_for(cfg))}")
         run = runs.runspec(self.spec, cfg, {}, prep.cwd, description="loop baseline",
                            slug=f"{self.spec.name}-baseline",
-                            hypothesis="The starting configuration: the reference every change is compared with.",
-                            extra={"iteration": 0}, baseline=True)
+                           hypothesis="The starting configuration: the reference every change is compared with.",
+                           extra=self._loop_keys(), baseline=True)
         out = run_experiment(self.project, run, self.writer)
         rec = dict(out.record, page=out.page)
         if out.verdict in ("crash", "invalid"):
@@ -200,15 +200,18 @@ class Loop:
         self.writer.append_log("loop start", self.spec.name, [f"baseline {out.exp_id}: tokens/s "
                                                               f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])
 
+    def _loop_keys(self) -> dict:
+        return {"loop": self.spec.name, "iteration": 0, "loop_started": self.state.get("started")}
+
     def _calibrate(self) -> None:
         """A/A rounds of the trunk against itself: later verdicts of this lane use the noise they measured."""
         cfg, cwd = self.state["trunk"]["config"], self.workspace.prepare("000").cwd
         self.say(f"calibration: {self.spec.calibrate} A/A rounds of the baseline")
         run = runs.runspec(self.spec, cfg, {}, cwd, description="loop calibration (A/A)",
                            slug=f"{self.spec.name}-calibration",
-                            hypothesis="The baseline against itself: how much a run of this lane moves by chance.",
-                            extra={"iteration": 0}, calibrate=True, compare_to=self.state["trunk"]["exp_id"],
-                            compare_cwd=cwd)
+                           hypothesis="The baseline against itself: how much a run of this lane moves by chance.",
+                           extra=self._loop_keys(), calibrate=True, compare_to=self.state["trunk"]["exp_id"],
+                           compare_cwd=cwd)
         run.command = []  # the runner reruns the compared record's own command, code and environment
         run.repeats = run.min_repeats = run.max_repeats = self.spec.calibrate
         run.profile = False
