@@ -13,7 +13,7 @@ decoy that changes the math (skips the last layer: faster, wrong), in one run:
 3. per seed: random search over the same space, decoy included, 10 configurations, one run each; one whose first
    12 losses differ from the same-shape fp32 reference by more than 0.025 is invalid (the runner's rule);
 4. the large search's best, the start, each loop best and each random best, re-measured interleaved
-   (A B C ... x 3 rounds, median per configuration): every ratio comes from these runs.
+   (A B C ... x 5 rounds): every ratio is the median over rounds of the ratio within a round.
 
 Prints a table, the knob effects measured, and a final JSON line. ``--check`` exits 1 when a target is missed:
 loop best >= 0.95 of the large search's best (median over seeds), loop better than random (medians), every decoy
@@ -273,10 +273,10 @@ def large_search(meter: Meter, n_sample: int, passes: int, seed: int, rounds: in
         meter.anchor()
         if not moved:
             break
-    top = ranked()[:5]
-    say(f"  top {len(top)} re-measured interleaved, {rounds} rounds")
-    med = interleaved(meter, top, rounds)
-    return max(top, key=lambda c: med[key(c)] or 0), effects
+    top = list({key(c): c for c in ranked()[:5] + [start]}.values())
+    say(f"  top 5 and the start re-measured interleaved, {rounds} rounds")
+    got = Rounds(meter, top, rounds)
+    return max(top, key=lambda c: got.ratio(c, start) or 0), effects
 
 
 # ----------------------------------------------------------------------------- the loop and random search
@@ -336,22 +336,32 @@ def random_search(meter: Meter, n: int, seed: int) -> dict:
             "invalid": sum(bool(t["invalid"]) for t in tried)}
 
 
-def interleaved(meter: Meter, configs: list[dict], rounds: int) -> dict[str, float | None]:
-    """A B C ... repeated ``rounds`` times; the median per configuration (of these runs only)."""
-    got: dict[str, list[float]] = {key(c): [] for c in configs}
-    for r in range(rounds):
-        for c in configs:
-            m = meter.run(c)
-            if not m["invalid"]:
-                got[key(c)].append(m["tokens_per_s"])
-        say(f"  round {r + 1}/{rounds} done")
-    return {k: (statistics.median(v) if v else None) for k, v in got.items()}
+class Rounds:
+    """A B C ... repeated ``rounds`` times: tokens/s per configuration per round (None: invalid)."""
+
+    def __init__(self, meter: Meter, configs: list[dict], rounds: int):
+        self.got: dict[str, list[float | None]] = {key(c): [] for c in configs}
+        for r in range(rounds):
+            for c in configs:
+                m = meter.run(c)
+                self.got[key(c)].append(None if m["invalid"] else m["tokens_per_s"])
+            say(f"  round {r + 1}/{rounds} done")
+
+    def median(self, cfg: dict | None) -> float | None:
+        xs = [x for x in self.got.get(key(cfg), []) if x] if cfg else []
+        return statistics.median(xs) if xs else None
+
+    def ratio(self, cfg: dict | None, ref: dict) -> float | None:
+        """Median over the rounds of cfg ÷ ref within the round (neighbours in time: drift cancels)."""
+        pairs = zip(self.got.get(key(cfg), []) if cfg else [], self.got[key(ref)])
+        xs = [a / b for a, b in pairs if a and b]
+        return round(statistics.median(xs), 4) if xs else None
 
 
 # ----------------------------------------------------------------------------- main
 
-def row(who: str, tps: float | None, top: float, cfg: dict | None, note: str = "") -> str:
-    return (f"{who:<14} {tps or 0:>10,.0f} {(tps or 0) / top:>8.3f}  "
+def row(who: str, tps: float | None, ratio: float | None, cfg: dict | None, note: str = "") -> str:
+    return (f"{who:<14} {tps or 0:>10,.0f} {ratio or 0:>8.3f}  "
             f"{short(cfg) if cfg else '-'}{'  ' + note if note else ''}")
 
 
@@ -361,13 +371,13 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, help="loop and random-search seeds (3)")
     ap.add_argument("--budget", type=int, help="experiments per loop, configurations per random search (10)")
     ap.add_argument("--large", type=int, help="random configurations in the large search (32)")
-    ap.add_argument("--rounds", type=int, help="interleaved rounds of each re-measure (3)")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds of each re-measure (5)")
     ap.add_argument("--keep", type=Path, help="build the knowledge bases here (kept) instead of a temp dir")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     a = ap.parse_args()
     q = a.quick
     seeds = list(range(a.seeds or (1 if q else 3)))
-    budget, n_large, rounds = a.budget or (4 if q else 10), a.large or (4 if q else 32), a.rounds or (2 if q else 3)
+    budget, n_large, rounds = a.budget or (4 if q else 10), a.large or (4 if q else 32), a.rounds or (2 if q else 5)
     passes, reps, calibrate = (1, (2, 3), 3) if q else (2, (2, 4), 5)
     t_all = time.perf_counter()
     if not has_decoy_flag():
@@ -429,22 +439,21 @@ def main() -> int:
         say(f"== final comparison: interleaved, {rounds} rounds")
         t = time.perf_counter()
         finals = [large_best, meter.start] + [x["best"] for x in loops + randoms if x.get("best")]
-        med = interleaved(meter, list({key(c): c for c in finals}.values()), rounds)
+        final = Rounds(meter, list({key(c): c for c in finals}.values()), rounds)
         mark("final_s", t)
+        if a.keep:
+            (base / "runs.json").write_text(json.dumps([{"config": json.loads(k), **m} for k, m in meter.timeline]))
     finally:
         if not a.keep:
             shutil.rmtree(base, ignore_errors=True)
-    top = med[key(large_best)] or float("nan")
-    ratio = lambda c: round(med[key(c)] / top, 4) if c and med.get(key(c)) else None
+    ratio = lambda c: final.ratio(c, large_best)
     loop_r, rand_r = [ratio(x.get("best")) for x in loops], [ratio(x["best"]) for x in randoms]
-    say(f"\n{'who':<14} {'tokens/s':>10} {'/ large':>8}  configuration (median of {rounds} interleaved rounds)")
-    say(row("large search", top, top, large_best))
-    say(row("start", med[key(meter.start)], top, meter.start))
-    for x in loops:
-        say(row(f"loop s{x['seed']}", med.get(key(x["best"])) if x.get("best") else None, top, x.get("best"),
-                x.get("error", "")))
-    for x in randoms:
-        say(row(f"random s{x['seed']}", med.get(key(x["best"])) if x["best"] else None, top, x["best"]))
+    say(f"\n{'who':<14} {'tokens/s':>10} {'/ large':>8}  configuration ({rounds} interleaved rounds: median "
+        "tokens/s; median of the ratios within each round)")
+    for who, cfg, note in ([("large search", large_best, ""), ("start", meter.start, "")]
+                           + [(f"loop s{x['seed']}", x.get("best"), x.get("error", "")) for x in loops]
+                           + [(f"random s{x['seed']}", x["best"], "") for x in randoms]):
+        say(row(who, final.median(cfg), ratio(cfg), cfg, note))
     for x in loops:
         for e in x.get("experiments", []):
             gain = "-" if e["gain_pct"] is None else f"{e['gain_pct']:+.1f} %"
@@ -466,7 +475,8 @@ def main() -> int:
         + ("" if decoy_runs else " (the loop never tried the decoy)") + f"; total {parts['total_s']:.0f} s")
     result = {
         "bench": "loop_efficacy", "quick": q, "seeds": seeds, "budget": budget, "command": cmd,
-        "large_search": dict(large, tokens_per_s=round(top)), "start_over_large": ratio(meter.start),
+        "large_search": dict(large, tokens_per_s=round(final.median(large_best) or 0)),
+        "start_over_large": ratio(meter.start),
         "loop_best_over_large": loop_r, "loop_median": lm, "random_best_over_large": rand_r, "random_median": rm,
         "loop_decoy_runs": decoy_runs, "loop_decoy_invalid": decoy_inv,
         "random_decoy_runs": sum(x["decoy_runs"] for x in randoms),
