@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 import pytest
 import yaml
 
@@ -133,3 +134,8 @@ def test_init_on_a_file_is_a_clean_error(tmp_path, invoke):
     assert r.exit_code == 2 and "is a file" in r.output  # click refuses it before we run
     with pytest.raises(InputError, match="exists and is not a folder"):
         scaffold.init(tmp_path / "f")
+
+
+def test_the_shipped_reference_model_is_the_repository_copy():
+    repo = Path(__file__).resolve().parents[2]
+    assert (repo / "tools/templates/llama_train.py").read_bytes() == (repo / "experiments/llama_train.py").read_bytes()
