@@ -195,29 +195,6 @@ def noise(meter: Meter) -> dict:
             "vs_neighbours_cv_pct": round(100 * statistics.stdev(rs), 1) if len(rs) > 1 else None}
 
 
-def main_effects(meter: Meter) -> dict:
-    """Each knob value's effect on tokens/s (%), a least-squares fit of log(tokens/s ÷ neighbouring anchors) over
-    every valid decoy-free run: averaged over the other knobs and many runs, steadier than one-knob pairs."""
-    import math
-
-    import numpy as np
-
-    cols = [(k, v) for k in KNOBS if k != DECOY for v in KNOBS[k]["values"][1:]]
-    rows, ys = [], []
-    for kk in meter.runs:
-        cfg = json.loads(kk)
-        for r in meter.ratios(cfg) if not cfg.get(DECOY) else []:
-            rows.append([1.0] + [float(cfg[k] == v) for k, v in cols])
-            ys.append(math.log(r))
-    if len(rows) <= len(cols):
-        return {}
-    coef = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)[0]
-    out: dict = {"_runs": len(rows)}
-    for (k, v), c in zip(cols, coef[1:]):
-        out.setdefault(k, {})[label(v)] = round(100 * (math.exp(c) - 1), 1)
-    return out
-
-
 def space(decoy: bool) -> list[dict]:
     import itertools
 
@@ -408,14 +385,12 @@ def main() -> int:
         large_best, effects = large_search(meter, n_large, passes, 12345, rounds, n_oat=3 if q else None)
         mark("large_search_s", t)
         large = {"configs": len(meter.runs), "runs": len(meter.timeline), "best": large_best}
-        fitted = main_effects(meter)
         fmt = lambda eff: "; ".join(f"{k}={v}: {g:+.1f} %" if g is not None else f"{k}={v}: invalid"
                                     for k, d in eff.items() if k[0] != "_" for v, g in d.items())
         say(f"  {large['configs']} configurations, {large['runs']} runs, {parts['large_search_s']:.0f} s; "
             f"best: {short(large_best)}")
         say(f"  noise floor (the start configuration's runs): {noise(meter)}")
         say(f"  knob effects, one at a time from the start (vs the start runs around each): {fmt(effects)}")
-        say(f"  knob effects, fitted over {fitted.get('_runs')} runs (vs neighbouring start runs): {fmt(fitted)}")
 
         loops, randoms = [], []
         for s in seeds:
@@ -487,7 +462,7 @@ def main() -> int:
         "loop_stop": {x["seed"]: x.get("stop_reason") for x in loops},
         "loop_errors": {x["seed"]: x["error"] for x in loops if "error" in x},
         "loop_interruptions": {x["seed"]: x["interruptions"] for x in loops if x.get("interruptions")},
-        "noise": noise(meter), "knob_effects_oat_pct": effects, "knob_effects_fit_pct": main_effects(meter),
+        "noise": noise(meter), "knob_effects_oat_pct": effects,
         "wall_s": parts, "targets_missed": misses,
     }
     print(json.dumps(result, default=str), flush=True)
