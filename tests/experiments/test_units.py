@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import statistics
+
 import pytest
 
 from tools.experiments import devices, ledger, metrics, stats, verdict
@@ -304,3 +306,10 @@ def test_every_exp_and_profile_command_has_help():
                  ["profile", "summary"], ["profile", "diff"]):
         res = CliRunner().invoke(cli, [*args, "--help"])
         assert res.exit_code == 0 and len(res.output.splitlines()) > 3, args
+
+
+def test_one_disturbed_ab_round_does_not_set_the_lanes_noise_floor():
+    quiet = stats.calibration([100, 101, 99, 100, 100], [100.5, 100.2, 99.6, 100.4, 99.9])
+    disturbed = stats.calibration([100, 101, 99, 100, 125], [100.5, 100.2, 99.6, 100.4, 99.9])
+    plain_sd = statistics.stdev(disturbed["log_ratios_pct"])
+    assert plain_sd > 9 and disturbed["pair_sd_pct"] < 2 and quiet["pair_sd_pct"] < 2

@@ -360,3 +360,18 @@ def test_every_page_links_resolve_in_a_written_wiki(tmp_path):
     for p in made:
         for target in _links(p):
             assert (tmp_path / target).is_file(), (p.path, target)
+
+
+def test_sweep_promotes_an_inconclusive_gain_measured_once():
+    from tools.loop.priors import Attempt, Priors
+    from tools.loop.proposers.sweep import SweepProposer
+
+    a = Attempt("e1", "precision", {"kind": "knobs", "knobs": {"dtype": "bf16"}}, "f", "inconclusive", 12.0,
+                run_key="k1", trunk_exp="base", repeats=4)  # adaptive: the first measure went to the cap
+    def priors(attempts):
+        return Priors(SPEC, SPEC.start_config(), {}, "", {"exp_id": "base"}, attempts, [], [], {}, [], None, [], [],
+                      "", "")
+    promo = SweepProposer()._promotions(priors([a]), set())
+    assert len(promo) == 1 and promo[0].repeats >= 8 and promo[0].change.knobs == {"dtype": "bf16"}
+    again = Attempt("e2", "precision", a.change, "f", "inconclusive", 3.0, run_key="k1", trunk_exp="base", repeats=8)
+    assert SweepProposer()._promotions(priors([a, again]), set()) == []

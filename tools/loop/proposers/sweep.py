@@ -124,7 +124,12 @@ class SweepProposer:
         """Inconclusive moves with a positive gain on the current trunk: the better half, once, at 2× repeats."""
         here = [a for a in priors.attempts if a.trunk_exp == priors.trunk_exp and a.verdict == "inconclusive"
                 and (a.gain_pct or 0) > 0 and (a.change or {}).get("kind") == "knobs"]
-        remeasured = {a.run_key for a in priors.attempts if a.repeats > priors.spec.min_repeats}
+        # re-measured already: the same configuration ran twice (adaptive repeats reach the cap on a first measure
+        # too, so the repeat count cannot tell a promotion from a first run)
+        seen: dict[str, int] = {}
+        for a in priors.attempts:
+            seen[a.run_key] = seen.get(a.run_key, 0) + 1
+        remeasured = {k for k, n in seen.items() if n > 1}
         pool = sorted((a for a in here if a.run_key not in remeasured), key=lambda a: -(a.gain_pct or 0))
         half = pool[: max(1, len(pool) // 2)] if pool else []
         out = []
