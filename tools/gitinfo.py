@@ -6,6 +6,12 @@ import configparser
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
+
+from .safeio import try_text
+
+SMALL = 1024 * 1024          # HEAD, refs, config, commondir
+PACKED_REFS = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -18,15 +24,16 @@ class GitInfo:
         if not (self.web and self.commit):
             return None
         anchor = f"#L{line}" if line else ""
-        return f"{self.web}/blob/{self.commit}/{path}{anchor}"
+        return f"{self.web}/blob/{self.commit}/{quote(path, safe='/')}{anchor}"
 
 
 def git_dir(repo: Path) -> Path | None:
     dot = repo / ".git"
     if dot.is_dir():
         return dot
-    if dot.is_file():  # worktrees and submodules: "gitdir: <path>"
-        m = re.match(r"gitdir:\s*(.+)", dot.read_text(errors="replace").strip())
+    text = try_text(dot, SMALL) if not dot.is_symlink() else None
+    if text is not None:  # worktrees and submodules: "gitdir: <path>"
+        m = re.match(r"gitdir:\s*(.+)", text.strip())
         if m:
             target = Path(m.group(1))
             target = target if target.is_absolute() else (repo / target)
@@ -35,25 +42,28 @@ def git_dir(repo: Path) -> Path | None:
 
 
 def _common_dir(gd: Path) -> Path:
-    common = gd / "commondir"
-    if common.is_file():
-        return (gd / common.read_text().strip()).resolve()
-    return gd
+    text = try_text(gd / "commondir", SMALL)
+    return (gd / text.strip()).resolve() if text else gd
+
+
+def _plain_ref(ref: str) -> bool:
+    """``refs/heads/main``; not an absolute path or one that climbs out of .git (a crafted HEAD)."""
+    return bool(ref) and not ref.startswith("/") and ".." not in ref.split("/") and "\0" not in ref
 
 
 def _resolve_ref(gd: Path, ref: str, depth: int = 0) -> str | None:
     if depth > 5:
         return None
     for base in (gd, _common_dir(gd)):
-        f = base / ref
-        if f.is_file():
-            val = f.read_text(errors="replace").strip()
+        val = try_text(base / ref, SMALL) if _plain_ref(ref) else None
+        if val is not None:
+            val = val.strip()
             if val.startswith("ref:"):
                 return _resolve_ref(gd, val[4:].strip(), depth + 1)
             return val if re.fullmatch(r"[0-9a-f]{40,64}", val) else None
-        packed = base / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(errors="replace").splitlines():
+        packed = try_text(base / "packed-refs", PACKED_REFS)
+        if packed is not None:
+            for line in packed.splitlines():
                 parts = line.split()
                 if len(parts) == 2 and parts[1] == ref and not line.startswith(("#", "^")):
                     return parts[0]
@@ -64,10 +74,10 @@ def head_commit(repo: Path) -> str | None:
     gd = git_dir(repo)
     if gd is None:
         return None
-    try:
-        head = (gd / "HEAD").read_text(errors="replace").strip()
-    except OSError:
+    head = try_text(gd / "HEAD", SMALL)
+    if head is None:
         return None
+    head = head.strip()
     if head.startswith("ref:"):
         return _resolve_ref(gd, head[4:].strip())
     return head if re.fullmatch(r"[0-9a-f]{40,64}", head) else None
@@ -77,20 +87,23 @@ def web_url(remote: str | None) -> str | None:
     """https://host/owner/repo for github.com / gitlab.com remotes (https, ssh, scp-like)."""
     if not remote:
         return None
-    m = re.match(r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|git@)(github\.com|gitlab\.com)[:/](.+?)(?:\.git)?/?$",
+    m = re.match(r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|git@)(github\.com|gitlab\.com)[:/]"
+                 r"([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+?)(?:\.git)?/?$",
                  remote.strip())
-    return f"https://{m.group(1)}/{m.group(2)}" if m else None
+    return f"https://{m.group(1)}/{m.group(2).removesuffix('.git')}" if m else None
 
 
 def remote_url(repo: Path) -> str | None:
     gd = git_dir(repo)
     if gd is None:
         return None
-    cfg = _common_dir(gd) / "config"
+    text = try_text(_common_dir(gd) / "config", SMALL)
+    if text is None:
+        return None
     parser = configparser.RawConfigParser(strict=False)
     try:
-        parser.read(cfg, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
+        parser.read_string(text)
+    except configparser.Error:
         return None
     remotes = [s for s in parser.sections() if s.startswith('remote "')]
     remotes.sort(key=lambda s: s != 'remote "origin"')

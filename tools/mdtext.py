@@ -1,11 +1,31 @@
-"""Small helpers for writing markdown safely from text that came from ingested sources."""
+"""The one escaping layer: text that came from ingested sources reaches markdown and HTML only through here.
+
+One function per output context, so a new page type cannot forget one:
+
+- ``escape``: inline markdown text (HTML escaped, markdown and attribute-list specials neutralised);
+- ``code``: an inline code span that survives any run of backticks and pipes inside table cells;
+- ``url``: a link target (percent-encoded; a scheme other than http, https or mailto is refused);
+- ``link``: ``[label](url)`` from an already-escaped label and a raw target;
+- ``attr``: an HTML attribute value;
+- ``tsv``: a field of a TSV file (``skipped.tsv``, ``symbols.tsv``);
+- ``slugify``: a file name for a page, bounded in length (a hash keeps long names distinct).
+
+YAML frontmatter is written by ``tools.pages.render`` with ``yaml.safe_dump``, which quotes whatever needs it.
+The built site passes every page's HTML through ``tools.sitegen.sanitize`` as well: escaping here keeps the
+markdown meaning what it says, the sanitizer guarantees no script whatever a page holds.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
+from urllib.parse import quote, urlsplit
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|{}!#])")
+_BACKTICKS = re.compile(r"`+")
+SAFE_SCHEMES = {"http", "https", "mailto"}
+MAX_SLUG = 100
 
 
 def escape(text: str) -> str:
@@ -15,20 +35,59 @@ def escape(text: str) -> str:
 
 
 def code(text: str) -> str:
-    """Inline code span that survives backticks and pipes inside table cells."""
+    """Inline code span: the fence is one backtick longer than the longest run inside, so no text closes it."""
     text = " ".join(str(text).split()).replace("|", "\\|")
-    fence = "``" if "`" in text else "`"
+    longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(text)), default=0)
+    fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def url(target: str) -> str:
+    """A markdown link target: characters that could end it or start markup percent-encoded; a ``javascript:``
+    (or any scheme but http, https, mailto) target becomes ``#``."""
+    target = str(target).strip()
+    scheme = urlsplit(target).scheme if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", target) else ""
+    if scheme and scheme.lower() not in SAFE_SCHEMES:
+        return "#"
+    return quote(target, safe="/#:?=&%@+,;~-._!$'*")
+
+
 def link(label: str, target: str) -> str:
-    return f"[{label}]({target.replace(' ', '%20').replace(')', '%29')})"
+    return f"[{label}]({url(target)})"
+
+
+def attr(text: str) -> str:
+    """An HTML attribute value (quotes included in the escaping)."""
+    return html.escape(" ".join(str(text).split()), quote=True)
 
 
 def slugify(text: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.").lower()
-    return s or "page"
+    """A page file name from any text: ``[A-Za-z0-9._-]`` only, at most ``MAX_SLUG`` characters."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.").lower() or "page"
+    if len(s) > MAX_SLUG:  # a name of 250 bytes makes file names the file system refuses
+        s = s[: MAX_SLUG - 11].rstrip("-.") + "-" + hashlib.sha1(str(text).encode()).hexdigest()[:10]
+    return s
+
+
+def tsv(text) -> str:
+    """A TSV field: backslash, tab, newline and carriage return written as ``\\``, ``\t``, ``\n``, ``\r``, so a
+    file named ``a\tb`` cannot forge a column or a row."""
+    return (str(text).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r"))
+
+
+def drop_spans(text: str, start: str, end: str) -> str:
+    """``text`` without its ``start ... end`` spans (an unclosed one is kept): linear, unlike ``start.*?end``
+    with re.S, which rescans to the end of the text from every unclosed ``start``."""
+    out, i = [], 0
+    while (j := text.find(start, i)) != -1:
+        k = text.find(end, j + len(start))
+        if k == -1:
+            break
+        out.append(text[i:j])
+        i = k + len(end)
+    out.append(text[i:])
+    return "".join(out)
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

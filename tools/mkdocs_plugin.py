@@ -17,6 +17,7 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 
 from .sitegen import generate as sg
+from .sitegen import sanitize
 from .sitegen.links import rewrite_raw_links
 
 log = logging.getLogger("mkdocs.plugins.autoresearch-wiki")
@@ -83,6 +84,12 @@ class WikiPlugin(BasePlugin[WikiConfig]):
         if uri.startswith(sg.WIKI + "/"):
             return rewrite_raw_links(markdown, uri[len(sg.WIKI) + 1:], self.gen.sources)
         return markdown
+
+    def on_page_content(self, html_text: str, page, config, files) -> str:
+        """Every page under wiki/ is content from others: no script survives (tools.sitegen.sanitize)."""
+        if page.file.src_uri.startswith(sg.WIKI + "/"):
+            return sanitize.clean(html_text)
+        return html_text
 
     def on_serve(self, server, config, builder):
         if self.wiki.is_dir():

@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 
 MAX_BYTES = 2_000_000  # larger files are skipped as "huge"
+MAX_NOTEBOOK_BYTES = 64_000_000  # a notebook's outputs can be large; only its code cells are read
 MAX_REPAIRS = 25
 
 
@@ -42,9 +43,17 @@ class Unreadable(ValueError):
     """The file holds no usable text (binary, huge, wrong encoding); the message is the reason."""
 
 
-def decode(data: bytes) -> str:
-    if len(data) > MAX_BYTES:
-        raise Unreadable(f"huge file ({len(data) // 1024} KiB > {MAX_BYTES // 1024} KiB)")
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def decode(data: bytes, limit: int = MAX_BYTES) -> str:
+    if len(data) > limit:
+        raise Unreadable(f"huge file ({len(data) // 1024} KiB > {limit // 1024} KiB)")
+    if data.startswith(_UTF16_BOMS):  # UTF-16 text is full of NULs; its byte-order mark says what it is
+        try:
+            return data.decode("utf-16").lstrip("\ufeff")
+        except UnicodeDecodeError:
+            raise Unreadable("UTF-16 byte-order mark but not valid UTF-16") from None
     if b"\x00" in data[:8192]:
         raise Unreadable("binary file")
     try:
@@ -76,7 +85,10 @@ def notebook_snippets(text: str) -> list[Snippet]:
         if not isinstance(cell, dict):
             continue
         src = cell.get("source", "")
-        src = "".join(src) if isinstance(src, list) else str(src)
+        # Sources are a string or a list of strings; anything else in them is not code.
+        src = "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else src
+        if not isinstance(src, str):
+            continue
         if cell.get("cell_type") == "code":
             # IPython magics and shell escapes are not Python: a no-op at the same indentation keeps
             # the block they sit in (`if IN_COLAB:\n    !pip install ...`) parseable.
@@ -174,4 +186,8 @@ def dotted_name(node: ast.AST) -> str | None:
 
 def parse_file(path: str, data: bytes) -> list[Parsed]:
     """Decode and parse every Python snippet in a file. Raises Unreadable with the reason."""
-    return [parse(s) for s in snippets_for(path, decode(data))]
+    return [parse(s) for s in snippets_for(path, decode(data, limit_for(path)))]
+
+
+def limit_for(path: str) -> int:
+    return MAX_NOTEBOOK_BYTES if path.endswith(".ipynb") else MAX_BYTES

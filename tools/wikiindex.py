@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import pages
+from . import mdtext, pages
 from .wikiscan import Wiki, WikiPage, scan
 from .writer import Writer
 
@@ -68,15 +68,27 @@ def _always_shown(section: str) -> bool:
 
 # ---------------------------------------------------------------- summaries
 
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_WIKILINK = re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]")
-_MARKS = re.compile(r"`+|(?<!\w)[*_]+|[*_]+(?!\w)")  # code ticks, emphasis; keeps snake_case
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
+# Every pattern here is linear on any input: no class overlaps what follows it (a label holds no "[", a run of
+# marks is matched whole and judged by its neighbours), so 20,000 "[" cost what 20,000 letters cost.
+_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")
+_WIKILINK = re.compile(r"\[\[(?:[^\[\]|\n]*\|)?([^\[\]\n]*)\]\]")
+_TICKS = re.compile(r"`+")
+_MARK_RUN = re.compile(r"[*_]+")
+
+
+def _strip_marks(text: str) -> str:
+    """Drop code ticks and emphasis marks; keep snake_case (a run of marks between two word characters)."""
+    def keep(m: re.Match) -> str:
+        before = text[m.start() - 1] if m.start() else " "
+        after = text[m.end()] if m.end() < len(text) else " "
+        return m.group(0) if (before.isalnum() or before == "_") and (after.isalnum() or after == "_") else ""
+    return _MARK_RUN.sub(keep, text)
+
 
 
 def first_paragraph(body: str) -> str:
     """The first prose paragraph of a markdown body (no headings, code, tables, lists or comments)."""
-    body = _COMMENT.sub("", body)
+    body = mdtext.drop_spans(body, "<!--", "-->")
     para: list[str] = []
     fence = False
     for ln in body.split("\n"):
@@ -102,7 +114,7 @@ def first_paragraph(body: str) -> str:
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
     text = _WIKILINK.sub(r"\1", _LINK.sub(r"\1", text))
-    text = _MARKS.sub("", text)
+    text = _strip_marks(_TICKS.sub("", text))
     text = " ".join(text.split())
     if len(text) > limit:
         cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:.")
@@ -120,12 +132,8 @@ def summary(page: WikiPage) -> str:
 
 # ---------------------------------------------------------------- rendering
 
-def _escape(text: str) -> str:
-    return text.replace("[", "\\[").replace("]", "\\]")
-
-
 def _href(rel: str) -> str:
-    return rel.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+    return mdtext.url(rel.replace("#", "%23").replace("?", "%3F"))
 
 
 def listing(wiki: Wiki) -> str:
@@ -147,14 +155,14 @@ def listing(wiki: Wiki) -> str:
             out.append("")
             continue
         for p in sorted(items, key=lambda p: p.rel):
-            line = f"- [{_escape(p.title)}]({_href(p.rel)})"
+            line = f"- [{mdtext.escape(p.title)}]({_href(p.rel)})"
             if p.error:
                 line += " (invalid frontmatter)"
             if name == OTHER:
-                line += f" (type {p.meta.get('type')!r})" if p.meta and "type" in p.meta else " (no type)"
+                line += f" (type {mdtext.escape(repr(p.meta.get('type')))})" if p.meta and "type" in p.meta else " (no type)"
             s = summary(p)
             if s:
-                line += f" — {s}"
+                line += f" — {mdtext.escape(s)}"
             out.append(line)
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 
 import yaml
 
-from . import pages
+from . import pages, safeio
 
 try:  # the C loader is ~10x faster than the pure-Python one and loads the same values
     _Loader: type = yaml.CSafeLoader
@@ -93,6 +93,7 @@ class Wiki:
     pages: list[WikiPage]
     files: set[str]  # every non-hidden file under wiki/, posix, relative (pages included)
     dirs: set[str]
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (rel, reason): symlinks out, special files
 
     def __post_init__(self) -> None:
         self.by_rel = {p.rel: p for p in self.pages}
@@ -161,7 +162,7 @@ def heading_slug(text: str) -> str:
     return re.sub(r"[-\s]+", "-", text)
 
 
-_INLINE_MD = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|`([^`]*)`")
+_INLINE_MD = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)|`([^`\n]*)`")  # linear: a label holds no "["
 
 
 def anchors(body: str) -> set[str]:
@@ -319,10 +320,16 @@ def slug(text: Any) -> str:
 
 # ---------------------------------------------------------------- reading
 
-def read_page(path: Path, rel: str, *, links: bool = True) -> WikiPage:
+MAX_PAGE_BYTES = 16 * 1024 * 1024
+
+
+def read_page(path: Path, rel: str, *, links: bool = True, within: Path | None = None) -> WikiPage:
     page = WikiPage(rel=rel, path=path)
     try:
-        raw = path.read_bytes()
+        raw = safeio.read_bytes(path, MAX_PAGE_BYTES, within=within)
+    except safeio.Refused as e:
+        page.error = e.reason
+        return page
     except OSError as e:
         page.error = f"unreadable: {e.strerror or e}"
         return page
@@ -354,11 +361,16 @@ def parse_page(rel: str, text: str, *, path: Path | None = None, links: bool = T
     return page
 
 
-def walk(wiki: Path) -> tuple[list[str], set[str], set[str]]:
-    """(markdown pages, all files, all dirs) under wiki/, posix and relative; hidden entries skipped."""
+def walk(wiki: Path, refused: list[tuple[str, str]] | None = None) -> tuple[list[str], set[str], set[str]]:
+    """(markdown pages, all files, all dirs) under wiki/, posix and relative; hidden entries skipped.
+
+    A symlink is taken only when it resolves to a regular file inside wiki/; folders are never followed through
+    a symlink; anything else (a link out of the tree, a FIFO) goes to ``refused`` with its reason."""
     md: list[str] = []
     files: set[str] = set()
     dirs: set[str] = set()
+    refused = refused if refused is not None else []
+    top = wiki.resolve()
     stack = [("", str(wiki))]
     while stack:
         prefix, folder = stack.pop()
@@ -373,16 +385,25 @@ def walk(wiki: Path) -> tuple[list[str], set[str], set[str]]:
                     continue
                 rel = prefix + name
                 try:
-                    if e.is_dir(follow_symlinks=False):
+                    if e.is_symlink():
+                        target = Path(e.path).resolve()
+                        if not (target.is_relative_to(top) and target.is_file()):
+                            refused.append((rel, "symlink out of wiki/ (not followed)" if not target.is_relative_to(top)
+                                            else "symlink to a folder or special file (not followed)"))
+                            continue
+                    elif e.is_dir(follow_symlinks=False):
                         if name in SKIP_DIRS:
                             continue
                         dirs.add(rel)
                         stack.append((rel + "/", e.path))
-                    elif e.is_file():
-                        files.add(rel)
-                        if name.endswith(".md"):
-                            md.append(rel)
-                except OSError:
+                        continue
+                    elif not e.is_file(follow_symlinks=False):
+                        refused.append((rel, f"{safeio.kind(e.stat(follow_symlinks=False).st_mode)} (not read)"))
+                        continue
+                    files.add(rel)
+                    if name.endswith(".md"):
+                        md.append(rel)
+                except (OSError, RuntimeError):
                     continue
     md.sort()
     return md, files, dirs
@@ -391,5 +412,7 @@ def walk(wiki: Path) -> tuple[list[str], set[str], set[str]]:
 def scan(wiki: Path, *, links: bool = True) -> Wiki:
     """Read every ``*.md`` under ``wiki`` (sorted by path)."""
     wiki = Path(wiki)
-    md, files, dirs = walk(wiki)
-    return Wiki(wiki, [read_page(wiki / rel, rel, links=links) for rel in md], files, dirs)
+    refused: list[tuple[str, str]] = []
+    md, files, dirs = walk(wiki, refused)
+    refused.sort()
+    return Wiki(wiki, [read_page(wiki / rel, rel, links=links, within=wiki) for rel in md], files, dirs, refused)

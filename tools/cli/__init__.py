@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -10,6 +11,15 @@ from ..errors import ToolsError
 from ..project import Project, load_project
 
 pass_project = click.make_pass_decorator(Project)
+
+EXIT_SKIPS = 3  # the command completed, and some inputs were skipped (each listed with its reason)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text) -> str:
+    """A name from an input, safe for a terminal: control characters (escape sequences, tabs, newlines, bidi
+    overrides) shown as ``\\x1b``-style escapes instead of acting on the terminal."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
 
 
 class _Group(click.Group):

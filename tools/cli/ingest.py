@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from . import pass_project
+from ..errors import InputError
+from . import EXIT_SKIPS, pass_project, printable
 
 
 def _progress_bar(enabled: bool):
@@ -44,14 +45,24 @@ def ingest(project, targets, all_, jobs, quiet, as_json):
     from ..writer import Writer
 
     project.require_wiki()
-    targets = list(targets) + (all_targets(project) if all_ else [])
+    targets = list(targets)
+    if all_:  # trees --all cannot take (symlinks, names that are not plain) go through resolve_target's refusal
+        plain = all_targets(project)
+        others = sorted(p.name for p in project.raw_code.iterdir() if not p.name.startswith(".")
+                        and p.name not in plain and (p.is_dir() or p.is_symlink())) if project.raw_code.is_dir() else []
+        targets += plain + [str(project.raw_code / n) for n in others]
     if not targets:
         raise click.UsageError("name a tree (raw/code/<slug>) or pass --all")
-    reports = []
+    reports, failed = [], []
     for target in targets:
         writer = Writer(project.wiki)
-        report = ingest_repo(project, target, writer, jobs=jobs,
-                             progress=_progress_bar(not quiet and not as_json and sys.stderr.isatty()))
+        try:
+            report = ingest_repo(project, target, writer, jobs=jobs,
+                                 progress=_progress_bar(not quiet and not as_json and sys.stderr.isatty()))
+        except InputError as e:  # one bad target never stops the others
+            failed.append({"target": printable(target), "error": printable(e)})
+            click.echo(f"error: {printable(e)}", err=True)
+            continue
         rebuild_index(project, writer)
         if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
             writer.log_changes("ingest", report.slug)
@@ -59,21 +70,29 @@ def ingest(project, targets, all_, jobs, quiet, as_json):
         if not as_json:
             _print_report(report, quiet)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict(), indent=2))
+        out = [r.to_dict() for r in reports] + failed
+        click.echo(json.dumps(out if len(out) != 1 else out[0], indent=2))
+    if failed:
+        sys.exit(1)
+    if any(r.skipped for r in reports):
+        if not as_json:
+            click.echo(f"completed with skips (exit {EXIT_SKIPS}): every skipped file is in "
+                       "wiki/codebases/<slug>/skipped.tsv with its reason", err=True)
+        sys.exit(EXIT_SKIPS)
 
 
 def _print_report(r, quiet: bool) -> None:
-    click.echo(f"{r.slug}: {r.files_scanned} files scanned ({r.files_analyzed} parsed, "
+    click.echo(f"{printable(r.slug)}: {r.files_scanned} files scanned ({r.files_analyzed} parsed, "
                f"{r.files_scanned - r.files_analyzed} from cache), {r.files_skipped} skipped; "
                f"{r.kernels} Pallas kernels at {r.launch_sites} launch sites")
     click.echo(f"  pages: {r.created} created, {r.updated} updated, {r.unchanged} unchanged, "
                f"{r.removed} removed in {r.seconds:.2f} s")
     if r.partial and not quiet:
         for rel, reason in r.partial[:15]:
-            click.echo(f"  partial {rel}: {reason}")
+            click.echo(f"  partial {printable(rel)}: {printable(reason)}")
     if r.skipped and not quiet:
         for rel, reason in r.skipped[:15]:
-            click.echo(f"  skipped {rel}: {reason}")
+            click.echo(f"  skipped {printable(rel)}: {printable(reason)}")
         if len(r.skipped) > 15:
             click.echo(f"  … {len(r.skipped) - 15} more skipped (see skipped.tsv)")
     click.echo(f"  overview: {r.overview}")

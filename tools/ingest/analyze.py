@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import pysource
+from .. import pysource, safeio
 from ..writer import atomic_write
 from . import pyfacts
 from .walker import Entry, Skip, language_of, walk
@@ -56,7 +56,10 @@ def analyze_one(rel: str, role: str, data: bytes) -> dict:
                 out["skip"] = out["errors"][0]
             kernels = _kernel_analyzer()
             if kernels is not None and (role == "python" or b"```" in data):
-                out["kernels"] = kernels(rel, data)
+                out["kernels"] = kf = kernels(rel, data)
+                trouble = kf.get("warnings") or ([kf["error"]] if kf.get("error") and "skip" not in out else [])
+                if trouble and ("pallas" in str(kf.get("imports")) or b"pallas_call" in data):
+                    out.setdefault("partial", f"kernel scan: {trouble[0]}")
         elif role == "config":
             if len(data) > 512 * 1024:
                 out["skip"] = f"huge config file ({len(data) // 1024} KiB)"
@@ -66,13 +69,17 @@ def analyze_one(rel: str, role: str, data: bytes) -> dict:
         out["skip"] = str(e)
     except RecursionError:
         out["skip"] = "too deeply nested to parse"
+    except Exception as e:  # noqa: BLE001 - one file's reader bug must not stop the ingest; it is reported
+        out["skip"] = f"reader error: {type(e).__name__}: {e}"[:300]
     return out
 
 
 def _analyze_path(args: tuple[str, str, str]) -> tuple[str, str, dict]:
     root, rel, role = args
     try:
-        data = Path(root, rel).read_bytes()
+        data = safeio.read_bytes(Path(root, rel), pysource.limit_for(rel))
+    except safeio.Refused as e:
+        return rel, "", {"role": role, "skip": e.reason}
     except OSError as e:
         return rel, "", {"role": role, "skip": f"unreadable ({e.strerror})"}
     return rel, hashlib.sha1(data).hexdigest(), analyze_one(rel, role, data)
@@ -167,7 +174,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
             skips.append(Skip(rec.rel, rec.facts["skip"]))
         elif rec.facts.get("partial"):
             n = len(rec.facts.get("repaired", ()))
-            partial.append(Skip(rec.rel, f"{rec.facts['partial']}; read with {n} line(s) set aside"))
+            partial.append(Skip(rec.rel, rec.facts["partial"] + (f"; read with {n} line(s) set aside" if n else "")))
     skips.sort(key=lambda s: s.rel)
     partial.sort(key=lambda s: s.rel)
     return Scan(root, files, skips, packages, analyzed, languages=languages, partial=partial)

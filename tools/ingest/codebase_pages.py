@@ -31,17 +31,17 @@ class SourceLinks:
     def url(self, rel: str, line: int | None, from_page: str) -> str:
         hosted = self.git.blob_url(rel, line)
         if hosted:
-            return hosted
+            return mdtext.url(hosted)
         # Pages live under wiki/, raw/ sits beside it at the project root.
         target = posixpath.relpath(f"raw/code/{self.slug}/{rel}", posixpath.dirname(f"wiki/{from_page}"))
-        return target + (f"#L{line}" if line else "")
+        return mdtext.url(target.replace("#", "%23").replace("?", "%3F")) + (f"#L{line}" if line else "")
 
     def for_page(self, page: str):
         return lambda rel, line=None: self.url(rel, line, page)
 
 
 def _rel_link(from_page: str, to_page: str) -> str:
-    return posixpath.relpath(to_page, posixpath.dirname(from_page) or ".")
+    return mdtext.url(posixpath.relpath(to_page, posixpath.dirname(from_page) or "."))
 
 
 def _counts_line(labels: list[str], n: int = 4) -> str:
@@ -60,7 +60,7 @@ def _surface_files(occ: list[tuple[str, int, str]], link, limit_files: int) -> l
         lines = sorted({ln for ln, _ in hits})
         shown = ", ".join(f"[{ln}]({link(rel, ln)})" for ln in lines[:LINES_PER_FILE])
         more = f" +{len(lines) - LINES_PER_FILE}" if len(lines) > LINES_PER_FILE else ""
-        out.append(f"- [`{rel}`]({link(rel)}): {_counts_line([lb for _, lb in hits])} — lines {shown}{more}")
+        out.append(f"- [{mdtext.code(rel)}]({link(rel)}): {_counts_line([lb for _, lb in hits])} — lines {shown}{more}")
     if len(ranked) > limit_files:
         out.append(f"- … and {len(ranked) - limit_files} more files")
     return out
@@ -90,13 +90,13 @@ def symbols_tsv(model: RepoModel) -> str:
     for rel in sorted(by_rel):
         facts = model.scan.files[rel].facts
         for qual, kind, line, doc in facts.get("symbols", ()):
-            doc = " ".join(str(doc).split()).replace("\t", " ")[:200]
-            rows.append(f"{by_rel[rel]}\t{qual}\t{kind}\t{rel}\t{line}\t{doc}")
+            doc = " ".join(str(doc).split())[:200]
+            rows.append("\t".join(mdtext.tsv(x) for x in (by_rel[rel], qual, kind, rel, line, doc)))
     return "\n".join(rows) + "\n"
 
 
 def skipped_tsv(model: RepoModel) -> str:
-    return "path\treason\n" + "".join(f"{s.rel}\t{s.reason}\n" for s in model.scan.skips)
+    return "path\treason\n" + "".join(f"{mdtext.tsv(s.rel)}\t{mdtext.tsv(s.reason)}\n" for s in model.scan.skips)
 
 
 def entry_points(model: RepoModel, meta: dict) -> list[tuple[str, str, int | None, str]]:
@@ -164,7 +164,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
         g.append("Most imported modules of this repository (by import fan-in):\n")
         g.append(mdtext.table(["Module", "Imported by", "Source"], [
             [f"[{mdtext.code(m)}]({_rel_link(path, module_pages[m])})" if m in module_pages else mdtext.code(m),
-             str(n), f"[`{model.modules[m]}`]({link(model.modules[m])})"] for m, n in cm]))
+             str(n), f"[{mdtext.code(model.modules[m])}]({link(model.modules[m])})"] for m, n in cm]))
     else:
         g.append("_No module is imported by more than one other._\n")
     g.append("## Skipped files\n")
@@ -234,7 +234,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
             if k.get("page"):
                 name = f"[{name}]({_rel_link(path, k['page'])})"
             krows.append([name, k["backend"], mdtext.escape(k["category"]), k["kind"],
-                          f"[`{k['path']}:{k['line']}`]({link(k['path'], k['line'])})"])
+                          f"[{mdtext.code(str(k['path']) + ':' + str(k['line']))}]({link(k['path'], k['line'])})"])
         out.append(mdtext.table(["Kernel", "Backend", "Category", "Kind", "Launch site"], krows[:80]))
         if len(krows) > 80:
             out.append(f"… and {len(krows) - 80} more in the kernel catalog.\n")
@@ -278,7 +278,7 @@ def _config_knobs(model: RepoModel, link) -> str:
         more = f" +{len(k['values']) - 4}" if len(k["values"]) > 4 else ""
         rel, line = k["first"]
         rows.append([mdtext.code(key), CONCEPTS[k["concept"]].title, (values + more) or "—", str(len(k["files"])),
-                     f"[`{rel}:{line}`]({link(rel, line)})"])
+                     f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"])
     return ("### Configuration knobs\n\nSettings in config and launch files that move performance:\n\n"
             + mdtext.table(["Setting", "Concept", "Values seen", "Files", "Example"], rows[:60]))
 
@@ -289,7 +289,7 @@ def _flags_table(occ, link) -> str:
     for rel, line, label in occ:
         count[label] += 1
         first.setdefault(label, (rel, line))
-    rows = [[mdtext.code(flag), str(count[flag]), f"[`{rel}:{line}`]({link(rel, line)})"]
+    rows = [[mdtext.code(flag), str(count[flag]), f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"]
             for flag, (rel, line) in sorted(first.items())]
     return mdtext.table(["Flag", "Sites", "First seen"], rows[:60])
 
@@ -300,7 +300,7 @@ def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, ov
     rel = model.modules[module]
     f = model.scan.files[rel].facts
     importers = sorted(model.fan_in.get(module, ()))
-    g = [f"Source: [`{rel}`]({link(rel)}) · {f.get('lines', 0)} lines · imported by {len(importers)} modules · "
+    g = [f"Source: [{mdtext.code(rel)}]({link(rel)}) · {f.get('lines', 0)} lines · imported by {len(importers)} modules · "
          f"[{slug} overview]({_rel_link(path, overview)})\n"]
     if f.get("doc"):
         g.append(f"> {mdtext.escape(f['doc'])}\n")
@@ -324,7 +324,7 @@ def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, ov
                      f"{_counts_line([lb for _, lb in hits])} — lines {lines}")
         g.append("")
     g.append("## Imported by\n")
-    g.append("\n".join(f"- [`{m}`]({link(model.modules[m])})" for m in importers[:40]) + "\n")
+    g.append("\n".join(f"- [{mdtext.code(m)}]({link(model.modules[m])})" for m in importers[:40]) + "\n")
     if len(importers) > 40:
         g.append(f"… and {len(importers) - 40} more.\n")
     fm = {"title": module, "type": "codebase", "tags": ["codebase", "module"], "repo": slug,

@@ -8,33 +8,30 @@ import re
 import tomllib
 from pathlib import Path
 
+from .. import mdtext
+from ..safeio import try_text
+
 README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md")
 ENTRY_NAME = re.compile(r"(?:^|/)(?:train|training|bench|benchmark|run|main|serve|server|infer|inference|eval|launch)\w*\.py$")
 
 
 def _read(path: Path, limit: int = 256 * 1024) -> str | None:
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+    return try_text(path, limit)
 
 
-_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")  # linear: a label holds no "["
 
 
 def readme_summary(text: str, limit: int = 700) -> str:
     """The first prose paragraphs of a README: no badges, link bars, notes, headings, HTML or code."""
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = mdtext.drop_spans(mdtext.drop_spans(text, "<!--", "-->"), "```", "```")
     out = []
     for p in re.split(r"\n\s*\n", text):
         p = p.strip()
         if not p or p.startswith(("#", "<", "|", ">", "=", "-" * 3, ".. ", ":", "[![", "![")) or re.fullmatch(r"[=\-~^*]+", p):
             continue
         p = _MD_LINK.sub(r"\1", _MD_LINK.sub(r"\1", p))  # images inside links too
-        p = re.sub(r"<[^>]+>", "", p)
+        p = re.sub(r"<[^<>]*>", "", p)
         p = p.replace("**", "").replace("__", "")
         p = " ".join(p.split())
         words = re.findall(r"[A-Za-z]{2,}", p)
@@ -50,7 +47,7 @@ def readme_summary(text: str, limit: int = 700) -> str:
 def _setup_py_kwargs(text: str) -> dict:
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "setup":

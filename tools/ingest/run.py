@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +38,22 @@ class IngestReport:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_slug(slug: str, where: str | Path) -> None:
+    """A slug names pages, folders and URLs: a plain name, or a clear refusal."""
+    if not SLUG.fullmatch(slug):
+        raise InputError(where, f"{slug!r} is not a plain name: a raw/code folder name is letters, digits, '.', "
+                                "'_' and '-' (at most 100, not starting with '.' or '-'); rename the folder")
+
+
 def resolve_target(project: Project, target: str | Path) -> tuple[str, Path]:
-    """Accept `raw/code/<slug>`, an absolute path to it, or a bare slug."""
+    """Accept `raw/code/<slug>`, an absolute path to it, or a bare slug. Never a symlink out of raw/code/,
+    never ``raw/code/..`` (which would ingest all of raw/)."""
     p = Path(target)
+    if ".." in p.parts:
+        raise InputError(target, "'..' in an ingest target: name the folder as raw/code/<slug>")
     candidates = [p] if p.is_absolute() else [Path.cwd() / p, project.root / p, project.raw_code / p]
     for c in candidates:
         if c.is_file():
@@ -53,7 +68,12 @@ def resolve_target(project: Project, target: str | Path) -> tuple[str, Path]:
                     raise InputError(target, f"not under {project.raw_code}: put code trees in raw/code/<slug>") from None
             if len(rel.parts) != 1:
                 raise InputError(target, "expected raw/code/<slug> (one folder level below raw/code)")
-            return rel.parts[0], c
+            check_slug(rel.parts[0], target)
+            tree = project.raw_code / rel.parts[0]
+            if tree.is_symlink():
+                raise InputError(target, f"is a symlink ({tree} -> {os.readlink(tree)}); ingest follows no symlink "
+                                         "out of raw/code/: copy or clone the tree there")
+            return rel.parts[0], tree
     raise InputError(target, "no such folder (expected raw/code/<slug>)")
 
 
@@ -61,7 +81,8 @@ def all_targets(project: Project) -> list[str]:
     """Every tree under raw/code, upstream libraries first so forks can cite them."""
     if not project.raw_code.is_dir():
         return []
-    names = [p.name for p in project.raw_code.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    names = [p.name for p in project.raw_code.iterdir()
+             if p.is_dir() and not p.is_symlink() and not p.name.startswith(".") and SLUG.fullmatch(p.name)]
     return sorted(names, key=lambda r: (UPSTREAMS.index(r) if r in UPSTREAMS else len(UPSTREAMS), r))
 
 

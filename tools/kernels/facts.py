@@ -608,7 +608,7 @@ def analyze_file(relpath: str, data: bytes) -> dict:
         "repaired_lines": [],
     }
     try:
-        text = pysource.decode(data)
+        text = pysource.decode(data, pysource.limit_for(relpath))
     except pysource.Unreadable as e:
         facts["error"] = str(e)
         return facts
@@ -648,5 +648,7 @@ def analyze_file(relpath: str, data: bytes) -> dict:
             errors.append(f"too deeply nested to analyze ({type(e).__name__})")
     if errors and not facts["launches"] and not facts["functions"]:
         facts["error"] = errors[0]
+    elif errors:
+        facts["warnings"] = errors  # read in part: said on the ingest's partial list, not dropped silently
     facts["import_backends"] = rules.import_backends(facts["imports"])
     return facts

@@ -12,6 +12,7 @@ from collections import defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import pysource, safeio
 from . import rules
 from .facts import analyze_file
 
@@ -395,10 +396,13 @@ def iter_files(root: Path):
 def _analyze_path(args: tuple[str, str]) -> tuple[str, dict]:
     rel, full = args
     try:
-        data = Path(full).read_bytes()
+        data = safeio.read_bytes(full, pysource.limit_for(rel))
     except OSError as e:
-        return rel, {**analyze_file(rel, b""), "error": f"unreadable: {e.strerror}"}
-    return rel, analyze_file(rel, data)
+        return rel, {**analyze_file(rel, b""), "error": f"unreadable: {e}"}
+    try:
+        return rel, analyze_file(rel, data)
+    except Exception as e:  # noqa: BLE001 - one file never stops a scan; the reason is kept
+        return rel, {**analyze_file(rel, b""), "error": f"reader error: {type(e).__name__}: {e}"[:300]}
 
 
 PARALLEL_MIN_FILES = 300  # below this, worker start-up costs more than it saves

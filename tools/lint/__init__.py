@@ -58,6 +58,7 @@ def check(project: Project, wiki: Wiki | None = None) -> list[Issue]:
     out += checks.check_experiment_ids(wiki)
     out += checks.check_index(wiki)
     out += checks.check_stale(project, wiki)
+    out += checks.check_hostile(wiki)
     return sorted(set(out))
 
 

@@ -186,3 +186,15 @@ def check_stale(project: Project, wiki: Wiki) -> list:
             out.append(issue("wiki/" + page.rel, key_line(page, "commit") or 1, "stale-codebase",
                              f"commit {recorded[:12]} but {folder} is at {head[:12]}; run `tools ingest {folder}`"))
     return out
+
+
+def check_hostile(wiki: Wiki) -> list:
+    """Entries the scan refused (symlinks out of wiki/, special files) and pages the site publishes as text."""
+    from ..sitegen.neutralise import problem
+
+    out = [issue(f"wiki/{rel}", None, "not-followed", reason) for rel, reason in wiki.refused]
+    for page in wiki:
+        reason = problem(page.text) if page.text is not None else None
+        if reason:
+            out.append(issue(f"wiki/{page.rel}", None, "pathological", f"{reason}; the site shows it as text"))
+    return out

@@ -28,6 +28,8 @@ CODES: dict[str, tuple[str, str]] = {
     "index-drift": (ERROR, "the counts in index.md differ from the pages (fixable)"),
     "index-stale": (WARNING, "index.md lists the right counts but old titles, summaries or pages (fixable)"),
     "index-unmanaged": (WARNING, "index.md has no generated listing (fixable: `tools index` adds one)"),
+    "not-followed": (ERROR, "a symlink out of wiki/, or a FIFO or device: never read, never published"),
+    "pathological": (WARNING, "markdown built to stall the engine (deep nesting, bracket runs): published as text"),
     "stale-codebase": (WARNING, "a page's recorded commit differs from raw/code/<repo> HEAD; re-ingest"),
 }
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from ..wikiscan import Wiki, scan
+from . import neutralise
 from .explorers import explorer_files
 from .graph import graph_data
 from .kernels import directory_md
@@ -120,6 +121,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     warnings: list[str] = []
     for rel, text in wiki_files(pages, existing).items():
         files[f"{WIKI}/{rel}"] = text
+    as_text = _neutralised(pages, files, warnings)
     # Listing pages (type index/log) link to everything: as hubs they would hide the structure.
     graph_pages = [p for p in pages if p.type not in ("index", "log")]
     data = graph_data(graph_pages, lambda rel: page_url(f"{WIKI}/{rel}", directory_urls))
@@ -143,7 +145,24 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     warnings += [f"wiki/{p.rel}: no frontmatter" for p in pages if not p.has_frontmatter and not p.problem]
     stats = {"pages": len(pages), **data["stats"], "scan_s": round(t_scan - t0, 3),
              "graph_s": round(t_graph - t_scan, 3), "total_s": round(time.perf_counter() - t0, 3)}
-    return Generated(files, pages, sources, stats, warnings, sorted(wiki.files | navs))
+    warnings += [f"wiki/{rel}: {reason}" for rel, reason in wiki.refused]
+    return Generated(files, pages, sources, stats, warnings, sorted((wiki.files | navs) - as_text))
+
+
+def _neutralised(pages: list, files: dict, warnings: list[str]) -> set[str]:
+    """Pages not UTF-8 or built to stall the markdown engine: published as text (``files``), not copied."""
+    out = set()
+    for p in pages:
+        text = p.page.text
+        reason = (p.page.error or "not UTF-8") if text is None else neutralise.problem(text)
+        if reason is None:
+            continue
+        if text is None:
+            text = p.page.body or ""
+        files[f"{WIKI}/{p.rel}"] = neutralise.as_text(p.rel, text, reason)
+        warnings.append(f"wiki/{p.rel}: {reason}; published as text")
+        out.add(p.rel)
+    return out
 
 
 # ---------------------------------------------------------------- plain files for any engine

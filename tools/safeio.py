@@ -1,0 +1,114 @@
+"""Bounded reads of files we did not write: a regular file, inside its tree, under a size limit, or a clear reason.
+
+Every reader of ``raw/`` and of pages written by others goes through here, so no input can hang a command (a FIFO
+at ``.git/HEAD``), exhaust its memory (``.git/HEAD`` -> ``/dev/zero``, a sparse 64 GB file), or pull a file from
+outside the knowledge base into it (a page that is a symlink to ``/etc/passwd``). The checks are made on the open
+descriptor (``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``), so a file swapped between the check and the read is caught.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+DEFAULT_LIMIT = 64 * 1024 * 1024
+
+
+class Refused(OSError):
+    """The file was not read; ``str()`` is the reason, phrased for a skip list ("FIFO (not read)")."""
+
+    def __init__(self, path: str | Path, reason: str):
+        super().__init__(reason)
+        self.path = str(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+_KINDS = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+          (stat.S_ISSOCK, "socket"), (stat.S_ISDIR, "folder"))
+
+
+def kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _inside(path: Path, within: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(within.resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        return False
+
+
+def read_bytes(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Path | None = None) -> bytes:
+    """The bytes of ``path``, or :class:`Refused` saying why not.
+
+    A symlink is followed only when ``within`` is given and its target lies inside that folder; a file over
+    ``limit`` bytes is refused before anything is read (its size comes from ``fstat``, not from reading).
+    """
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if stat.S_ISLNK(st.st_mode):
+        if within is None or not _inside(path, Path(within)):
+            raise Refused(path, "symlink out of its tree (not followed)")
+    else:
+        flags |= os.O_NOFOLLOW
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(path, f"{kind(st.st_mode)} (not read)")
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise Refused(path, f"unreadable ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(path, f"{kind(st.st_mode)} (not read)")
+        if st.st_size > limit:
+            raise Refused(path, f"too large ({_size(st.st_size)} > {_size(limit)})")
+        chunks, left = [], limit + 1
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        data = b"".join(chunks)
+        if len(data) > limit:  # grew while being read
+            raise Refused(path, f"too large (over {_size(limit)})")
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Path | None = None) -> str:
+    """UTF-8 text (a BOM dropped) of a bounded read; :class:`Refused` when it is not UTF-8."""
+    data = read_bytes(path, limit, within=within)
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        raise Refused(path, f"not UTF-8 (byte {e.start})") from None
+
+
+def try_text(path: str | Path, limit: int = DEFAULT_LIMIT) -> str | None:
+    """Text of a small metadata file (``.git/HEAD``, ``pyproject.toml``), or None for anything unsafe or absent."""
+    try:
+        return read_bytes(path, limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

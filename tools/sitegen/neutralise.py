@@ -1,0 +1,69 @@
+"""Pages that would stall or abort a site build, found in one linear pass and shown as text instead.
+
+Measured with Python-Markdown and this site's extensions (tests/hostile/adversarial.py): a paragraph of 5,000 ``[``
+takes 2.4 s and the time grows with its square (20,000 took minutes); 5,000 ``![`` 1.2 s; a 3,000-level blockquote
+aborts the build (recursion). One such page must not cost the whole site, so it is published as a code block
+under a warning, and ``tools lint`` names it. Pages that are not UTF-8 are published the same way (decoded with
+replacement characters), and left untouched in ``wiki/``.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_QUOTE_DEPTH = 40
+MAX_LIST_INDENT = 160           # columns of leading spaces (40 nested levels of 4)
+MAX_BRACKETS_PER_BLOCK = 400    # "[" in one paragraph: ~(400/5000)^2 of 2.4 s
+MAX_TAGS_PER_BLOCK = 2000       # "<" in one paragraph
+MAX_LINE_CHARS = 2_000_000
+
+_QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
+
+
+def problem(text: str) -> str | None:
+    """Why ``text`` would be unsafe to hand to the markdown engine, or None."""
+    brackets = tags = 0
+    fence = ""
+    for n, line in enumerate(text.split("\n"), 1):
+        if len(line) > MAX_LINE_CHARS:
+            return f"line {n} is {len(line):,} characters long"
+        stripped = line.lstrip()
+        if fence:
+            if stripped.startswith(fence):
+                fence = ""
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+            continue
+        if not stripped:
+            brackets = tags = 0
+            continue
+        m = _QUOTE.match(line)
+        if m and (depth := m.group(0).count(">")) > MAX_QUOTE_DEPTH:
+            return f"line {n}: blockquote nested {depth} levels (more than {MAX_QUOTE_DEPTH})"
+        indent = len(line) - len(stripped)
+        if indent > MAX_LIST_INDENT and stripped[:2] in ("- ", "* ", "+ "):
+            return f"line {n}: list nested {indent} columns deep"
+        brackets += line.count("[")
+        tags += line.count("<")
+        if brackets > MAX_BRACKETS_PER_BLOCK:
+            return f"line {n}: more than {MAX_BRACKETS_PER_BLOCK} '[' in one paragraph"
+        if tags > MAX_TAGS_PER_BLOCK:
+            return f"line {n}: more than {MAX_TAGS_PER_BLOCK} '<' in one paragraph"
+    return None
+
+
+def as_text(rel: str, text: str, reason: str) -> str:
+    """The page published as a code block under a warning (its frontmatter, if any, is part of the text)."""
+    longest = max((len(m.group(0)) for m in re.finditer(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    title = rel.rsplit("/", 1)[-1].removesuffix(".md")
+    safe_title = re.sub(r"[^\w .-]+", "-", title)[:80] or "page"
+    return (f"---\ntitle: {safe_title!r}\n---\n\n# {safe_title}\n\n"
+            f"!!! warning \"Shown as text\"\n    `wiki/{_plain(rel)}`: {_plain(reason)}. It is published as text so it "
+            "cannot stall or abort the site build; the file in wiki/ is unchanged, and `tools lint` lists it.\n\n"
+            f"{fence}text\n{text}\n{fence}\n")
+
+
+def _plain(s: str) -> str:
+    return re.sub(r"[^\w ./:'(),-]+", "?", s)
