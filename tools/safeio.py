@@ -106,6 +106,21 @@ def try_text(path: str | Path, limit: int = DEFAULT_LIMIT) -> str | None:
         return None
 
 
+def die_with_parent() -> None:
+    """Worker initializer: the kernel kills this process when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a
+    ``kill -9`` of a command leaves no parser workers behind."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
 def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":

@@ -183,9 +183,10 @@ class IndexResult:
 
 def rebuild(wiki_dir, writer: Writer | None = None, wiki: Wiki | None = None, log: bool = True) -> IndexResult:
     """Rebuild wiki/index.md; log the change (only when something changed)."""
-    wiki = wiki if wiki is not None else scan(wiki_dir, links=False)
-    writer = writer or Writer(wiki.root)
-    status = writer.write_page(index_page(wiki))
+    writer = writer or Writer(wiki.root if wiki is not None else wiki_dir)
+    with writer.exclusive():  # the scan and the write as one step: a concurrent ingest cannot slip between
+        wiki = wiki if wiki is not None else scan(wiki_dir, links=False)
+        status = writer.write_page(index_page(wiki))
     counts = {k: v for k, v in expected_counts(wiki).items() if v}
     if log and status != "unchanged":
         detail = ", ".join(f"{k.lower()} {v}" for k, v in counts.items()) or "no pages"

@@ -4,34 +4,58 @@ Writes are atomic (temp file in the same folder, fsync, rename). Writing the sam
 touches nothing, so an unchanged regeneration leaves mtimes alone. Pages keep what people wrote
 outside generated regions, keep their ``created`` date, and get a new ``updated`` date only when
 their content really changed.
+
+Concurrency: every read-merge-write of a page holds the knowledge base's write lock (``wiki/.write.lock``), so
+two commands (24 concurrent ingests) never merge into a stale copy, and the write is a compare-and-swap against
+the bytes it merged with, so an editor saving meanwhile (who takes no lock) is re-read and kept, not overwritten.
+Temp files are named ``.<name>.<pid>.<random>.tmp``; a writer removes those whose process is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
+import re
 import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from . import pages
 from .errors import InputError
 
+log = logging.getLogger("tools.writer")
+LOCK_NAME = ".write.lock"
+CAS_ATTEMPTS = 8
+_TEMP = re.compile(r"^\..*\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
+
 CREATED, UPDATED, UNCHANGED, REMOVED = "created", "updated", "unchanged", "removed"
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
+def _staged(path: Path, raw: bytes) -> str:
+    """A temp file beside ``path`` holding ``raw``, synced: renaming it over ``path`` is the whole write."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # The name is bounded (a 250-byte page name plus a prefix would pass NAME_MAX) and carries the pid.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:48]}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    tmp = _staged(path, data.encode("utf-8") if isinstance(data, str) else data)
+    try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -51,16 +75,63 @@ def write_if_changed(path: Path, data: str | bytes) -> str:
     return status
 
 
+_held = threading.local()
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock held on ``path`` (created if needed) for the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    """An exclusive advisory lock held on ``path`` (created if needed) for the block; re-entrant within a
+    thread (a nested block on the same path holds it already), exclusive across threads and processes."""
+    key = str(path)
+    depth = getattr(_held, "depth", None)
+    if depth is None:
+        depth = _held.depth = Counter()
+    if depth[key]:
+        depth[key] += 1
         try:
             yield
         finally:
+            depth[key] -= 1
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        depth[key] += 1
+        try:
+            yield
+        finally:
+            depth[key] -= 1
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_temps(root: Path) -> list[str]:
+    """Remove temp files left by writers that were killed (their pid is gone); returns what was removed."""
+    removed = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames:
+            m = _TEMP.match(name)
+            if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(dirpath, name))
+                    removed.append(os.path.relpath(os.path.join(dirpath, name), root))
+    return removed
 
 
 class Writer:
@@ -71,6 +142,11 @@ class Writer:
         self.today = today or pages.today()
         self.stats: Counter[str] = Counter()
         self.changed: dict[str, list[str]] = {CREATED: [], UPDATED: [], REMOVED: []}
+        self.swept = sweep_temps(self.wiki) if self.wiki.is_dir() else []
+
+    def exclusive(self):
+        """Hold the knowledge base's write lock for a read-compute-write sequence (index, directories)."""
+        return locked(self.wiki / LOCK_NAME)
 
     def _note(self, rel: str, status: str) -> str:
         self.stats[status] += 1
@@ -84,18 +160,19 @@ class Writer:
             raise InputError(rel, "page path escapes wiki/")
         return p
 
-    def render_page(self, page: pages.Page) -> str:
-        """The bytes ``write_page`` would leave on disk (merged with what is there)."""
+    def render_page(self, page: pages.Page, current: bytes | None = None, *, read: bool = True) -> str:
+        """The text ``write_page`` would leave on disk, merged with ``current`` (read from disk by default)."""
         path = self.target(page.path)
+        if read and current is None:
+            current = _current(path)
         meta = dict(page.meta)
         body = page.body
         old_text = None
-        try:
-            old_text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
-        except FileNotFoundError:
-            pass
-        except UnicodeDecodeError:
-            raise InputError(path, "existing page is not UTF-8; refusing to overwrite") from None
+        if current is not None:
+            try:
+                old_text = current.decode("utf-8").removeprefix("\ufeff")
+            except UnicodeDecodeError:
+                raise InputError(path, "existing page is not UTF-8; refusing to overwrite") from None
         if old_text is not None:
             try:
                 old_meta, old_body = pages.split(old_text)
@@ -125,8 +202,42 @@ class Writer:
         return pages.render(meta, pages.drop_empty_regions(body))
 
     def write_page(self, page: pages.Page) -> str:
-        text = self.render_page(page)
-        return self._note(page.path, write_if_changed(self.target(page.path), text))
+        path = self.target(page.path)
+        return self._note(page.path, self._swap(path, lambda cur: self.render_page(page, cur, read=False)))
+
+    def update_file(self, rel: str, change: Callable[[str], str | None]) -> str:
+        """Apply ``change`` to the file's text as it is at write time (never to a snapshot taken earlier):
+        ``change(text)`` returns the new text, or None for no change. For ``lint --fix`` and other edits."""
+        path = self.target(rel)
+
+        def render(cur: bytes | None) -> str | None:
+            if cur is None:
+                return None
+            try:
+                text = cur.decode("utf-8")
+            except UnicodeDecodeError:  # a page from someone else: left as it is (lint reports it)
+                return None
+            return change(text)
+        return self._note(rel, self._swap(path, render))
+
+    def _swap(self, path: Path, render: Callable[[bytes | None], str | None]) -> str:
+        """Render from the current bytes and write, unless the file changed meanwhile (then render again)."""
+        with self.exclusive():
+            for _ in range(CAS_ATTEMPTS):
+                before = _current(path)
+                text = render(before)
+                if text is None:
+                    return UNCHANGED
+                raw = text.encode("utf-8")
+                if before == raw:
+                    return UNCHANGED
+                tmp = _staged(path, raw)  # the slow part (fsync) before the check, so the window is the rename
+                if _current(path) != before:  # someone (an editor) saved while we rendered: start again
+                    os.unlink(tmp)
+                    continue
+                os.replace(tmp, path)
+                return CREATED if before is None else UPDATED
+        raise InputError(path, f"changed on each of {CAS_ATTEMPTS} attempts to update it; nothing written, try again")
 
     def write_file(self, rel: str, data: str | bytes) -> str:
         """A generated non-page file under wiki/ (symbols.tsv, graph data, ...)."""
@@ -149,6 +260,10 @@ class Writer:
                 old = path.read_text(encoding="utf-8")
             except FileNotFoundError:
                 old = pages.render({"title": "Log", "type": "log"}, "# Log\n\nAppend-only record of operations.\n")
+            except (UnicodeDecodeError, OSError) as e:  # someone else's log: left as it is, and said
+                log.warning("wiki/log.md: %s; left untouched, this %s not logged",
+                            "not UTF-8" if isinstance(e, UnicodeDecodeError) else e, op)
+                return
             atomic_write(path, old.rstrip("\n") + "\n" + entry)
 
     def log_changes(self, op: str, subject: str, limit: int = 30) -> None:

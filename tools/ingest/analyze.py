@@ -153,7 +153,8 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
     by_rel = {e.rel: e for e in todo}
     args = [(str(root), e.rel, e.role) for e in todo]
     jobs = jobs or (min(os.cpu_count() or 1, 4) if len(args) > 200 else 1)
-    results = (ProcessPoolExecutor(jobs).map(_analyze_path, args, chunksize=16) if jobs > 1
+    results = (ProcessPoolExecutor(jobs, initializer=safeio.die_with_parent).map(_analyze_path, args, chunksize=16)
+               if jobs > 1
                else map(_analyze_path, args))
     analyzed = 0
     if progress:

@@ -127,6 +127,11 @@ def _kernel_directory(project: Project, writer: Writer) -> None:
         from ..kernels.pages import directory_page
     except ImportError:
         return
+    with writer.exclusive():  # read every kernel page and write the directory as one step
+        _write_kernel_directory(project, writer, directory_page)
+
+
+def _write_kernel_directory(project: Project, writer: Writer, directory_page) -> None:
     records = []
     folder = project.wiki / "kernels"
     for path in sorted(folder.glob("*/*.md")):

@@ -7,7 +7,10 @@
 - index missing, drifted or stale -> rebuilt.
 
 Link rewrites change only the link text on its line (frontmatter bytes untouched); frontmatter
-additions go through ``Writer.write_page`` (created/updated stamped as for any page write).
+additions re-render the frontmatter (created/updated stamped as for any page write).
+
+Every fix is applied to the page as it is at write time (``Writer.update_file``: read, fix, compare-and-swap),
+never to the scan taken at the start, so an edit saved while ``--fix`` runs is kept.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections import Counter
 
 from .. import pages, wikiindex
 from ..project import Project
-from ..wikiscan import Link, Wiki, WikiPage, read_page, scan
+from ..wikiscan import Link, Wiki, WikiPage, parse_page, scan
 from ..writer import UNCHANGED, Writer
 from . import links
 from .checks import check_index, inferred_type
@@ -46,9 +49,10 @@ def _replace_link(line: str, link: Link, new: str) -> str:
     return line
 
 
-def fix_links(page: WikiPage, res: links.Resolver, writer: Writer) -> list[str]:
+def _link_fixes(page: WikiPage, res: links.Resolver) -> tuple[str | None, list[str]]:
+    """The page's text with its fixable links rewritten (None: nothing to do), and one line per rewrite."""
     if page.text is None:
-        return []
+        return None, []
     lines = page.text.split("\n")
     done = []
     for link in page.links:
@@ -61,14 +65,22 @@ def fix_links(page: WikiPage, res: links.Resolver, writer: Writer) -> list[str]:
             lines[link.line - 1] = new
             shown = f"[[{link.text}]]" if link.kind == "wiki" else link.target
             done.append(f"wiki/{page.rel}:{link.line}: `{shown}` -> `{t.fix}`")  # code: no link in the log
-    if done:
-        writer.write_file(page.rel, "\n".join(lines))
-    return done
+    return ("\n".join(lines) if done else None), done
 
 
-def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
+def fix_links(page: WikiPage, res: links.Resolver, writer: Writer) -> list[str]:
+    done: list[str] = []
+
+    def change(text: str) -> str | None:
+        new, lines = _link_fixes(parse_page(page.rel, text, path=page.path), res)
+        done[:] = lines
+        return new
+    return done if writer.update_file(page.rel, change) != UNCHANGED else []
+
+
+def _meta_fixes(page: WikiPage, today: str) -> tuple[str | None, list[str]]:
     if page.text is None or page.error:
-        return []
+        return None, []
     meta = dict(page.meta or {})
     added = []
     if not meta.get("type"):
@@ -80,10 +92,25 @@ def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
         meta["title"] = page.title
         added.append(f"title {page.title!r}")
     if not added:
+        return None, []
+    meta.setdefault("created", today)
+    meta["updated"] = today
+    return pages.render(meta, page.body), added
+
+
+def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
+    added: list[str] = []
+    was_missing = [page.meta is None]
+
+    def change(text: str) -> str | None:
+        cur = parse_page(page.rel, text, path=page.path, links=False)
+        was_missing[0] = cur.meta is None
+        new, what = _meta_fixes(cur, writer.today)
+        added[:] = what
+        return new
+    if writer.update_file(page.rel, change) == UNCHANGED:
         return []
-    if writer.write_page(pages.Page(page.rel, meta, page.body)) == UNCHANGED:
-        return []
-    what = "frontmatter added" if page.meta is None else "frontmatter completed"
+    what = "frontmatter added" if was_missing[0] else "frontmatter completed"
     return [f"wiki/{page.rel}: {what} ({', '.join(added)})"]
 
 
@@ -101,8 +128,7 @@ def apply(project: Project, wiki: Wiki, issues: list[Issue], today: str | None =
         for rel in sorted(link_pages):
             fixed += fix_links(wiki.by_rel[rel], res, writer)
     for rel in sorted(set().union(*(by_code.get(c, set()) for c in META_CODES))):
-        page = read_page(project.wiki / rel, rel, links=False) if rel in link_pages else wiki.by_rel[rel]
-        fixed += fix_meta(page, writer)
+        fixed += fix_meta(wiki.by_rel[rel], writer)
     if fixed or any(c in by_code for c in INDEX_CODES):
         fresh = scan(project.wiki, links=False)  # repairs above can move counts and summaries
         if any(c in by_code for c in INDEX_CODES) or check_index(fresh):
