@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import configparser
+import os
+import stat
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .safeio import try_text
+from .safeio import kind, try_text
 
 SMALL = 1024 * 1024          # HEAD, refs, config, commondir
 PACKED_REFS = 64 * 1024 * 1024
@@ -111,6 +113,21 @@ def remote_url(repo: Path) -> str | None:
         if parser.has_option(s, "url"):
             return parser.get(s, "url")
     return None
+
+
+def problems(repo: Path) -> list[tuple[str, str]]:
+    """(path, reason) for the git metadata files ingest would not read: a FIFO, a device, a link out of .git."""
+    out = []
+    for rel in (".git/HEAD", ".git/config", ".git/packed-refs", ".git/commondir"):
+        p = repo / rel
+        if not os.path.lexists(p):
+            continue
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            out.append((rel, f"symlink to {os.readlink(p)} (not followed)"))
+        elif not stat.S_ISREG(st.st_mode):
+            out.append((rel, f"{kind(st.st_mode)} (not read)"))
+    return out
 
 
 def read(repo: Path) -> GitInfo:

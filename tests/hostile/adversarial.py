@@ -33,7 +33,8 @@ def page(pattern: str, size: int) -> str:
 
 
 def plain(size: int) -> str:
-    """A page of ordinary prose of the same size."""
-    words = "the quick brown fox jumps over the lazy dog and a [link](x.md) with `code` "
-    body = (words * (size // len(words) + 1))[:size]
+    """A page of ordinary prose of the same size: paragraphs of ~600 characters, a link and a code span in each."""
+    para = ("The quick brown fox jumps over the lazy dog while the compiler fuses the matmul into its epilogue; "
+            * 6)[:560] + " See [the note](x.md) and `jax.jit`.\n\n"
+    body = (para * (size // len(para) + 1))[:size]
     return "# Plain\n\nA first paragraph with a [link](x.md) and `code`.\n\n" + body + "\n"

@@ -52,6 +52,8 @@ def hostile_kb(tmp_path_factory) -> dict:
     corpus.write_fifo_config_repo(root / "raw/code/fifo")
     os.symlink("/etc", root / "raw/code/etc-link")
     (root / "raw/code" / corpus.SLUG_PAYLOAD).mkdir()
+    log = root / "wiki/log.md"  # someone else's log, in Latin-1: never crashes a command, never rewritten
+    log.write_bytes(log.read_bytes() + "\n## [2026-01-01] note | caf\xe9\n".encode("latin-1"))
     before = tree_digest(root / "raw")
     runs = {"ingest": tools(root, "ingest", "--all", "-q"),
             "ingest-dotdot": tools(root, "ingest", "raw/code/.."),
@@ -61,5 +63,5 @@ def hostile_kb(tmp_path_factory) -> dict:
     runs["lint"] = tools(root, "lint", "--json")
     runs["lint-fix"] = tools(root, "lint", "--fix")
     runs["site"] = tools(root, "site", "build")
-    return {"root": root, "runs": runs, "raw_before": before, "raw_after": tree_digest(root / "raw"),
+    return {"root": root, "runs": runs, "log": log.read_bytes(), "raw_before": before, "raw_after": tree_digest(root / "raw"),
             "pages": made}

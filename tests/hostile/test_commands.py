@@ -43,6 +43,7 @@ def test_every_bad_file_is_listed_once_with_its_reason(hostile_kb):
     assert "symlink" in skipped["evilpkg/passwd.py"]
     assert "symlink" in skipped["evilpkg/etc_dir"]
     assert "cells" in skipped["nb/not_cells.ipynb"]
+    assert "FIFO" in skipped[".git/HEAD"]  # read from .git without hanging, and said
     assert "evilpkg/tab\\tname.py" not in skipped and "evilpkg/tab\tname.py" not in skipped  # read, not skipped
     tsv = (hostile_kb["root"] / "wiki/codebases/evil/skipped.tsv").read_text()
     assert "\x1b" not in tsv
@@ -73,7 +74,7 @@ def test_no_page_holds_system_files_or_raw_payload_html(hostile_kb):
     for page in wiki.rglob("*.md"):
         if page.is_symlink() or page.relative_to(wiki).as_posix() in hostile_kb["pages"]:
             continue
-        text = page.read_text(encoding="utf-8").split("\n---\n", 1)[-1]  # the body: frontmatter is YAML data
+        text = page.read_text(encoding="utf-8", errors="replace").split("\n---\n", 1)[-1]  # the body: frontmatter is YAML data
         assert not re.search(r"(?<!\\)\]\(javascript:", text), page  # an escaped "\]" is text, not a link
 
 
@@ -102,3 +103,16 @@ def test_site_builds_and_shows_bad_pages_as_text(hostile_kb):
     assert not (site / "wiki/notes/passwd").exists() and "root:x:0:0" not in "".join(
         p.read_text(errors="replace") for p in site.rglob("*.html"))
     assert corpus.MARK  # the payload marker the browser test looks for
+
+
+def test_a_log_that_is_not_utf8_is_left_untouched(hostile_kb):
+    assert (hostile_kb["root"] / "wiki/log.md").read_bytes() == hostile_kb["log"]
+    for name in ("ingest", "index", "lint-fix"):
+        assert "Traceback" not in hostile_kb["runs"][name].stderr, hostile_kb["runs"][name].stderr
+    assert "wiki/log.md: not UTF-8" in hostile_kb["runs"]["index"].stderr + hostile_kb["runs"]["ingest"].stderr
+
+
+def test_a_kernel_too_deep_to_analyse_is_listed_not_dropped(hostile_kb):
+    out = json.loads(hostile_kb["runs"]["ingest-json"].stdout)
+    listed = dict(map(tuple, out["partial"])) | dict(map(tuple, out["skipped"]))
+    assert "evilpkg/deep_kernel.py" in listed, listed

@@ -100,3 +100,45 @@ def test_killed_writer_temp_files_are_swept(tmp_path):
     assert tools(root, "index").returncode == 0
     assert not stale.exists()
     assert live.exists()
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.add(int(p.name))
+    return out
+
+
+def test_parser_workers_die_with_a_killed_ingest(tmp_path):
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    tree = root / "raw/code/big"
+    body = "".join(f"def f{j}(x):\n    return jax.checkpoint(lambda y: y + {j})(x)\n\n\n" for j in range(300))
+    for i in range(1500):
+        p = tree / f"pkg{i % 30}" / f"m{i}.py"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("import jax\n\n\n" + body)
+    proc = subprocess.Popen([sys.executable, "-m", "tools", "--root", str(root), "ingest", "raw/code/big", "-j", "2",
+                             "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: set[int] = set()
+    for _ in range(600):
+        workers = _children(proc.pid)
+        if len(workers) >= 2 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None and workers, "the ingest finished before its workers could be seen"
+    proc.kill()
+    proc.wait()
+    for _ in range(100):
+        alive = {w for w in workers if Path(f"/proc/{w}").exists()
+                 and "Z" not in Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0]}
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert not alive, f"workers outlived their killed parent: {alive}"

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from . import pass_project
+from . import pass_project, printable
 
 
 @click.command(name="lint")
@@ -26,10 +26,10 @@ def lint(project, fix: bool, as_json: bool, quiet: bool) -> None:
         click.echo(json.dumps(report.as_dict(), indent=1, default=str))
     else:
         for line in report.fixed:
-            click.echo(f"fixed {line}")
+            click.echo(f"fixed {printable(line)}")
         for i in report.issues:
             if not quiet or i.severity == ERROR:
-                click.echo(str(i))
+                click.echo(printable(str(i)))
         click.echo(report.summary())
     if not report.ok:
         raise SystemExit(1)

@@ -160,6 +160,8 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     before = dict(writer.stats)
     cache = analyze.load_cache(project.cache, slug)
     scan = analyze.scan_tree(root, cache.get("files", {}), jobs=jobs, progress=progress)
+    scan.skips = sorted(scan.skips + [analyze.Skip(rel, reason) for rel, reason in gitinfo.problems(root)],
+                        key=lambda s: s.rel)
     model = analyze.build_model(scan)
     meta = metadata.package_metadata(root)
     links = codebase_pages.SourceLinks(slug, gitinfo.read(root))

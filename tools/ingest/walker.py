@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..safeio import kind
+
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".tox", ".nox", ".venv", "venv",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", ".eggs"}
 KEEP_HIDDEN = {".github", ".buildkite", ".circleci", ".gitlab"}
@@ -101,7 +103,11 @@ def walk(root: Path) -> tuple[list[Entry], list[Skip], set[str]]:
                         continue
                     entries.append(Entry(rel, st.st_size, st.st_mtime_ns, role_of(d.name)))
                 else:
-                    skips.append(Skip(rel, "not a regular file"))
+                    try:
+                        what = kind(d.stat(follow_symlinks=False).st_mode)
+                    except OSError:
+                        what = "special file"
+                    skips.append(Skip(rel, f"{what}: not a regular file (not read)"))
     entries.sort(key=lambda e: e.rel)
     skips.sort(key=lambda s: s.rel)
     return entries, skips, packages
