@@ -82,7 +82,8 @@ class WikiPlugin(BasePlugin[WikiConfig]):
             page.meta["title"] = html.escape(title, quote=False)  # the theme prints nav titles raw
         uri = page.file.src_uri
         if uri.startswith(sg.WIKI + "/"):
-            return rewrite_raw_links(markdown, uri[len(sg.WIKI) + 1:], self.gen.sources)
+            rel = uri[len(sg.WIKI) + 1:]
+            return rewrite_raw_links(markdown, rel, self.gen.sources) + self.gen.appendix.get(rel, "")
         return markdown
 
     def on_page_content(self, html_text: str, page, config, files) -> str:

@@ -12,6 +12,8 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
+from . import downlevel
+
 MAX_BYTES = 2_000_000  # larger files are skipped as "huge"
 MAX_NOTEBOOK_BYTES = 64_000_000  # a notebook's outputs can be large; only its code cells are read
 MAX_REPAIRS = 25
@@ -146,7 +148,7 @@ def parse(snippet: Snippet) -> Parsed:
     know (PEP 695 ``type X = ...`` under 3.11) or is Python 2 (``print x``). ``repaired_lines``
     says which lines were blanked; ``error`` is set only if no tree could be had.
     """
-    text = snippet.text
+    text = downlevel.rewrite(snippet.text)  # 3.12+ syntax read the same way on every Python
     lines = text.split("\n")
     repaired: list[int] = []
     first_error = None

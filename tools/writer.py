@@ -111,6 +111,21 @@ def _current(path: Path) -> bytes | None:
         return None
 
 
+def _open_existing(path: Path) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -223,20 +238,38 @@ class Writer:
     def _swap(self, path: Path, render: Callable[[bytes | None], str | None]) -> str:
         """Render from the current bytes and write, unless the file changed meanwhile (then render again)."""
         with self.exclusive():
+            status = None
+            base = disk = _current(path)  # what we render from, and what we expect to replace
             for _ in range(CAS_ATTEMPTS):
-                before = _current(path)
-                text = render(before)
+                text = render(base)
                 if text is None:
-                    return UNCHANGED
+                    return status or UNCHANGED
                 raw = text.encode("utf-8")
-                if before == raw:
-                    return UNCHANGED
+                if disk == raw:
+                    return status or UNCHANGED
                 tmp = _staged(path, raw)  # the slow part (fsync) before the check, so the window is the rename
-                if _current(path) != before:  # someone (an editor) saved while we rendered: start again
-                    os.unlink(tmp)
-                    continue
-                os.replace(tmp, path)
-                return CREATED if before is None else UPDATED
+                old = _open_existing(path)
+                try:
+                    if (_read_fd(old) if old is not None else None) != disk:  # an editor saved meanwhile
+                        os.unlink(tmp)
+                        base = disk = _current(path)
+                        continue
+                    os.replace(tmp, path)
+                    status = status or (CREATED if disk is None else UPDATED)
+                    # An append that opened the old file just before the rename lands in it, not in ours:
+                    # look once more, and merge what was appended there into what is at the path now.
+                    late = _read_fd(old) if old is not None else None
+                finally:
+                    if old is not None:
+                        os.close(old)
+                if late == disk:
+                    return status
+                now = _current(path) or b""
+                if not (late and disk is not None and late.startswith(disk) and now.startswith(raw)):
+                    log.warning("%s: changed by someone else while being written; check it", path)
+                    return status
+                base, disk = late + now[len(raw):], now
+        raise InputError(path, f"changed on each of {CAS_ATTEMPTS} attempts to update it; nothing written, try again")
         raise InputError(path, f"changed on each of {CAS_ATTEMPTS} attempts to update it; nothing written, try again")
 
     def write_file(self, rel: str, data: str | bytes) -> str:

@@ -143,14 +143,14 @@ def test_raw_links_become_hosted_or_plain_paths():
 def test_landing_pages_escape_titles_and_nav_stays_small():
     pages = [page(f"experiments/e{i}.md", f"---\ntitle: E{i} <script>x</script>|pipe\ntype: experiment\n---\n")
              for i in range(landing.NAV_PAGES + 5)] + [page("concepts/c.md", "---\ntitle: C\ntype: concept\n---\n")]
-    files = landing.wiki_files(pages, existing=set())
+    files, _ = landing.wiki_files(pages, existing=set())
     assert set(files) >= {"index.md", ".nav.yml", "experiments/index.md", "experiments/.nav.yml",
                           "concepts/index.md", "concepts/.nav.yml"}
     listing = files["experiments/index.md"]
     assert "<script>" not in listing and r"&lt;script&gt;x&lt;/script&gt;\|pipe" in listing
     assert yaml.safe_load(files["experiments/.nav.yml"])["nav"] == ["index.md"]  # too many pages: landing only
     assert yaml.safe_load(files["concepts/.nav.yml"])["nav"] == ["index.md", "c.md"]
-    assert "experiments/index.md" not in landing.wiki_files(pages, existing={"experiments/index.md"})
+    assert "experiments/index.md" not in landing.wiki_files(pages, existing={"experiments/index.md"})[0]
 
 
 def test_kernel_directory_escapes_and_links_source_lines():
@@ -186,3 +186,39 @@ def test_generate_produces_every_file(tmp_path):
     data = json.loads(f["explore/graph/graph.json"])
     assert data["stats"]["nodes"] == 80 and data["stats"]["edges"] > 80
     assert "http" not in f["explore/graph/view.html"]  # everything from the site itself
+
+
+def _sidebar_entries(files: dict, wiki_dir) -> tuple[int, set[str]]:
+    """Entries the wiki's sidebar lists (following sections into their .nav.yml) and the folders it reaches."""
+    def nav_of(folder: str) -> list:
+        key = f"wiki/{folder}/.nav.yml" if folder else "wiki/.nav.yml"
+        return yaml.safe_load(files[key])["nav"]
+    count, seen, stack = 0, set(), [""]
+    while stack:
+        folder = stack.pop()
+        seen.add(folder)
+        for item in nav_of(folder):
+            count += 1
+            if isinstance(item, dict):
+                stack.append(f"{folder}/{next(iter(item.values()))}".lstrip("/"))
+    return count, seen
+
+
+def test_sidebar_has_one_budget_for_the_whole_wiki_whatever_its_layout(tmp_path):
+    from tools.sitegen.generate import generate
+    from tools.sitegen.synthetic import synthetic_wiki, write_wiki
+
+    for layout in ("shallow", "deep"):
+        wiki = synthetic_wiki(4000, layout=layout)
+        write_wiki(tmp_path / layout / "wiki", wiki)
+        gen = generate(tmp_path / layout / "wiki")
+        count, opened = _sidebar_entries(gen.files, tmp_path / layout / "wiki")
+        folders = {f.rsplit("/", 1)[0] for f in gen.files if f.startswith("wiki/") and f.endswith("/.nav.yml")}
+        assert count <= landing.NAV_BUDGET + len(opened), (layout, count)
+        if layout == "deep":
+            assert len(folders) > 700 and count < len(folders)  # the per-folder limit alone would list them all
+            hand = [rel for rel in wiki if rel.endswith("/index.md")]
+            # A hand-written index of a folder the sidebar does not open lists the rest in the site.
+            closed = [rel for rel in hand if rel.rsplit("/", 1)[0] not in opened]
+            assert closed and all(rel in gen.appendix for rel in closed)
+            assert all("## In this folder" in gen.appendix[rel] for rel in closed)

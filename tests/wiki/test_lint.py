@@ -326,3 +326,19 @@ def test_anchors(kb):
     assert found == [(11, "broken-anchor", "b.md#B-Part: no such heading or id in wiki/concepts/b.md"),
                      (12, "broken-anchor", "b.md#b%20part: no such heading or id in wiki/concepts/b.md"),
                      (12, "broken-anchor", "b.md#nope: no such heading or id in wiki/concepts/b.md")]
+
+
+def test_links_into_an_absent_code_tree_are_one_problem_with_a_count(kb):
+    write(kb.root, "raw/code/here/ops.py", "x = 1\n")
+    body = "# A\n\n" + "".join(f"[l{i}](../../raw/code/gone/ops/k{i}.py#L{i})\n" for i in range(50))
+    body += "[present tree, missing file](../../raw/code/here/nope.py)\n"
+    write(kb.wiki, "concepts/a.md", page("A", "concept", body))
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n[x](../../raw/code/gone/x.py) [a](a.md)\n"))
+    linked(kb, "concepts/a.md", "concepts/b.md")
+    report = lint.run(kb)
+    missing = [i for i in report.issues if i.code == "missing-tree"]
+    assert len(missing) == 1 and missing[0].path == "raw/code/gone"
+    assert "51 links from 2 pages" in missing[0].message and "not checked out" in missing[0].message
+    broken = [i for i in report.issues if i.code == "broken-link"]
+    assert [(i.path, i.line) for i in broken] == [("wiki/concepts/a.md", 58)]  # a file missing from a tree that is here
+    assert set(report.as_dict()) == {"pages", "errors", "warnings", "ok", "seconds", "fixed", "problems"}

@@ -45,11 +45,12 @@ def main() -> None:
     cli(prog_name="tools")
 
 
-from . import demo, exp, ingest, init, kernels, lint, loop, profile, site, wiki  # noqa: E402
+from . import demo, exp, ingest, init, kernels, lint, loop, profile, remove, site, wiki  # noqa: E402
 
 cli.add_command(demo.demo)
 cli.add_command(init.init)
 cli.add_command(ingest.ingest)
+cli.add_command(remove.remove)
 cli.add_command(wiki.index)
 cli.add_command(lint.lint)
 cli.add_command(kernels.kernels)

@@ -54,6 +54,14 @@ def ingest(project, targets, all_, jobs, quiet, as_json):
     if not targets:
         raise click.UsageError("name a tree (raw/code/<slug>) or pass --all")
     reports, failed = [], []
+    if all_:  # trees ingested here whose raw/code/<slug> is gone leave the wiki with them
+        from ..ingest.remove import remove_codebase, vanished
+
+        for slug in vanished(project):
+            r = remove_codebase(project, slug, Writer(project.wiki))
+            if not as_json:
+                click.echo(f"{printable(slug)}: raw/code/{printable(slug)} is gone; removed {len(r.removed)} files "
+                           f"and its region on {len(r.regions)} concept pages")
     for target in targets:
         writer = Writer(project.wiki)
         try:

@@ -40,6 +40,27 @@ class SourceLinks:
         return lambda rel, line=None: self.url(rel, line, page)
 
 
+LOCAL_REMOTE = "a local path (not shown)"
+
+
+def shown_remote(remote: str | None) -> str:
+    """The remote as a page may show it: a URL or ``host:path`` form (credentials dropped), never a local path."""
+    if not remote:
+        return "unknown"
+    r = remote.strip()
+    m = re.match(r"^([a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(.*)$", r, re.I)
+    if m and m.group(1).lower() != "file":
+        return f"{m.group(1)}://{m.group(2)}"
+    if re.match(r"^[\w.-]+@[\w.-]+:(?!/)", r):  # scp-like git@host:owner/repo
+        return r
+    return LOCAL_REMOTE
+
+
+def _public_remote(remote: str | None) -> str | None:
+    shown = shown_remote(remote)
+    return shown if remote and shown != LOCAL_REMOTE else None
+
+
 def _rel_link(from_page: str, to_page: str) -> str:
     return mdtext.url(posixpath.relpath(to_page, posixpath.dirname(from_page) or "."))
 
@@ -136,7 +157,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
         g.append(f"> {mdtext.escape(head) + ' — ' if head else ''}{mdtext.escape(meta['description'])}\n")
     rows = [["Source", mdtext.code(f"raw/code/{slug}")],
             ["Commit", mdtext.code(git.commit) + " (pinned)" if git.commit else "not a git checkout"],
-            ["Remote", mdtext.escape(git.remote) if git.remote else "unknown"],
+            ["Remote", mdtext.escape(shown_remote(git.remote))],
             ["Files", f"{sum(scan.languages.values())} in the tree, {len(scan.files)} read "
                       f"({py_files} Python), {len(scan.skips)} skipped"],
             ["Symbols", f"{n_sym} in [symbols.tsv](symbols.tsv)"],
@@ -180,7 +201,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
         g.append("\n".join(f"- {mdtext.code(s.rel)}: {mdtext.escape(s.reason)}" for s in scan.partial[:20]) + "\n")
     body.append(region("overview", "\n".join(g)))
     fm = {"title": f"{slug} codebase", "type": "codebase", "tags": ["codebase"], "repo": slug,
-          "commit": git.commit, "remote": git.remote, "path": f"raw/code/{slug}",
+          "commit": git.commit, "remote": _public_remote(git.remote), "path": f"raw/code/{slug}",
           "summary": (meta.get("description") or (meta.get("summary") or "").split("\n")[0])[:200] or None}
     return Page(path, {k: v for k, v in fm.items() if v is not None}, "\n".join(body))
 

@@ -30,6 +30,7 @@ CODES: dict[str, tuple[str, str]] = {
     "index-unmanaged": (WARNING, "index.md has no generated listing (fixable: `tools index` adds one)"),
     "not-followed": (ERROR, "a symlink out of wiki/, or a FIFO or device: never read, never published"),
     "pathological": (WARNING, "markdown built to stall the engine (deep nesting, bracket runs): published as text"),
+    "missing-tree": (WARNING, "raw/code/<slug> is not in this clone: its links counted once, not reported one by one"),
     "stale-codebase": (WARNING, "a page's recorded commit differs from raw/code/<repo> HEAD; re-ingest"),
 }
 

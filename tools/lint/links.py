@@ -151,12 +151,28 @@ def resolve_all(wiki: Wiki, res: Resolver) -> Resolved:
             for page in wiki.pages if page.rel not in UNCHECKED for link in page.links]
 
 
-def check_links(resolved: Resolved) -> list:
+def _absent_tree(rel: str | None, root: Path | None) -> str | None:
+    """``raw/code/<slug>`` when ``rel`` points into a code tree that is not there at all (not checked out)."""
+    if root is None or not rel or not rel.startswith("raw/code/"):
+        return None
+    parts = rel.split("/")
+    if len(parts) < 3 or not parts[2]:
+        return None
+    tree = "/".join(parts[:3])
+    return tree if not (root / tree).exists() else None
+
+
+def check_links(resolved: Resolved, root: Path | None = None) -> list:
+    """Link problems, one per link; links into a code tree absent from this clone are one problem per tree."""
     out = []
+    absent: dict[str, list[tuple[str, int]]] = {}
     for page, link, t in resolved:
         if t.status in (OK, EXTERNAL, SKIP):
             continue
         where = "wiki/" + page.rel
+        if t.status == BROKEN and (tree := _absent_tree(t.rel, root)):
+            absent.setdefault(tree, []).append((where, link.line))
+            continue
         if t.status == BROKEN:
             out.append(issue(where, link.line, "broken-link", f"{link.target} -> {t.rel} does not exist"))
         elif t.status == ANCHOR:
@@ -171,6 +187,13 @@ def check_links(resolved: Resolved) -> list:
         elif t.status == ABSOLUTE:
             how = f"use {t.fix}" if t.fix else "target not found"
             out.append(issue(where, link.line, "absolute-link", f"{link.target}: {how}", bool(t.fix)))
+    for tree, sites in sorted(absent.items()):
+        pages = len({w for w, _ in sites})
+        first, line = min(sites)
+        out.append(issue(tree, None, "missing-tree",
+                         f"not checked out here: {len(sites):,} links from {pages:,} pages point into it (first "
+                         f"{first}:{line}); clone the code tree into {tree} to check them, or `tools remove "
+                         f"{tree.rsplit('/', 1)[1]}` if it is gone for good"))
     return out
 
 

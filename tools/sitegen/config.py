@@ -24,6 +24,7 @@ theme:
     - navigation.tabs
     - navigation.sections
     - navigation.indexes
+    - navigation.prune     # each page carries only the sidebar entries on its own path
     - navigation.top
     - navigation.tracking
     - search.suggest

@@ -42,6 +42,7 @@ class Generated:
     stats: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     wiki_files: list[str] = field(default_factory=list)  # wiki-relative files the site copies, .nav.yml included
+    appendix: dict[str, str] = field(default_factory=dict)  # wiki-relative hand-written index -> listing to append
 
 
 def asset_files() -> dict[str, bytes]:
@@ -119,7 +120,8 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     existing = {p.rel for p in pages} | navs
     files: dict[str, str | bytes] = {}
     warnings: list[str] = []
-    for rel, text in wiki_files(pages, existing).items():
+    generated, appendix = wiki_files(pages, existing)
+    for rel, text in generated.items():
         files[f"{WIKI}/{rel}"] = text
     as_text = _neutralised(pages, files, warnings)
     # Listing pages (type index/log) link to everything: as hubs they would hide the structure.
@@ -146,7 +148,8 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     stats = {"pages": len(pages), **data["stats"], "scan_s": round(t_scan - t0, 3),
              "graph_s": round(t_graph - t_scan, 3), "total_s": round(time.perf_counter() - t0, 3)}
     warnings += [f"wiki/{rel}: {reason}" for rel, reason in wiki.refused]
-    return Generated(files, pages, sources, stats, warnings, sorted((wiki.files | navs) - as_text))
+    return Generated(files, pages, sources, stats, warnings, sorted((wiki.files | navs) - as_text),
+                     {rel: text for rel, text in appendix.items() if rel not in as_text})
 
 
 def _neutralised(pages: list, files: dict, warnings: list[str]) -> set[str]:
@@ -212,7 +215,7 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
         text = p.page.text  # None: not UTF-8, copied as it is
         if text is None:
             continue
-        new = rewrite_raw_links(_escaped_title(text, p), p.rel, gen.sources)
+        new = rewrite_raw_links(_escaped_title(text, p), p.rel, gen.sources) + gen.appendix.get(p.rel, "")
         if new != text:
             (target / WIKI / p.rel).write_text(new, encoding="utf-8")
     for rel, content in gen.files.items():

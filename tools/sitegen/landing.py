@@ -2,7 +2,10 @@
 
 Every page renders the whole sidebar, so a sidebar listing 4,000 pages makes the build quadratic.
 Here each folder gets a landing page listing its pages (generated only when the wiki has no
-index.md there), and the nav lists folders as sections plus at most ``NAV_PAGES`` pages per folder.
+index.md there; a hand-written one gets the listing appended in the site), and the sidebar has one budget for
+the whole wiki, ``NAV_BUDGET`` entries: folders are opened breadth first (the shallow ones a reader starts from)
+while the budget lasts, and a folder past it shows only its landing page, which lists the rest. A per-folder limit
+alone never triggers on a hand-kept wiki of hundreds of small folders (each under it, ~3,300 entries in all).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from .pages_view import SitePage, words
 
 NAV_PAGES = 20  # a folder with more direct pages than this shows only its landing page in the sidebar
 NAV_FOLDERS = 30  # ... and more subfolders than this: only the landing page too
+NAV_BUDGET = 160  # sidebar entries for the whole wiki, whatever its layout
 
 
 def folder_title(folder: str) -> str:
@@ -48,6 +52,12 @@ def landing_page(folder: str, node: dict, tree: dict) -> str:
     title = folder_title(folder)
     lines = ["---", f"title: {yaml.safe_dump(title, default_style=chr(34)).strip()}", "---", "",
              f"# {md_text(title)}", ""]
+    return "\n".join(lines + listing(node, tree))
+
+
+def listing(node: dict, tree: dict) -> list[str]:
+    """The tables of a folder's subfolders and pages (the body of its landing page)."""
+    lines: list[str] = []
     pages = [p for p in node["pages"] if not _is_index(p.rel)]
     if node["subs"]:
         lines += ["| Section | Pages |", "|---|---|"]
@@ -64,33 +74,65 @@ def landing_page(folder: str, node: dict, tree: dict) -> str:
         lines.append("")
     if not pages and not node["subs"]:
         lines += ["No pages yet.", ""]
-    return "\n".join(lines)
+    return lines
 
 
-def nav_yml(folder: str, node: dict, root_sections: list[str] | None = None) -> str:
-    """awesome-nav config for one wiki folder: landing page, then small folders' pages and subfolders."""
+def _shown(node: dict) -> tuple[list[str], list]:
+    """The subfolders and pages a folder lists in the sidebar when it is opened."""
     pages = [p for p in node["pages"] if not _is_index(p.rel)]
+    return (node["subs"] if len(node["subs"]) <= NAV_FOLDERS else [],
+            pages if len(pages) <= NAV_PAGES else [])
+
+
+def opened(tree: dict, budget: int = NAV_BUDGET) -> set[str]:
+    """The folders whose sidebar entries are listed: breadth first from the wiki root while ``budget`` lasts
+    (the root always). The others show only their landing page."""
+    out: set[str] = set()
+    used = 0
+    queue = [""]
+    while queue:
+        folder = queue.pop(0)
+        subs, pages = _shown(tree[folder])
+        cost = len(subs) + len(pages)
+        if folder and used + cost > budget:
+            continue
+        out.add(folder)
+        used += cost
+        queue += subs
+    return out
+
+
+def nav_yml(folder: str, node: dict, is_open: bool = True) -> str:
+    """awesome-nav config for one wiki folder: landing page, then (when opened) its subfolders and pages."""
     nav: list = ["index.md"]
-    if len(node["subs"]) <= NAV_FOLDERS:
-        nav += [{folder_title(s): posixpath.basename(s)} for s in node["subs"]]
-    if len(pages) <= NAV_PAGES:
+    if is_open:
+        subs, pages = _shown(node)
+        nav += [{folder_title(s): posixpath.basename(s)} for s in subs]
         nav += [posixpath.basename(p.rel) for p in pages]
     data = {"title": folder_title(folder), "nav": nav}
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def wiki_files(pages: list[SitePage], existing: set[str]) -> dict[str, str]:
-    """Generated files under wiki/ (keys relative to wiki/): missing landing pages and .nav.yml files."""
+def wiki_files(pages: list[SitePage], existing: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Generated files under wiki/ (keys relative to wiki/): missing landing pages and .nav.yml files; and, for
+    each hand-written index.md of a folder the sidebar does not open, the listing the site appends to it."""
     tree = folders_of(pages)
+    shown = opened(tree)
     out: dict[str, str] = {}
+    appendix: dict[str, str] = {}
     for folder, node in tree.items():
         index = posixpath.join(folder, "index.md") if folder else "index.md"
-        if index not in existing and posixpath.join(folder, "README.md").lstrip("/") not in existing:
+        readme = posixpath.join(folder, "README.md").lstrip("/")
+        if index not in existing and readme not in existing:
             out[index] = landing_page(folder, node, tree)
+        elif folder and folder not in shown:
+            rows = listing(node, tree)
+            if rows != ["No pages yet.", ""]:
+                appendix[index if index in existing else readme] = "\n".join(["", "## In this folder", "", *rows])
         nav = posixpath.join(folder, ".nav.yml") if folder else ".nav.yml"
         if nav not in existing:
-            out[nav] = nav_yml(folder, node)
-    return out
+            out[nav] = nav_yml(folder, node, folder in shown)
+    return out, appendix
 
 
 ROOT_NAV = """\

@@ -114,6 +114,8 @@ def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: s
             repl = f"[{text}]({url})"
         elif text.strip("`") == project_rel or not text.strip():
             repl = f"`{project_rel}`"
+        elif re.fullmatch(r"\d+", text.strip()):  # a line number beside the file it belongs to: keep it compact
+            repl = text.strip()
         elif posixpath.basename(project_rel) in text:  # the text already names the file
             repl = text if text.startswith("`") else f"`{text}`"
         else:

@@ -17,10 +17,50 @@ WORDS = ("flash attention remat sharding pallas tiling fusion vmem hbm prefetch 
          "matmul softmax rope rmsnorm gelu swiglu moe routing dispatch paged ragged decode prefill").split()
 
 
+def _deep(paths: dict[str, list[str]], rnd: random.Random) -> dict[str, list[str]]:
+    """The layout agents write by hand: a codebase catalog spread over hundreds of small folders up to 8 deep
+    (codebases/<repo>/catalog/<area>/<part>/<sub>/<leaf>/page.md), experiments by model/lane/month/week, the rest
+    in topic sub-folders: ~700 folders for 4,000 pages."""
+    out = {k: list(v) for k, v in paths.items()}
+    areas = ("ops", "layers", "models", "kernels", "parallel", "utils", "serving", "train")
+    out["kernels"] = []
+    seen: dict[str, int] = {}
+    for i, rel in enumerate(paths["kernels"]):
+        repo = f"repo{i % 5}"  # the big catalogs: a few repos with hundreds of kernel pages each
+        j = seen[repo] = seen.get(repo, -1) + 1
+        leaf = j // 3  # ~3 pages per leaf folder, ~10 leaves per repo
+        out["kernels"].append(f"codebases/{repo}/catalog/{areas[leaf % 4]}/p{leaf % 2}/s{leaf // 8}/"
+                              f"l{leaf}/{rel.rsplit('/', 1)[1]}")
+    out["experiments"] = [f"experiments/model-{i % 3}/lane-{i // 3 % 2}/2026-{1 + i // 6 % 12:02d}/"
+                          f"{rel.rsplit('/', 1)[1]}" for i, rel in enumerate(paths["experiments"])]
+    for folder in ("sources", "concepts", "hypotheses", "observations", "analyses"):
+        out[folder] = [f"{folder}/t{i % 7}/g{i % 3}/{rel.rsplit('/', 1)[1]}" for i, rel in enumerate(paths[folder])]
+    return out
+
+
+def hand_indexes(pages: dict[str, str], n: int = 30, seed: int = 0) -> dict[str, str]:
+    """``n`` hand-written ``index.md`` in folders of ``pages``: a title, a sentence and links to two pages only."""
+    import posixpath
+
+    rnd = random.Random(seed)
+    folders = sorted({posixpath.dirname(p) for p in pages if "/" in p})
+    out = {}
+    for d in rnd.sample(folders, min(n, len(folders))):
+        rel = f"{d}/index.md"
+        if rel in pages:
+            continue
+        mine = sorted(p for p in pages if posixpath.dirname(p) == d)[:2]
+        body = f"# Notes on {posixpath.basename(d)}\n\nKept by hand. Start here:\n\n" + "".join(
+            f"- [{posixpath.basename(p)[:-3]}]({posixpath.basename(p)})\n" for p in mine)
+        out[rel] = render({"title": f"Notes on {posixpath.basename(d)}", "type": "index"}, body)
+    return out
+
+
 def synthetic_wiki(n_pages: int = 4000, links_per_page: float = 3.7, seed: int = 0,
-                   hostile: bool = False) -> dict[str, str]:
+                   hostile: bool = False, layout: str = "shallow") -> dict[str, str]:
     """{wiki-relative path: page text}. ``hostile`` adds a page without frontmatter, a broken link
-    and a `<script>` title (for robustness tests; a clean wiki builds with --strict)."""
+    and a `<script>` title (for robustness tests; a clean wiki builds with --strict). ``layout="deep"``: the
+    hand-kept shape (hundreds of small folders up to 8 deep, 30 hand-written index.md)."""
     rnd = random.Random(seed)
     counts = {f: max(2, round(n_pages * s)) for f, s in SHARES.items()}
     counts["experiments"] += n_pages - sum(counts.values())
@@ -36,6 +76,8 @@ def synthetic_wiki(n_pages: int = 4000, links_per_page: float = 3.7, seed: int =
             paths[folder] = [f"models/{m}.md" for m in models]
         else:
             paths[folder] = [f"{folder}/{folder[:-1]}-{i:05d}.md" for i in range(n)]
+    if layout == "deep":
+        paths = _deep(paths, rnd)
     everything = [p for ps in paths.values() for p in ps]
     hubs = paths["concepts"] + paths["models"] + paths["codebases"]
     out: dict[str, str] = {}
@@ -75,6 +117,8 @@ def synthetic_wiki(n_pages: int = 4000, links_per_page: float = 3.7, seed: int =
             if t == "kernel":
                 lines += ["", f"Source: [{meta['path']}]({up}../raw/code/{meta['repo'].split('/')[1]}/{meta['path']}#L{meta['line']})"]
             out[rel] = render(meta, "\n".join(lines) + "\n")
+    if layout == "deep":
+        out.update(hand_indexes(out, seed=seed))
     if hostile:
         out["concepts/no-frontmatter.md"] = "# A page someone wrote by hand\n\nSee [missing](missing-page.md).\n"
         out["concepts/hostile.md"] = render({"title": "<script>alert('x')</script> evil", "type": "concept"},

@@ -1,0 +1,85 @@
+"""`tools remove <slug>` and `tools ingest --all` after a tree vanished: lint is clean after, nothing else moves."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from click.testing import CliRunner
+
+from tools import scaffold
+from tools.cli import cli
+from tools.project import Project
+
+import messy_repo
+
+
+def run(kb, *args):
+    return CliRunner().invoke(cli, ["--root", str(kb), *args], catch_exceptions=False)
+
+
+def two_repo_kb(tmp_path):
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    messy_repo.write(kb / "raw/code/tiny")
+    messy_repo.write(kb / "raw/code/other")
+    assert run(kb, "ingest", "--all", "-q").exit_code in (0, 3)
+    return kb
+
+
+def concept_text(kb):
+    return {p.name: p.read_text() for p in (kb / "wiki/concepts").glob("*.md")}
+
+
+def test_remove_takes_out_pages_regions_and_cache_and_lint_is_clean(tmp_path):
+    kb = two_repo_kb(tmp_path)
+    assert any("appears-tiny" in t for t in concept_text(kb).values())
+    assert (kb / "wiki/kernels/tiny").is_dir()
+    before_other = sorted(p.relative_to(kb) for p in (kb / "wiki/codebases/other").rglob("*"))
+    r = run(kb, "remove", "tiny", "--json")
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert "codebases/tiny/overview.md" in report["removed"] and report["regions"]
+    assert not (kb / "wiki/codebases/tiny").exists() and not (kb / "wiki/kernels/tiny").exists()
+    texts = concept_text(kb)
+    assert not any("appears-tiny" in t for t in texts.values())
+    assert any("appears-other" in t for t in texts.values())  # the other repo keeps its regions
+    assert sorted(p.relative_to(kb) for p in (kb / "wiki/codebases/other").rglob("*")) == before_other
+    assert (kb / "raw/code/tiny").is_dir()  # raw/ is never touched
+    assert "tiny" not in (kb / "wiki/index.md").read_text().split("## ")[1]
+    lint = run(kb, "lint")
+    assert lint.exit_code == 0 and "0 errors, 0 warnings" in lint.output, lint.output
+    assert "tiny" not in lint.output, lint.output
+    assert "] remove | tiny" in (kb / "wiki/log.md").read_text()
+    again = run(kb, "remove", "tiny")
+    assert again.exit_code == 1 and "no such codebase" in again.output
+
+
+def test_ingest_all_notices_a_vanished_tree(tmp_path):
+    kb = two_repo_kb(tmp_path)
+    shutil.rmtree(kb / "raw/code/tiny")
+    r = run(kb, "ingest", "--all", "-q")
+    assert "raw/code/tiny is gone" in r.output
+    assert not (kb / "wiki/codebases/tiny").exists()
+    assert not any("appears-tiny" in t for t in concept_text(kb).values())
+    lint = run(kb, "lint")
+    assert "tiny" not in lint.output, lint.output
+    assert Project(kb).raw_code.joinpath("other").is_dir()
+
+
+def test_a_local_remote_is_never_printed_and_line_links_stay_compact(tmp_path):
+    from tools.sitegen import links
+
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    repo = messy_repo.write(kb / "raw/code/tiny")
+    (repo / ".git/config").write_text('[remote "origin"]\n\turl = /home/someone/mirrors/tinymodel\n')
+    assert run(kb, "ingest", "raw/code/tiny", "-q").exit_code in (0, 3)
+    overview = (kb / "wiki/codebases/tiny/overview.md").read_text()
+    assert "/home/someone" not in overview and "a local path (not shown)" in overview
+    body = "- [`ops/k.py`](../../raw/code/tiny/ops/k.py): lines [3](../../raw/code/tiny/ops/k.py#L3), " \
+           "[9](../../raw/code/tiny/ops/k.py#L9)\n"
+    out = links.rewrite_raw_links(body, "concepts/x.md", links.Sources([]))
+    assert out == "- `ops/k.py`: lines 3, 9\n"  # the path once, on the bullet; not after every line number
+    hosted = links.rewrite_raw_links(body, "concepts/x.md", links.Sources([], raw_url="https://h.org/kb/blob/main/"))
+    assert "[3](https://h.org/kb/blob/main/raw/code/tiny/ops/k.py#L3)" in hosted

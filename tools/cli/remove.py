@@ -1,0 +1,43 @@
+"""`tools remove <slug>`: take an ingested codebase out of the knowledge base."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import InputError
+from . import pass_project, printable
+
+
+@click.command()
+@click.argument("slugs", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report (for agents).")
+@pass_project
+def remove(project, slugs, as_json):
+    """Remove codebases: their codebase and kernel pages, their region on every concept page, their cache.
+
+    raw/code/<slug> is not touched (delete it yourself). The index and the kernel directory are rebuilt, so
+    `tools lint` is clean after. `tools ingest --all` does the same for trees that vanished from raw/code/.
+    """
+    from ..ingest.remove import remove_codebase
+    from ..writer import Writer
+
+    project.require_wiki()
+    reports, failed = [], []
+    for slug in slugs:
+        try:
+            r = remove_codebase(project, slug, Writer(project.wiki))
+        except InputError as e:
+            failed.append({"slug": printable(slug), "error": printable(e)})
+            click.echo(f"error: {printable(e)}", err=True)
+            continue
+        reports.append(r.to_dict())
+        if not as_json:
+            click.echo(f"{printable(slug)}: removed {len(r.removed)} files, its region on {len(r.regions)} concept pages")
+    if as_json:
+        out = reports + failed
+        click.echo(json.dumps(out if len(out) != 1 else out[0], indent=2))
+    if failed:
+        sys.exit(1)

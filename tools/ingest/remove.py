@@ -1,0 +1,91 @@
+"""`tools remove <slug>`: a codebase leaves the knowledge base as if it had never been ingested.
+
+Its codebase folder (overview, module pages, symbols.tsv, skipped.tsv), its kernel pages, its ``appears-<slug>``
+region on every concept page, its ingest cache; then the index and the kernel directory are rebuilt, so lint is
+clean after. ``raw/code/<slug>`` itself is never touched (raw/ is immutable: delete it yourself, before or after).
+What is removed is found from the wiki (and the ingest cache when there is one), so a clone without the cache
+can remove a codebase too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass, field
+
+from .. import mdtext
+from ..errors import InputError
+from ..project import Project
+from ..writer import Writer
+from . import analyze
+
+
+@dataclass
+class RemoveReport:
+    slug: str
+    removed: list[str] = field(default_factory=list)  # wiki-relative files removed
+    regions: list[str] = field(default_factory=list)  # pages that lost the repo's region
+
+    def to_dict(self) -> dict:
+        return {"slug": self.slug, "removed": self.removed, "regions": self.regions}
+
+
+def _region_re(slug: str) -> re.Pattern:
+    return re.compile(rf"\n*<!-- tools:begin appears-{re.escape(slug)} -->\n.*?<!-- tools:end appears-{re.escape(slug)} -->\n?",
+                      re.S)
+
+
+def ingested(project: Project, slug: str) -> bool:
+    return (project.wiki / "codebases" / slug).is_dir() or analyze._cache_path(project.cache, slug).is_file()
+
+
+def remove_codebase(project: Project, slug: str, writer: Writer) -> RemoveReport:
+    from .run import SLUG, _kernel_directory, rebuild_index
+
+    if not SLUG.fullmatch(slug):
+        raise InputError(slug, "not a codebase slug (a raw/code folder name)")
+    if not ingested(project, slug):
+        raise InputError(f"wiki/codebases/{slug}", "no such codebase in this knowledge base")
+    report = RemoveReport(slug)
+    cache = analyze.load_cache(project.cache, slug)
+    outputs = set(cache.get("outputs", ()))
+    folders = (f"codebases/{slug}", f"kernels/{mdtext.slugify(slug)}")
+    for folder in folders:
+        root = project.wiki / folder
+        for dirpath, _, files in os.walk(root):
+            outputs |= {os.path.relpath(os.path.join(dirpath, f), project.wiki) for f in files if not f.startswith(".")}
+    with writer.exclusive():
+        for rel in sorted(outputs):
+            if writer.remove(rel):
+                report.removed.append(rel)
+        for folder in folders:
+            for dirpath, _, _ in os.walk(project.wiki / folder, topdown=False):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)  # only when empty: hand-written notes in them stay
+        strip = _region_re(slug)
+        for path in sorted((project.wiki / "concepts").glob("*.md")):
+            rel = project.wiki_rel(path)
+
+            def change(text: str) -> str | None:
+                new = strip.sub("\n", text)
+                return None if new == text else new.rstrip("\n") + "\n"
+            if writer.update_file(rel, change) != "unchanged":
+                report.regions.append(rel)
+        for part in ("", ".kernels"):
+            with contextlib.suppress(FileNotFoundError):
+                analyze._cache_path(project.cache, slug, part).unlink()
+        _kernel_directory(project, writer)
+        rebuild_index(project, writer)
+    writer.log_changes("remove", slug)
+    return report
+
+
+def vanished(project: Project) -> list[str]:
+    """Codebases ingested here (an ingest cache exists) whose raw/code/<slug> is gone."""
+    folder = project.cache / "ingest"
+    if not folder.is_dir():
+        return []
+    slugs = {p.name[:-5] for p in folder.glob("*.json") if not p.name.endswith(".kernels.json")}
+    return sorted(s for s in slugs if not os.path.lexists(project.raw_code / s))
+
