@@ -18,6 +18,7 @@ from mkdocs.structure.files import File, Files
 
 from .sitegen import generate as sg
 from .sitegen import sanitize
+from .sitegen.dashboard import fill
 from .sitegen.links import rewrite_raw_links
 
 log = logging.getLogger("mkdocs.plugins.autoresearch-wiki")
@@ -81,6 +82,8 @@ class WikiPlugin(BasePlugin[WikiConfig]):
         if isinstance(title, str) and any(ch in title for ch in "<>&"):
             page.meta["title"] = html.escape(title, quote=False)  # the theme prints nav titles raw
         uri = page.file.src_uri
+        if uri == "index.md":
+            return fill(markdown, self.gen.dashboard)
         if uri.startswith(sg.WIKI + "/"):
             rel = uri[len(sg.WIKI) + 1:]
             return rewrite_raw_links(markdown, rel, self.gen.sources) + self.gen.appendix.get(rel, "")

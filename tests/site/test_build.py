@@ -140,3 +140,16 @@ def test_cli_graph_figures(built):
     assert r.exit_code == 0, r.output
     stats = json.loads(r.output)
     assert stats["nodes"] == len(list((built / "wiki").rglob("*.md"))) and stats["components"] >= 1
+
+
+def test_home_page_is_a_dashboard(built):
+    html = (built / "site/index.html").read_text()
+    assert "tools:dashboard" not in html
+    for heading in ("Codebases", "Kernels (", "Models", "Latest experiments"):
+        assert heading in html, heading
+    assert "Lint</strong>:" in html
+    from tools.sitegen.generate import generate
+
+    gen = generate(built / "wiki")
+    kernels = sum(1 for p in gen.pages if p.type == "kernel")
+    assert f"Kernels ({kernels})" in gen.dashboard

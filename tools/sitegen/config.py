@@ -94,5 +94,7 @@ This site shows the knowledge base: the hand-written pages in `docs/` and every 
 - [Kernel directory](explore/kernels/index.md): the kernel catalog as a sortable, filterable table.
 - [Experiments](explore/experiments/index.md): one interactive explorer per model.
 
+<!-- tools:dashboard -->
+
 Build it with `mkdocs serve`, or engine-neutral with `tools site stage` then `zensical build`.
 """

@@ -18,6 +18,7 @@ import yaml
 
 from ..wikiscan import Wiki, scan
 from . import neutralise
+from .dashboard import dashboard_md, fill
 from .explorers import explorer_files
 from .graph import graph_data
 from .kernels import directory_md
@@ -43,6 +44,7 @@ class Generated:
     warnings: list[str] = field(default_factory=list)
     wiki_files: list[str] = field(default_factory=list)  # wiki-relative files the site copies, .nav.yml included
     appendix: dict[str, str] = field(default_factory=dict)  # wiki-relative hand-written index -> listing to append
+    dashboard: str = ""  # the home page's dashboard (replaces <!-- tools:dashboard --> in docs/index.md)
 
 
 def asset_files() -> dict[str, bytes]:
@@ -149,7 +151,21 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
              "graph_s": round(t_graph - t_scan, 3), "total_s": round(time.perf_counter() - t0, 3)}
     warnings += [f"wiki/{rel}: {reason}" for rel, reason in wiki.refused]
     return Generated(files, pages, sources, stats, warnings, sorted((wiki.files | navs) - as_text),
-                     {rel: text for rel, text in appendix.items() if rel not in as_text})
+                     {rel: text for rel, text in appendix.items() if rel not in as_text},
+                     dashboard_md(pages, _lint_counts(wiki)))
+
+
+def _lint_counts(wiki: Wiki) -> tuple[int, int] | None:
+    """(errors, warnings) of `tools lint` on this wiki, for the dashboard; None when it cannot run here."""
+    try:
+        from ..lint import ERROR, check
+        from ..project import Project
+
+        issues = check(Project(wiki.root.parent), wiki)
+    except Exception:  # noqa: BLE001 - the dashboard never stops a build
+        return None
+    errors = sum(1 for i in issues if i.severity == ERROR)
+    return errors, len(issues) - errors
 
 
 def _neutralised(pages: list, files: dict, warnings: list[str]) -> set[str]:
@@ -218,6 +234,11 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
         new = rewrite_raw_links(_escaped_title(text, p), p.rel, gen.sources) + gen.appendix.get(p.rel, "")
         if new != text:
             (target / WIKI / p.rel).write_text(new, encoding="utf-8")
+    home = target / "index.md"
+    if home.is_file():
+        text = home.read_text(encoding="utf-8")
+        if fill(text, gen.dashboard) != text:
+            home.write_text(fill(text, gen.dashboard), encoding="utf-8")
     for rel, content in gen.files.items():
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
