@@ -66,20 +66,3 @@ def test_ingest_all_notices_a_vanished_tree(tmp_path):
     assert "tiny" not in lint.output, lint.output
     assert Project(kb).raw_code.joinpath("other").is_dir()
 
-
-def test_a_local_remote_is_never_printed_and_line_links_stay_compact(tmp_path):
-    from tools.sitegen import links
-
-    kb = tmp_path / "kb"
-    scaffold.init(kb, site_name="kb")
-    repo = messy_repo.write(kb / "raw/code/tiny")
-    (repo / ".git/config").write_text('[remote "origin"]\n\turl = /home/someone/mirrors/tinymodel\n')
-    assert run(kb, "ingest", "raw/code/tiny", "-q").exit_code in (0, 3)
-    overview = (kb / "wiki/codebases/tiny/overview.md").read_text()
-    assert "/home/someone" not in overview and "a local path (not shown)" in overview
-    body = "- [`ops/k.py`](../../raw/code/tiny/ops/k.py): lines [3](../../raw/code/tiny/ops/k.py#L3), " \
-           "[9](../../raw/code/tiny/ops/k.py#L9)\n"
-    out = links.rewrite_raw_links(body, "concepts/x.md", links.Sources([]))
-    assert out == "- `ops/k.py`: lines 3, 9\n"  # the path once, on the bullet; not after every line number
-    hosted = links.rewrite_raw_links(body, "concepts/x.md", links.Sources([], raw_url="https://h.org/kb/blob/main/"))
-    assert "[3](https://h.org/kb/blob/main/raw/code/tiny/ops/k.py#L3)" in hosted

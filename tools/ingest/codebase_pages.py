@@ -234,6 +234,7 @@ def _package_map(model: RepoModel) -> str:
 
 
 def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) -> str:
+    repo_slug = path.split("/")[1]
     out = ["## Performance-relevant surfaces\n"]
     rows = []
     for slug, c in CONCEPTS.items():
@@ -269,7 +270,8 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         out.append(f"{len(occ)} sites in {files} files. "
                    f"See [{c.title}]({_rel_link(path, f'concepts/{slug}.md')}).\n")
         if slug == "xla-flags":
-            out.append(_flags_table(occ, link))
+            n_flags = len(flag_counts(occ))
+            out.append(_flags_table(occ, link, flags_path(repo_slug) if n_flags > FLAGS_SHOWN else None, path))
         else:
             out.append("\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n")
     return "\n".join(out)
@@ -304,15 +306,65 @@ def _config_knobs(model: RepoModel, link) -> str:
             + mdtext.table(["Setting", "Concept", "Values seen", "Files", "Example"], rows[:60]))
 
 
-def _flags_table(occ, link) -> str:
-    first: dict[str, tuple[str, int]] = {}
-    count: Counter = Counter()
+FLAGS_SHOWN = 60
+_FLAG = re.compile(r"--?((?:xla|libtpu|tpu|megascale)_[a-z0-9_]+)")
+
+
+def flag_counts(occ) -> list[tuple[str, int, int, tuple[str, int]]]:
+    """(flag, sites, files, example site) for every XLA/LIBTPU flag, most used first. Only ``--xla_...``-style
+    names count (a line that merely mentions ``XLA_FLAGS`` is not a flag); the example is a library site when
+    there is one (tests, benchmarks and configs after)."""
+    sites: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for rel, line, label in occ:
-        count[label] += 1
-        first.setdefault(label, (rel, line))
-    rows = [[mdtext.code(flag), str(count[flag]), f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"]
-            for flag, (rel, line) in sorted(first.items())]
-    return mdtext.table(["Flag", "Sites", "First seen"], rows[:60])
+        m = _FLAG.search(label)
+        if m:
+            sites["--" + m.group(1)].append((rel, line))
+    out = []
+    for flag, where in sites.items():
+        example = min(where, key=lambda s: (is_test(s[0]) or _is_bench_or_config(s[0]), s))
+        out.append((flag, len(where), len({r for r, _ in where}), example))
+    return sorted(out, key=lambda f: (-f[1], f[0]))
+
+
+def _is_bench_or_config(rel: str) -> bool:
+    return bool(re.search(r"(?:^|/)(?:bench\w*|benchmarks?|configs?|examples?|scripts?)/|\.(?:ya?ml|json|toml|sh)$", rel))
+
+
+def _flag_rows(flags, link) -> list[list[str]]:
+    return [[mdtext.code(flag), str(n), str(files), f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"]
+            for flag, n, files, (rel, line) in flags]
+
+
+def _flags_table(occ, link, flags_page: str | None = None, from_page: str = "") -> str:
+    flags = flag_counts(occ)
+    if not flags:
+        return "_No `--xla_...` flags: only mentions of `XLA_FLAGS` / `LIBTPU_INIT_ARGS`._\n"
+    out = [f"{len(flags)} distinct flags, most used first.\n",
+           mdtext.table(["Flag", "Sites", "Files", "Example"], _flag_rows(flags[:FLAGS_SHOWN], link))]
+    if len(flags) > FLAGS_SHOWN:
+        more = f"… and {len(flags) - FLAGS_SHOWN} more"
+        out.append((f"{more}: [all {len(flags)} flags]({_rel_link(from_page, flags_page)}).\n") if flags_page
+                   else f"{more}.\n")
+    return "\n".join(out)
+
+
+def flags_path(slug: str) -> str:
+    return f"codebases/{slug}/flags.md"
+
+
+def flags_page(slug: str, model: RepoModel, links: SourceLinks, overview: str) -> Page | None:
+    """Every XLA/LIBTPU flag of the repository with its counts: the overview shows the first 60."""
+    flags = flag_counts(model.surfaces.get("xla-flags", []))
+    if len(flags) <= FLAGS_SHOWN:
+        return None
+    path = flags_path(slug)
+    link = links.for_page(path)
+    body = (f"# {slug}: XLA and LIBTPU flags\n\n## Performance-relevant surfaces\n\n"
+            + region("flags", f"{len(flags)} distinct flags, most used first; back to the "
+                              f"[{slug} overview]({_rel_link(path, overview)}).\n\n"
+                     + mdtext.table(["Flag", "Sites", "Files", "Example"], _flag_rows(flags, link))))
+    return Page(path, {"title": f"{slug}: XLA and LIBTPU flags", "type": "codebase", "tags": ["codebase", "xla-flags"],
+                       "repo": slug, "path": f"raw/code/{slug}"}, body)
 
 
 def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, overview: str) -> Page:

@@ -178,6 +178,9 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     module_pages = {m: codebase_pages.module_page_path(slug, m) for m in central}
     overview = codebase_pages.overview_page(slug, model, meta, links, kernel_rows, module_pages)
     out_pages = [overview, *kpages]
+    flags = codebase_pages.flags_page(slug, model, links, overview.path)
+    if flags is not None:
+        out_pages.append(flags)
     out_pages += [codebase_pages.module_page(slug, model, m, links, overview.path) for m in central]
     outputs = [p.path for p in out_pages]
     # Every concept page exists (they link to each other); each repo owns one region on each.

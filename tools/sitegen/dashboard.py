@@ -40,7 +40,8 @@ def dashboard_md(pages: list[SitePage], lint: tuple[int, int] | None = None) -> 
                    + (" (run `tools lint`)." if errors or warnings else " (clean)."))
     kernels = by_type.get("kernel", [])
     per_repo = Counter(str(k.meta.get("repo") or "") for k in kernels)
-    cbs = sorted(by_type.get("codebase", []), key=lambda p: p.title.lower())
+    cbs = sorted((c for c in by_type.get("codebase", []) if not {"module", "xla-flags"} & set(c.meta.get("tags") or [])),
+                 key=lambda p: p.title.lower())
     if cbs:
         rows = [[_link(c), mdtext.code(str(c.meta.get("commit") or "—")[:12]),
                  str(per_repo.get(str(c.meta.get("repo") or c.meta.get("title") or ""), 0))] for c in cbs]

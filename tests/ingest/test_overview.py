@@ -1,0 +1,57 @@
+"""What an overview shows: every flag ranked with the full list linked, compact source links, no local paths."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from tools import scaffold
+from tools.cli import cli
+
+import messy_repo
+
+
+def run(kb, *args):
+    return CliRunner().invoke(cli, ["--root", str(kb), *args], catch_exceptions=False)
+
+
+def test_a_local_remote_is_never_printed_and_line_links_stay_compact(tmp_path):
+    from tools.sitegen import links
+
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    repo = messy_repo.write(kb / "raw/code/tiny")
+    (repo / ".git/config").write_text('[remote "origin"]\n\turl = /home/someone/mirrors/tinymodel\n')
+    assert run(kb, "ingest", "raw/code/tiny", "-q").exit_code in (0, 3)
+    overview = (kb / "wiki/codebases/tiny/overview.md").read_text()
+    assert "/home/someone" not in overview and "a local path (not shown)" in overview
+    body = "- [`ops/k.py`](../../raw/code/tiny/ops/k.py): lines [3](../../raw/code/tiny/ops/k.py#L3), " \
+           "[9](../../raw/code/tiny/ops/k.py#L9)\n"
+    out = links.rewrite_raw_links(body, "concepts/x.md", links.Sources([]))
+    assert out == "- `ops/k.py`: lines 3, 9\n"  # the path once, on the bullet; not after every line number
+    hosted = links.rewrite_raw_links(body, "concepts/x.md", links.Sources([], raw_url="https://h.org/kb/blob/main/"))
+    assert "[3](https://h.org/kb/blob/main/raw/code/tiny/ops/k.py#L3)" in hosted
+
+
+def test_overview_ranks_every_flag_and_links_the_full_list(tmp_path):
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    repo = kb / "raw/code/flaggy"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "configs").mkdir()
+    lines = [f"export LIBTPU_INIT_ARGS='--xla_tpu_flag_{i:02d}=true'" for i in range(70)]
+    lines += ["export XLA_FLAGS=\"$XLA_FLAGS\""]  # a mention, not a flag
+    (repo / "configs/run.sh").write_text("\n".join(lines) + "\n")
+    hot = "".join(f"os.environ['LIBTPU_INIT_ARGS'] += ' --xla_tpu_hot_flag=true'  # {i}\n" for i in range(30))
+    (repo / "pkg/train.py").write_text("import os\n" + hot)
+    assert run(kb, "ingest", "raw/code/flaggy", "-q").exit_code in (0, 3)
+    overview = (kb / "wiki/codebases/flaggy/overview.md").read_text()
+    section = overview.split("### XLA and LIBTPU flags")[1].split("\n### ")[0]
+    assert "71 distinct flags, most used first" in section
+    rows = [ln for ln in section.splitlines() if ln.startswith("| `--")]
+    assert len(rows) == 60 and rows[0].startswith("| `--xla_tpu_hot_flag` | 30 | 1 | [`pkg/train.py:2`]")
+    assert "… and 11 more: [all 71 flags](flags.md)" in section
+    assert "XLA_FLAGS`" not in "".join(rows)
+    full = (kb / "wiki/codebases/flaggy/flags.md").read_text()
+    assert sum(1 for ln in full.splitlines() if ln.startswith("| `--")) == 71
+    lint = run(kb, "lint")
+    assert lint.exit_code == 0, lint.output
