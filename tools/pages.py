@@ -25,7 +25,7 @@ KERNEL_CATEGORIES = (
     "attention", "paged/ragged attention", "matmul/gemm", "quantized matmul",
     "moe/grouped matmul", "normalization", "activation/GLU", "cross-entropy/loss",
     "collective/communication", "ssm/scan/linear-recurrence", "rotary/positional",
-    "sampling/top-k", "fft/convolution", "crypto/fhe/other",
+    "sampling/top-k", "fft/convolution", "moe routing/dispatch", "residual/hyper-connections", "crypto/fhe/other",
 )
 KERNEL_KINDS = ("library", "test", "benchmark", "example")
 STABILITY = ("stable", "experimental", "research", "deprecated")

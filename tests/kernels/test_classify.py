@@ -119,6 +119,19 @@ def test_backend_falls_back_to_interpret_imports_context(path, text, want):
     ("gated_linear_unit_sm90", "x.py", "activation/GLU"),
     ("matmul", "ops/tpu/matmul.py", "matmul/gemm"),
     ("threefry_2x32_count", "ops/tpu/random/threefry.py", "crypto/fhe/other"),
+    # issue 10: each cause of a wrong category, as a general rule
+    ("ragged_gather_reduce", "ops/moe/sc.py", "moe routing/dispatch"),
+    ("sparse_core_gather_reduce_kernel", "kernels/sparsecore.py", "moe routing/dispatch"),
+    ("token_dispatch", "layers/moe.py", "moe routing/dispatch"),
+    ("mhc_pre_kernel", "ops/mhc.py", "residual/hyper-connections"),
+    ("hyper_connection_post", "x.py", "residual/hyper-connections"),
+    ("gated_linear_attention_fwd", "ops/attention/gla.py", "ssm/scan/linear-recurrence"),
+    ("lightning_attn_kernel", "attention/lightning.py", "ssm/scan/linear-recurrence"),
+    ("chunk_gla_fwd", "ops/attention/chunk.py", "ssm/scan/linear-recurrence"),
+    ("token_log_probs", "rl/logprobs.py", "cross-entropy/loss"),
+    ("speculative_verify", "serving/spec.py", "sampling/top-k"),
+    ("flash_attention", "ops/attention/flash.py", "attention"),  # still attention
+    ("splash_mha_fwd", "ops/attention/linear_layout.py", "attention"),
 ])
 def test_category_rules(names, path, want):
     assert rules.category_of(names, path, None) == want

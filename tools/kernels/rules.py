@@ -108,7 +108,19 @@ _CATEGORY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("paged/ragged attention", ("paged", "page_attention", "varlen", "var_len", _W + "page_ids", "page_table",
                                 _W + "pages" + _E, r"ragged_(?:\w*_)?(?:attention|attn|mla)", _W + "rpa" + _E,
                                 "ragged_decode", "ragged_paged", "kv_cache_update", "ragged_kv")),
-    ("cross-entropy/loss", ("cross_entropy", "xent", "kl_div", _W + "loss" + _E, "logsumexp_loss")),
+    ("cross-entropy/loss", ("cross_entropy", "xent", "kl_div", _W + "loss" + _E, "logsumexp_loss",
+                            r"log_?probs?" + _E, "token_logprob", "selective_log_softmax")),
+    # Linear attention is a linear recurrence: these words go before the generic "attention".
+    ("ssm/scan/linear-recurrence", ("linear_attention", "linear_attn", _W + "gla" + _E, "gated_linear_attention",
+                                    "lightning_attn", "lightning_attention", "retention", "delta_rule", "deltanet",
+                                    "gated_delta", _W + "kda" + _E, _W + "gdn")),
+    # MoE token routing: gathers, scatters and reductions that move tokens to and from experts.
+    ("moe routing/dispatch", ("gather_reduce", "ragged_gather", "ragged_scatter", "scatter_reduce", "token_dispatch",
+                              _W + "dispatch" + _E, "combine_tokens", "permute_tokens", "unpermute", "token_sort",
+                              "sort_tokens", _W + "router" + _E, _W + "routing" + _E, "expert_choice",
+                              "sparse_core_gather", "sc_gather", "gather_sum")),
+    ("sampling/top-k", ("speculative", "spec_decode", "rejection_sampl", "verify_draft", "draft_verif",
+                        "tree_verif", "eagle")),
     ("attention", ("attention", _W + "attn", "flash", "splash", _W + "mha" + _E, _W + "mqa", _W + "gqa",
                    _W + "mla" + _E, "decode_attention", "sparse_mla", "mla_swa")),
     ("moe/grouped matmul", (_W + "t?gmm", "grouped_matmul", "grouped_mm", "ragged_dot", _W + "moe" + _E,
@@ -130,8 +142,10 @@ _CATEGORY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fft/convolution", (_W + "fft", "conv(?:olution|1d|2d|3d)?" + _E, "causal_conv")),
     ("matmul/gemm", ("matmul", "gemm", _W + "dot" + _E, _W + "mm" + _E, "spmm", _W + "gemv", "o_projection",
                      _W + "proj")),
-    # named, but none of the above: linear algebra, layout shuffles, hyper-connections
-    ("crypto/fhe/other", (_W + "x?pose" + _E, _W + "xpose", "transpose(?!d)", _W + "mhc" + _E, "hyper_?conn",
+    ("residual/hyper-connections", (_W + "mhc" + _E, "hyper_?conn", "manifold_hc", _W + "hc_(?:pre|post|res)",
+                                    "residual_stream", "sinkhorn")),
+    # named, but none of the above: linear algebra, layout shuffles
+    ("crypto/fhe/other", (_W + "x?pose" + _E, _W + "xpose", "transpose(?!d)",
                           _W + "(?:lu|det|slogdet|pf|slogpf|qr|svd|eigh?)" + _E, "pfaffian", "determinant",
                           "cholesky")),
 )
@@ -149,7 +163,7 @@ def _matches(text: str) -> list[str]:
 
 
 _PARENT = {"paged/ragged attention": "attention", "quantized matmul": "matmul/gemm",
-           "moe/grouped matmul": "matmul/gemm"}
+           "moe/grouped matmul": "matmul/gemm", "ssm/scan/linear-recurrence": "attention"}
 
 
 def category_of(names: str | None, path: str | None = None, docs: str | None = None) -> str:
