@@ -23,7 +23,10 @@ from tools.experiments import abandoned, ledger, records
 def start(project, *args, command):
     env = dict(os.environ, AUTORESEARCH_ROOT=str(project.root))
     return subprocess.Popen([PY, "-m", "tools", "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/tpu",
-                             "-q", *args, "--", *command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             "-q", *args, "--", *command], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            # a suite started in the background (`pytest &`) ignores SIGINT, and children inherit
+                            # that: restore the default so the Ctrl-C test sends a signal the runner can see
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def lane(project):

@@ -159,3 +159,14 @@ def test_edited_script_baseline_reruns_its_saved_copy(project, tmp_path):
     assert ": supported" in out
     page = (project.wiki / lane(project)[1]["page"]).read_text()
     assert "its saved copy" in page and lane(project)[1]["gain_pct"] == pytest.approx(100.0, rel=1e-3)
+
+
+def test_lint_is_clean_right_after_a_run(project):
+    """The index counts the new pages and the experiment links its lane's model page (no drift, no orphan)."""
+    run(project, "-m", "baseline", command=fake("--step-ms", "10"))
+    res = CliRunner().invoke(cli, ["--root", str(project.root), "lint", "--json"])
+    import json
+
+    codes = {(p["code"], p["path"]) for p in json.loads(res.output)["problems"]}
+    assert not {c for c, _ in codes} & {"index-drift", "index-stale", "index-missing"}, codes
+    assert ("orphan", "wiki/models/m-l.md") not in codes, codes

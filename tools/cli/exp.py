@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import click
+
+
+def _variant(value: str) -> str:
+    """``<size>/<hardware>``: the model page groups runs by it and the explorer reads the hardware from it."""
+    if not re.fullmatch(r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*", value or ""):
+        raise click.BadParameter(f"{value!r}: expected <size>/<hardware>, e.g. tiny/cpu or 8b/v6e-8")
+    return value
 
 from . import pass_project
 
@@ -17,7 +26,8 @@ def exp() -> None:
 @exp.command(name="run", context_settings={"ignore_unknown_options": True})
 @click.option("--model", required=True, help="Model name, e.g. llama.")
 @click.option("--lane", required=True, help="Lane: an independent line of optimization, e.g. cpu or tpu-v5e.")
-@click.option("--variant", required=True, help="<size>/<hardware>, e.g. tiny/cpu or 1b/v5e-8.")
+@click.option("--variant", required=True, callback=lambda ctx, p, v: _variant(v),
+              help="<size>/<hardware>, e.g. tiny/cpu or 1b/v5e-8.")
 @click.option("--hypothesis", default="", help="The falsifiable claim this run tests.")
 @click.option("--description", "-m", default="", help="The change, in a few words (ledger description).")
 @click.option("--slug", default="", help="Short name for the page (default: from the description).")

@@ -70,6 +70,9 @@ def file_record(w: Writer, lane: Lane, rec: dict, ctx: dict, prior: list[dict] |
         recs = sorted([r for r in prior if r.get("exp_id") != rec["exp_id"]] + [dict(rec, page=page.path)],
                       key=lambda r: (int(r.get("version") or 0), r["page"]))
     w.write_page(report.model_page(lane.model, lane.lane, recs))
+    from ..wikiindex import rebuild
+
+    rebuild(lane.project.wiki, w, log=False)  # the index counts the new page: lint finds no drift after a run
     return page.path
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .. import pages
+from .. import mdtext, pages
 from . import records as rec_mod
 from .command import cap_tail
 
@@ -153,7 +153,8 @@ def experiment_body(r: dict, ctx: dict) -> str:
 
 
 def experiment_page(r: dict, ctx: dict) -> pages.Page:
-    body = f"# {r['title']}\n\n" + pages.region("experiment", experiment_body(r, ctx) if r.get("status") == "filed"
+    up = f"Lane: [{mdtext.escape(r['model'])} ({mdtext.escape(r['lane'])})](../../../{model_path(r['model'], r['lane'])})\n\n"
+    body = f"# {r['title']}\n\n" + up + pages.region("experiment", experiment_body(r, ctx) if r.get("status") == "filed"
                                                 else "## Hypothesis under test\n\n" + str(r.get("hypothesis") or "")
                                                 + "\n\n## Setup\n\n```bash\n" + ctx.get("command_line", "")
                                                 + "\n```\n\n## Results\n\nRunning.\n\n## Verdict\n\nPending.\n")
