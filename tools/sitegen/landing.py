@@ -47,31 +47,48 @@ def _is_index(rel: str) -> bool:
     return posixpath.basename(rel) in ("index.md", "README.md")
 
 
-def landing_page(folder: str, node: dict, tree: dict) -> str:
+def landing_page(folder: str, node: dict, tree: dict, linked: set[str] | None = None) -> str:
     """Markdown listing a folder's pages (title, type, updated) and its subfolders."""
     title = folder_title(folder)
     lines = ["---", f"title: {yaml.safe_dump(title, default_style=chr(34)).strip()}", "---", "",
              f"# {md_text(title)}", ""]
-    return "\n".join(lines + listing(node, tree))
+    return "\n".join(lines + listing(folder, node, tree, linked))
 
 
-def listing(node: dict, tree: dict) -> list[str]:
-    """The tables of a folder's subfolders and pages (the body of its landing page)."""
+def _page_rows(pages: list, base: str) -> list[str]:
+    rows = ["| Page | Type | Updated |", "|---|---|---|"]
+    for p in pages:
+        upd = p.meta.get("updated") or p.meta.get("created") or ""
+        rows.append(f"| [{md_text(p.title)}]({posixpath.relpath(p.rel, base or '.')}) | "
+                    f"{md_text(p.type or '-')} | {md_text(upd)} |")
+    return rows + [""]
+
+
+def _subtree(tree: dict, folder: str) -> list[str]:
+    return sorted(k for k in tree if k.startswith(folder + "/"))
+
+
+def listing(folder: str, node: dict, tree: dict, linked: set[str] | None = None) -> list[str]:
+    """The tables of a folder's subfolders and pages (the body of its landing page). A subfolder in ``linked``
+    has a landing page of its own and gets a row; one that has none (``linked`` given, it is not in it) has its
+    whole subtree listed here, a table per folder, so every page stays one click from a landing page."""
     lines: list[str] = []
     pages = [p for p in node["pages"] if not _is_index(p.rel)]
-    if node["subs"]:
-        lines += ["| Section | Pages |", "|---|---|"]
-        for sub in node["subs"]:
-            n = sum(len(v["pages"]) for k, v in tree.items() if k == sub or k.startswith(sub + "/"))
-            lines.append(f"| [{md_text(folder_title(sub))}]({posixpath.basename(sub)}/index.md) | {n} |")
-        lines.append("")
+    rows, flat = [], []
+    for sub in node["subs"]:
+        if linked is None or sub in linked:
+            n = len(tree[sub]["pages"]) + sum(len(tree[k]["pages"]) for k in _subtree(tree, sub))
+            rows.append(f"| [{md_text(folder_title(sub))}]({posixpath.basename(sub)}/index.md) | {n} |")
+        else:
+            flat += [sub, *_subtree(tree, sub)]
+    if rows:
+        lines += ["| Section | Pages |", "|---|---|", *rows, ""]
     if pages:
-        lines += [f"{len(pages)} pages.", "", "| Page | Type | Updated |", "|---|---|---|"]
-        for p in pages:
-            upd = p.meta.get("updated") or p.meta.get("created") or ""
-            lines.append(f"| [{md_text(p.title)}]({posixpath.basename(p.rel)}) | "
-                         f"{md_text(p.type or '-')} | {md_text(upd)} |")
-        lines.append("")
+        lines += [f"{len(pages)} pages.", "", *_page_rows(pages, folder)]
+    for sub in flat:
+        if tree[sub]["pages"]:
+            lines += [f"### {md_text(posixpath.relpath(sub, folder or '.'))}", "",
+                      *_page_rows(tree[sub]["pages"], folder)]
     if not pages and not node["subs"]:
         lines += ["No pages yet.", ""]
     return lines
@@ -118,19 +135,23 @@ def wiki_files(pages: list[SitePage], existing: set[str]) -> tuple[dict[str, str
     each hand-written index.md of a folder the sidebar does not open, the listing the site appends to it."""
     tree = folders_of(pages)
     shown = opened(tree)
+    # Folders the sidebar reaches (opened ones and the sections they list) get a landing page and a .nav.yml;
+    # deeper ones are listed whole on the nearest landing page instead (hundreds fewer pages to build).
+    linked = shown | {s for f in shown for s in _shown(tree[f])[0]}
     out: dict[str, str] = {}
     appendix: dict[str, str] = {}
     for folder, node in tree.items():
         index = posixpath.join(folder, "index.md") if folder else "index.md"
         readme = posixpath.join(folder, "README.md").lstrip("/")
-        if index not in existing and readme not in existing:
-            out[index] = landing_page(folder, node, tree)
-        elif folder and folder not in shown:
-            rows = listing(node, tree)
+        hand = index in existing or readme in existing
+        if folder in linked and not hand:
+            out[index] = landing_page(folder, node, tree, linked)
+        elif hand and folder and folder not in shown:
+            rows = listing(folder, node, tree, linked)
             if rows != ["No pages yet.", ""]:
                 appendix[index if index in existing else readme] = "\n".join(["", "## In this folder", "", *rows])
         nav = posixpath.join(folder, ".nav.yml") if folder else ".nav.yml"
-        if nav not in existing:
+        if folder in linked and nav not in existing:
             out[nav] = nav_yml(folder, node, folder in shown)
     return out, appendix
 
