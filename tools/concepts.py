@@ -160,6 +160,34 @@ concept(
     related=("rematerialization",),
 )
 concept(
+    "expert-parallelism", "Mixture of experts and expert parallelism",
+    "Mixture-of-experts layers: a router picks experts per token, tokens are dispatched to the devices holding "
+    "those experts (all-to-all or ragged all-to-all), run through grouped matmuls (`gmm`, megablox, "
+    "`ragged_dot`) and combined back. Capacity factors, dropping and the expert mesh axis decide the balance "
+    "between all-to-all traffic and idle experts.",
+    names=(r"(?:^|\.)ragged_all_to_all$", r"(?:^|\.)ragged_dot(?:_general)?$", r"(?:^|\.)(?:gmm|tgmm)$",
+           r"(?:^|\.)(?:\w*_)?(?:moe|MoE|Moe)(?:_\w*|[A-Z]\w*)?$", r"(?:^|\.)(?:router|top_k_router|unpermute)$",
+           r"(?:^|\.)megablox\b"),
+    strings=(r"^expert$",),
+    config=(r"^\s*(?:ici|dcn)_expert_parallelism\s*[:=]", r"^\s*num_experts\s*[:=]",
+            r"^\s*num_experts_per_tok\s*[:=]", r"^\s*capacity_factor\s*[:=]", r"^\s*megablox\s*[:=]",
+            r"^\s*sparse_matmul\s*[:=]"),
+    related=("sharding", "pallas-kernels"),
+)
+concept(
+    "pipeline-parallelism", "Pipeline parallelism",
+    "Splitting the layers into stages on different devices and streaming microbatches through them "
+    "(GPipe, 1F1B, circular/interleaved schedules); the bubble shrinks with more microbatches per stage. "
+    "In JAX usually a `stage` mesh axis with `ppermute` between stages, or a library pipeline module.",
+    names=(r"(?:^|\.)pipeline_(?:stage|schedule|parallel|apply|step)\w*$", r"(?:^|\.)\w*Pipeline(?:Stage|Schedule)\w*$",
+           r"(?:^|\.)(?:gpipe|GPipe)\w*$", r"(?:^|\.)\w*[Cc]ircular_?[Pp]ipeline\w*$", r"(?:^|\.)one_f_one_b\w*$"),
+    strings=(r"^stage$",),
+    config=(r"^\s*(?:ici|dcn)_pipeline_parallelism\s*[:=]", r"^\s*num_pipeline_microbatches\s*[:=]",
+            r"^\s*num_pipeline_repeats\s*[:=]", r"^\s*pipeline_parallel_layers\s*[:=]",
+            r"^\s*num_layers_per_pipeline_stage\s*[:=]"),
+    related=("sharding", "scan-over-layers"),
+)
+concept(
     "gradient-accumulation", "Gradient accumulation",
     "Summing gradients over micro-batches before one optimizer update: a larger effective batch at "
     "constant memory, and a way to keep per-step shapes efficient.",

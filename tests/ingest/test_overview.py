@@ -55,3 +55,22 @@ def test_overview_ranks_every_flag_and_links_the_full_list(tmp_path):
     assert sum(1 for ln in full.splitlines() if ln.startswith("| `--")) == 71
     lint = run(kb, "lint")
     assert lint.exit_code == 0, lint.output
+
+
+def test_moe_and_pipeline_parallelism_are_surfaces(tmp_path):
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    repo = kb / "raw/code/moe"
+    (repo / "layers").mkdir(parents=True)
+    (repo / "configs").mkdir()
+    (repo / "layers/moe.py").write_text(
+        "import jax\nfrom jax.experimental.pallas.ops.tpu.megablox import gmm\n\n\n"
+        "class RoutedMoE:\n    def __call__(self, x, w):\n"
+        "        y = jax.lax.ragged_all_to_all(x, x, x, x, x, x)\n        return gmm(y, w, None)\n")
+    (repo / "configs/base.yml").write_text("ici_expert_parallelism: 4\nnum_experts: 64\n"
+                                           "ici_pipeline_parallelism: 2\nnum_pipeline_microbatches: 8\n")
+    assert run(kb, "ingest", "raw/code/moe", "-q").exit_code in (0, 3)
+    overview = (kb / "wiki/codebases/moe/overview.md").read_text()
+    assert "Mixture of experts and expert parallelism" in overview and "Pipeline parallelism" in overview
+    page = (kb / "wiki/concepts/expert-parallelism.md").read_text()
+    assert "layers/moe.py" in page and "configs/base.yml" in page
