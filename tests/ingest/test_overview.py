@@ -74,3 +74,44 @@ def test_moe_and_pipeline_parallelism_are_surfaces(tmp_path):
     assert "Mixture of experts and expert parallelism" in overview and "Pipeline parallelism" in overview
     page = (kb / "wiki/concepts/expert-parallelism.md").read_text()
     assert "layers/moe.py" in page and "configs/base.yml" in page
+
+
+def test_overview_names_the_functions_where_a_surface_is_decided(tmp_path):
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    repo = kb / "raw/code/dec"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "pkg/__init__.py").write_text("")
+    (repo / "pkg/remat.py").write_text(
+        "import jax\n\n\ndef select_remat_policy(name):\n"
+        "    if name == 'full':\n        return jax.checkpoint_policies.nothing_saveable\n"
+        "    if name == 'dots':\n        return jax.checkpoint_policies.dots_saveable\n"
+        "    return jax.checkpoint_policies.everything_saveable\n\n\n"
+        "def block(f):\n    return jax.checkpoint(f)\n")
+    (repo / "tests/test_remat.py").write_text(
+        "import jax\n\n\ndef test_many():\n" + "".join(f"    jax.checkpoint(lambda x: x + {i})\n" for i in range(9)))
+    assert run(kb, "ingest", "raw/code/dec", "-q").exit_code in (0, 3)
+    overview = (kb / "wiki/codebases/dec/overview.md").read_text()
+    section = overview.split("### Rematerialization")[1].split("\n### ")[0]
+    decided = next(ln for ln in section.splitlines() if ln.startswith("Decided in: "))
+    assert decided.startswith("Decided in: [`pkg.remat.select_remat_policy`](")
+    assert "(3 sites)" in decided and "test_many" not in decided
+    first_file = next(ln for ln in section.splitlines() if ln.startswith("- "))
+    assert "pkg/remat.py" in first_file  # library before tests, though the test has more sites
+
+
+def test_config_knobs_show_defaults_and_whole_lists(tmp_path):
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    repo = kb / "raw/code/cfg"
+    (repo / "configs/models").mkdir(parents=True)
+    (repo / "configs/base.yml").write_text("remat_policy: full\nmesh_axes: ['data', 'fsdp', 'tensor']\n")
+    (repo / "configs/models/big.yml").write_text("remat_policy: minimal\n")
+    assert run(kb, "ingest", "raw/code/cfg", "-q").exit_code in (0, 3)
+    overview = (kb / "wiki/codebases/cfg/overview.md").read_text()
+    knobs = overview.split("### Configuration knobs")[1].split("\n### ")[0]
+    remat = next(ln for ln in knobs.splitlines() if ln.startswith("| `remat_policy`"))
+    assert "| [`full`](" in remat and "configs/base.yml#L1" in remat  # the default, from the base config
+    mesh = next(ln for ln in knobs.splitlines() if ln.startswith("| `mesh_axes`"))
+    assert "['data', 'fsdp', 'tensor']" in mesh  # the whole flow list, not "["

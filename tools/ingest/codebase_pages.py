@@ -74,8 +74,8 @@ def _surface_files(occ: list[tuple[str, int, str]], link, limit_files: int) -> l
     by_file: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for rel, line, label in occ:
         by_file[rel].append((line, label))
-    # Library code first, then tests; busiest files first within each.
-    ranked = sorted(by_file.items(), key=lambda kv: (is_test(kv[0]), -len(kv[1]), kv[0]))
+    # Library code first, then benchmarks, examples and configs, then tests; busiest files first within each.
+    ranked = sorted(by_file.items(), key=lambda kv: (is_test(kv[0]), _is_bench_or_config(kv[0]), -len(kv[1]), kv[0]))
     out = []
     for rel, hits in ranked[:limit_files]:
         lines = sorted({ln for ln, _ in hits})
@@ -85,6 +85,27 @@ def _surface_files(occ: list[tuple[str, int, str]], link, limit_files: int) -> l
     if len(ranked) > limit_files:
         out.append(f"- … and {len(ranked) - limit_files} more files")
     return out
+
+
+def deciding_functions(model: RepoModel, occ, n: int = 3) -> list[tuple[str, str, int, int]]:
+    """(module.function, file, line, sites): the library functions holding the most sites of one surface, the
+    places where a remat policy, a mesh or an attention implementation is chosen. Tests, benchmarks, examples and
+    configs are left out; a site belongs to the innermost function around it."""
+    mod_of = {rel: name for name, rel in model.modules.items()}
+    count: Counter = Counter()
+    where: dict[tuple[str, str], int] = {}
+    for rel, line, _ in occ:
+        if is_test(rel) or _is_bench_or_config(rel):
+            continue
+        spans = model.scan.files[rel].facts.get("spans") or []
+        inner = min((s for s in spans if s[1] <= line <= s[2]), key=lambda s: s[2] - s[1], default=None)
+        if inner is None:
+            continue
+        key = (rel, inner[0])
+        count[key] += 1
+        where[key] = inner[1]
+    top = sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return [(f"{mod_of.get(rel, rel)}.{qual}", rel, where[(rel, qual)], k) for (rel, qual), k in top if k >= 1]
 
 
 def module_page_path(slug: str, module: str) -> str:
@@ -269,6 +290,10 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         out.append(f"### {c.title}\n")
         out.append(f"{len(occ)} sites in {files} files. "
                    f"See [{c.title}]({_rel_link(path, f'concepts/{slug}.md')}).\n")
+        deciders = deciding_functions(model, occ)
+        if deciders:
+            out.append("Decided in: " + ", ".join(
+                f"[{mdtext.code(name)}]({link(rel, line)}) ({n} sites)" for name, rel, line, n in deciders) + ".\n")
         if slug == "xla-flags":
             n_flags = len(flag_counts(occ))
             out.append(_flags_table(occ, link, flags_path(repo_slug) if n_flags > FLAGS_SHOWN else None, path))
@@ -287,9 +312,12 @@ def _config_knobs(model: RepoModel, link) -> str:
             if model.scan.files[rel].facts.get("lang") != "config":
                 continue
             key, _, value = label.partition(": ")
-            k = knobs.setdefault(key, {"concept": slug, "values": Counter(), "files": set(), "first": (rel, line)})
+            k = knobs.setdefault(key, {"concept": slug, "values": Counter(), "files": set(), "first": (rel, line),
+                                       "default": None})
             if value:
                 k["values"][value] += 1
+                if k["default"] is None and _DEFAULTS_FILE.search(rel):
+                    k["default"] = (value, rel, line)
             k["files"].add(rel)
             if is_test(k["first"][0]) and not is_test(rel):
                 k["first"] = (rel, line)
@@ -300,12 +328,18 @@ def _config_knobs(model: RepoModel, link) -> str:
         values = ", ".join(mdtext.code(v) for v, _ in k["values"].most_common(4))
         more = f" +{len(k['values']) - 4}" if len(k["values"]) > 4 else ""
         rel, line = k["first"]
-        rows.append([mdtext.code(key), CONCEPTS[k["concept"]].title, (values + more) or "—", str(len(k["files"])),
-                     f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"])
-    return ("### Configuration knobs\n\nSettings in config and launch files that move performance:\n\n"
-            + mdtext.table(["Setting", "Concept", "Values seen", "Files", "Example"], rows[:60]))
+        default = "—"
+        if k["default"]:
+            v, drel, dline = k["default"]
+            default = f"[{mdtext.code(v)}]({link(drel, dline)})"
+        rows.append([mdtext.code(key), CONCEPTS[k["concept"]].title, default, (values + more) or "—",
+                     str(len(k["files"])), f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"])
+    return ("### Configuration knobs\n\nSettings in config and launch files that move performance (the default "
+            "is the value in the repository's base or default config file):\n\n"
+            + mdtext.table(["Setting", "Concept", "Default", "Values seen", "Files", "Example"], rows[:60]))
 
 
+_DEFAULTS_FILE = re.compile(r"(?:^|/)(?:base|defaults?|config)(?:[._-][^/]*)?\.(?:ya?ml|toml|gin|cfg|ini|json)$")
 FLAGS_SHOWN = 60
 _FLAG = re.compile(r"--?((?:xla|libtpu|tpu|megascale)_[a-z0-9_]+)")
 

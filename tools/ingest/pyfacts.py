@@ -102,6 +102,22 @@ def _symbols(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
     return out
 
 
+def _spans(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
+    """[qualified name, first line, last line] of every function and method (nested ones included), so a
+    surface can be attributed to the function that holds it."""
+    out = []
+
+    def visit(body, prefix):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = f"{prefix}{node.name}"
+                if not isinstance(node, ast.ClassDef):
+                    out.append([qual, parsed.file_line(node.lineno), parsed.file_line(node.end_lineno or node.lineno)])
+                visit(node.body, qual + ".")
+    visit(tree.body, "")
+    return out
+
+
 def _line_holding(lines: list[str], node: ast.Constant, text: str) -> int:
     """The line of a string literal that spans lines (implicit concatenation, triple quotes) holding ``text``."""
     end = getattr(node, "end_lineno", None) or node.lineno
@@ -207,6 +223,7 @@ def python_facts(relpath: str, data: bytes) -> dict:
         imports |= imp
         if is_py:
             facts["symbols"] = _symbols(parsed.tree, parsed)
+            facts["spans"] = _spans(parsed.tree, parsed)
             facts["doc"] = _first_line(ast.get_docstring(parsed.tree, clean=False))
             facts["main"] = any(isinstance(n, ast.If) and _MAIN_GUARD.search(ast.unparse(n.test))
                                 for n in parsed.tree.body)
@@ -224,7 +241,12 @@ def _config_label(matched: str, line: str) -> str:
     if matched.startswith("--") or not _SETTING.match(line):
         return matched.rstrip(":=").strip()[:80]
     key, rest = _SETTING.match(line).groups()
-    value = re.match(r"""['"]?([^\s'"\\]*)""", rest).group(1)  # the first token: shell lines go on
+    if rest[:1] in "[{":  # a YAML flow list or map: the whole of it, not its opening bracket
+        close = {"[": "]", "{": "}"}[rest[0]]
+        end = rest.find(close)
+        value = rest[: end + 1] if end != -1 else rest
+    else:
+        value = re.match(r"""['"]?([^\s'"\\]*)""", rest).group(1)  # the first token: shell lines go on
     return f"{key}: {value}"[:80] if value else key[:80]
 
 
