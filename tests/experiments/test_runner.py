@@ -138,7 +138,7 @@ def test_list_and_load_experiments(project):
 
 def test_bad_names_are_refused(project):
     res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "../x", "--lane", "l",
-                                   "--variant", "v", "--", sys.executable, "-c", "pass"])
+                                   "--variant", "v/cpu", "--", sys.executable, "-c", "pass"])
     assert res.exit_code == 1 and "--model" in res.output
 
 

@@ -296,3 +296,20 @@ pallas_flash_attn_2_gpu = _flash_attn2
 """)
     (site,) = scan({"ops/fa.py": text})
     assert site.kernel == "pallas_flash_attn_2_gpu"
+
+
+def test_grid_from_grid_spec_is_resolved_and_signatures_stay_whole():
+    from tools.kernels.facts import analyze_file
+
+    long_defaults = ", ".join(f"p{i}: tuple[int, int] = (1, 2)" for i in range(12))
+    text = ("import jax\nfrom jax.experimental import pallas as pl\nfrom jax.experimental.pallas import tpu as pltpu\n\n\n"
+            f"def _k(x_ref, o_ref, {long_defaults}):\n    o_ref[...] = x_ref[...]\n\n\n"
+            "def run(x, n):\n    grid = (x.shape[0] // 128, 4)\n"
+            "    spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=0, grid=grid, in_specs=[], out_specs=[])\n"
+            "    return pl.pallas_call(_k, grid_spec=spec, out_shape=x)(x)\n\n\n"
+            "def run2(x, grid):\n    return pl.pallas_call(_k, grid=grid, out_shape=x)(x)\n")
+    facts = analyze_file("m.py", text.encode())
+    grids = sorted(str(lc.get("grid")) for lc in facts["launches"])
+    assert "(x.shape[0] // 128, 4)" in grids and "grid (set at run time)" in grids, grids
+    sig = facts["functions"]["_k"]["signature"]
+    assert sig.count("(") == sig.count(")") and sig.count("[") == sig.count("]") and "p11" in sig

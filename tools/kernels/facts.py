@@ -23,6 +23,7 @@ _MENTIONS = re.compile(r"pallas|core_map|plgpu|pltpu")
 _PALLAS_IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+[^\n]*(?:pallas|pltpu|plgpu|core_map|mosaic)", re.MULTILINE)
 _LAUNCHY = re.compile(r"pallas_call|core_map|kernel\s*\(|\.kernel\b|_call\s*\(")
 _MAX_TEXT = 160
+_MAX_SIGNATURE = 2000  # signatures are shown whole; past this, parameter names only
 
 
 def module_name(relpath: str) -> str:
@@ -171,8 +172,9 @@ class _Visitor(ast.NodeVisitor):
         text = " ".join(ln.split("#")[0].strip() for ln in self.lines[node.lineno - 1:max(end, node.lineno)])
         m = re.search(r"def\s+\w+\s*(\(.*\))\s*(?:->.*)?:", text)
         sig = " ".join(m.group(1).split()) if m else "(...)"
-        if len(sig) > _MAX_TEXT:
-            sig = sig[: _MAX_TEXT - 2] + "…)"
+        if len(sig) > _MAX_SIGNATURE:  # whole parameters only, so brackets stay balanced
+            params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+            sig = "(" + ", ".join(params) + ")"
         return f"{node.name}{sig}"
 
     def finish(self) -> None:
@@ -317,8 +319,10 @@ class _Visitor(ast.NodeVisitor):
             if extra is not None and extra not in call.keywords:
                 texts.append(_short(extra) or "")
         if grid is None and isinstance(spec, ast.Call):
-            grid = next((k.value for k in spec.keywords if k.arg == "grid"), None)
-        out["grid"] = _short(grid)
+            grid = self._kw(spec, "grid")
+        # A name no assignment in scope resolves (a parameter, a loop variable) is chosen at run time: say so
+        # rather than print the bare name as if it were the grid.
+        out["grid"] = f"{grid.id} (set at run time)" if isinstance(grid, ast.Name) else _short(grid)
         shapes = []
         for root in (call, spec):
             if not isinstance(root, ast.AST):
