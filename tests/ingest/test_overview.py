@@ -89,6 +89,10 @@ def test_overview_names_the_functions_where_a_surface_is_decided(tmp_path):
         "    if name == 'dots':\n        return jax.checkpoint_policies.dots_saveable\n"
         "    return jax.checkpoint_policies.everything_saveable\n\n\n"
         "def block(f):\n    return jax.checkpoint(f)\n")
+    (repo / "pkg/mesh.py").write_text(
+        "import jax\nfrom jax.sharding import Mesh, PartitionSpec as P\n\n\ndef build_mesh(devices):\n"
+        "    return Mesh(devices, ('data', 'model'))\n\n\ndef constrain(x):\n"
+        "    x = jax.lax.with_sharding_constraint(x, P('data'))\n    return jax.lax.with_sharding_constraint(x, P())\n")
     (repo / "tests/test_remat.py").write_text(
         "import jax\n\n\ndef test_many():\n" + "".join(f"    jax.checkpoint(lambda x: x + {i})\n" for i in range(9)))
     assert run(kb, "ingest", "raw/code/dec", "-q").exit_code in (0, 3)
@@ -97,6 +101,8 @@ def test_overview_names_the_functions_where_a_surface_is_decided(tmp_path):
     decided = next(ln for ln in section.splitlines() if ln.startswith("Decided in: "))
     assert decided.startswith("Decided in: [`pkg.remat.select_remat_policy`](")
     assert "(3 sites)" in decided and "test_many" not in decided
+    sharding = overview.split("### Sharding and meshes")[1].split("\n### ")[0]
+    assert "Mesh built in: [`pkg.mesh.build_mesh`](" in sharding
     first_file = next(ln for ln in section.splitlines() if ln.startswith("- "))
     assert "pkg/remat.py" in first_file  # library before tests, though the test has more sites
 

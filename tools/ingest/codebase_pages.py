@@ -290,10 +290,15 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         out.append(f"### {c.title}\n")
         out.append(f"{len(occ)} sites in {files} files. "
                    f"See [{c.title}]({_rel_link(path, f'concepts/{slug}.md')}).\n")
-        deciders = deciding_functions(model, occ)
+        deciders = deciding_functions(model, occ) if slug != "xla-flags" else []  # flags: the table says where
         if deciders:
             out.append("Decided in: " + ", ".join(
                 f"[{mdtext.code(name)}]({link(rel, line)}) ({n} sites)" for name, rel, line, n in deciders) + ".\n")
+        if slug == "sharding":
+            builders = deciding_functions(model, [o for o in occ if _MESH_BUILD.search(o[2])])
+            if builders:
+                out.append("Mesh built in: " + ", ".join(
+                    f"[{mdtext.code(name)}]({link(rel, line)}) ({n} sites)" for name, rel, line, n in builders) + ".\n")
         if slug == "xla-flags":
             n_flags = len(flag_counts(occ))
             out.append(_flags_table(occ, link, flags_path(repo_slug) if n_flags > FLAGS_SHOWN else None, path))
@@ -340,6 +345,7 @@ def _config_knobs(model: RepoModel, link) -> str:
 
 
 _DEFAULTS_FILE = re.compile(r"(?:^|/)(?:base|defaults?|config)(?:[._-][^/]*)?\.(?:ya?ml|toml|gin|cfg|ini|json)$")
+_MESH_BUILD = re.compile(r"(?:^|\.)(?:Mesh|AbstractMesh|make_mesh|create_device_mesh|create_hybrid_device_mesh)$")
 FLAGS_SHOWN = 60
 _FLAG = re.compile(r"--?((?:xla|libtpu|tpu|megascale)_[a-z0-9_]+)")
 
