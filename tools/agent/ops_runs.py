@@ -1,0 +1,245 @@
+"""Operations on experiments, hypotheses and loops: a lane's history with its analysis, one experiment, the current
+best per variant; file and list hypotheses (the queue proposer reads what an agent files); a loop's status."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..experiments import records
+from ..project import Project
+from .registry import AgentError, op
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def _name(value: str, what: str) -> str:
+    if not NAME.fullmatch(value or ""):
+        raise AgentError(f"{what} {value!r}: letters, digits, '.', '_', '-' only")
+    return value
+
+
+class LaneIn(BaseModel):
+    model: str
+    lane: str
+
+
+class Run(BaseModel):
+    exp_id: str
+    version: int | None = None
+    variant: str | None = None
+    verdict: str | None = None
+    role: str | None = None
+    tokens_per_s: float | None = None
+    gain_pct: float | None = None
+    category: str | None = None
+    page: str
+
+
+class HistoryOut(BaseModel):
+    model: str
+    lane: str
+    runs: list[Run]
+    filed: int
+    keep_rate: float | None = Field(None, description="supported / judged (supported, refuted, inconclusive)")
+    verdicts: dict[str, int]
+    frontier: list[Run] = Field(description="each run that moved the best tokens/s of its variant")
+    plateau: int = Field(description="runs since the frontier last moved")
+    categories: dict[str, dict[str, int]] = Field(description="per hypothesis category: tried, supported, refuted")
+
+
+class ExpIn(BaseModel):
+    model: str
+    lane: str
+    exp_id: str
+
+
+class ExpOut(BaseModel):
+    record: dict[str, Any]
+
+
+class BestOut(BaseModel):
+    model: str
+    lane: str
+    best: dict[str, Run | None] = Field(description="variant -> its current best (or baseline)")
+
+
+def _run(r: dict) -> dict:
+    m = r.get("metrics") or {}
+    return {"exp_id": r["exp_id"], "version": r.get("version"), "variant": r.get("variant"),
+            "verdict": r.get("verdict"), "role": r.get("role"), "tokens_per_s": m.get("tokens_per_s"),
+            "gain_pct": r.get("gain_pct"), "category": r.get("category"), "page": r["page"]}
+
+
+def _lane(project: Project, model: str, lane: str) -> list[dict]:
+    recs = records.lane_records(project.wiki, _name(model, "model"), _name(lane, "lane"))
+    if not recs:
+        raise AgentError(f"no experiments in wiki/experiments/{model}/{lane}/")
+    return recs
+
+
+@op("exp.history", LaneIn, HistoryOut)
+def history(project: Project, a: LaneIn) -> dict:
+    """A lane's runs in order, with what an agent needs to see progress: keep rate, the frontier staircase, the
+    plateau length, verdicts and per-category counts."""
+    recs = [r for r in _lane(project, a.model, a.lane) if r.get("status") == "filed"]
+    verdicts = Counter(str(r.get("verdict")) for r in recs)
+    judged = sum(verdicts[v] for v in ("supported", "refuted", "inconclusive"))
+    best: dict[str, float] = {}
+    frontier, since = [], 0
+    for r in recs:
+        tps = (r.get("metrics") or {}).get("tokens_per_s")
+        v = str(r.get("variant"))
+        moved = tps is not None and (r.get("role") == "baseline" and v not in best
+                                     or r.get("verdict") == "supported" and tps > best.get(v, 0))
+        if moved:
+            best[v] = tps
+            frontier.append(_run(r))
+            since = 0
+        else:
+            since += 1
+    cats: dict[str, Counter] = {}
+    for r in recs:
+        c = cats.setdefault(str(r.get("category") or "uncategorised"), Counter())
+        c["tried"] += 1
+        c[str(r.get("verdict"))] += 1
+    return {"model": a.model, "lane": a.lane, "runs": [_run(r) for r in recs], "filed": len(recs),
+            "keep_rate": round(verdicts["supported"] / judged, 3) if judged else None, "verdicts": dict(verdicts),
+            "frontier": frontier, "plateau": since,
+            "categories": {k: {x: v[x] for x in ("tried", "supported", "refuted")} for k, v in sorted(cats.items())}}
+
+
+@op("exp.get", ExpIn, ExpOut)
+def get(project: Project, a: ExpIn) -> dict:
+    """One experiment's whole record (frontmatter of its page: metrics, timing, repeats, verdict, environment)."""
+    r = records.find(_lane(project, a.model, a.lane), a.exp_id)
+    if r is None:
+        raise AgentError(f"no experiment {a.exp_id!r} in {a.model}/{a.lane}")
+    return {"record": r}
+
+
+@op("exp.best", LaneIn, BestOut)
+def best(project: Project, a: LaneIn) -> dict:
+    """The current best run of each variant (a supported run that moved its frontier, else its baseline)."""
+    recs = _lane(project, a.model, a.lane)
+    out = {}
+    for v in sorted({str(r.get("variant")) for r in recs}):
+        b = records.best_for(recs, v) or records.baseline_for(recs, v)
+        out[v] = _run(b) if b else None
+    return {"model": a.model, "lane": a.lane, "best": out}
+
+
+# ---------------------------------------------------------------- hypotheses
+
+class HypothesisIn(BaseModel):
+    model: str
+    lane: str
+    loop: str = Field(description="the loop whose queue takes it (loops/<name>.yml)")
+    statement: str
+    mechanism: str
+    predicted_signal: str
+    falsification: str
+    change: dict[str, Any] = Field(description="{kind: knobs|env|patch, knobs: {...} | env: {...} | patch: '...'}")
+    category: str
+    expected_gain_pct: float = 0.0
+    confidence: float = 0.5
+    effort: float = 1.0
+    author: str = Field("agent", description="who files it: a person's hypothesis goes first in the queue")
+
+
+class HypothesisOut(BaseModel):
+    path: str
+    status: str
+
+
+class HypothesesIn(BaseModel):
+    model: str | None = None
+    lane: str | None = None
+    status: str | None = Field("open", description="open, testing, supported, refuted, abandoned; null for all")
+
+
+class Hypothesis(BaseModel):
+    path: str
+    title: str
+    status: str | None = None
+    category: str | None = None
+    priority: float | None = None
+    author: str | None = None
+
+
+class HypothesesOut(BaseModel):
+    total: int
+    hypotheses: list[Hypothesis]
+
+
+@op("hypotheses.file", HypothesisIn, HypothesisOut, writes=True)
+def file_hypothesis(project: Project, a: HypothesisIn) -> dict:
+    """File a structured hypothesis as an open page under hypotheses/<model>/<lane>/; the loop's queue proposer
+    takes it (a person's first). Validated as the loop validates an LLM's proposal: one mechanism, a known category."""
+    from types import SimpleNamespace
+
+    from ..loop.hypotheses import hypothesis_page
+    from ..loop.proposal import Proposal, ProposalError
+    from ..writer import Writer
+
+    d = a.model_dump()
+    d["proposer"] = a.author
+    try:
+        proposal = Proposal.from_dict(d)
+    except ProposalError as e:
+        raise AgentError(f"hypothesis refused: {e}") from None
+    spec = SimpleNamespace(model=_name(a.model, "model"), lane=_name(a.lane, "lane"), name=_name(a.loop, "loop"))
+    digest = hashlib.sha1(f"{a.statement}|{a.change}".encode()).hexdigest()[:8]
+    hid = f"q-{digest}"
+    page = hypothesis_page(spec, proposal, hid, "open", None)
+    w = Writer(project.wiki)
+    w.write_page(page)
+    w.log_changes("hypothesis", page.path)
+    return {"path": page.path, "status": "open"}
+
+
+@op("hypotheses.list", HypothesesIn, HypothesesOut)
+def list_hypotheses(project: Project, a: HypothesesIn) -> dict:
+    """Hypothesis pages, highest priority first (filtered by model, lane and status)."""
+    from ..wikiscan import scan
+
+    out = []
+    for p in scan(project.wiki, links=False):
+        m = p.meta or {}
+        if m.get("type") != "hypothesis":
+            continue
+        if a.model and m.get("model") != a.model or a.lane and m.get("lane") != a.lane \
+                or a.status and m.get("status") != a.status:
+            continue
+        prio = m.get("priority")
+        out.append({"path": p.rel, "title": p.title, "status": m.get("status"), "category": m.get("category"),
+                    "priority": float(prio) if isinstance(prio, (int, float)) else None, "author": m.get("author")})
+    out.sort(key=lambda h: (-(h["priority"] or 0), h["path"]))
+    return {"total": len(out), "hypotheses": out}
+
+
+# ---------------------------------------------------------------- loop
+
+class LoopIn(BaseModel):
+    name: str
+
+
+class LoopOut(BaseModel):
+    name: str
+    state: dict[str, Any]
+
+
+@op("loop.status", LoopIn, LoopOut)
+def loop_status(project: Project, a: LoopIn) -> dict:
+    """A loop's state as `tools loop status --json` shows it."""
+    from ..loop.state import LoopPaths, load
+
+    paths = LoopPaths(project, _name(a.name, "loop"))
+    state = load(paths)
+    if state is None:
+        raise AgentError(f"loop {a.name!r} has not started (no loops/{a.name}/state.json)")
+    return {"name": a.name, "state": state}

@@ -1,0 +1,275 @@
+"""Operations on the wiki and the kernel catalog: search, read, list, backlinks, lint; kernels list and get."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .. import safeio, wikiscan
+from ..project import Project
+from .registry import AgentError, op
+
+MAX_PAGE_BYTES = 4 * 1024 * 1024
+
+
+# ---------------------------------------------------------------- models
+
+class PageRef(BaseModel):
+    path: str = Field(description="wiki-relative path, e.g. concepts/rematerialization.md")
+    title: str
+    type: str | None = None
+
+
+class SearchIn(BaseModel):
+    query: str = Field(min_length=1, description="words that must all occur (case-insensitive)")
+    type: str | None = Field(None, description="only pages of this type (concept, kernel, experiment, ...)")
+    limit: int = Field(10, ge=1, le=100)
+
+
+class SearchHit(PageRef):
+    score: float
+    snippet: str
+
+
+class SearchOut(BaseModel):
+    query: str
+    total: int
+    hits: list[SearchHit]
+
+
+class ReadIn(BaseModel):
+    path: str = Field(description="wiki-relative page path")
+
+
+class ReadOut(PageRef):
+    meta: dict[str, Any]
+    body: str
+    links: list[str]
+
+
+class ListIn(BaseModel):
+    type: str | None = None
+    under: str | None = Field(None, description="a folder inside wiki/, e.g. kernels/maxtext")
+    where: dict[str, str] = Field(default_factory=dict, description="frontmatter key = value filters")
+    limit: int = Field(200, ge=1, le=5000)
+
+
+class ListOut(BaseModel):
+    total: int
+    pages: list[PageRef]
+
+
+class BacklinksOut(BaseModel):
+    path: str
+    backlinks: list[PageRef]
+
+
+class LintIn(BaseModel):
+    limit: int = Field(50, ge=0, le=5000)
+
+
+class LintProblem(BaseModel):
+    path: str
+    line: int | None
+    code: str
+    severity: str
+    message: str
+
+
+class LintOut(BaseModel):
+    pages: int
+    errors: int
+    warnings: int
+    by_code: dict[str, int]
+    problems: list[LintProblem]
+
+
+class KernelsIn(BaseModel):
+    backend: str | None = None
+    category: str | None = None
+    repo: str | None = None
+    kind: str | None = None
+    name: str | None = Field(None, description="substring of the kernel name")
+    limit: int = Field(200, ge=1, le=5000)
+
+
+class Kernel(PageRef):
+    repo: str | None = None
+    backend: str | None = None
+    category: str | None = None
+    kind: str | None = None
+    source: str | None = Field(None, description="path:line of the launch site")
+
+
+class KernelsOut(BaseModel):
+    total: int
+    kernels: list[Kernel]
+
+
+class KernelIn(BaseModel):
+    path: str = Field(description="the kernel page, e.g. kernels/maxtext/gmm.md")
+
+
+class KernelOut(Kernel):
+    meta: dict[str, Any]
+    body: str
+
+
+# ---------------------------------------------------------------- helpers
+
+def safe_rel(project: Project, rel: str) -> str:
+    """A wiki-relative page path an agent may read: no absolute path, no '..', no NUL, no symlink out."""
+    rel = str(rel).strip().replace("\\", "/").removeprefix("wiki/")
+    if not rel or rel.startswith("/") or "\0" in rel or ".." in rel.split("/") or re.match(r"^[A-Za-z]:", rel):
+        raise AgentError(f"{rel!r}: not a path inside the knowledge base's wiki/")
+    norm = posixpath.normpath(rel)
+    target = (project.wiki / norm).resolve()
+    if not target.is_relative_to(project.wiki.resolve()):
+        raise AgentError(f"{rel!r}: leaves wiki/ (a symlink out is not followed)")
+    return norm
+
+
+def _scan(project: Project, links: bool = False) -> wikiscan.Wiki:
+    return wikiscan.scan(project.wiki, links=links)
+
+
+def _ref(p: wikiscan.WikiPage) -> dict:
+    meta = p.meta or {}
+    return {"path": p.rel, "title": p.title, "type": meta.get("type") if isinstance(meta.get("type"), str) else None}
+
+
+def _text_of(meta: dict) -> str:
+    return " ".join(str(v) for v in meta.values() if isinstance(v, (str, int, float)))
+
+
+# ---------------------------------------------------------------- wiki
+
+@op("wiki.search", SearchIn, SearchOut)
+def search(project: Project, a: SearchIn) -> dict:
+    """Pages holding every word of the query, ranked: title hits weigh 5, frontmatter 2, body 1 per occurrence
+    (log-damped), with a snippet around the first body hit."""
+    import math
+
+    terms = [t for t in re.findall(r"\w[\w.-]*", a.query.lower()) if t]
+    if not terms:
+        raise AgentError("query holds no words")
+    hits = []
+    for p in _scan(project):
+        if p.text is None or (a.type and (p.meta or {}).get("type") != a.type):
+            continue
+        title, meta, body = p.title.lower(), _text_of(p.meta or {}).lower(), (p.body or "").lower()
+        score = 0.0
+        for t in terms:
+            n_title, n_meta, n_body = title.count(t), meta.count(t), body.count(t)
+            if not (n_title or n_meta or n_body):
+                break
+            score += 5 * n_title + 2 * min(n_meta, 5) + math.log1p(n_body)
+        else:
+            i = body.find(terms[0])
+            snip = " ".join((p.body or "")[max(0, i - 80): i + 160].split()) if i >= 0 else ""
+            hits.append({**_ref(p), "score": round(score, 3), "snippet": snip})
+    hits.sort(key=lambda h: (-h["score"], h["path"]))
+    return {"query": a.query, "total": len(hits), "hits": hits[: a.limit]}
+
+
+@op("wiki.read", ReadIn, ReadOut)
+def read(project: Project, a: ReadIn) -> dict:
+    """One page: frontmatter as data, the body as markdown, and the wiki pages it links to."""
+    rel = safe_rel(project, a.path)
+    path = project.wiki / rel
+    try:
+        text = safeio.read_text(path, MAX_PAGE_BYTES, within=project.wiki)
+    except FileNotFoundError:
+        raise AgentError(f"{rel}: no such page in wiki/") from None
+    except OSError as e:
+        raise AgentError(f"{rel}: {e}") from None
+    p = wikiscan.parse_page(rel, text, path=path)
+    links = sorted({wikiscan.resolve(rel, wikiscan.split_target(ln.target)[0]) for ln in p.links
+                    if ln.kind in ("md", "ref") and not wikiscan.is_external(ln.target)
+                    and wikiscan.split_target(ln.target)[0].endswith(".md")})
+    return {**_ref(p), "meta": p.meta or {}, "body": p.body, "links": [x for x in links if not x.startswith("..")]}
+
+
+@op("wiki.list", ListIn, ListOut)
+def list_pages(project: Project, a: ListIn) -> dict:
+    """Pages by type, folder and frontmatter values (``where``: key = value, compared as text)."""
+    under = safe_rel(project, a.under).rstrip("/") + "/" if a.under else ""
+    out = []
+    for p in _scan(project):
+        meta = p.meta or {}
+        if a.type and meta.get("type") != a.type or (under and not p.rel.startswith(under)):
+            continue
+        if any(str(meta.get(k)) != v for k, v in a.where.items()):
+            continue
+        out.append(_ref(p))
+    return {"total": len(out), "pages": out[: a.limit]}
+
+
+@op("wiki.backlinks", ReadIn, BacklinksOut)
+def backlinks(project: Project, a: ReadIn) -> dict:
+    """Pages that link to this one (markdown links, resolved the way the site resolves them)."""
+    rel = safe_rel(project, a.path)
+    out = []
+    for p in _scan(project, links=True):
+        for ln in p.links:
+            target, _ = wikiscan.split_target(ln.target)
+            if ln.kind in ("md", "ref") and target and not wikiscan.is_external(ln.target) \
+                    and wikiscan.resolve(p.rel, target) == rel and p.rel != rel:
+                out.append(_ref(p))
+                break
+    return {"path": rel, "backlinks": out}
+
+
+@op("wiki.lint", LintIn, LintOut)
+def lint_summary(project: Project, a: LintIn) -> dict:
+    """`tools lint` as data: counts by code and the first problems."""
+    from collections import Counter
+
+    from .. import lint
+
+    report = lint.run(project)
+    by_code = Counter(i.code for i in report.issues)
+    return {"pages": report.pages, "errors": report.errors, "warnings": report.warnings, "by_code": dict(by_code),
+            "problems": [i.as_dict() for i in report.issues[: a.limit]]}
+
+
+# ---------------------------------------------------------------- kernels
+
+def _kernel(p: wikiscan.WikiPage) -> dict:
+    m = p.meta or {}
+    src = f"{m.get('path')}:{m.get('line')}" if m.get("path") else None
+    return {**_ref(p), "repo": m.get("repo"), "backend": m.get("backend"), "category": m.get("category"),
+            "kind": m.get("kind"), "source": src}
+
+
+@op("kernels.list", KernelsIn, KernelsOut)
+def kernels_list(project: Project, a: KernelsIn) -> dict:
+    """The kernel catalog, filtered by backend, category, repo, kind and a name substring."""
+    out = []
+    for p in _scan(project):
+        m = p.meta or {}
+        if m.get("type") != "kernel":
+            continue
+        if any(v is not None and str(m.get(k)) != v for k, v in
+               (("backend", a.backend), ("category", a.category), ("repo", a.repo), ("kind", a.kind))):
+            continue
+        if a.name and a.name.lower() not in p.title.lower():
+            continue
+        out.append(_kernel(p))
+    out.sort(key=lambda k: (str(k["category"]), k["title"], k["path"]))
+    return {"total": len(out), "kernels": out[: a.limit]}
+
+
+@op("kernels.get", KernelIn, KernelOut)
+def kernels_get(project: Project, a: KernelIn) -> dict:
+    """One kernel page: its catalog fields, frontmatter and body (launch sites, signature, callers)."""
+    page = read(project, ReadIn(path=a.path))
+    if page["meta"].get("type") != "kernel":
+        raise AgentError(f"{page['path']}: not a kernel page (type {page['meta'].get('type')!r})")
+    m = page["meta"]
+    return {"path": page["path"], "title": page["title"], "type": "kernel", "repo": m.get("repo"),
+            "backend": m.get("backend"), "category": m.get("category"), "kind": m.get("kind"),
+            "source": f"{m.get('path')}:{m.get('line')}" if m.get("path") else None, "meta": m, "body": page["body"]}

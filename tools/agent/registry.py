@@ -1,0 +1,77 @@
+"""One registry of operations over a knowledge base, each a typed function: a pydantic input model in, a pydantic
+output model out. The CLI (`tools <group> <op> --json`) and the MCP server (`tools mcp`) are two faces of it, so
+what a person sees and what an agent gets never disagree.
+
+Operations are read-only unless marked ``writes=True``; the MCP server offers those only when started with
+``--allow-write``. Every path an operation takes is checked to stay inside the knowledge base.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import ToolsError
+from ..project import Project
+
+OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs")
+
+
+class AgentError(ToolsError):
+    """An operation refused its input or found nothing; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str                 # "group.op"
+    fn: Callable[[Project, Any], Any]
+    input: type               # pydantic model
+    output: type              # pydantic model
+    writes: bool
+    doc: str
+
+    @property
+    def group(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def command(self) -> str:
+        return self.name.split(".", 1)[1].replace("_", "-")
+
+    @property
+    def tool_name(self) -> str:
+        return self.name.replace(".", "_")
+
+
+REGISTRY: dict[str, Op] = {}
+
+
+def op(name: str, input: type, output: type, writes: bool = False):
+    """Register ``fn(project, args) -> output`` as operation ``name``."""
+    def deco(fn):
+        REGISTRY[name] = Op(name, fn, input, output, writes, (fn.__doc__ or "").strip())
+        return fn
+    return deco
+
+
+def load() -> dict[str, Op]:
+    for m in OP_MODULES:
+        importlib.import_module(m)
+    return REGISTRY
+
+
+def call(project: Project, name: str, args: dict | None = None) -> dict:
+    """Validate ``args``, run the operation, return its output as JSON-ready data."""
+    from pydantic import ValidationError
+
+    ops = load()
+    if name not in ops:
+        raise AgentError(f"no operation {name!r}; there are: {', '.join(sorted(ops))}")
+    o = ops[name]
+    try:
+        parsed = o.input.model_validate(args or {})
+    except ValidationError as e:
+        raise AgentError(f"{name}: bad arguments: {e.errors(include_url=False)}") from None
+    out = o.fn(project, parsed)
+    return o.output.model_validate(out).model_dump(mode="json")

@@ -1,0 +1,70 @@
+"""`tools mcp`: the registry's operations as MCP tools (the official SDK's ``MCPServer``), pages as resources.
+
+stdio by default; ``--http`` serves streamable HTTP on 127.0.0.1 only. Each tool's input schema comes from the
+operation's pydantic input model and its output schema from the output model (structured content). Operations
+that write (``writes=True``) are offered only with ``allow_write``. Pages are also resources: ``wiki://{+path}``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+from ..project import Project
+from ..errors import ToolsError
+from .registry import AgentError, Op, call, load
+
+
+def _tool(project: Project, o: Op):
+    """A function whose keyword parameters are the input model's fields: the SDK reads its signature."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    def tool(**kwargs):
+        try:
+            return o.output.model_validate(call(project, o.name, kwargs))
+        except ToolsError as e:  # a clear message to the client, not a traceback
+            raise ToolError(str(e)) from None
+
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=f.annotation,
+                                default=inspect.Parameter.empty if f.is_required() else f.get_default())
+              for name, f in o.input.model_fields.items()]
+    tool.__signature__ = inspect.Signature(params, return_annotation=o.output)
+    tool.__annotations__ = {**{p.name: p.annotation for p in params}, "return": o.output}
+    tool.__name__ = o.tool_name
+    tool.__doc__ = o.doc
+    return tool
+
+
+def build(project: Project, allow_write: bool = False):
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer("autoresearch-wiki", instructions=(
+        "Tools over one performance knowledge base: read the wiki and the kernel catalog before proposing, look "
+        "at a lane's history (exp_history) to see what was tried, file hypotheses for the loop's queue. Never "
+        "report a speed-up the verdict did not give."))
+    for o in load().values():
+        if o.writes and not allow_write:
+            continue
+        server.add_tool(_tool(project, o), name=o.tool_name, description=o.doc, structured_output=True,
+                        annotations=ToolAnnotations(readOnlyHint=not o.writes, destructiveHint=False,
+                                                    openWorldHint=False))
+
+    @server.resource("wiki://{+path}", name="wiki-page", mime_type="text/markdown",
+                     description="A wiki page (frontmatter and body) by its wiki-relative path")
+    def page(path: str) -> str:
+        try:
+            d = call(project, "wiki.read", {"path": path})
+        except AgentError as e:
+            raise ValueError(str(e)) from None
+        return "---\n" + json.dumps(d["meta"], default=str) + "\n---\n" + d["body"]
+
+    return server
+
+
+def serve(project: Project, http: bool = False, port: int = 8765, allow_write: bool = False) -> None:
+    server = build(project, allow_write)
+    if http:
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run("stdio")
