@@ -45,7 +45,7 @@ class HistoryOut(BaseModel):
     lane: str
     runs: list[Run]
     filed: int
-    keep_rate: float | None = Field(None, description="supported / judged (supported, refuted, inconclusive)")
+    keep_rate: float | None = Field(None, description="supported / judged variants (baselines and A/A runs aside)")
     verdicts: dict[str, int]
     frontier: list[Run] = Field(description="each run that moved the best tokens/s of its variant")
     plateau: int = Field(description="runs since the frontier last moved")
@@ -88,7 +88,8 @@ def history(project: Project, a: LaneIn) -> dict:
     plateau length, verdicts and per-category counts."""
     recs = [r for r in _lane(project, a.model, a.lane) if r.get("status") == "filed"]
     verdicts = Counter(str(r.get("verdict")) for r in recs)
-    judged = sum(verdicts[v] for v in ("supported", "refuted", "inconclusive"))
+    tested = Counter(str(r.get("verdict")) for r in recs if r.get("role") not in ("baseline", "calibration"))
+    judged = sum(tested[v] for v in ("supported", "refuted", "inconclusive"))
     best: dict[str, float] = {}
     frontier, since = [], 0
     for r in recs:
@@ -108,7 +109,7 @@ def history(project: Project, a: LaneIn) -> dict:
         c["tried"] += 1
         c[str(r.get("verdict"))] += 1
     return {"model": a.model, "lane": a.lane, "runs": [_run(r) for r in recs], "filed": len(recs),
-            "keep_rate": round(verdicts["supported"] / judged, 3) if judged else None, "verdicts": dict(verdicts),
+            "keep_rate": round(tested["supported"] / judged, 3) if judged else None, "verdicts": dict(verdicts),
             "frontier": frontier, "plateau": since,
             "categories": {k: {x: v[x] for x in ("tried", "supported", "refuted")} for k, v in sorted(cats.items())}}
 

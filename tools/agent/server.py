@@ -26,7 +26,7 @@ def _tool(project: Project, o: Op):
             raise ToolError(str(e)) from None
 
     params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=f.annotation,
-                                default=inspect.Parameter.empty if f.is_required() else f.get_default())
+                                default=inspect.Parameter.empty if f.is_required() else f.get_default(call_default_factory=True))
               for name, f in o.input.model_fields.items()]
     tool.__signature__ = inspect.Signature(params, return_annotation=o.output)
     tool.__annotations__ = {**{p.name: p.annotation for p in params}, "return": o.output}

@@ -1,0 +1,174 @@
+"""The registry through the MCP SDK's own client (in-process, stdio, streamable HTTP on 127.0.0.1) and the CLI:
+every read operation once on a real knowledge base, the same answer from both faces, traversal refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tools.project import Project
+
+from .conftest import tools
+
+CALLS = {  # one call per read operation
+    "wiki.search": {"query": "remat"},
+    "wiki.read": {"path": "concepts/rematerialization.md"},
+    "wiki.list": {"type": "concept"},
+    "wiki.backlinks": {"path": "codebases/tiny/overview.md"},
+    "wiki.lint": {"limit": 5},
+    "kernels.list": {"backend": "tpu"},
+    "kernels.get": {"path": "kernels/tiny/fused_rms.md"},
+    "exp.history": {"model": "m", "lane": "l"},
+    "exp.best": {"model": "m", "lane": "l"},
+    "hypotheses.list": {},
+}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _session(target, body):
+    from mcp import Client
+
+    async with Client(target) as c:
+        return await body(c)
+
+
+def test_every_read_operation_over_mcp_equals_the_cli(kb):
+    from tools.agent.registry import load
+    from tools.agent.server import build
+    from tools.cli.agent import OPS
+
+    ops = load()
+    # The CLI declares exactly the registry's operations (loop.status is MCP-only: `tools loop status` exists).
+    assert {f"{g}.{o}" for g, names in OPS.items() for o in names} == set(ops) - {"loop.status"}
+    assert set(CALLS) | {"exp.get", "hypotheses.file", "loop.status"} == set(ops)
+
+    async def body(c):
+        listed = {t.name: t for t in (await c.list_tools()).tools}
+        assert "hypotheses_file" not in listed  # writes are not offered without --allow-write
+        out = {}
+        for name, args in CALLS.items():
+            tool = listed[name.replace(".", "_")]
+            assert tool.output_schema and tool.input_schema["type"] == "object"
+            r = await c.call_tool(tool.name, args)
+            assert not r.is_error, (name, r.content)
+            out[name] = r.structured_content
+        return out
+
+    results = run(_session(build(Project(kb)), body))
+    for name, args in CALLS.items():
+        group, op = name.split(".")
+        cli = tools(kb, group, op.replace("_", "-"), "--args", json.dumps(args), "--json")
+        assert cli.returncode == 0, cli.stderr
+        assert json.loads(cli.stdout) == results[name], name
+    assert results["kernels.list"]["kernels"][0]["title"] == "fused_rms"
+    assert [h["path"] for h in results["wiki.search"]["hits"]][:1] == ["concepts/rematerialization.md"]
+    hist = results["exp.history"]
+    assert hist["filed"] == 2 and hist["verdicts"]["supported"] == 1 and hist["keep_rate"] == 1.0
+    assert [r["verdict"] for r in hist["frontier"]][1:] == ["supported"] and hist["frontier"][0]["role"] == "baseline"
+    assert hist["plateau"] == 0
+    assert results["exp.best"]["best"]["s/cpu"]["verdict"] == "supported"
+
+
+@pytest.mark.parametrize("path", ["../raw/code/tiny/README.md", "/etc/passwd", "concepts/passwd.md",
+                                  "concepts/../../mkdocs.yml", "wiki/\x00x.md"])
+def test_traversal_is_refused(kb, path):
+    from tools.agent.server import build
+
+    async def body(c):
+        r = await c.call_tool("wiki_read", {"path": path})
+        return r.is_error, r.content[0].text
+    is_error, text = run(_session(build(Project(kb)), body))
+    assert is_error and ("not a path inside" in text or "leaves wiki/" in text or "symlink" in text), text
+    cli = tools(kb, "wiki", "read", "--args", json.dumps({"path": path}))
+    assert cli.returncode == 1 and "root:x:0:0" not in cli.stdout + cli.stderr
+
+
+def test_resource_template_reads_pages_and_refuses_traversal(kb):
+    from tools.agent.server import build
+
+    async def body(c):
+        templates = (await c.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["wiki://{+path}"]
+        page = await c.read_resource("wiki://concepts/rematerialization.md")
+        bad = None
+        try:
+            await c.read_resource("wiki://../mkdocs.yml")
+        except Exception as e:  # noqa: BLE001 - the SDK raises MCPError for a refused resource
+            bad = str(e)
+        return page.contents[0].text, bad
+    text, bad = run(_session(build(Project(kb)), body))
+    assert '"type": "concept"' in text and "Rematerialization" in text
+    assert bad is not None
+
+
+def test_stdio_server_and_filing_a_hypothesis_with_writes_allowed(kb):
+    from mcp import StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tools", "--root", str(kb), "mcp",
+                                                                  "--allow-write"])
+    hyp = {"model": "m", "lane": "l", "loop": "m-l", "statement": "bf16 compute halves the step time",
+           "mechanism": "bf16 matmuls run at twice the fp32 rate", "predicted_signal": "tokens/s +30 %",
+           "falsification": "tokens/s within the noise band", "change": {"kind": "knobs",
+                                                                          "knobs": {"compute_dtype": "bfloat16"}},
+           "category": "precision", "expected_gain_pct": 30, "confidence": 0.6, "effort": 1, "author": "agent"}
+
+    async def body(c):
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert "hypotheses_file" in names
+        filed = await c.call_tool("hypotheses_file", hyp)
+        assert not filed.is_error, filed.content
+        bad = await c.call_tool("hypotheses_file", {**hyp, "change": {"kind": "knobs", "env": {"A": "1"}}})
+        listed = await c.call_tool("hypotheses_list", {"model": "m"})
+        return filed.structured_content, bad, listed.structured_content
+    filed, bad, listed = run(_session(params, body))
+    assert filed["status"] == "open" and (kb / "wiki" / filed["path"]).is_file()
+    assert bad.is_error and "one mechanism per run" in bad.content[0].text
+    assert [h["path"] for h in listed["hypotheses"]] == [filed["path"]]
+    # the loop's queue proposer reads it back as a proposal
+    from tools.loop.hypotheses import hypothesis_from_page
+    from tools.loop.proposal import Proposal
+    from tools.pages import split
+
+    meta, body_text = split((kb / "wiki" / filed["path"]).read_text())
+    p = Proposal.from_dict(hypothesis_from_page(meta, body_text))
+    assert p.change.knobs == {"compute_dtype": "bfloat16"} and p.category == "precision"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_streamable_http_on_loopback(kb):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tools", "--root", str(kb), "mcp", "--http", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+        async def body(c):
+            r = await c.call_tool("exp_history", {"model": "m", "lane": "l"})
+            return r.structured_content
+        hist = run(_session(f"http://127.0.0.1:{port}/mcp", body))
+        assert hist["filed"] == 2
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+        local = [ln.split()[3] for ln in listening.splitlines() if ln.strip()]
+        assert local and all(addr.startswith("127.0.0.1:") for addr in local), listening  # loopback only
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

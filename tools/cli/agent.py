@@ -1,0 +1,98 @@
+"""The registry's operations on the command line (`tools <group> <op> key=value ... --json`) and `tools mcp`.
+
+The commands are declared here by name only, so `tools --help` never imports pydantic or the MCP SDK; the
+operation (its input model, its checks) is loaded when a command runs. Arguments are ``key=value`` pairs (a value
+that parses as JSON is taken as JSON: ``limit=5``, ``where={"backend":"tpu"}``) or one ``--args '{...}'``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from . import pass_project
+
+# group -> operations, as in tools/agent (checked by a test)
+OPS = {
+    "wiki": {"search": "Pages holding every word of QUERY, ranked, with a snippet.",
+             "read": "One page: frontmatter as data, body, the pages it links to.",
+             "list": "Pages by type, folder (under=) and frontmatter values (where=).",
+             "backlinks": "Pages that link to PATH.",
+             "lint": "`tools lint` as data: counts by code and the first problems."},
+    "kernels": {"list": "The kernel catalog, filtered by backend, category, repo, kind, name.",
+                "get": "One kernel page with its catalog fields, frontmatter and body."},
+    "exp": {"history": "A lane's runs with keep rate, frontier, plateau and per-category counts.",
+            "get": "One experiment's whole record.",
+            "best": "The current best run of each variant of a lane."},
+    "hypotheses": {"file": "File a structured hypothesis for a loop's queue (writes a page).",
+                   "list": "Hypothesis pages, highest priority first."},
+}
+
+
+def parse_pairs(pairs: tuple[str, ...], args_json: str | None) -> dict:
+    out: dict = json.loads(args_json) if args_json else {}
+    if not isinstance(out, dict):
+        raise click.BadParameter("--args must be a JSON object")
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: expected key=value")
+        try:
+            out[key.replace("-", "_")] = json.loads(value)
+        except ValueError:
+            out[key.replace("-", "_")] = value
+    return out
+
+
+def op_command(group: str, name: str, help_text: str) -> click.Command:
+    @click.command(name=name, help=help_text + "\n\nArguments: key=value pairs (see `tools mcp --list`).")
+    @click.argument("pairs", nargs=-1)
+    @click.option("--args", "args_json", default=None, help="All arguments as one JSON object.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the MCP tool's structured result).")
+    @pass_project
+    def command(project, pairs, args_json, as_json):
+        from ..agent.registry import call
+
+        result = call(project, f"{group}.{name.replace('-', '_')}", parse_pairs(pairs, args_json))
+        click.echo(json.dumps(result, indent=None if as_json else 2, ensure_ascii=False, default=str))
+    return command
+
+
+def attach(cli: click.Group) -> None:
+    """Add the operations to their groups (creating `tools wiki` and `tools hypotheses`)."""
+    for group, ops in OPS.items():
+        target = cli.commands.get(group)
+        if target is None:
+            target = click.Group(name=group, help=f"{group.capitalize()} operations of the agent registry "
+                                                  "(also MCP tools: `tools mcp`).")
+            cli.add_command(target)
+        for name, help_text in ops.items():
+            target.add_command(op_command(group, name, help_text))
+
+
+@click.command(name="mcp")
+@click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 (default: stdio).")
+@click.option("--port", type=int, default=8765, show_default=True)
+@click.option("--allow-write", is_flag=True, help="Also offer the operations that write (hypotheses_file).")
+@click.option("--list", "list_", is_flag=True, help="Print the operations and their input schemas, then exit.")
+@pass_project
+def mcp(project, http, port, allow_write, list_):
+    """Serve the registry's operations as MCP tools (and wiki pages as `wiki://{+path}` resources).
+
+    Read-only unless --allow-write. Never reads outside the knowledge base.
+    """
+    from ..agent.registry import load
+
+    if list_:
+        for o in load().values():
+            click.echo(json.dumps({"tool": o.tool_name, "cli": f"tools {o.group} {o.command}", "writes": o.writes,
+                                   "input": o.input.model_json_schema()}, ensure_ascii=False))
+        return
+    project.require_wiki()
+    from ..agent.server import serve
+
+    print(f"autoresearch-wiki MCP server on {'http://127.0.0.1:%d/mcp' % port if http else 'stdio'}"
+          f"{' (writes allowed)' if allow_write else ''}", file=sys.stderr)
+    serve(project, http=http, port=port, allow_write=allow_write)
