@@ -15,7 +15,7 @@ from typing import Any, Callable
 from ..errors import ToolsError
 from ..project import Project
 
-OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs")
+OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_profiles")
 
 
 class AgentError(ToolsError):

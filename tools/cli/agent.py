@@ -26,6 +26,12 @@ OPS = {
     "exp": {"history": "A lane's runs with keep rate, frontier, plateau and per-category counts.",
             "get": "One experiment's whole record.",
             "best": "The current best run of each variant of a lane."},
+    "profile": {"overview": "Step breakdown, slowest ops with their source lines, time by category and line (exp=ID).",
+                "op-source": "The source line an op's time is credited to (exp=ID op=NAME).",
+                "line-ops": "The ops credited to a source line (exp=ID location=file:line).",
+                "hlo-op": "One op of the optimized HLO with operands, users and fusion body (exp=ID op=NAME).",
+                "compare": "Per-step deltas from run a= to run b= by source line, op and category.",
+                "hlo-compare": "Whether a change reached the compiler: optimized HLO of a= and b=, ids stripped."},
     "hypotheses": {"file": "File a structured hypothesis for a loop's queue (writes a page).",
                    "list": "Hypothesis pages, highest priority first."},
 }

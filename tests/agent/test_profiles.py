@@ -1,0 +1,83 @@
+"""The issue's walk-through, as a harness would do it: two real runs of the reference model on CPU with
+--profile, then the MCP client finds the slowest op of the second run, its source line, the diff against the
+first run, whether the change reached the compiler, files a hypothesis and reads it back from the wiki."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import tools
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--preset", "tiny", "--steps", "6"]
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    pytest.importorskip("mcp")
+    pytest.importorskip("jax")
+    root = tmp_path_factory.mktemp("profkb") / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    ids = []
+    for label, extra, flags in (("fp32", [], ["--baseline"]), ("bf16", ["--compute-dtype", "bfloat16"],
+                                                                ["--repeats", "2"])):
+        r = tools(root, "exp", "run", "--model", "llama", "--lane", "cpu", "--variant", "tiny/cpu", "-q", "-m", label,
+                  "--profile", *flags, "--json", "--", sys.executable, "experiments/llama_train.py", *TINY, *extra,
+                  timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        ids.append(json.loads(r.stdout)["exp_id"])
+    return root, ids
+
+
+def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
+    from mcp import Client, StdioServerParameters
+
+    root, (first, second) = profiled
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tools", "--root", str(root), "mcp",
+                                                                  "--allow-write"])
+
+    async def walk(c):
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert {"profile_overview", "profile_op_source", "profile_compare", "profile_hlo_compare"} <= names
+        ov = (await c.call_tool("profile_overview", {"exp": second, "top": 5})).structured_content
+        slowest = ov["top_ops"][0]
+        src = (await c.call_tool("profile_op_source", {"exp": second, "op": slowest["op"]})).structured_content
+        nb = await c.call_tool("profile_hlo_op", {"exp": second, "op": slowest["op"]})
+        line = None
+        if src["rows"][0]["source"]:
+            line = (await c.call_tool("profile_line_ops", {"exp": second, "location": src["rows"][0]["source"]}))
+        diff = (await c.call_tool("profile_compare", {"a": first, "b": second})).structured_content
+        hlo = (await c.call_tool("profile_hlo_compare", {"a": first, "b": second})).structured_content
+        filed = (await c.call_tool("hypotheses_file", {
+            "model": "llama", "lane": "cpu", "loop": "llama-cpu",
+            "statement": f"fusing around {slowest['op']} removes its share of the step",
+            "mechanism": "the op is memory-bound", "predicted_signal": "its self time drops by half",
+            "falsification": "no change in tokens/s", "change": {"kind": "env", "env": {"XLA_FLAGS": "--xla_cpu_x"}},
+            "category": "compiler"})).structured_content
+        page = await c.read_resource(f"wiki://{filed['path']}")
+        bad = await c.call_tool("profile_overview", {"exp": "../../etc"})
+        return ov, slowest, src, nb, line, diff, hlo, filed, page.contents[0].text, bad
+
+    ov, slowest, src, nb, line, diff, hlo, filed, page, bad = asyncio.run(_run(Client, params, walk))
+    assert ov["n_steps"] >= 1 and slowest["self_us"] == max(o["self_us"] for o in ov["top_ops"])
+    assert src["rows"][0]["op"] == slowest["op"]
+    assert not nb.is_error and nb.structured_content["opcode"]
+    if line is not None:
+        assert not line.is_error and any(o["op"] == slowest["op"] for o in line.structured_content["ops"])
+    assert "by_line" in json.dumps(diff) or "lines" in json.dumps(diff)
+    assert hlo["diff"]["identical"] is False  # bf16 reached the compiler
+    assert "fusing around" in page and filed["status"] == "open"
+    assert bad.is_error
+    # the CLI gives the same overview
+    cli = tools(root, "profile", "overview", f"exp={second}", "top=5", "--json")
+    assert json.loads(cli.stdout) == ov
+
+
+async def _run(Client, params, body):
+    async with Client(params) as c:
+        return await body(c)
