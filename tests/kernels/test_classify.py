@@ -131,6 +131,8 @@ def test_backend_falls_back_to_interpret_imports_context(path, text, want):
     ("token_log_probs", "rl/logprobs.py", "cross-entropy/loss"),
     ("speculative_verify", "serving/spec.py", "sampling/top-k"),
     ("flash_attention", "ops/attention/flash.py", "attention"),  # still attention
+    ("decode_attn_sequence", "kernels/gpu/ragged_decode_attention/impl", "paged/ragged attention"),  # the folder says
+    ("matmul_kernel", "kernels/tpu/quantized_matmul/core", "matmul/gemm"),  # a helper keeps its own category
     ("splash_mha_fwd", "ops/attention/linear_layout.py", "attention"),
 ])
 def test_category_rules(names, path, want):

@@ -163,7 +163,7 @@ def _matches(text: str) -> list[str]:
 
 
 _PARENT = {"paged/ragged attention": "attention", "quantized matmul": "matmul/gemm",
-           "moe/grouped matmul": "matmul/gemm", "ssm/scan/linear-recurrence": "attention"}
+           "moe/grouped matmul": "matmul/gemm"}
 
 
 def category_of(names: str | None, path: str | None = None, docs: str | None = None) -> str:
@@ -175,6 +175,11 @@ def category_of(names: str | None, path: str | None = None, docs: str | None = N
     path_hits = _matches(_norm(p))
     hits = _matches(_norm(names))
     if hits:
+        # The names say "attention", the folder says which kind (ragged_decode_attention/): take the specific one.
+        # (Only for attention: a plain matmul helper in a quantized_matmul/ folder stays a plain matmul.)
+        child = next((c for c in path_hits if _PARENT.get(c) == hits[0] == "attention"), None)
+        if child is not None:
+            return child
         agreed = [c for c in hits if c in path_hits and c != "crypto/fhe/other"]
         if agreed and _PARENT.get(hits[0]) != agreed[0]:
             return agreed[0]
