@@ -163,7 +163,7 @@ def _matches(text: str) -> list[str]:
 
 
 _PARENT = {"paged/ragged attention": "attention", "quantized matmul": "matmul/gemm",
-           "moe/grouped matmul": "matmul/gemm"}
+           "moe/grouped matmul": "matmul/gemm", "ssm/scan/linear-recurrence": "attention"}
 
 
 def category_of(names: str | None, path: str | None = None, docs: str | None = None) -> str:
@@ -177,7 +177,7 @@ def category_of(names: str | None, path: str | None = None, docs: str | None = N
     if hits:
         # The names say "attention", the folder says which kind (ragged_decode_attention/): take the specific one.
         # (Only for attention: a plain matmul helper in a quantized_matmul/ folder stays a plain matmul.)
-        child = next((c for c in path_hits if _PARENT.get(c) == hits[0] == "attention"), None)
+        child = "paged/ragged attention" if hits[0] == "attention" and "paged/ragged attention" in path_hits else None
         if child is not None:
             return child
         agreed = [c for c in hits if c in path_hits and c != "crypto/fhe/other"]
