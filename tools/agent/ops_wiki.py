@@ -24,7 +24,7 @@ class PageRef(BaseModel):
 
 
 class SearchIn(BaseModel):
-    query: str = Field(min_length=1, description="words that must all occur (case-insensitive)")
+    query: str = Field(min_length=1, description="words to look for (stemmed, case-insensitive); pages with more of them rank first")
     type: str | None = Field(None, description="only pages of this type (concept, kernel, experiment, ...)")
     limit: int = Field(10, ge=1, le=100)
 
@@ -170,30 +170,14 @@ def _text_of(meta: dict) -> str:
 
 @op("wiki.search", SearchIn, SearchOut)
 def search(project: Project, a: SearchIn) -> dict:
-    """Pages holding every word of the query, ranked: title hits weigh 5, frontmatter 2, body 1 per occurrence
-    (log-damped), with a snippet around the first body hit."""
-    import math
+    """Ranked full-text search (SQLite FTS5, BM25; title, frontmatter and body weighted 10 : 4 : 1, scaled by page
+    type so concept and source pages are not buried under long generated pages), with a snippet per hit."""
+    from .. import search as fts
 
-    terms = [t for t in re.findall(r"\w[\w.-]*", a.query.lower()) if t]
-    if not terms:
+    if fts.fts_query(a.query) is None:
         raise AgentError("query holds no words")
-    hits = []
-    for p in _scan(project):
-        if p.text is None or (a.type and (p.meta or {}).get("type") != a.type):
-            continue
-        title, meta, body = p.title.lower(), _text_of(p.meta or {}).lower(), (p.body or "").lower()
-        score = 0.0
-        for t in terms:
-            n_title, n_meta, n_body = title.count(t), meta.count(t), body.count(t)
-            if not (n_title or n_meta or n_body):
-                break
-            score += 5 * n_title + 2 * min(n_meta, 5) + math.log1p(n_body)
-        else:
-            i = body.find(terms[0])
-            snip = " ".join((p.body or "")[max(0, i - 80): i + 160].split()) if i >= 0 else ""
-            hits.append({**_ref(p), "score": round(score, 3), "snippet": snip})
-    hits.sort(key=lambda h: (-h["score"], h["path"]))
-    return {"query": a.query, "total": len(hits), "hits": hits[: a.limit]}
+    total, hits = fts.search(project, a.query, a.type, a.limit)
+    return {"query": a.query, "total": total, "hits": [h.as_dict() for h in hits]}
 
 
 @op("wiki.read", ReadIn, ReadOut)

@@ -1,0 +1,138 @@
+"""Full-text search over every wiki page: SQLite FTS5 (standard library), BM25 with page-type weights.
+
+The index lives in ``.cache/search.sqlite`` and is brought up to date on each search: pages whose size or mtime
+changed are re-read, vanished pages dropped (4,000 pages: a first build of a few seconds, then a stat per page).
+Title, frontmatter and body are separate columns weighted 10 : 4 : 1, and the page type scales the score, so a
+concept or source page is not buried under a long generated codebase page that mentions every word once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import wikiscan
+from .project import Project
+
+SCHEMA = 2
+TYPE_WEIGHT = {"concept": 1.6, "source": 1.5, "analysis": 1.3, "kernel": 1.2, "hypothesis": 1.1, "model": 1.1,
+               "experiment": 1.0, "observation": 1.0, "codebase": 0.9, "loop": 1.0, "index": 0.3, "log": 0.2}
+MODULE_WEIGHT = 0.6  # codebase module pages: long symbol tables
+
+
+@dataclass
+class Hit:
+    path: str
+    title: str
+    type: str | None
+    score: float
+    snippet: str
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "title": self.title, "type": self.type, "score": self.score,
+                "snippet": self.snippet}
+
+
+def _connect(project: Project) -> sqlite3.Connection:
+    project.cache.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(project.cache / "search.sqlite", timeout=30)
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version != SCHEMA:
+        db.executescript("DROP TABLE IF EXISTS pages; DROP TABLE IF EXISTS docs;")
+        db.execute("CREATE TABLE pages (rel TEXT PRIMARY KEY, mtime INTEGER, size INTEGER, type TEXT, "
+                   "title TEXT, weight REAL)")
+        db.execute("CREATE VIRTUAL TABLE docs USING fts5(rel UNINDEXED, title, meta, body, "
+                   "tokenize='porter unicode61')")
+        db.execute(f"PRAGMA user_version = {SCHEMA}")
+        db.commit()
+    return db
+
+
+def _meta_text(meta: dict) -> str:
+    out = []
+    for k, v in meta.items():
+        if k in ("created", "updated", "commit"):
+            continue
+        out.append(v if isinstance(v, str) else json.dumps(v, default=str))
+    return " ".join(out)
+
+
+def _weight(p: wikiscan.WikiPage) -> float:
+    t = (p.meta or {}).get("type")
+    tags = (p.meta or {}).get("tags") or []
+    if t == "codebase" and isinstance(tags, list) and "module" in tags:
+        return MODULE_WEIGHT
+    return TYPE_WEIGHT.get(t if isinstance(t, str) else "", 1.0)
+
+
+def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
+    """Bring the index up to date with wiki/; returns counts (added, updated, removed, unchanged)."""
+    own = db is None
+    db = db or _connect(project)
+    root = project.wiki
+    md, _, _ = wikiscan.walk(root, [])
+    known = {rel: (m, s) for rel, m, s in db.execute("SELECT rel, mtime, size FROM pages")}
+    counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0}
+    seen = set()
+    with db:
+        for rel in md:
+            try:
+                st = os.stat(root / rel)
+            except OSError:
+                continue
+            seen.add(rel)
+            sig = (st.st_mtime_ns, st.st_size)
+            if known.get(rel) == sig:
+                counts["unchanged"] += 1
+                continue
+            p = wikiscan.read_page(root / rel, rel, links=False, within=root)
+            if rel in known:
+                db.execute("DELETE FROM docs WHERE rel = ?", (rel,))
+                counts["updated"] += 1
+            else:
+                counts["added"] += 1
+            meta = p.meta or {}
+            ptype = meta.get("type") if isinstance(meta.get("type"), str) else None
+            db.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?)",
+                       (rel, sig[0], sig[1], ptype, p.title, _weight(p)))
+            db.execute("INSERT INTO docs (rel, title, meta, body) VALUES (?, ?, ?, ?)",
+                       (rel, p.title, _meta_text(meta), p.body or ""))
+        for rel in set(known) - seen:
+            db.execute("DELETE FROM docs WHERE rel = ?", (rel,))
+            db.execute("DELETE FROM pages WHERE rel = ?", (rel,))
+            counts["removed"] += 1
+    if own:
+        db.close()
+    return counts
+
+
+def fts_query(text: str) -> str | None:
+    """The user's words as an FTS5 query: each word quoted (no operator from the input is ever interpreted),
+    any may match; BM25 ranks pages holding more of them, and rarer ones, first."""
+    words = re.findall(r"\w[\w.-]*", text.lower())
+    return " OR ".join('"' + w.replace('"', "") + '"' for w in words) if words else None
+
+
+def search(project: Project, query: str, type: str | None = None, limit: int = 10) -> tuple[int, list[Hit]]:
+    """(number of pages matching any word, the best ``limit`` of them)."""
+    q = fts_query(query)
+    if q is None:
+        return 0, []
+    db = _connect(project)
+    try:
+        refresh(project, db)
+        where = "docs MATCH ?" + (" AND p.type = ?" if type else "")
+        args: list = [q] + ([type] if type else [])
+        (total,) = db.execute(f"SELECT count(*) FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where}",
+                              args).fetchone()
+        rows = db.execute(
+            "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0) * p.weight AS score, "
+            f"snippet(docs, 3, '**', '**', ' … ', 14) FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where} "
+            "ORDER BY score DESC, docs.rel LIMIT ?", args + [limit]).fetchall()
+    finally:
+        db.close()
+    return total, [Hit(r, t, ty, round(s, 4), " ".join(sn.split())) for r, t, ty, s, sn in rows]
