@@ -144,14 +144,17 @@ def dead_pid() -> int:
     ({"pid": os.getpid(), "host": socket.gethostname(), "deadline_unix": 1}, 0, False),  # alive: never, even late
     ("dead", 0, True),
     ({"pid": os.getpid(), "host": socket.gethostname(), "start_ticks": 1}, 0, True),  # pid reused by another process
-    ({"pid": 1, "host": "elsewhere", "deadline_unix": int(time.time()) + 60}, 0, False),  # other host, in time
-    ({"pid": 1, "host": "elsewhere", "deadline_unix": int(time.time()) - 60}, 0, True),  # other host, past deadline
+    ({"pid": 1, "host": "elsewhere", "deadline_in": 3600}, 0, False),  # other host, in time
+    ({"pid": 1, "host": "elsewhere", "deadline_in": -60}, 0, True),  # other host, past deadline
     (None, 3600, False),  # written before runners were recorded: a day's grace
     (None, 2 * abandoned.LEGACY_DEADLINE_S, True),
 ])
 def test_why_abandoned(runner, mtime_age, abandoned_):
     if runner == "dead":
         runner = {"pid": dead_pid(), "host": socket.gethostname()}
+    if runner and "deadline_in" in runner:  # relative to when the test runs, not to when it was collected
+        runner = {k: v for k, v in runner.items() if k != "deadline_in"} | {
+            "deadline_unix": int(time.time()) + runner["deadline_in"]}
     meta = {"status": "in_progress", **({"runner": runner} if runner else {})}
     note = abandoned.why_abandoned(meta, time.time() - mtime_age)
     assert (note is not None) == abandoned_, note
