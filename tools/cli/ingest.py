@@ -36,7 +36,8 @@ def _progress_bar(enabled: bool):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report (for agents).")
 @pass_project
 def ingest(project, targets, all_, jobs, quiet, as_json):
-    """Ingest code trees: `tools ingest raw/code/<slug>` or `tools ingest --all`.
+    """Ingest code trees and sources: `tools ingest raw/code/<slug>`, `tools ingest raw/sources/<file or folder>`,
+    or `tools ingest --all` (every tree and every source).
 
     Offline and deterministic; reads and parses files, never imports or runs them. Re-ingesting
     an unchanged tree rewrites nothing.
@@ -51,8 +52,37 @@ def ingest(project, targets, all_, jobs, quiet, as_json):
         others = sorted(p.name for p in project.raw_code.iterdir() if not p.name.startswith(".")
                         and p.name not in plain and (p.is_dir() or p.is_symlink())) if project.raw_code.is_dir() else []
         targets += plain + [str(project.raw_code / n) for n in others]
-    if not targets:
-        raise click.UsageError("name a tree (raw/code/<slug>) or pass --all")
+    if not targets and not all_:
+        raise click.UsageError("name a tree (raw/code/<slug>), sources (raw/sources/...) or pass --all")
+    from ..sources.run import is_source_target
+
+    sources = [t for t in targets if is_source_target(project, t)]
+    targets = [t for t in targets if t not in sources]
+    if all_ and project.raw_sources.is_dir():
+        sources.append(str(project.raw_sources))
+    source_report = None
+    if sources:
+        from ..sources.run import ingest_sources
+
+        writer = Writer(project.wiki)
+        try:
+            source_report = ingest_sources(project, sources, writer)
+        except InputError as e:
+            click.echo(f"error: {printable(e)}", err=True)
+            sys.exit(1)
+        rebuild_index(project, writer)
+        if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
+            writer.log_changes("ingest", "raw/sources")
+        if not as_json:
+            r = source_report
+            click.echo(f"sources: {r.documents} documents ({len(r.ingested)} read, {len(r.unchanged)} unchanged), "
+                       f"{r.claims} claims with numbers, {len(r.skipped)} skipped")
+            for rel, why in r.skipped:
+                click.echo(f"  skipped {printable(rel)}: {printable(why)}")
+    if not targets and not all_:
+        if as_json:
+            click.echo(json.dumps(source_report.to_dict(), indent=2))
+        sys.exit(EXIT_SKIPS if source_report and source_report.skipped else 0)
     reports, failed = [], []
     if all_:  # trees ingested here whose raw/code/<slug> is gone leave the wiki with them
         from ..ingest.remove import remove_codebase, vanished
@@ -78,11 +108,11 @@ def ingest(project, targets, all_, jobs, quiet, as_json):
         if not as_json:
             _print_report(report, quiet)
     if as_json:
-        out = [r.to_dict() for r in reports] + failed
+        out = [r.to_dict() for r in reports] + failed + ([source_report.to_dict()] if source_report else [])
         click.echo(json.dumps(out if len(out) != 1 else out[0], indent=2))
     if failed:
         sys.exit(1)
-    if any(r.skipped for r in reports):
+    if any(r.skipped for r in reports) or (source_report and source_report.skipped):
         if not as_json:
             click.echo(f"completed with skips (exit {EXIT_SKIPS}): every skipped file is in "
                        "wiki/codebases/<slug>/skipped.tsv with its reason", err=True)

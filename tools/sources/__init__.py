@@ -1,0 +1,1 @@
+"""Sources: papers, docs and web pages under raw/sources/ as cited source pages with their measured claims."""

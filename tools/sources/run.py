@@ -1,0 +1,168 @@
+"""`tools ingest raw/sources/...`: one page per document under wiki/sources/, claims linked to concept pages.
+
+Incremental by content hash (``.cache/sources.json``); a document that cannot be read (encrypted, no text layer,
+broken) is reported with its reason and never stops the others; raw/ is only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import mdtext, safeio
+from ..concepts import CONCEPTS
+from ..errors import InputError
+from ..pages import Page, region
+from ..project import Project
+from ..writer import Writer, atomic_write
+from . import claims as claims_mod
+from .extract import Unreadable, extract, kind_of
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class SourcesReport:
+    documents: int = 0
+    ingested: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    claims: int = 0
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _located(project: Project, target: str | Path) -> Path:
+    """A relative target is the knowledge base's first (``--root``), else the working directory's."""
+    p = Path(target)
+    if p.is_absolute():
+        return p
+    return project.root / p if (project.root / p).exists() or not (Path.cwd() / p).exists() else Path.cwd() / p
+
+
+def is_source_target(project: Project, target: str | Path) -> bool:
+    p = _located(project, target)
+    try:
+        p.absolute().relative_to(project.raw_sources.absolute())
+        return True
+    except ValueError:
+        return False
+
+
+def files_under(project: Project, target: str | Path) -> list[Path]:
+    p = _located(project, target)
+    top = project.raw_sources.resolve()
+    if not p.resolve().is_relative_to(top):
+        raise InputError(target, "not under raw/sources/ (symlinks out are not followed)")
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise InputError(target, "no such file or folder under raw/sources/")
+    out = []
+    for dirpath, dirs, names in os.walk(p):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))]
+        out += [Path(dirpath, n) for n in names if not n.startswith(".") and kind_of(Path(n))]
+    return sorted(out)
+
+
+def page_path(rel: str) -> str:
+    return f"sources/{mdtext.slugify(rel.rsplit('.', 1)[0].replace('/', '-'))}.md"
+
+
+def source_page(rel: str, sha: str, doc, found: list) -> Page:
+    path = page_path(rel)
+    link = lambda c: f"[{mdtext.escape(CONCEPTS[c].title)}](../concepts/{c}.md)"  # noqa: E731
+    lines = [f"Source file: {mdtext.code('raw/sources/' + rel)} ({doc.kind}"
+             + (f", {doc.pages} pages" if doc.pages else "") + f"), sha256 {mdtext.code(sha[:16])}."]
+    if doc.url:
+        lines.append(f"Origin: [{mdtext.escape(doc.url)}]({mdtext.url(doc.url)}).")
+    lines += ["", "## Summary", "", mdtext.escape(claims_mod.opening(doc)), ""]
+    if doc.outline:
+        lines += ["## Outline", ""] + [f"- {mdtext.escape(t.strip())} ({w})" if not t.startswith("  ") else
+                                       f"    - {mdtext.escape(t.strip())} ({w})" for t, w in doc.outline[:80]] + [""]
+    lines += ["## Key claims", ""]
+    if found:
+        rows = [[mdtext.escape(c.quote[:400]), mdtext.escape(c.where), ", ".join(mdtext.code(n) for n in c.numbers[:4]),
+                 link(c.concept) if c.concept else "—"] for c in found]
+        lines.append(mdtext.table(["Claim", "Where", "Numbers", "Technique"], rows))
+    else:
+        lines.append("_No sentence with a measured number and a performance unit._\n")
+    concepts = sorted({c.concept for c in found if c.concept})
+    if concepts:
+        lines += ["## Techniques", "", ", ".join(link(c) for c in concepts) + ".", ""]
+    meta = {"title": doc.title[:200] or rel, "type": "source", "tags": ["source", doc.kind],
+            "path": f"raw/sources/{rel}", "sha256": sha, "url": doc.url, "authors": doc.authors or None,
+            "year": doc.year, "claims": len(found)}
+    body = f"# {mdtext.escape(doc.title[:200] or rel)}\n\n" + region("source", "\n".join(lines))
+    return Page(path, {k: v for k, v in meta.items() if v is not None}, body)
+
+
+def concept_regions(by_concept: dict[str, list[tuple[str, str, object]]]) -> list[Page]:
+    """Each concept page's "Sources" region: the claims about it, with the page and where in the document."""
+    from ..ingest.codebase_pages import concept_page
+
+    out = []
+    for slug in CONCEPTS:
+        items = by_concept.get(slug, [])
+        text = ""
+        if items:
+            rows = [f"- [{mdtext.escape(title[:80])}](../{path}) ({mdtext.escape(c.where)}): "
+                    f"{mdtext.escape(c.quote[:220])}" for path, title, c in items[:25]]
+            text = "### Sources\n\n" + "\n".join(rows) + "\n"
+        base = concept_page(slug, "__sources__", None, None)
+        out.append(Page(base.path, base.meta, base.body.replace(
+            region("appears-__sources__", ""), "") + "\n" + region("sources", text), keep_regions=True))
+    return out
+
+
+def ingest_sources(project: Project, targets: list[str | Path], writer: Writer) -> SourcesReport:
+    report = SourcesReport()
+    cache_path = project.cache / "sources.json"
+    try:
+        cache = json.loads(cache_path.read_text())
+        cache = cache if cache.get("version") == CACHE_VERSION else {}
+    except (OSError, ValueError):
+        cache = {}
+    docs: dict = cache.get("docs", {})
+    files = [f for t in targets for f in files_under(project, t)]
+    for f in files:
+        rel = f.resolve().relative_to(project.raw_sources.resolve()).as_posix()
+        report.documents += 1
+        try:
+            data = safeio.read_bytes(f, 200 * 1024 * 1024, within=project.raw_sources)
+        except OSError as e:
+            report.skipped.append((rel, str(e)))
+            continue
+        sha = hashlib.sha256(data).hexdigest()
+        if docs.get(rel, {}).get("sha") == sha and (project.wiki / page_path(rel)).exists():
+            report.unchanged.append(rel)
+            continue
+        try:
+            doc = extract(f, within=project.raw_sources)
+        except (Unreadable, OSError) as e:
+            report.skipped.append((rel, str(e)))
+            continue
+        found = claims_mod.claims(doc)
+        page = source_page(rel, sha, doc, found)
+        writer.write_page(page)
+        docs[rel] = {"sha": sha, "page": page.path, "title": page.meta["title"],
+                     "claims": [c.as_dict() for c in found]}
+        report.ingested.append(rel)
+        report.claims += len(found)
+    # Concept regions from every source ingested so far (the cache holds their claims).
+    by_concept: dict[str, list] = defaultdict(list)
+    for rel, d in sorted(docs.items()):
+        if not (project.raw_sources / rel).exists():
+            continue
+        for c in d.get("claims", []):
+            if c.get("concept"):
+                by_concept[c["concept"]].append((d["page"], d["title"], claims_mod.Claim(**c)))
+    for p in concept_regions(by_concept):
+        writer.write_page(p)
+    atomic_write(cache_path, json.dumps({"version": CACHE_VERSION, "docs": docs}))
+    return report
