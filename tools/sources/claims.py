@@ -15,13 +15,15 @@ UNITS = (
     ("throughput", rf"{_NUM}\s*(?:[kKMGTP]?\s*tokens?/s(?:ec)?|tok/s|tokens per second|samples/s|images/s)"),
     ("flops", rf"{_NUM}\s*(?:[TPGE]FLOP/?s|[TPGE]FLOPS|[TPGE]?FLOPs/s)"),
     ("mfu", rf"(?:MFU[^.\n]{{0,30}}?{_NUM}\s*%|{_NUM}\s*%\s*(?:MFU|model FLOPs? utili[sz]ation|HFU))"),
-    ("speedup", rf"{_NUM}\s*(?:[x×]|-fold|times)\s+(?:faster|speed-?up|higher|more|fewer|less|lower|reduction)"
-                rf"|speed-?ups? of (?:up to )?{_NUM}\s*[x×]|{_NUM}\s*[x×]\s+(?:speed-?up|over|the)"),
+    ("speedup", rf"{_NUM}\s*(?:[x×]|-fold|times)\s+(?:faster|speed-?ups?|higher throughput|more throughput|"
+                rf"lower latency|less memory|fewer FLOPs)|speed-?ups? of (?:up to )?{_NUM}\s*[x×]"
+                rf"|{_NUM}\s*[x×]\s+(?:speed-?up|faster)"),
     ("bandwidth", rf"{_NUM}\s*(?:[GT]B/s|GiB/s|TiB/s|Gbps)"),
     ("memory", rf"{_NUM}\s*(?:GB|GiB|TB|MiB|MB)\s+(?:of\s+)?(?:HBM|memory|VMEM|SRAM|RAM)|HBM[^.\n]{{0,20}}?{_NUM}\s*(?:GB|GiB)"),
     ("time", rf"{_NUM}\s*(?:ms|µs|us|μs|seconds?|s)\s*(?:/|per)\s*(?:step|iteration|token|layer)"
              rf"|(?:step time|latency)[^.\n]{{0,30}}?{_NUM}\s*(?:ms|µs|us|μs|s)\b"),
-    ("percent", rf"{_NUM}\s*%\s+(?:faster|speed-?up|improvement|higher throughput|reduction|fewer|less memory)"),
+    ("percent", rf"{_NUM}\s*%\s+(?:faster|speed-?up|higher throughput|more throughput|less memory|lower latency|"
+                rf"(?:reduction|improvement) in (?:step time|latency|throughput|memory|training time))"),
 )
 _UNIT_RX = [(name, re.compile(rx, re.I)) for name, rx in UNITS]
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")

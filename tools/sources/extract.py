@@ -75,8 +75,12 @@ def _year(text: str | None) -> int | None:
 def _pdf(data: bytes, path: Path) -> Document:
     import io
 
+    import logging
+
     import pypdf
     import pypdfium2 as pdfium
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # damaged-file repairs are not the user's business
 
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
