@@ -23,6 +23,7 @@ __pycache__/
 # Lock files the writer and the experiment runner hold while they write.
 wiki/**/.lane.lock
 wiki/.log.lock
+wiki/.write.lock
 # A loop's work trees and its private copy of the model code (the branches keep every change).
 loops/*/trunk/
 loops/*/worktrees/
