@@ -13,7 +13,6 @@ import os
 import re
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import wikiscan
 from .project import Project
