@@ -43,3 +43,18 @@ def test_ranking_incremental_index_and_no_query_syntax_from_input(kb):
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["hits"] and all(h["type"] == "kernel" for h in out["hits"])
+
+
+def test_query_returns_cited_passages(kb):
+    write(kb.wiki, "concepts/remat.md", page("Rematerialization", "concept",
+          "# Rematerialization\n\nIntro text about memory.\n\n## Choosing a policy\n\n"
+          "The remat policy dots_saveable keeps matmul outputs and recomputes the rest, trading FLOPs for HBM.\n"))
+    write(kb.wiki, "concepts/other.md", page("Other", "concept", "# Other\n\nNothing about it here.\n"))
+    r = CliRunner().invoke(cli, ["--root", str(kb.root), "query", "which", "remat", "policy", "keeps", "matmul",
+                                 "outputs?", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out[0]["cite"] == "wiki/concepts/remat.md § Choosing a policy"
+    assert "dots_saveable" in out[0]["text"]
+    none = CliRunner().invoke(cli, ["--root", str(kb.root), "query", "the", "of", "a"])
+    assert "No passage" in none.output
