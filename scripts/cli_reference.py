@@ -5,9 +5,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
-from tools.cli import cli
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's tools, whatever is installed
+
+from tools.cli import cli  # noqa: E402
 
 
 def _walk(cmd: click.Command, path: list[str]):

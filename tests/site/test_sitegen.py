@@ -240,3 +240,13 @@ def test_sidebar_has_one_budget_for_the_whole_wiki_whatever_its_layout(tmp_path)
             closed = [rel for rel in hand if rel.rsplit("/", 1)[0] not in opened]
             assert closed and all("## In this folder" in gen.appendix.get(rel, "## In this folder")
                                   for rel in closed)
+
+
+def test_module_pages_are_not_counted_as_codebases():
+    from tools.sitegen.pages_view import category_of
+
+    assert category_of("codebases/x/overview.md", {"type": "codebase", "tags": ["codebase"]}) == "codebase"
+    assert category_of("codebases/x/modules/m.md", {"type": "codebase", "tags": ["codebase", "module"]}) == \
+        "codebase module"
+    assert category_of("codebases/x/flags.md", {"type": "codebase", "tags": ["codebase", "xla-flags"]}) == \
+        "codebase module"

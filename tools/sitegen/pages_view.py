@@ -66,6 +66,9 @@ def category_of(rel: str, meta: dict) -> str:
     if ptype == "experiment" or (not ptype and folder == "experiments"):
         model = meta.get("model")
         return f"experiment: {model}" if model else "experiment"
+    tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+    if ptype == "codebase" and {"module", "xla-flags"} & set(tags):
+        return "codebase module"  # a codebase's module and flags pages are not codebases of their own
     if ptype:
         return ptype
     return folder or "page"
