@@ -69,7 +69,9 @@ def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
     assert not nb.is_error and nb.structured_content["opcode"]
     if line is not None:
         assert not line.is_error and any(o["op"] == slowest["op"] for o in line.structured_content["ops"])
-    assert "by_line" in json.dumps(diff) or "lines" in json.dumps(diff)
+    d = diff["diff"]
+    assert d["lines"] and d["ops"] and d["categories"] and d["matched"]  # deltas by line, op and category
+    assert all(x is not None for x in d["step_ms"])
     assert hlo["diff"]["identical"] is False  # bf16 reached the compiler
     assert "fusing around" in page and filed["status"] == "open"
     assert bad.is_error

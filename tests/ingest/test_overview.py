@@ -14,11 +14,16 @@ def run(kb, *args):
     return CliRunner().invoke(cli, ["--root", str(kb), *args], catch_exceptions=False)
 
 
+def new_kb(tmp_path):
+    kb = tmp_path / "kb"
+    scaffold.init(kb, site_name="kb")
+    return kb
+
+
 def test_a_local_remote_is_never_printed_and_line_links_stay_compact(tmp_path):
     from tools.sitegen import links
 
-    kb = tmp_path / "kb"
-    scaffold.init(kb, site_name="kb")
+    kb = new_kb(tmp_path)
     repo = messy_repo.write(kb / "raw/code/tiny")
     (repo / ".git/config").write_text('[remote "origin"]\n\turl = /home/someone/mirrors/tinymodel\n')
     assert run(kb, "ingest", "raw/code/tiny", "-q").exit_code in (0, 3)
@@ -33,8 +38,7 @@ def test_a_local_remote_is_never_printed_and_line_links_stay_compact(tmp_path):
 
 
 def test_overview_ranks_every_flag_and_links_the_full_list(tmp_path):
-    kb = tmp_path / "kb"
-    scaffold.init(kb, site_name="kb")
+    kb = new_kb(tmp_path)
     repo = kb / "raw/code/flaggy"
     (repo / "pkg").mkdir(parents=True)
     (repo / "configs").mkdir()
@@ -58,8 +62,7 @@ def test_overview_ranks_every_flag_and_links_the_full_list(tmp_path):
 
 
 def test_moe_and_pipeline_parallelism_are_surfaces(tmp_path):
-    kb = tmp_path / "kb"
-    scaffold.init(kb, site_name="kb")
+    kb = new_kb(tmp_path)
     repo = kb / "raw/code/moe"
     (repo / "layers").mkdir(parents=True)
     (repo / "configs").mkdir()
@@ -77,8 +80,7 @@ def test_moe_and_pipeline_parallelism_are_surfaces(tmp_path):
 
 
 def test_overview_names_the_functions_where_a_surface_is_decided(tmp_path):
-    kb = tmp_path / "kb"
-    scaffold.init(kb, site_name="kb")
+    kb = new_kb(tmp_path)
     repo = kb / "raw/code/dec"
     (repo / "pkg").mkdir(parents=True)
     (repo / "tests").mkdir()
@@ -108,8 +110,7 @@ def test_overview_names_the_functions_where_a_surface_is_decided(tmp_path):
 
 
 def test_config_knobs_show_defaults_and_whole_lists(tmp_path):
-    kb = tmp_path / "kb"
-    scaffold.init(kb, site_name="kb")
+    kb = new_kb(tmp_path)
     repo = kb / "raw/code/cfg"
     (repo / "configs/models").mkdir(parents=True)
     (repo / "configs/base.yml").write_text("remat_policy: full\nmesh_axes: ['data', 'fsdp', 'tensor']\n")
