@@ -2,7 +2,8 @@
 
 Knobs for the failure modes the runner must file honestly: ``--crash``, ``--hang``, ``--exit-after-json N``,
 ``--nan`` (a NaN loss), ``--bad-step-times zero|empty|text|nan``, ``--huge-line N`` (one N-character log line),
-``--noise-pct P`` (random step-time noise), ``--batch B`` (another shape). ``XLA_FLAGS=--fake_speedup=F`` makes the
+``--noise-pct P`` (random step-time noise), ``--interference-pct P`` (each step, by chance, delayed by up to P %:
+another job on a shared machine), ``--batch B`` (another shape). ``XLA_FLAGS=--fake_speedup=F`` makes the
 steps F times faster, and the JSON line reports the XLA_FLAGS it saw, so tests can tell which arm got which flags;
 with ``--xla_dump_to=DIR`` in XLA_FLAGS it writes a one-op "optimized HLO" module there (the op: ``--hlo``).
 """
@@ -25,6 +26,7 @@ p.add_argument("--steps", type=int, default=8)
 p.add_argument("--batch", type=int, default=4)
 p.add_argument("--spawn-child", action="store_true")  # a helper process in the same process group
 p.add_argument("--noise-pct", type=float, default=0.0)
+p.add_argument("--interference-pct", type=float, default=0.0)
 p.add_argument("--exit-after-json", type=int, default=0)
 p.add_argument("--nan", action="store_true")
 p.add_argument("--bad-step-times", choices=["zero", "empty", "text", "nan"], default=None)
@@ -56,6 +58,8 @@ rng = random.Random()
 noise = (lambda: rng.lognormvariate(0, a.noise_pct / 100)) if a.noise_pct else (lambda: 1.0)
 step_s = a.step_ms / 1e3 / speedup
 times = [1.0] + [step_s * noise()] * (a.steps - 1)  # one noise draw per run: run-to-run noise
+if a.interference_pct:  # delays only: most steps wait for another job, by up to P %
+    times = [times[0]] + [t * (1 + (rng.random() < 0.7) * rng.uniform(0, a.interference_pct / 100)) for t in times[1:]]
 losses = [round(5.0 - 0.1 * i + 0.01 * (a.batch - 4) * i + (a.loss_shift * i / a.steps), 6) for i in range(a.steps)]
 if a.nan:
     losses[2] = float("nan")

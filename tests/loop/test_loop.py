@@ -143,6 +143,18 @@ def test_bad_loop_files_name_the_file_and_the_problem(tmp_path):
     assert "repeats.min must be at least 2" in tools(root, "loop", "start", "fake-loop", code=1)
     make_kb(root, knobs={"x": {"flag": "--x", "values": []}})
     assert "knob `x`" in tools(root, "loop", "start", "fake-loop", code=1)
+    make_kb(root, statistic="mean")
+    assert "statistic must be one of median, min" in tools(root, "loop", "start", "fake-loop", code=1)
+
+
+def test_the_loop_files_its_comparisons_by_the_declared_statistic(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, statistic="min")
+    tools(root, "loop", "start", "fake-loop", "--iterations", "1", "-q")
+    variants = [r for r in lane(root) if r.get("role") == "variant"]
+    timed = [r for r in variants if r.get("timing")]
+    assert timed and all(r["statistic"] == "min" and "fastest steady step" in r["timing"]["how"] for r in timed)
+    assert all("runs_tokens_per_s_best" in r for r in variants if r.get("interleaved"))
 
 
 def test_target_stops_the_loop(tmp_path):

@@ -33,11 +33,14 @@ def exp() -> None:
 @click.option("--slug", default="", help="Short name for the page (default: from the description).")
 @click.option("--baseline", is_flag=True, help="File this run as the variant's baseline (of its shape).")
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 50),
-              help="Timed rounds; with a baseline each round is baseline then variant (A B A B).")
+              help="Timed rounds; with a baseline each round runs both, the order alternating (A B, B A, ...).")
 @click.option("--max-repeats", default=0, type=click.IntRange(0, 50),
               help="Adaptive: from --repeats rounds up to this many, until the gain's interval is decided.")
 @click.option("--calibrate", is_flag=True,
               help="A/A: rerun the baseline's command against itself, interleaved; later verdicts use its noise.")
+@click.option("--statistic", type=click.Choice(["median", "min"]), default="median", show_default=True,
+              help="What a run's tokens/s is read from in comparisons: its median steady step, or its fastest "
+                   "(robust on a machine shared with other jobs).")
 @click.option("--compare-to", default=None, help="exp_id to compare against (default: the variant's latest baseline).")
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
               help="Environment of this run only (XLA_FLAGS: appended); recorded, never given to the baseline.")

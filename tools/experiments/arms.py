@@ -34,6 +34,12 @@ class ArmResult:
     def tps(self) -> float | None:
         return self.metrics.get("tokens_per_s")
 
+    def speed(self, statistic: str = "median") -> float | None:
+        """tokens/s as a comparison reads it: from the median steady step, or (``min``) the fastest one."""
+        if statistic == "min":
+            return self.metrics.get("tokens_per_s_best") or self.tps
+        return self.tps
+
     @property
     def ok(self) -> bool:
         return self.result is not None and self.bad_loss is None

@@ -74,9 +74,9 @@ def _crash(r) -> tuple[str | None, ArmResult | None]:
     return None, None
 
 
-def pairs(r) -> tuple[list[float], list[float]]:
-    """tokens/s of the rounds where both arms gave a result, in round order."""
-    pairs = [(b.tps, v.tps) for b, v in zip(r.base, r.var) if b.ok and v.ok]
+def pairs(r, statistic: str = "median") -> tuple[list[float], list[float]]:
+    """tokens/s (read by ``statistic``) of the rounds where both arms gave a result, in round order."""
+    pairs = [(b.speed(statistic), v.speed(statistic)) for b, v in zip(r.base, r.var) if b.ok and v.ok]
     return [b for b, _ in pairs], [v for _, v in pairs]
 
 
@@ -123,18 +123,28 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
         base_rec = records.baseline_for(prior, spec.variant, key) or records.baseline_for(prior, spec.variant)
     gain = band = mem_delta = timing = None
     single = verdict.SINGLE_RUN_REASON
-    b_tps, v_tps = pairs(r)
+    stat = getattr(spec, "statistic", "median")
+    b_tps, v_tps = pairs(r, stat)
+    if stat != "median":
+        rec["statistic"] = stat
     if (b_tps or v_tps) and r.interleaved:
         rec["runs_tokens_per_s"] = {"baseline": [a.tps for a in r.base if a.ok], "variant": [a.tps for a in timed_ok]}
+        if stat == "min":
+            rec["runs_tokens_per_s_best"] = {"baseline": [a.speed("min") for a in r.base if a.ok],
+                                             "variant": [a.speed("min") for a in timed_ok]}
         ctx["arms"] = rec["runs_tokens_per_s"]
     elif len(timed_ok) > 1:
         rec["runs_tokens_per_s"] = {"variant": [a.tps for a in timed_ok]}
     if m and role == "calibration" and base_rec:
-        cal = stats.calibration(b_tps, v_tps)
+        cal = stats.calibration(*pairs(r))
+        cal["pair_sd_min_pct"] = stats.calibration(*pairs(r, "min"))["pair_sd_pct"]  # runs read by their fastest step
         rec.update(calibration=cal, baseline=base_rec["exp_id"])
         gain, band = cal["aa_gain_pct"], cal["band_pct"]
         ctx["band_how"] = (f"A/A: {cal['rounds']} rounds of the baseline's command against itself; σ of a round's "
-                           f"log-ratio {cal['pair_sd_pct']} %; band = |A/A gain| + its 95 % half-width")
+                           f"log-ratio {cal['pair_sd_pct']} % (read by the fastest step: {cal['pair_sd_min_pct']} %)"
+                           + (f"; position effect (second arm vs first) {cal['position_bias_pct']:+.2f} %, cancelled "
+                              "in later experiments by alternating the arm order" if "position_bias_pct" in cal else "")
+                           + f"; band {cal['band_pct']} %")
         sem = verdict.semantics(r.base[-1].result.get("losses") if r.base and r.base[-1].ok else None,
                                 primary[-1].result.get("losses"), "the other arm (A/A)", spec.semantics_steps,
                                 spec.loss_tol)
@@ -142,9 +152,11 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
         rec["baseline"] = base_rec["exp_id"]
         if r.interleaved and b_tps:
             cal = records.calibration_for(prior, spec.variant, records.shape_key_of(base_rec))
-            noise = stats.noise_from_calibration(cal)
+            noise = stats.noise_from_calibration(cal, stat)
             timing = stats.paired(b_tps, v_tps, noise, r.looks)
             if timing:
+                if stat == "min":
+                    timing.how = "each run read by its fastest steady step (statistic min); " + timing.how
                 gain, band, ctx["band_how"] = timing.gain_pct, timing.band_pct, timing.how
                 rec["calibrated_by"] = (cal or {}).get("exp_id")
             else:

@@ -118,7 +118,9 @@ def compute(result: dict, peak_flops: float | None = None) -> dict:
     m = {
         "tokens_per_s": round(tps, 2),
         "tokens_per_s_per_chip": round(tps / n_chips, 2),
+        "tokens_per_s_best": round(float(result["tokens_per_step"]) / min(steady), 2),  # the fastest steady step
         "step_time_ms": round(med * 1e3, 4),
+        "step_time_min_ms": round(min(steady) * 1e3, 4),
         "step_time_spread_pct": round(100 * (q[8] - q[0]) / med, 2),  # p90 - p10 over the median
         "steady_steps": len(steady),
         "compile_s": result.get("compile_s"),

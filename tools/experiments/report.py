@@ -78,7 +78,7 @@ def experiment_body(r: dict, ctx: dict) -> str:
     out += ["## Setup", "", "```bash", ctx.get("command_line", ""), "```", "",
             f"- model `{r.get('model')}`, lane `{r.get('lane')}`, variant `{r.get('variant')}`, role {r.get('role')}",
             f"- model code commit `{r.get('commit') or 'unknown'}`; script sha256 `{r.get('script_sha256') or '—'}`",
-            f"- runs: {r.get('repeats', 1)} timed" + (" interleaved with the baseline (A B A B)" if r.get('interleaved') else "")
+            f"- runs: {r.get('repeats', 1)} timed" + (" interleaved with the baseline (A B, B A, ...)" if r.get('interleaved') else "")
             + (f", {r['stop']}" if r.get("stop") else "") + f"; timeout {ctx.get('timeout')} s"
             + ("; the timed run was also traced (profiler overhead included; use --repeats to time untraced)"
                if ctx.get("traced_timing") else ""),

@@ -3,8 +3,9 @@
 
 - a separate profile run is its own round and goes first: a crash, a broken loss trajectory or a no-op (the same
   optimized HLO as the parent's) is then known before any timed round is spent;
-- timed rounds are ``[baseline, variant]`` (A B A B ...), as many as ``min_repeats`` and then more, up to
-  ``max_repeats``, until the interval of the gain is decided (``stats.paired``);
+- timed rounds alternate ``[baseline, variant]`` and ``[variant, baseline]`` (A B, B A, ...), as many as
+  ``min_repeats`` and then more, up to ``max_repeats``, until the interval of the gain is decided
+  (``stats.paired``, looked at after every even round and at the cap);
 - a same-shape semantics reference (``reference_command``) is its own round, run once when the lane has none;
 - the baseline reruns with the environment its record kept, never the variant's.
 """
@@ -168,7 +169,8 @@ class Schedule:
 
     def noise(self) -> stats.Noise:
         key = records.shape_key_of(self.runs.base_rec or {})
-        return stats.noise_from_calibration(records.calibration_for(self.prior, self.spec.variant, key))
+        return stats.noise_from_calibration(records.calibration_for(self.prior, self.spec.variant, key),
+                                            self.spec.statistic)
 
     # --------------------------------------------------------------- the steps
 
@@ -194,8 +196,8 @@ class Schedule:
                 checked = True
                 if not self._after_first(r.var[-1]):
                     return r
-            if r.interleaved and self.lo < self.hi and len(r.var) >= max(self.lo, 2):
-                b, v = comparison.pairs(r)
+            if r.interleaved and self.lo < self.hi and len(r.var) in stats.look_points(self.lo, self.hi):
+                b, v = comparison.pairs(r, self.spec.statistic)
                 r.timing = stats.paired(b, v, self.noise(), r.looks)
                 if r.timing and r.timing.decision != "undecided":
                     r.stop = f"decided ({r.timing.decision}) after {len(r.var)} rounds"
@@ -235,6 +237,8 @@ class Schedule:
             if r.interleaved:
                 arm_list.insert(0, self.base.arm(f"baseline-{i}", self.raw_dir, spec.timeout))
         kinds = ["base", "var"] if len(arm_list) == 2 else ["var"]
+        if len(arm_list) == 2 and not r.calibration and i % 2 == 0:  # B A: the position effect cancels in pairs
+            arm_list, kinds = arm_list[::-1], kinds[::-1]
         got = self._round(arm_list, kinds)
         for a in got:
             (r.base if a.kind == "base" else r.var).append(a)
@@ -253,7 +257,7 @@ class Schedule:
                 r.base_failure = a
                 r.stop = f"the baseline arm {a.name} failed: {a.crash or a.bad_loss}"
                 return False
-        v = got[-1]
+        v = next((a for a in got if a.kind == "var"), got[-1])
         if v.result is None:
             r.crash = v
             r.stop = f"{v.name} crashed"

@@ -67,6 +67,7 @@ class RunSpec:
     runner: str = "local"
     runner_options: dict = field(default_factory=dict)
     calibrate: bool = False              # A/A: the baseline's command against itself, filed with role calibration
+    statistic: str = "median"            # a run's tokens/s in comparisons: its median steady step, or ``min``
     on_reserved: Callable[[str], None] | None = None  # called with the exp_id once reserved, before anything runs
 
 
@@ -205,7 +206,7 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 rec = _started_record(project, spec, version, w.today, script, code_commit(script),
                                       ctx["command_line"], n_runs, ctx["env"])
                 filing.write_in_progress(w, rec, ctx["command_line"])
-            # 2. the rounds: [baseline, variant] per round when there is a baseline to rerun
+            # 2. the rounds: baseline and variant per round (the order alternating) when there is a baseline to rerun
             raw_dir = project.root / rec["raw_dir"]
             rounds.Schedule(project, spec, raw_dir, prior, var_side, base_side, lo, hi, runs,
                             on_profile=_fingerprint, runner=backend).run()

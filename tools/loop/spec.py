@@ -21,6 +21,7 @@ proposer: sweep                      # sweep | llm | queue
 runner: local
 repeats: {min: 2, max: 5}
 calibrate: 5                         # A/A rounds after the baseline (0: the default noise floor)
+statistic: min                       # read each run by its fastest steady step (a shared machine); default median
 ```
 The first value of each knob is the trunk's starting value.
 """
@@ -36,6 +37,7 @@ from typing import Any
 import yaml
 
 from ..errors import InputError
+from ..experiments.stats import STATISTICS
 from .proposal import CATEGORIES
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
@@ -101,6 +103,7 @@ class LoopSpec:
     parallel: int = 1
     description: str = ""
     calibrate: int = 0                # A/A rounds after the baseline: the lane's measured noise sets the bands
+    statistic: str = "median"         # a run's tokens/s in comparisons: median steady step, or ``min`` (fastest)
 
     def start_config(self) -> dict[str, Any]:
         return {k.name: k.start for k in self.knobs.values()}
@@ -198,11 +201,13 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         min_repeats=int(rep.get("min", 2)), max_repeats=int(rep.get("max", 5)),
         timeout_s=float(data.get("timeout_s", 1800)), profile=bool(data.get("profile", True)),
         parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
-        calibrate=int(data.get("calibrate", 0)))
+        calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"))
     if spec.min_repeats < 2:
         raise InputError(path, "repeats.min must be at least 2: a verdict needs interleaved repeats")
     if spec.max_repeats < spec.min_repeats:
         raise InputError(path, "repeats.max must be at least repeats.min")
     if spec.parallel < 1:
         raise InputError(path, "parallel must be at least 1")
+    if spec.statistic not in STATISTICS:
+        raise InputError(path, f"statistic must be one of {', '.join(STATISTICS)}, not {spec.statistic!r}")
     return spec
