@@ -1,5 +1,5 @@
 """Operations on experiments, hypotheses and loops: a lane's history with its analysis, one experiment, the current
-best per variant; file and list hypotheses (the queue proposer reads what an agent files); a loop's status."""
+best per variant; file and list hypotheses (the queue proposer reads what an agent files). Loops: ops_loop."""
 
 from __future__ import annotations
 
@@ -221,26 +221,3 @@ def list_hypotheses(project: Project, a: HypothesesIn) -> dict:
                     "priority": float(prio) if isinstance(prio, (int, float)) else None, "author": m.get("author")})
     out.sort(key=lambda h: (-(h["priority"] or 0), h["path"]))
     return {"total": len(out), "hypotheses": out}
-
-
-# ---------------------------------------------------------------- loop
-
-class LoopIn(BaseModel):
-    name: str
-
-
-class LoopOut(BaseModel):
-    name: str
-    state: dict[str, Any]
-
-
-@op("loop.status", LoopIn, LoopOut)
-def loop_status(project: Project, a: LoopIn) -> dict:
-    """A loop's state as `tools loop status --json` shows it."""
-    from ..loop.state import LoopPaths, load
-
-    paths = LoopPaths(project, _name(a.name, "loop"))
-    state = load(paths)
-    if state is None:
-        raise AgentError(f"loop {a.name!r} has not started (no loops/{a.name}/state.json)")
-    return {"name": a.name, "state": state}

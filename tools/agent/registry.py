@@ -2,8 +2,9 @@
 output model out. The CLI (`tools <group> <op> --json`) and the MCP server (`tools mcp`) are two faces of it, so
 what a person sees and what an agent gets never disagree.
 
-Operations are read-only unless marked ``writes=True``; the MCP server offers those only when started with
-``--allow-write``. Every path an operation takes is checked to stay inside the knowledge base.
+Operations are read-only unless marked ``writes=True`` (they write pages) or ``runs=True`` (they start commands
+that run experiments); the MCP server offers those only when started with ``--allow-write`` or ``--allow-run``.
+Every path an operation takes is checked to stay inside the knowledge base.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Callable
 from ..errors import ToolsError
 from ..project import Project
 
-OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_profiles")
+OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_profiles", "tools.agent.ops_loop")
 
 
 class AgentError(ToolsError):
@@ -30,6 +31,7 @@ class Op:
     output: type              # pydantic model
     writes: bool
     doc: str
+    runs: bool = False        # starts experiment-running commands: offered only with --allow-run
 
     @property
     def group(self) -> str:
@@ -47,10 +49,10 @@ class Op:
 REGISTRY: dict[str, Op] = {}
 
 
-def op(name: str, input: type, output: type, writes: bool = False):
+def op(name: str, input: type, output: type, writes: bool = False, runs: bool = False):
     """Register ``fn(project, args) -> output`` as operation ``name``."""
     def deco(fn):
-        REGISTRY[name] = Op(name, fn, input, output, writes, (fn.__doc__ or "").strip())
+        REGISTRY[name] = Op(name, fn, input, output, writes or runs, (fn.__doc__ or "").strip(), runs)
         return fn
     return deco
 

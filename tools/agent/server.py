@@ -2,7 +2,8 @@
 
 stdio by default; ``--http`` serves streamable HTTP on 127.0.0.1 only. Each tool's input schema comes from the
 operation's pydantic input model and its output schema from the output model (structured content). Operations
-that write (``writes=True``) are offered only with ``allow_write``. Pages are also resources: ``wiki://{+path}``.
+that write pages are offered only with ``allow_write``, those that run experiments (``runs=True``) only with
+``allow_run``. Pages are also resources: ``wiki://{+path}``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _tool(project: Project, o: Op):
     return tool
 
 
-def build(project: Project, allow_write: bool = False):
+def build(project: Project, allow_write: bool = False, allow_run: bool = False):
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
@@ -44,7 +45,7 @@ def build(project: Project, allow_write: bool = False):
         "at a lane's history (exp_history) to see what was tried, file hypotheses for the loop's queue. Never "
         "report a speed-up the verdict did not give."))
     for o in load().values():
-        if o.writes and not allow_write:
+        if (o.runs and not allow_run) or (o.writes and not o.runs and not allow_write):
             continue
         server.add_tool(_tool(project, o), name=o.tool_name, description=o.doc, structured_output=True,
                         annotations=ToolAnnotations(readOnlyHint=not o.writes, destructiveHint=False,
@@ -62,8 +63,9 @@ def build(project: Project, allow_write: bool = False):
     return server
 
 
-def serve(project: Project, http: bool = False, port: int = 8765, allow_write: bool = False) -> None:
-    server = build(project, allow_write)
+def serve(project: Project, http: bool = False, port: int = 8765, allow_write: bool = False,
+          allow_run: bool = False) -> None:
+    server = build(project, allow_write, allow_run)
     if http:
         server.run("streamable-http", host="127.0.0.1", port=port)
     else:

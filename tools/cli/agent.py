@@ -81,27 +81,29 @@ def attach(cli: click.Group) -> None:
 @click.command(name="mcp")
 @click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 (default: stdio).")
 @click.option("--port", type=int, default=8765, show_default=True)
-@click.option("--allow-write", is_flag=True, help="Also offer the operations that write (hypotheses_file).")
+@click.option("--allow-write", is_flag=True, help="Also offer the operations that write pages (hypotheses_file, loop_stop).")
+@click.option("--allow-run", is_flag=True, help="Also offer the operations that run experiments (loop_start, "
+                                            "loop_resume: detached `tools loop` drivers).")
 @click.option("--list", "list_", is_flag=True, help="Print the operations and their input schemas, then exit.")
 @pass_project
-def mcp(project, http, port, allow_write, list_):
+def mcp(project, http, port, allow_write, allow_run, list_):
     """Serve the registry's operations as MCP tools (and wiki pages as `wiki://{+path}` resources).
 
-    Read-only unless --allow-write. Never reads outside the knowledge base.
+    Read-only unless --allow-write (pages) or --allow-run (loops). Never reads outside the knowledge base.
     """
     from ..agent.registry import load
 
     if list_:
         for o in load().values():
             click.echo(json.dumps({"tool": o.tool_name, "cli": f"tools {o.group} {o.command}", "writes": o.writes,
-                                   "input": o.input.model_json_schema()}, ensure_ascii=False))
+                                   "runs": o.runs, "input": o.input.model_json_schema()}, ensure_ascii=False))
         return
     project.require_wiki()
     from ..agent.server import serve
 
     print(f"autoresearch-wiki MCP server on {'http://127.0.0.1:%d/mcp' % port if http else 'stdio'}"
-          f"{' (writes allowed)' if allow_write else ''}", file=sys.stderr)
-    serve(project, http=http, port=port, allow_write=allow_write)
+          f"{' (writes allowed)' if allow_write else ''}{' (runs allowed)' if allow_run else ''}", file=sys.stderr)
+    serve(project, http=http, port=port, allow_write=allow_write, allow_run=allow_run)
 
 
 @click.group(name="agents")

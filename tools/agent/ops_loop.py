@@ -1,0 +1,153 @@
+"""Operations on loops: status and the latest retrospective (read); stop (writes a stop request); start and
+resume (``runs``: offered over MCP only with ``--allow-run``).
+
+A loop runs for minutes to days, longer than any tool call should, so start and resume launch ``tools loop
+start|resume NAME`` as a detached process (its own session: it outlives the MCP server) writing to
+``loops/NAME/driver.log``, wait until its driver holds the loop's lock (or the command has failed, with the log's
+last lines as the error), and return. The agent then follows it with ``loop_status``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..project import Project
+from .ops_runs import _name
+from .registry import AgentError, call, op
+
+DRIVER_WAIT_S = 20.0   # how long start/resume wait for the driver to take the loop's lock
+
+
+class LoopIn(BaseModel):
+    name: str = Field(description="the loop's name: loops/<name>.yml")
+
+
+class LoopOut(BaseModel):
+    name: str
+    driver_running: bool
+    state: dict[str, Any]
+
+
+def _paths(project: Project, name: str):
+    from ..loop.state import LoopPaths
+
+    return LoopPaths(project, _name(name, "loop"))
+
+
+def _state(paths) -> dict:
+    from ..loop.state import load
+
+    state = load(paths)
+    if state is None:
+        raise AgentError(f"loop {paths.name!r} has not started (no loops/{paths.name}/state.json)")
+    return state
+
+
+@op("loop.status", LoopIn, LoopOut)
+def loop_status(project: Project, a: LoopIn) -> dict:
+    """A loop's state (trunk, frontier, history with verdicts, usage, stop reason) and whether its driver runs."""
+    from ..loop.state import driver_alive
+
+    paths = _paths(project, a.name)
+    return {"name": a.name, "driver_running": driver_alive(paths), "state": _state(paths)}
+
+
+class RetroOut(BaseModel):
+    name: str
+    page: str | None = Field(description="wiki-relative path of the latest retrospective; null before the first")
+    retrospectives: list[str]
+    meta: dict[str, Any] = {}
+    body: str = ""
+
+
+@op("loop.retrospective", LoopIn, RetroOut)
+def loop_retrospective(project: Project, a: LoopIn) -> dict:
+    """The loop's latest retrospective page (frontier-stuck count, coverage, top untried ideas), and the list."""
+    state = _state(_paths(project, a.name))
+    pages = [r["page"] for r in state.get("retrospectives") or []]
+    if not pages:
+        return {"name": a.name, "page": None, "retrospectives": []}
+    page = call(project, "wiki.read", {"path": pages[-1]})
+    return {"name": a.name, "page": pages[-1], "retrospectives": pages, "meta": page["meta"], "body": page["body"]}
+
+
+class StopOut(BaseModel):
+    name: str
+    driver_running: bool = Field(description="false: no driver runs; the request applies at the next start/resume")
+
+
+@op("loop.stop", LoopIn, StopOut, writes=True)
+def loop_stop(project: Project, a: LoopIn) -> dict:
+    """Ask the loop to stop after the iteration in flight (a retrospective is written first)."""
+    from ..loop.engine import request_stop
+
+    paths = _paths(project, a.name)
+    _state(paths)
+    return {"name": a.name, "driver_running": request_stop(project, paths.name)}
+
+
+class StartIn(LoopIn):
+    iterations: int | None = Field(None, ge=0, description="pause after this many iterations (resume continues)")
+    fresh: bool = Field(False, description="discard the loop's state and start over (pages and runs stay)")
+
+
+class ResumeIn(LoopIn):
+    iterations: int | None = Field(None, ge=0, description="pause after this many more iterations")
+
+
+class LaunchOut(BaseModel):
+    name: str
+    pid: int
+    command: list[str]
+    log: str = Field(description="the driver's output, relative to the knowledge base")
+
+
+def _launch(project: Project, paths, verb: str, extra: list[str]) -> dict:
+    from ..loop.state import driver_alive
+
+    if driver_alive(paths):
+        raise AgentError(f"loop {paths.name!r} is already running (follow it with loop_status)")
+    paths.folder.mkdir(parents=True, exist_ok=True)
+    log = paths.folder / "driver.log"
+    cmd = [sys.executable, "-m", "tools", "--root", str(project.root), "loop", verb, paths.name, "-q", *extra]
+    with open(log, "ab") as out:
+        out.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd[2:])}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, cwd=project.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=dict(os.environ))
+    end = time.monotonic() + DRIVER_WAIT_S
+    while time.monotonic() < end:
+        if driver_alive(paths):
+            break
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-6:]
+            if proc.returncode:
+                raise AgentError(f"`tools loop {verb} {paths.name}` failed (exit {proc.returncode}): "
+                                 + " | ".join(tail))
+            break  # it finished already (e.g. iterations=0 or a budget already spent)
+        time.sleep(0.05)
+    return {"name": paths.name, "pid": proc.pid, "command": cmd[2:], "log": str(log.relative_to(project.root))}
+
+
+@op("loop.start", StartIn, LaunchOut, runs=True)
+def loop_start(project: Project, a: StartIn) -> dict:
+    """Start the loop of loops/<name>.yml in the background; follow it with loop_status."""
+    paths = _paths(project, a.name)
+    if not paths.spec.is_file():
+        raise AgentError(f"no loop file loops/{a.name}.yml")
+    extra = (["--fresh"] if a.fresh else []) + ([f"--iterations={a.iterations}"] if a.iterations is not None else [])
+    return _launch(project, paths, "start", extra)
+
+
+@op("loop.resume", ResumeIn, LaunchOut, runs=True)
+def loop_resume(project: Project, a: ResumeIn) -> dict:
+    """Resume the loop from its state on disk (after a stop, a pause or a kill -9), in the background."""
+    paths = _paths(project, a.name)
+    _state(paths)
+    return _launch(project, paths, "resume", [f"--iterations={a.iterations}"] if a.iterations is not None else [])
