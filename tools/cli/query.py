@@ -1,4 +1,5 @@
-"""`tools query QUESTION`: the best passages of the wiki for a question, with citations (offline)."""
+"""`tools query QUESTION`: the best passages of the wiki for a question, with citations (offline); with `--llm`,
+an answer whose every sentence cites them, filed as an analysis page."""
 
 from __future__ import annotations
 
@@ -11,18 +12,30 @@ from . import pass_project, printable
 
 @click.command(name="query")
 @click.argument("question", nargs=-1, required=True)
-@click.option("--limit", "-n", type=int, default=5, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the passages as JSON.")
+@click.option("--limit", "-n", type=int, default=None, help="Passages to show or answer from (5; with --llm 8).")
+@click.option("--json", "as_json", is_flag=True, help="Print the passages (or the answer) as JSON.")
+@click.option("--llm", "use_llm", is_flag=True,
+              help="Write an answer from the passages (every sentence cites one) and file it under wiki/analyses/.")
+@click.option("--provider", default="anthropic", show_default=True, help="LLM provider: anthropic or openai.")
+@click.option("--model", default=None, help="Model name (default: the provider's default in tools.llm).")
+@click.option("--base-url", default=None, help="Endpoint (an OpenAI-compatible server, a proxy).")
+@click.option("--api-key-env", default=None, help="Environment variable holding the key (never written anywhere).")
 @pass_project
-def query(project, question, limit, as_json):
+def query(project, question, limit, as_json, use_llm, provider, model, base_url, api_key_env):
     """The passages that answer QUESTION best, each cited as wiki/<page> § <heading>.
 
     Offline: candidate pages from the search index, then their paragraphs ranked by the question's words.
+    With --llm: an answer phrased from those passages by the model, sentence by sentence cited, filed back as
+    wiki/analyses/query-<slug>.md (the key is read from the environment).
     """
     from ..query import query as run
 
     project.require_wiki()
-    found = run(project, " ".join(question), limit=limit)
+    q = " ".join(question)
+    if use_llm:
+        _answer(project, q, limit or 8, as_json, provider, model, base_url, api_key_env)
+        return
+    found = run(project, q, limit=limit or 5)
     if as_json:
         click.echo(json.dumps([p.as_dict() for p in found], ensure_ascii=False))
         return
@@ -33,3 +46,25 @@ def query(project, question, limit, as_json):
         d = p.as_dict()
         click.echo(f"[{i}] {printable(d['cite'])}")
         click.echo(f"    {printable(p.text)[:400]}")
+
+
+def _answer(project, question, limit, as_json, provider, model, base_url, api_key_env):
+    from .. import llm
+    from ..answer import answer
+
+    model = model or llm.DEFAULT_MODELS.get(provider)
+    if not model:
+        raise click.UsageError(f"--provider {provider}: give --model (no default for this provider)")
+    opts = {"model": model, "base_url": base_url}
+    if api_key_env:
+        opts["api_key_env"] = api_key_env
+    got = answer(project, question, llm.get(provider, **opts), limit=limit)
+    if as_json:
+        click.echo(json.dumps({"page": f"wiki/{got.page}", "sentences": got.sentences, "dropped": got.dropped,
+                               "passages": [p.as_dict() for p in got.passages],
+                               "usage": {"input_tokens": got.usage.total_input,
+                                         "output_tokens": got.usage.output_tokens}}, ensure_ascii=False))
+        return
+    for s in got.sentences:
+        click.echo(f"{printable(s['text'])} [{', '.join(s['cites'])}]")
+    click.echo(f"\nfiled wiki/{got.page} ({len(got.sentences)} cited sentence(s), {len(got.dropped)} dropped)")

@@ -92,6 +92,8 @@ class Provider(Protocol):
         """Input tokens of the request, from the endpoint, or None when it cannot count."""
 
 
+DEFAULT_MODELS = {"anthropic": "claude-opus-4-8"}  # an OpenAI-compatible endpoint: name its model
+
 PROVIDERS = {
     "anthropic": "tools.llm.anthropic_provider:AnthropicProvider",
     "openai": "tools.llm.openai_provider:OpenAIProvider",

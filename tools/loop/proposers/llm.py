@@ -22,7 +22,7 @@ from ..proposal import Proposal, ProposalError
 from ..spec import LoopSpec
 from . import BudgetExhausted, RecordFn
 
-DEFAULT_MODEL = "claude-opus-4-8"
+DEFAULT_MODEL = llm.DEFAULT_MODELS["anthropic"]
 MODEL_SET = ("proposer", "hypothesis_page", "usage", "repeats")  # fields the loop sets, not the model
 
 
