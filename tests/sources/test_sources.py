@@ -107,3 +107,45 @@ def test_lint_is_clean_and_search_finds_the_sources(kb):
     assert not problems, problems
     hits = json.loads(tools(root, "search", "splash", "attention", "block", "sizes", "--json").stdout)["hits"]
     assert {h["path"] for h in hits[:3]} >= {"sources/guide.md"}, hits
+
+
+def test_llm_summary_cites_pages_and_is_made_once(tmp_path):
+    """`--llm`: the real anthropic SDK over real HTTP to a local Messages stub. Kept sentences name the page they
+    cite; an uncited one is dropped; an unchanged document is not summarized again; the key is never written."""
+    pytest.importorskip("pypdfium2")
+    pytest.importorskip("anthropic")
+    sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
+    from messages_stub import MESSAGES, Stub, error, tool_use
+
+    key = "sk-test-sources-never-written"
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    (root / "raw/sources").mkdir(parents=True, exist_ok=True)
+    (root / "raw/sources/fast.pdf").write_bytes(pdf(
+        [["Fast Training", "Abstract. We train large models quickly."],
+         ["Results", "Splash attention reaches 512 TFLOP/s on one chip."]], title="Fast Training"))
+    (root / "raw/sources/other.md").write_text("# Other\n\nA note on remat with a 1.2x speedup on v5e.\n")
+    reply = {"sentences": [{"text": "The paper trains large models quickly.", "cites": ["S1"]},
+                           {"text": "Splash attention reaches 512 TFLOP/s on one chip.", "cites": ["S2"]},
+                           {"text": "It is the fastest method ever.", "cites": []}]}
+    run = lambda url, *a: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "tools", "--root", str(root), "ingest", "raw/sources", "--llm", "--base-url", url,
+         "--model", "claude-stub", *a], capture_output=True, text=True, timeout=300,
+        env={**__import__("os").environ, "ANTHROPIC_API_KEY": key})
+    with Stub() as stub:
+        stub.push(MESSAGES, tool_use(reply, name="cited_sentences"))  # fast.pdf (sorted first)
+        stub.push(MESSAGES, error("invalid_request_error", "refused"), 400)  # other.md: the page is still written
+        first = run(stub.url)
+        again = run(stub.url)  # fast.pdf is summarized already; other.md is retried (no reply left: fails again)
+        bodies = stub.bodies()
+    assert first.returncode == 3, first.stdout + first.stderr
+    assert "summaries: 1 written, 1 failed" in first.stdout and "no summary for other.md" in first.stdout
+    page = (root / "wiki/sources/fast.md").read_text()
+    assert "The paper trains large models quickly. (p. 1)" in page
+    assert "Splash attention reaches 512 TFLOP/s on one chip. (p. 2)" in page
+    assert "fastest method ever" not in page and "1 uncited sentence(s) dropped" in page
+    assert "## Opening" in page and (root / "wiki/sources/other.md").is_file()
+    assert "[S2] (p. 2)" in next(b["text"] for b in bodies[0]["system"] if b.get("cache_control"))
+    assert len(bodies) == 3 and "Other" in json.dumps(bodies[2])  # the second run asked only for other.md
+    assert "summaries: 0 written, 1 failed" in again.stdout
+    assert not [p for p in root.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]

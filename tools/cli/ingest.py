@@ -1,4 +1,4 @@
-"""`tools ingest`: turn raw/code/<slug> trees into codebase, kernel and concept pages."""
+"""`tools ingest`: turn raw/code/<slug> trees into codebase, kernel and concept pages, raw/sources/ into source pages."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ import click
 
 from ..errors import InputError
 from . import EXIT_SKIPS, pass_project, printable
+
+
+def _provider(name: str, model: str | None, base_url: str | None):
+    from .. import llm
+
+    model = model or llm.DEFAULT_MODELS.get(name)
+    if not model:
+        raise click.UsageError(f"--provider {name}: give --model (no default for this provider)")
+    return llm.get(name, model=model, base_url=base_url)
 
 
 def _progress_bar(enabled: bool):
@@ -34,8 +43,13 @@ def _progress_bar(enabled: bool):
 @click.option("--jobs", "-j", type=int, default=0, help="Worker processes for parsing (default: auto).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no per-file listing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report (for agents).")
+@click.option("--llm", "use_llm", is_flag=True,
+              help="Sources: also write a summary whose every sentence cites its page or section (needs a key).")
+@click.option("--provider", default="anthropic", show_default=True, help="With --llm: anthropic or openai.")
+@click.option("--model", default=None, help="With --llm: the model (default: the provider's default).")
+@click.option("--base-url", default=None, help="With --llm: the endpoint (an OpenAI-compatible server, a proxy).")
 @pass_project
-def ingest(project, targets, all_, jobs, quiet, as_json):
+def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, model, base_url):
     """Ingest code trees and sources: `tools ingest raw/code/<slug>`, `tools ingest raw/sources/<file or folder>`,
     or `tools ingest --all` (every tree and every source).
 
@@ -65,8 +79,9 @@ def ingest(project, targets, all_, jobs, quiet, as_json):
         from ..sources.run import ingest_sources
 
         writer = Writer(project.wiki)
+        llm_provider = _provider(provider, model, base_url) if use_llm else None
         try:
-            source_report = ingest_sources(project, sources, writer)
+            source_report = ingest_sources(project, sources, writer, llm_provider)
         except InputError as e:
             click.echo(f"error: {printable(e)}", err=True)
             sys.exit(1)
@@ -79,10 +94,14 @@ def ingest(project, targets, all_, jobs, quiet, as_json):
                        f"{r.claims} claims with numbers, {len(r.skipped)} skipped")
             for rel, why in r.skipped:
                 click.echo(f"  skipped {printable(rel)}: {printable(why)}")
+            if use_llm:
+                click.echo(f"  summaries: {len(r.summarized)} written, {len(r.summary_failed)} failed")
+            for rel, why in r.summary_failed:
+                click.echo(f"  no summary for {printable(rel)}: {printable(why)}")
     if not targets and not all_:
         if as_json:
             click.echo(json.dumps(source_report.to_dict(), indent=2))
-        sys.exit(EXIT_SKIPS if source_report and source_report.skipped else 0)
+        sys.exit(EXIT_SKIPS if source_report and (source_report.skipped or source_report.summary_failed) else 0)
     reports, failed = [], []
     if all_:  # trees ingested here whose raw/code/<slug> is gone leave the wiki with them
         from ..ingest.remove import remove_codebase, vanished

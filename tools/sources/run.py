@@ -32,6 +32,8 @@ class SourcesReport:
     unchanged: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     claims: int = 0
+    summarized: list[str] = field(default_factory=list)                 # --llm: summaries written this run
+    summary_failed: list[tuple[str, str]] = field(default_factory=list)  # --llm: pages written without one, why
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -74,14 +76,19 @@ def page_path(rel: str) -> str:
     return f"sources/{mdtext.slugify(rel.rsplit('.', 1)[0].replace('/', '-'))}.md"
 
 
-def source_page(rel: str, sha: str, doc, found: list) -> Page:
+def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = None) -> Page:
     path = page_path(rel)
     link = lambda c: f"[{mdtext.escape(CONCEPTS[c].title)}](../concepts/{c}.md)"  # noqa: E731
     lines = [f"Source file: {mdtext.code('raw/sources/' + rel)} ({doc.kind}"
              + (f", {doc.pages} pages" if doc.pages else "") + f"), sha256 {mdtext.code(sha[:16])}."]
     if doc.url:
         lines.append(f"Origin: [{mdtext.escape(doc.url)}]({mdtext.url(doc.url)}).")
-    lines += ["", "## Summary", "", mdtext.escape(claims_mod.opening(doc)), ""]
+    if summary:
+        from .summary import markdown
+        lines += ["", "## Summary", "", markdown(summary), "", "## Opening", "", mdtext.escape(claims_mod.opening(doc)),
+                  ""]
+    else:
+        lines += ["", "## Summary", "", mdtext.escape(claims_mod.opening(doc)), ""]
     if doc.outline:
         lines += ["## Outline", ""] + [f"- {mdtext.escape(t.strip())} ({w})" if not t.startswith("  ") else
                                        f"    - {mdtext.escape(t.strip())} ({w})" for t, w in doc.outline[:80]] + [""]
@@ -120,7 +127,9 @@ def concept_regions(by_concept: dict[str, list[tuple[str, str, object]]]) -> lis
     return out
 
 
-def ingest_sources(project: Project, targets: list[str | Path], writer: Writer) -> SourcesReport:
+def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, provider=None) -> SourcesReport:
+    """``provider`` (an ``llm.Provider``): also write a cited summary of each document (``--llm``), kept in the
+    cache with the document's hash, so an unchanged document is never summarized twice."""
     report = SourcesReport()
     cache_path = project.cache / "sources.json"
     try:
@@ -139,7 +148,9 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer) 
             report.skipped.append((rel, str(e)))
             continue
         sha = hashlib.sha256(data).hexdigest()
-        if docs.get(rel, {}).get("sha") == sha and (project.wiki / page_path(rel)).exists():
+        old = docs.get(rel, {})
+        summary = old.get("summary") if old.get("sha") == sha else None
+        if old.get("sha") == sha and (project.wiki / page_path(rel)).exists() and (provider is None or summary):
             report.unchanged.append(rel)
             continue
         try:
@@ -148,10 +159,18 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer) 
             report.skipped.append((rel, str(e)))
             continue
         found = claims_mod.claims(doc)
-        page = source_page(rel, sha, doc, found)
+        if provider is not None and summary is None:
+            from ..llm import LLMError
+            from .summary import summarize
+            try:
+                summary = summarize(doc, provider)
+                report.summarized.append(rel)
+            except LLMError as e:  # the page is still written, without a summary; a later --llm run retries
+                report.summary_failed.append((rel, str(e)))
+        page = source_page(rel, sha, doc, found, summary)
         writer.write_page(page)
         docs[rel] = {"sha": sha, "page": page.path, "title": page.meta["title"],
-                     "claims": [c.as_dict() for c in found]}
+                     "claims": [c.as_dict() for c in found], **({"summary": summary} if summary else {})}
         report.ingested.append(rel)
         report.claims += len(found)
     # Concept regions from every source ingested so far (the cache holds their claims).
