@@ -20,6 +20,7 @@ GUIDE = """<!doctype html><html><head><title>Tuning splash attention | Guide</ti
 <p>This guide explains how block sizes change the speed of splash attention kernels on TPU for long sequences.</p>
 <h2>Block sizes</h2><p>Raising block_q from 128 to 512 gave a 1.35x speedup on a v5e chip for 8k sequences.</p>
 <ul><li>block_kv 1024 keeps the HBM traffic at 610 GB/s.</li></ul>
+<figure><img src="blocks.png"><figcaption>Figure 1. Speed for each block_q and block_kv.</figcaption></figure>
 <h2>Code</h2><pre><code>splash(q, k, v, block_q=512)</code></pre></article><footer>(c) 2026</footer></body></html>"""
 
 
@@ -41,7 +42,8 @@ def kb(tmp_path_factory):
         [["Fast Training of Large Models", "Abstract. We train large models quickly on many accelerators with "
           "little memory and report what each technique buys."],
          ["Results", "Splash attention reaches 512 TFLOP/s on one chip.", "With remat the step time is 410 ms per step."],
-         ["Gradient checkpointing gives a 1.7x speedup over the baseline.", "Model FLOPs utilization was 58.2% MFU."]],
+         ["Gradient checkpointing gives a 1.7x speedup over the baseline.", "Model FLOPs utilization was 58.2% MFU.",
+          "Figure 2: Step time against batch size on v5e."]],
         title="Fast Training of Large Models", author="A. Author, B. Author",
         outline=[("Introduction", 1), ("Results", 2)]))
     (src / "guide.html").write_text(GUIDE)
@@ -74,6 +76,7 @@ def test_pdf_page_claims_outline_and_metadata(kb):
     assert "58.2% MFU" in page
     assert "- Introduction (p. 1)" in page and "- Results (p. 2)" in page
     assert "We train large models quickly" in page  # the abstract
+    assert "- Figure 2: Step time against batch size on v5e. (p. 3)" in page and "figures: 1" in page
 
 
 def test_html_guide_sections_origin_and_claims(kb):
@@ -82,6 +85,7 @@ def test_html_guide_sections_origin_and_claims(kb):
     assert "1.35x speedup" in page and "§ Block sizes" in page
     assert "610 GB/s" in page
     assert "Home | Docs" not in page  # the navigation is not content
+    assert "- Figure 1: Speed for each block\\_q and block\\_kv. (§ Block sizes)" in page, page
 
 
 def test_concept_pages_link_to_the_claims(kb):

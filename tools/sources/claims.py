@@ -105,3 +105,33 @@ def opening(doc: Document, limit: int = 900) -> str:
     chunk = m.group(1) if m else next((p for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 12), text)
     chunk = " ".join(chunk.split())
     return chunk if len(chunk) <= limit else chunk[:limit].rsplit(" ", 1)[0] + " …"
+
+
+_CAPTION = re.compile(r"^\s*(?:\*\*|_)?((?:Figure|Fig\.|Table)\s+\d+[a-z]?)(?:\*\*|_)?\s*[.:|—–-]\s*(.{3,})$", re.I)
+
+
+def figures(doc: Document, limit: int = 100) -> list[tuple[str, str, str]]:
+    """Figure and table captions: (label, caption, where) for each line that opens "Figure 3:", "Fig. 2." or
+    "Table 1 |"; a caption wrapped over several lines is cut at its first sentence or blank line."""
+    out, seen = [], set()
+    for s in doc.sections:
+        lines = s.text.splitlines()
+        for i, line in enumerate(lines):
+            m = _CAPTION.match(line)
+            if not m:
+                continue
+            label = re.sub(r"\s+", " ", m.group(1)).replace("Fig.", "Figure")
+            text = m.group(2).strip()
+            for nxt in lines[i + 1:i + 4]:  # a caption wrapped onto the next lines, until its first full stop
+                if re.search(r"[.!?]$", text) or not nxt.strip() or _CAPTION.match(nxt):
+                    break
+                text += " " + nxt.strip()
+            text = re.sub(r"\\([\\`*_{}\[\]()#+\-.!|>])", r"\1", " ".join(text.split())).strip("*_ ")[:300]
+            # ^ markdown escapes of an HTML page's converted text undone: the page escapes the caption once
+            key = (label.lower(), s.where)
+            if key not in seen:
+                seen.add(key)
+                out.append((label, text, s.where))
+            if len(out) == limit:
+                return out
+    return out

@@ -99,12 +99,16 @@ def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = Non
         lines.append(mdtext.table(["Claim", "Where", "Numbers", "Technique"], rows))
     else:
         lines.append("_No sentence with a measured number and a performance unit._\n")
+    figs = claims_mod.figures(doc)
+    if figs:
+        lines += ["## Figures and tables", ""] + [f"- {mdtext.escape(label)}: {mdtext.escape(text)} ({where})"
+                                                  for label, text, where in figs] + [""]
     concepts = sorted({c.concept for c in found if c.concept})
     if concepts:
         lines += ["## Techniques", "", ", ".join(link(c) for c in concepts) + ".", ""]
     meta = {"title": doc.title[:200] or rel, "type": "source", "tags": ["source", doc.kind],
             "path": f"raw/sources/{rel}", "sha256": sha, "url": doc.url, "authors": doc.authors or None,
-            "year": doc.year, "claims": len(found)}
+            "year": doc.year, "claims": len(found), "figures": len(figs) or None}
     body = f"# {mdtext.escape(doc.title[:200] or rel)}\n\n" + region("source", "\n".join(lines))
     return Page(path, {k: v for k, v in meta.items() if v is not None}, body)
 
