@@ -80,6 +80,26 @@ def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
     assert json.loads(cli.stdout) == ov
 
 
+def test_xprof_views_say_when_the_backend_has_no_data(profiled):
+    """xprof's converters on a real CPU trace: HLO stats need a device plane a CPU run does not have; every tool
+    answers (data, or the reason), and raw/ is left as it was (xprof runs on a copy)."""
+    pytest.importorskip("xprof")
+    from tools.agent.registry import call
+    from tools.project import Project
+
+    root, (_, second) = profiled
+    before = sorted((p, p.stat().st_mtime_ns) for p in (root / "raw").rglob("*") if p.is_file())
+    hlo = call(Project(root), "profile.xprof", {"exp": second, "tool": "hlo_stats"})
+    assert hlo["has_data"] is False and "no data on this backend" in hlo["note"] and hlo["data"] is None
+    for tool in ("overview_page", "op_profile", "roofline_model", "memory_profile"):
+        r = call(Project(root), "profile.xprof", {"exp": second, "tool": tool})
+        assert r["tool"] == tool and (r["has_data"] or "no data on this backend" in r["note"]
+                                      or "failed" in r["note"]), r["note"]
+    assert sorted((p, p.stat().st_mtime_ns) for p in (root / "raw").rglob("*") if p.is_file()) == before
+    cli = tools(root, "profile", "xprof", f"exp={second}", "tool=hlo_stats", "--json")
+    assert json.loads(cli.stdout) == hlo
+
+
 async def _run(Client, params, body):
     async with Client(params) as c:
         return await body(c)

@@ -6,7 +6,7 @@ outside the knowledge base is read."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -178,3 +178,26 @@ def hlo_compare(project: Project, a: PairIn) -> dict:
     from ..profiling import hlo_diff
 
     return {"a": a.a, "b": a.b, "diff": hlo_diff.hlo_diff(folder_of(project, a.a), folder_of(project, a.b))}
+
+
+class XprofIn(BaseModel):
+    exp: str = Field(description="experiment id")
+    tool: Literal["overview_page", "op_profile", "roofline_model", "memory_profile", "hlo_stats"] = Field(
+        "overview_page", description="the xprof tool to run on the trace")
+
+
+class XprofOut(BaseModel):
+    exp: str
+    tool: str
+    has_data: bool
+    note: str = Field(description="what xprof gave, or why there is nothing ('no data on this backend')")
+    data: Any = None
+
+
+@op("profile.xprof", XprofIn, XprofOut)
+def xprof(project: Project, a: XprofIn) -> dict:
+    """xprof's own view of the trace (overview page, op profile, roofline, memory profile, HLO stats): TPU and GPU
+    traces have them; a CPU trace reports "no data on this backend"."""
+    from ..profiling.xprof_tools import tool_data
+
+    return {"exp": a.exp, **tool_data(folder_of(project, a.exp), a.tool)}

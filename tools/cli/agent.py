@@ -31,7 +31,9 @@ OPS = {
                 "line-ops": "The ops credited to a source line (exp=ID location=file:line).",
                 "hlo-op": "One op of the optimized HLO with operands, users and fusion body (exp=ID op=NAME).",
                 "compare": "Per-step deltas from run a= to run b= by source line, op and category.",
-                "hlo-compare": "Whether a change reached the compiler: optimized HLO of a= and b=, ids stripped."},
+                "hlo-compare": "Whether a change reached the compiler: optimized HLO of a= and b=, ids stripped.",
+                "xprof": "xprof's view of the trace (tool=overview_page|op_profile|roofline_model|memory_profile|"
+                         "hlo_stats), or 'no data on this backend'."},
     "hypotheses": {"file": "File a structured hypothesis for a loop's queue (writes a page).",
                    "list": "Hypothesis pages, highest priority first."},
 }

@@ -22,6 +22,9 @@ def aggregate(good: list[ArmResult]) -> dict:
     m["tokens_per_s"] = round(_median([x["tokens_per_s"] for x in per_run]), 2)
     m["tokens_per_s_per_chip"] = round(m["tokens_per_s"] / m["n_chips"], 2)
     m["step_time_ms"] = round(_median([x["step_time_ms"] for x in per_run]), 4)
+    for k, nd in (("tokens_per_s_best", 2), ("step_time_min_ms", 4)):
+        xs = [x[k] for x in per_run if x.get(k) is not None]
+        m[k] = round(_median(xs), nd) if xs else None
     peak = m.get("peak_flops_per_device")
     for b in metrics.BASES:
         f = m.get(f"flops_per_step_{b}")

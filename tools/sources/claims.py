@@ -26,6 +26,8 @@ UNITS = (
                 rf"(?:reduction|improvement) in (?:step time|latency|throughput|memory|training time))"),
 )
 _UNIT_RX = [(name, re.compile(rx, re.I)) for name, rx in UNITS]
+_ANY_UNIT = re.compile("|".join(f"(?:{rx})" for _, rx in UNITS), re.I)  # one pass first: most sentences hold none
+_DIGIT = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
 # Words that name each concept in prose (titles and common spellings).
 _PROSE = {slug: re.compile("|".join([re.escape(c.title.split(" (")[0].lower())] + extra), re.I)
@@ -86,7 +88,7 @@ def claims(doc: Document, limit: int = 200) -> list[Claim]:
     for sec in doc.sections:
         around = concept_of(sec.title) or main
         for s in sentences(sec.text):
-            if len(s) > 600 or s in seen:
+            if len(s) > 600 or s in seen or not _DIGIT.search(s) or not _ANY_UNIT.search(s):
                 continue
             hits = [(name, m.group(0)) for name, rx in _UNIT_RX for m in rx.finditer(s)]
             if not hits:
