@@ -8,16 +8,7 @@ import sys
 import click
 
 from ..errors import InputError
-from . import EXIT_SKIPS, pass_project, printable
-
-
-def _provider(name: str, model: str | None, base_url: str | None):
-    from .. import llm
-
-    model = model or llm.DEFAULT_MODELS.get(name)
-    if not model:
-        raise click.UsageError(f"--provider {name}: give --model (no default for this provider)")
-    return llm.get(name, model=model, base_url=base_url)
+from . import EXIT_SKIPS, llm_options, pass_project, printable
 
 
 def _progress_bar(enabled: bool):
@@ -45,11 +36,9 @@ def _progress_bar(enabled: bool):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report (for agents).")
 @click.option("--llm", "use_llm", is_flag=True,
               help="Sources: also write a summary whose every sentence cites its page or section (needs a key).")
-@click.option("--provider", default="anthropic", show_default=True, help="With --llm: anthropic or openai.")
-@click.option("--model", default=None, help="With --llm: the model (default: the provider's default).")
-@click.option("--base-url", default=None, help="With --llm: the endpoint (an OpenAI-compatible server, a proxy).")
+@llm_options
 @pass_project
-def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, model, base_url):
+def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, model, base_url, api_key_env):
     """Ingest code trees and sources: `tools ingest raw/code/<slug>`, `tools ingest raw/sources/<file or folder>`,
     or `tools ingest --all` (every tree and every source).
 
@@ -79,7 +68,9 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
         from ..sources.run import ingest_sources
 
         writer = Writer(project.wiki)
-        llm_provider = _provider(provider, model, base_url) if use_llm else None
+        from .. import llm
+
+        llm_provider = llm.from_options(provider, model, base_url, api_key_env) if use_llm else None
         try:
             source_report = ingest_sources(project, sources, writer, llm_provider)
         except InputError as e:

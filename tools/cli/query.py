@@ -7,7 +7,7 @@ import json
 
 import click
 
-from . import pass_project, printable
+from . import llm_options, pass_project, printable
 
 
 @click.command(name="query")
@@ -16,10 +16,7 @@ from . import pass_project, printable
 @click.option("--json", "as_json", is_flag=True, help="Print the passages (or the answer) as JSON.")
 @click.option("--llm", "use_llm", is_flag=True,
               help="Write an answer from the passages (every sentence cites one) and file it under wiki/analyses/.")
-@click.option("--provider", default="anthropic", show_default=True, help="LLM provider: anthropic or openai.")
-@click.option("--model", default=None, help="Model name (default: the provider's default in tools.llm).")
-@click.option("--base-url", default=None, help="Endpoint (an OpenAI-compatible server, a proxy).")
-@click.option("--api-key-env", default=None, help="Environment variable holding the key (never written anywhere).")
+@llm_options
 @pass_project
 def query(project, question, limit, as_json, use_llm, provider, model, base_url, api_key_env):
     """The passages that answer QUESTION best, each cited as wiki/<page> § <heading>.
@@ -52,13 +49,7 @@ def _answer(project, question, limit, as_json, provider, model, base_url, api_ke
     from .. import llm
     from ..answer import answer
 
-    model = model or llm.DEFAULT_MODELS.get(provider)
-    if not model:
-        raise click.UsageError(f"--provider {provider}: give --model (no default for this provider)")
-    opts = {"model": model, "base_url": base_url}
-    if api_key_env:
-        opts["api_key_env"] = api_key_env
-    got = answer(project, question, llm.get(provider, **opts), limit=limit)
+    got = answer(project, question, llm.from_options(provider, model, base_url, api_key_env), limit=limit)
     if as_json:
         click.echo(json.dumps({"page": f"wiki/{got.page}", "sentences": got.sentences, "dropped": got.dropped,
                                "passages": [p.as_dict() for p in got.passages],

@@ -107,6 +107,18 @@ def get(name: str, **opts: Any) -> Provider:
     return getattr(importlib.import_module(mod), cls)(**opts)
 
 
+def from_options(name: str, model: str | None = None, base_url: str | None = None,
+                 api_key_env: str | None = None) -> Provider:
+    """A provider from command-line options: ``model`` defaults to the provider's (``DEFAULT_MODELS``)."""
+    model = model or DEFAULT_MODELS.get(name)
+    if not model:
+        raise LLMError(f"provider {name!r}: give a model (no default for this provider)")
+    opts: dict[str, Any] = {"model": model, "base_url": base_url}
+    if api_key_env:
+        opts["api_key_env"] = api_key_env
+    return get(name, **opts)
+
+
 def api_key(env_var: str) -> str:
     """The key from the environment; it is passed to the SDK and never written anywhere."""
     key = os.environ.get(env_var, "")
