@@ -158,6 +158,7 @@ class Writer:
         self.stats: Counter[str] = Counter()
         self.changed: dict[str, list[str]] = {CREATED: [], UPDATED: [], REMOVED: []}
         self.swept = sweep_temps(self.wiki) if self.wiki.is_dir() else []
+        self._root: Path | None = None  # wiki.resolve(), once it exists
 
     def exclusive(self):
         """Hold the knowledge base's write lock for a read-compute-write sequence (index, directories)."""
@@ -171,7 +172,9 @@ class Writer:
 
     def target(self, rel: str) -> Path:
         p = (self.wiki / rel).resolve()
-        if not p.is_relative_to(self.wiki.resolve()):
+        if self._root is None:
+            self._root = self.wiki.resolve()
+        if not p.is_relative_to(self._root):
             raise InputError(rel, "page path escapes wiki/")
         return p
 

@@ -153,3 +153,20 @@ def test_llm_summary_cites_pages_and_is_made_once(tmp_path):
     assert len(bodies) == 3 and "Other" in json.dumps(bodies[2])  # the second run asked only for other.md
     assert "summaries: 0 written, 1 failed" in again.stdout
     assert not [p for p in root.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+def test_a_page_that_cannot_be_written_is_reported_and_the_rest_go_on(tmp_path):
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    (root / "raw/sources").mkdir(parents=True, exist_ok=True)
+    for name in ("a", "b"):
+        (root / f"raw/sources/{name}.md").write_text(f"# Note {name}\n\nSplash attention reached 300 TFLOP/s.\n")
+    (root / "wiki/sources").mkdir(parents=True, exist_ok=True)
+    theirs = "---\ntitle: Caf\xe9\n---\n\nwritten by someone else in Latin-1\n".encode("latin-1")
+    (root / "wiki/sources/a.md").write_bytes(theirs)
+    r = tools(root, "ingest", "raw/sources")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "skipped a.md: its page was not written" in r.stdout and "not UTF-8" in r.stdout
+    assert (root / "wiki/sources/a.md").read_bytes() == theirs  # left as it was
+    assert "300 TFLOP/s" in (root / "wiki/sources/b.md").read_text()
+    assert "`a.md`: its page was not written" in (root / "wiki/sources/index.md").read_text()

@@ -85,6 +85,8 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
                        f"{r.claims} claims with numbers, {len(r.skipped)} skipped")
             for rel, why in r.skipped:
                 click.echo(f"  skipped {printable(rel)}: {printable(why)}")
+            for rel in r.removed:
+                click.echo(f"  removed {printable(rel)}: raw/sources/{printable(rel)} is gone, so is its page")
             if use_llm:
                 click.echo(f"  summaries: {len(r.summarized)} written, {len(r.summary_failed)} failed")
             for rel, why in r.summary_failed:
@@ -92,7 +94,12 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
     if not targets and not all_:
         if as_json:
             click.echo(json.dumps(source_report.to_dict(), indent=2))
-        sys.exit(EXIT_SKIPS if source_report and (source_report.skipped or source_report.summary_failed) else 0)
+        if source_report and (source_report.skipped or source_report.summary_failed):
+            if not as_json:
+                click.echo(f"completed with skips (exit {EXIT_SKIPS}): every document not read is in "
+                           "wiki/sources/index.md with its reason", err=True)
+            sys.exit(EXIT_SKIPS)
+        sys.exit(0)
     reports, failed = [], []
     if all_:  # trees ingested here whose raw/code/<slug> is gone leave the wiki with them
         from ..ingest.remove import remove_codebase, vanished
@@ -124,8 +131,10 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
         sys.exit(1)
     if any(r.skipped for r in reports) or (source_report and source_report.skipped):
         if not as_json:
+            where = (["wiki/codebases/<slug>/skipped.tsv"] if any(r.skipped for r in reports) else []) + \
+                (["wiki/sources/index.md"] if source_report and source_report.skipped else [])
             click.echo(f"completed with skips (exit {EXIT_SKIPS}): every skipped file is in "
-                       "wiki/codebases/<slug>/skipped.tsv with its reason", err=True)
+                       f"{' and '.join(where)} with its reason", err=True)
         sys.exit(EXIT_SKIPS)
 
 

@@ -45,11 +45,13 @@ def kind_of(path: Path) -> str | None:
     return KINDS.get(path.suffix.lower())
 
 
-def extract(path: Path, within: Path | None = None) -> Document:
+def extract(path: Path, within: Path | None = None, data: bytes | None = None) -> Document:
+    """``data``: the file's bytes when the caller has read them already (``path`` still names it)."""
     kind = kind_of(path)
     if kind is None:
         raise Unreadable(f"not a source type ({', '.join(sorted(KINDS))})")
-    data = safeio.read_bytes(path, MAX_BYTES, within=within)
+    if data is None:
+        data = safeio.read_bytes(path, MAX_BYTES, within=within)
     if kind == "pdf":
         return _pdf(data, path)
     text = _decode(data)
@@ -84,25 +86,31 @@ def _pdf(data: bytes, path: Path) -> Document:
 
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise Unreadable("encrypted PDF (no password given)")
-        info = reader.metadata or {}
+        locked = reader.is_encrypted
+        if locked:  # an empty user password (permissions only) opens in any viewer: so here too
+            try:
+                locked = not reader.decrypt("")
+            except Exception:  # noqa: BLE001 - an unsupported cipher: pdfium decides below
+                pass
+        info = {} if locked else reader.metadata or {}
     except pypdf.errors.PdfReadError as e:
         raise Unreadable(f"broken PDF ({e})") from None
-    except Unreadable:
-        raise
     except Exception as e:  # noqa: BLE001 - pypdf raises many kinds on damaged files
         raise Unreadable(f"broken PDF ({type(e).__name__}: {e})") from None
     try:
         doc = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:
+        if "password" in str(e).lower():
+            raise Unreadable("encrypted PDF (it needs a password to open)") from None
         raise Unreadable(f"broken PDF ({e})") from None
     sections = []
     try:
         for i in range(len(doc)):
             page = doc[i]
             text = page.get_textpage().get_text_range()
-            sections.append(Section(f"Page {i + 1}", f"p. {i + 1}", text.replace("\r\n", "\n").replace("\r", "\n")))
+            text = _SOFT_HYPHEN.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+            text = _CONTROL_IN_TEXT.sub(" ", text)  # glyphs without a character (bullets drawn as \x17)
+            sections.append(Section(f"Page {i + 1}", f"p. {i + 1}", text))
     finally:
         doc.close()
     if not any(s.text.strip() for s in sections):
@@ -115,18 +123,41 @@ def _pdf(data: bytes, path: Path) -> Document:
                     walk(it, depth + 1)
                 else:
                     n = reader.get_destination_page_number(it)
-                    outline.append(("  " * depth + str(it.title), f"p. {n + 1}"))
-        walk(reader.outline)
+                    outline.append(("  " * depth + (_clean(str(it.title or "")) or "(untitled entry)"),
+                                    f"p. {n + 1}"))
+        if not locked:
+            walk(reader.outline)
     except Exception:  # noqa: BLE001 - an outline that does not resolve is only left out
         outline = outline[:]
-    title = str(info.get("/Title") or "").strip() or _first_line(sections[0].text) or path.stem
-    authors = [a.strip() for a in re.split(r",| and |;", str(info.get("/Author") or "")) if a.strip()]
+    title = _title(str(info.get("/Title") or "")) or _first_line(sections[0].text) or path.stem
+    authors = [a for a in (_clean(a) for a in re.split(r",| and |;", str(info.get("/Author") or ""))) if a]
     return Document("pdf", title, sections, authors, _year(str(info.get("/CreationDate") or "")), None, outline,
                     len(sections))
 
 
+# pdfium marks a word hyphenated at a line end with U+FFFE (or U+0002): the word is joined again.
+_SOFT_HYPHEN = re.compile("[\ufffe\x02]\n?")
+_CONTROL_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+# What word processors put in /Title instead of one: "Microsoft Word - paper.docx", "Binder1.pdf", "untitled".
+_APP_PREFIX = re.compile(r"^Microsoft (?:Word|PowerPoint|Excel) - ", re.I)
+_FILE_NAME = re.compile(r"\.(?:pdf|docx?|pptx?|xlsx?|tex|dvi|odt)$", re.I)
+
+
+def _clean(text: str) -> str:
+    return " ".join(_CONTROL.sub(" ", text).split())
+
+
+def _title(meta_title: str) -> str:
+    """The metadata title, unless it is a file name or a placeholder (then the first line of text is used)."""
+    t = _clean(meta_title)
+    if _APP_PREFIX.match(t):  # the document's own name is what follows
+        return _FILE_NAME.sub("", _APP_PREFIX.sub("", t)).strip()
+    return "" if _FILE_NAME.search(t) or t.lower() in {"untitled", "title", "document", "slide 1"} else t
+
+
 def _first_line(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if len(ln.strip()) > 3), "")[:200]
+    return next((_clean(ln) for ln in text.splitlines() if len(ln.strip()) > 3), "")[:200]
 
 
 def _html(text: str, path: Path) -> Document:

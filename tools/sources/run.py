@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ class SourcesReport:
     ingested: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)   # documents whose raw/sources file is gone: page removed
     claims: int = 0
     summarized: list[str] = field(default_factory=list)                 # --llm: summaries written this run
     summary_failed: list[tuple[str, str]] = field(default_factory=list)  # --llm: pages written without one, why
@@ -131,6 +133,31 @@ def concept_regions(by_concept: dict[str, list[tuple[str, str, object]]]) -> lis
     return out
 
 
+CATALOG = "sources/index.md"
+
+
+def catalog(docs: dict, skipped: dict) -> Page:
+    """sources/index.md: every document read, with what it holds, and every one that could not be read, with why."""
+    lines = []
+    if docs:
+        rows = []
+        for rel, d in sorted(docs.items(), key=lambda kv: (kv[1].get("title") or kv[0]).lower()):
+            concepts = sorted({c["concept"] for c in d.get("claims", []) if c.get("concept")})
+            rows.append([f"[{mdtext.escape((d.get('title') or rel)[:120])}]({d['page'].split('/', 1)[1]})",
+                         mdtext.code(rel), str(d.get("kind") or "—"), str(d.get("year") or "—"),
+                         str(d.get("pages") or "—"), str(len(d.get("claims", []))),
+                         ", ".join(f"[{mdtext.escape(CONCEPTS[c].title)}](../concepts/{c}.md)" for c in concepts
+                                   if c in CONCEPTS) or "—"])
+        lines.append(mdtext.table(["Source", "File", "Kind", "Year", "Pages", "Claims", "Techniques"], rows))
+    else:
+        lines.append("_No source read yet: put papers, docs and saved web pages under `raw/sources/`._\n")
+    if skipped:
+        lines += ["## Not read", ""] + [f"- {mdtext.code(rel)}: {mdtext.escape(why)}" for rel, why in sorted(skipped.items())]
+        lines.append("")
+    body = "# Sources\n\n" + region("sources-catalog", "\n".join(lines))
+    return Page(CATALOG, {"title": "Sources", "type": "index", "tags": ["sources"]}, body)
+
+
 def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, provider=None) -> SourcesReport:
     """``provider`` (an ``llm.Provider``): also write a cited summary of each document (``--llm``), kept in the
     cache with the document's hash, so an unchanged document is never summarized twice."""
@@ -142,50 +169,76 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
     except (OSError, ValueError):
         cache = {}
     docs: dict = cache.get("docs", {})
+    skipped: dict = cache.get("skipped", {})  # rel -> why, for the catalog
     files = [f for t in targets for f in files_under(project, t)]
-    for f in files:
-        rel = f.resolve().relative_to(project.raw_sources.resolve()).as_posix()
-        report.documents += 1
-        try:
-            data = safeio.read_bytes(f, 200 * 1024 * 1024, within=project.raw_sources)
-        except OSError as e:
-            report.skipped.append((rel, str(e)))
-            continue
-        sha = hashlib.sha256(data).hexdigest()
-        old = docs.get(rel, {})
-        summary = old.get("summary") if old.get("sha") == sha else None
-        if old.get("sha") == sha and (project.wiki / page_path(rel)).exists() and (provider is None or summary):
-            report.unchanged.append(rel)
-            continue
-        try:
-            doc = extract(f, within=project.raw_sources)
-        except (Unreadable, OSError) as e:
-            report.skipped.append((rel, str(e)))
-            continue
-        found = claims_mod.claims(doc)
-        if provider is not None and summary is None:
-            from ..llm import LLMError
-            from .summary import summarize
+    for rel in [r for r in docs if not (project.raw_sources / r).is_file()]:  # a vanished source leaves the wiki
+        if writer.remove(docs.pop(rel)["page"]):
+            report.removed.append(rel)
+    skipped = {r: why for r, why in skipped.items() if (project.raw_sources / r).is_file()}
+    gone: list[str] = []  # readable before, not now: their pages go once the writes below are done
+    # Pages are written by one thread while the next document is read: the writes' disk waits (fsync) overlap
+    # pdfium's and pypdf's work instead of adding to it; a single thread keeps the writer's order.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="source-pages") as out:
+        written = []
+        for f in files:
+            rel = f.resolve().relative_to(project.raw_sources.resolve()).as_posix()
+            report.documents += 1
             try:
-                summary = summarize(doc, provider)
-                report.summarized.append(rel)
-            except LLMError as e:  # the page is still written, without a summary; a later --llm run retries
-                report.summary_failed.append((rel, str(e)))
-        page = source_page(rel, sha, doc, found, summary)
-        writer.write_page(page)
-        docs[rel] = {"sha": sha, "page": page.path, "title": page.meta["title"],
-                     "claims": [c.as_dict() for c in found], **({"summary": summary} if summary else {})}
-        report.ingested.append(rel)
-        report.claims += len(found)
+                data = safeio.read_bytes(f, 200 * 1024 * 1024, within=project.raw_sources)
+            except OSError as e:
+                report.skipped.append((rel, str(e)))
+                skipped[rel] = str(e)
+                continue
+            sha = hashlib.sha256(data).hexdigest()
+            old = docs.get(rel, {})
+            summary = old.get("summary") if old.get("sha") == sha else None
+            if old.get("sha") == sha and (project.wiki / page_path(rel)).exists() and (provider is None or summary):
+                report.unchanged.append(rel)
+                continue
+            try:
+                doc = extract(f, within=project.raw_sources, data=data)
+            except (Unreadable, OSError) as e:
+                report.skipped.append((rel, str(e)))
+                skipped[rel] = str(e)
+                gone += [rel] if rel in docs else []
+                continue
+            skipped.pop(rel, None)
+            found = claims_mod.claims(doc)
+            if provider is not None and summary is None:
+                from ..llm import LLMError
+                from .summary import summarize
+                try:
+                    summary = summarize(doc, provider)
+                    report.summarized.append(rel)
+                except LLMError as e:  # the page is still written, without a summary; a later --llm run retries
+                    report.summary_failed.append((rel, str(e)))
+            page = source_page(rel, sha, doc, found, summary)
+            entry = {"sha": sha, "page": page.path, "title": page.meta["title"], "kind": doc.kind, "pages": doc.pages,
+                     "year": doc.year, "claims": [c.as_dict() for c in found], **({"summary": summary} if summary else {})}
+            written.append((rel, entry, out.submit(writer.write_page, page)))
+        for rel, entry, done in written:
+            try:
+                done.result()
+            except InputError as e:  # e.g. a page someone saved in another encoding: left alone, reported
+                report.skipped.append((rel, f"its page was not written: {e}"))
+                skipped[rel] = f"its page was not written: {e}"
+                continue
+            docs[rel] = entry
+            report.ingested.append(rel)
+            report.claims += len(entry["claims"])
+    for rel in gone:
+        if writer.remove(docs.pop(rel)["page"]):
+            report.removed.append(rel)
     # Concept regions from every source ingested so far (the cache holds their claims).
     by_concept: dict[str, list] = defaultdict(list)
     for rel, d in sorted(docs.items()):
-        if not (project.raw_sources / rel).exists():
-            continue
         for c in d.get("claims", []):
             if c.get("concept"):
                 by_concept[c["concept"]].append((d["page"], d["title"], claims_mod.Claim(**c)))
-    for p in concept_regions(by_concept):
+    from ..ingest.codebase_pages import concepts_index_page
+
+    for p in concept_regions(by_concept) + [concepts_index_page()]:  # the index: no concept page is an orphan
         writer.write_page(p)
-    atomic_write(cache_path, json.dumps({"version": CACHE_VERSION, "docs": docs}))
+    writer.write_page(catalog(docs, skipped))
+    atomic_write(cache_path, json.dumps({"version": CACHE_VERSION, "docs": docs, "skipped": skipped}))
     return report
