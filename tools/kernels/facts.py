@@ -156,6 +156,7 @@ class _Visitor(ast.NodeVisitor):
         self.module = facts["module"]
         self.imports: dict[str, str] = facts["imports"]
         self.top_defs: set[str] = set()
+        self.top_bound: set[str] = set()  # module-level names bound to a call's result
         self.stack: list[_Scope] = [_Scope("", parsed.tree, "module", None)]
         self.handled: set[int] = set()
         self.body_names: set[str] = set()
@@ -258,6 +259,31 @@ class _Visitor(ast.NodeVisitor):
                 return ".".join(x.name for x in self.stack[1:self.stack.index(s) + 1])
         return None
 
+    def closure_body(self, owner: str, name: str) -> str | None:
+        """``owner`` is a function defined inside another (``call_kernel`` in ``flash_fwd``): only its enclosing
+        function can call it, so it is no wrapper. The kernel body it is given there (``call_kernel(kernel=
+        partial(_fwd, ...))``), by name; None when it is not a closure."""
+        bits = owner.split(".")
+        scopes = self.stack[1:len(bits) + 1]
+        if len(scopes) < 2 or [x.name for x in scopes] != bits or scopes[-1].kind != "def" \
+                or not any(x.kind == "def" for x in scopes[:-1]):
+            return None
+        inner, outer = scopes[-1].node, next(x for x in reversed(scopes[:-1]) if x.kind == "def").node
+        params = _params(inner)
+        position = params.index(name) if name in params else None
+        for sub in ast.walk(outer):
+            if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == bits[-1]):
+                continue
+            arg = next((k.value for k in sub.keywords if k.arg == name), None)
+            if arg is None and position is not None and position < len(sub.args):
+                arg = sub.args[position]
+            if isinstance(arg, ast.Call) and pysource.dotted_name(arg.func) in ("functools.partial", "partial") \
+                    and arg.args:
+                arg = arg.args[0]
+            if isinstance(arg, (ast.Name, ast.Attribute)):
+                return pysource.dotted_name(arg)
+        return ""
+
     def _calls_param(self, node: ast.AST) -> str | None:
         """A caller-supplied kernel body called from ``node`` (by its conventional names)."""
         for sub in ast.walk(node):
@@ -342,9 +368,26 @@ class _Visitor(ast.NodeVisitor):
                     break
         interp = self._kw(call, "interpret")
         out["interpret"] = isinstance(interp, ast.Constant) and interp.value is True
+        out["backend_note"] = self._run_time_params(call, params)
+        if out["backend_note"]:  # the launch names no backend that holds for every run: the rest of the code may
+            out["hints"] = None
+            return out
         hint = self.bk(_short(params) or "") if params is not None else None
         out["hints"] = hint or self.bk("\n".join(texts))
         return out
+
+    def _run_time_params(self, call: ast.Call, params: ast.AST | None) -> str | None:
+        """Why the launch's ``compiler_params`` fix no backend: passed in by the caller, or chosen between
+        backends by a condition. None when they are written out (or absent)."""
+        given = next((k.value for k in call.keywords if k.arg == "compiler_params"), None)
+        if isinstance(given, ast.Name) and params is given and any(given.id in x.params for x in self.def_chain()):
+            return f"compiler_params come from the caller (parameter {given.id}, set at run time)"
+        if isinstance(params, ast.IfExp):
+            named = {self.bk(_short(x) or "") for x in (params.body, params.orelse)}
+            named.discard(None)
+            if len(named) > 1:
+                return "compiler_params chosen at run time: " + " or ".join(sorted(named))
+        return None
 
     def add_launch(self, node: ast.AST, entry: str, body: ast.AST | None, call: ast.Call | None,
                    style: str, decorated: ast.AST | None = None, extra_hint: str | None = None,
@@ -365,6 +408,10 @@ class _Visitor(ast.NodeVisitor):
             wrapper = self._calls_param(decorated)
         else:
             wrapper = self.forwarded_body(body)
+            if wrapper and isinstance(b, ast.Name):
+                local = self.closure_body(wrapper, b.id)
+                if local is not None:  # a closure taking the body: the launch is here, with the body it is given
+                    wrapper, body_name = None, local or body_name
         if body_name:
             self.body_names.add(body_name.rsplit(".", 1)[-1])
         d = self.details(call, node if call is None else call)
@@ -385,6 +432,9 @@ class _Visitor(ast.NodeVisitor):
         for st in node.body:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.top_defs.add(st.name)
+            elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                    and isinstance(st.value, ast.Call):  # make_mha = partial(_make, ...): a factory by another name
+                self.top_bound.add(st.targets[0].id)
         self.generic_visit(node)
 
     def _enter_def(self, node, kind: str) -> None:
@@ -469,6 +519,8 @@ class _Visitor(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load) and (node.id in self.top_defs or node.id in self.imports):
             self._record_ref(self.resolve(node.id))
+        elif isinstance(node.ctx, ast.Load) and node.id in self.top_bound and self.resolve(node.id) == node.id:
+            self._record_ref(f"{self.module}.{node.id}")  # resolve() is None for a local name that shadows it
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         d = pysource.dotted_name(node)

@@ -98,6 +98,9 @@ def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str])
     what.append(f"{len(sites)} launch site{'s' if len(sites) != 1 else ''} in {mdtext.code(meta['repo'])}; "
                 f"backend **{meta['backend']}**, category **{mdtext.escape(meta['category'])}**, "
                 f"kind **{meta['kind']}**, stability **{meta.get('stability', 'stable')}**.")
+    notes = sorted({_get(s, "backend_note") for s in sites if _get(s, "backend_note")})
+    if notes:  # the backend above is the rest of the code's evidence, not the launch's own
+        what += ["", "Backend not fixed by the launch: " + "; ".join(mdtext.escape(n) for n in notes) + "."]
     if meta.get("vendored_from"):
         what += ["", f"Same normalized source as {mdtext.code(meta['vendored_from'])} (vendored or forked)."]
     out = ["## What it does\n", region("summary", "\n".join(what))]

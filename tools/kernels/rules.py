@@ -104,6 +104,7 @@ def path_backend(relpath: str) -> str | None:
 # names normalized to snake_case with "_" at both ends; (?<![a-z]) / (?![a-z]) mark word edges.
 _W = r"(?<![a-z])"  # start of a word
 _E = r"(?![a-z])"  # end of a word
+_DATA_MOVES = "(?:copy|memcpy|memset|fill|zeros?|zero_out|iota|cast|pad|clear)"
 _CATEGORY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("paged/ragged attention", ("paged", "page_attention", "varlen", "var_len", _W + "page_ids", "page_table",
                                 _W + "pages" + _E, r"ragged_(?:\w*_)?(?:attention|attn|mla)", _W + "rpa" + _E,
@@ -144,11 +145,14 @@ _CATEGORY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
                      _W + "proj")),
     ("residual/hyper-connections", (_W + "mhc" + _E, "hyper_?conn", "manifold_hc", _W + "hc_(?:pre|post|res)",
                                     "residual_stream", "sinkhorn")),
-    # named, but none of the above: linear algebra, layout shuffles
+    # named, but none of the above: linear algebra, layout shuffles, and data-movement helpers (copy, fill,
+    # zero, cast, pad), which are named for what they do: the file they sit in (flash_attention.py) is not theirs
     ("crypto/fhe/other", (_W + "x?pose" + _E, _W + "xpose", "transpose(?!d)",
+                          _W + _DATA_MOVES + _E,
                           _W + "(?:lu|det|slogdet|pf|slogpf|qr|svd|eigh?)" + _E, "pfaffian", "determinant",
                           "cholesky")),
 )
+_MOVES_DATA = re.compile(_W + _DATA_MOVES + _E)
 CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
     (c, re.compile("|".join(words))) for c, words in _CATEGORY_WORDS)
 
@@ -180,6 +184,8 @@ def category_of(names: str | None, path: str | None = None, docs: str | None = N
         child = "paged/ragged attention" if hits[0] == "attention" and "paged/ragged attention" in path_hits else None
         if child is not None:
             return child
+        if hits == ["crypto/fhe/other"] and "collective/communication" in path_hits and _MOVES_DATA.search(_norm(names)):
+            return "collective/communication"  # a copy in distributed/kv_transfer.py is the transfer itself
         agreed = [c for c in hits if c in path_hits and c != "crypto/fhe/other"]
         if agreed and _PARENT.get(hits[0]) != agreed[0]:
             return agreed[0]

@@ -47,6 +47,7 @@ class KernelSite:
     fingerprint: str | None = None
     shingles: list[int] = field(default_factory=list, repr=False)  # normalized-line hashes (not in to_dict)
     qualname: str | None = None  # module-qualified name of the kernel's public function or class
+    backend_note: str | None = None  # why the launch itself fixes no backend (compiler_params set at run time)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -69,17 +70,21 @@ class _Index:
                 s = ".".join(bits[i:])
                 self.suffix[s] = None if s in self.suffix and self.suffix[s] != m else m
         self.functions: dict[str, tuple[dict, dict]] = {}
+        self.classes: set[str] = set()  # a class is called too: ``SplashAttentionKernel(...)`` in its factory
         for f in facts_by_path.values():
             for qual, fn in f["functions"].items():
                 self.functions[f"{f['module']}.{qual}"] = (f, fn)
+            self.classes.update(f"{f['module']}.{c}" for c in f.get("classes", {}))
         self.callers: dict[str, set[str]] = defaultdict(set)
+        # module-level names bound to an expression (``make_flash_mha = partial(_make_flash, ...)``): called too
+        aliases = {dst for f in facts_by_path.values() for _, dst in f["links"]}
         for f in facts_by_path.values():
             for qual, fn in f["functions"].items():
                 if fn.get("nested"):
                     continue
                 me = f"{f['module']}.{qual}"
                 for r in fn["refs"]:
-                    t = self.lookup(r)
+                    t = self.lookup(r) or (r if r in aliases else None)
                     if t and t != me:
                         self.callers[t].add(me)
             for src, dst in f["links"]:
@@ -96,7 +101,7 @@ class _Index:
         """The repository function a qualified name ends at, following re-exports."""
         while qualified and hops > 0:
             hops -= 1
-            if qualified in self.functions:
+            if qualified in self.functions or qualified in self.classes:
                 return qualified
             bits = qualified.split(".")
             for i in range(len(bits) - 1, 0, -1):
@@ -106,7 +111,7 @@ class _Index:
                 rest = bits[i:]
                 f = self.modules[mod]
                 cand = f"{mod}.{'.'.join(rest)}"
-                if cand in self.functions:
+                if cand in self.functions or cand in self.classes:
                     return cand
                 if rest[0] in f["imports"]:
                     nxt = ".".join([f["imports"][rest[0]]] + rest[1:])
@@ -199,6 +204,29 @@ def _public_caller(idx: _Index, start: str, facts: dict, kind: str) -> tuple[tup
     return None, root
 
 
+def _callers(idx: _Index, starts: list[str], limit: int = 12, depth: int = 3) -> list[str]:
+    """Who calls the kernel: callers of its function and of its class, and, through a private factory or a
+    module-level alias (``make_splash_mha = partial(_make_splash_attention, ...)`` returning a
+    ``SplashAttentionKernel``), the callers of those too."""
+    out: list[str] = []
+    seen, frontier = set(starts), list(starts)
+    own = tuple(q + "." for q in starts if q in idx.classes)  # a class's methods using it are not its callers
+    for _ in range(depth):
+        nxt = []
+        for q in frontier:
+            for c in sorted(idx.callers.get(q, ())):
+                if c in seen or c.startswith(own):
+                    continue
+                seen.add(c)
+                out.append(c)
+                name = c.rsplit(".", 1)[-1]
+                if name.startswith("_") or c not in idx.functions or "make" in name or "create" in name \
+                        or name.startswith(("get_", "build")):
+                    nxt.append(c)  # a factory or an alias: whoever calls it gets the kernel
+        frontier = nxt
+    return out[:limit]
+
+
 def _backend(entry: str, hints: list[str | None], interpret: bool, later: list[str | None]) -> str:
     for h in hints:
         if h:
@@ -241,7 +269,7 @@ def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str 
     category = rules.category_of(names, stem, docs)
     deprecated = bool(facts.get("deprecated") or (kfn or {}).get("deprecated") or (top_fn or {}).get("deprecated"))
     summary = (kfn or {}).get("doc") or (top_fn or {}).get("doc") or facts.get("module_doc")
-    callers = sorted(idx.callers.get(kqual or "", ()))[:12]
+    callers = _callers(idx, [q for q in (kqual, qualname) if q])
     fp = top_fn.get("fingerprint") if top_fn and (top_fn.get("size") or 0) >= MIN_VENDOR_LINES else None
     return KernelSite(
         path=facts["path"], line=raw["line"], kernel=kernel, impl=impl, backend=backend,
@@ -250,7 +278,7 @@ def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str 
         summary=summary, stability=rules.stability_of(facts["path"], deprecated, summary),
         signature=(kfn or top_fn or {}).get("signature"), callers=callers, body=raw.get("body"), fingerprint=fp,
         shingles=list(top_fn.get("shingles") or []) if fp else [],
-        qualname=qualname,
+        qualname=qualname, backend_note=raw.get("backend_note"),
     )
 
 
