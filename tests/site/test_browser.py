@@ -117,6 +117,11 @@ def test_graph_draws_searches_hovers_and_click_navigates(page, server, built):
     assert frame.evaluate("window.graphView.graph.size") == len(data["edges"])
     assert frame.evaluate(PAINTED) > 2000, "no nodes painted on the WebGL canvas"
     assert frame.locator("#legend input").count() == len(data["categories"])
+    # the landmarks (concepts, codebases, models, the busiest pages) are titled before any zoom or hover
+    forced = {n["id"] for n in data["nodes"] if n.get("forceLabel")}
+    assert {n["id"] for n in data["nodes"] if n["type"] == "concept"} <= forced
+    shown = set(frame.evaluate("Array.from(window.graphView.sigma.getNodeDisplayedLabels())"))
+    assert len(shown & forced) >= 0.8 * len(forced) and len(shown) >= min(40, len(data["nodes"])), (len(shown), len(forced))
     print(f"graph draw time in chromium: {frame.evaluate('window.graphView.drawMs')} ms "
           f"({len(data['nodes'])} nodes, {len(data['edges'])} edges)")
     page.shot("graph")

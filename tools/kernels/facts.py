@@ -17,7 +17,7 @@ from .. import pysource
 from . import rules
 from .light import light_facts
 
-VERSION = 2  # bump when the shape of the facts changes (cache key)
+VERSION = 3  # bump when the shape of the facts changes (cache key)
 
 _MENTIONS = re.compile(r"pallas|core_map|plgpu|pltpu")
 _PALLAS_IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+[^\n]*(?:pallas|pltpu|plgpu|core_map|mosaic)", re.MULTILINE)

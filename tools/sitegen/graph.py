@@ -99,6 +99,19 @@ def layout(g, smooth: int = 12, keep: float = 0.6) -> dict[str, tuple[float, flo
     return {n: (round(float(x[i, 0]), 3), round(float(x[i, 1]), 3)) for n, i in index.items()}
 
 
+LANDMARK_TYPES = ("concept", "codebase", "model", "loop")
+MAX_LANDMARKS, MAX_HUBS = 120, 40
+
+
+def always_labelled(g) -> set[str]:
+    """Nodes whose title is drawn at every zoom: the concepts, codebases, models and loops (the map's
+    landmarks, up to 120, busiest first) and the 40 busiest pages of any type. The renderer's size threshold
+    alone labels only nodes with a dozen links or more, which in most wikis is almost none."""
+    by_degree = sorted(g.nodes, key=lambda n: (-g.degree[n], n))
+    landmarks = [n for n in by_degree if g.nodes[n]["type"] in LANDMARK_TYPES][:MAX_LANDMARKS]
+    return set(landmarks) | set(by_degree[:MAX_HUBS])
+
+
 def graph_data(pages: list[SitePage], url_of) -> dict[str, Any]:
     """JSON-ready data for the renderer. ``url_of(rel)`` gives a page's URL relative to the site root.
 
@@ -114,6 +127,7 @@ def graph_data(pages: list[SitePage], url_of) -> dict[str, Any]:
     colours = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(cats)}
     order = list(g.nodes)
     idx = {n: i for i, n in enumerate(order)}
+    labelled = always_labelled(g)
     nodes = []
     for n in order:
         d = g.nodes[n]
@@ -122,6 +136,7 @@ def graph_data(pages: list[SitePage], url_of) -> dict[str, Any]:
             "id": n, "label": d["title"], "url": url_of(n), "category": d["category"],
             "type": d["type"], "x": pos[n][0], "y": pos[n][1], "degree": deg,
             "component": comp_of[n], "size": round(min(3 + 1.2 * math.sqrt(deg), 16), 2),
+            **({"forceLabel": True} if n in labelled else {}),
         })
     edges = [[idx[u], idx[v], k] for u, v, k in g.edges(data="kind")]
     counts: dict[str, int] = {}

@@ -44,7 +44,8 @@
     data.categories.forEach(function (c) { catColor[c.name] = c.color; });
     data.nodes.forEach(function (n) {
       graph.addNode(n.id, { x: n.x, y: n.y, size: n.size, label: String(n.label), color: catColor[n.category] || "#888",
-        category: n.category, url: n.url, degree: n.degree, search: (String(n.label) + " " + n.id).toLowerCase() });
+        category: n.category, url: n.url, degree: n.degree, forceLabel: !!n.forceLabel,
+        search: (String(n.label) + " " + n.id).toLowerCase() });
     });
     data.edges.forEach(function (e) {
       var s = data.nodes[e[0]].id, t = data.nodes[e[1]].id;
@@ -68,6 +69,8 @@
             res.zIndex = 2;
             if (matchSet.size <= 40) { res.labelVisibility = "visible"; res.highlighted = true; }
           } else { res.color = colors.dim; res.labelVisibility = "hidden"; res.zIndex = 0; }
+        } else if (!hovered && (attrs || data).forceLabel) {
+          res.labelVisibility = "visible";  // a landmark (concept, codebase, model, hub): titled at every zoom
         }
         return res;
       },
