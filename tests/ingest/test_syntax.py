@@ -61,18 +61,49 @@ def test_code_every_python_reads_is_unchanged():
     assert downlevel.rewrite(plain) == plain
 
 
+def _runs(python: str) -> bool:  # a pyenv shim exists but fails when that version is not selected
+    try:
+        return subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+                              capture_output=True, timeout=60).returncode == 0
+    except OSError:
+        return False
+
+
 NEWER = [p for p in (os.environ.get("NEWER_PYTHON"), shutil.which("python3.13"), shutil.which("python3.12"),
-                     "/root/.pyenv/versions/3.13.0/bin/python3.13") if p and Path(p).exists()]
+                     *sorted(map(str, Path.home().glob(".pyenv/versions/3.1[2-9]*/bin/python3.1[2-9]")), reverse=True))
+         if p and Path(p).exists() and _runs(p)]
+
+
+def _with_reader_deps(newer: str) -> str:
+    """``newer`` if it can import what the reader needs, else a venv of it (cached) with the same versions of
+    tree-sitter, tree-sitter-python and PyYAML as this interpreter's, installed from the registry once."""
+    need = "import tree_sitter, tree_sitter_python, yaml"
+    if subprocess.run([newer, "-c", need], capture_output=True).returncode == 0:
+        return newer
+    from importlib.metadata import version
+
+    tag = subprocess.run([newer, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                         text=True).stdout.strip()
+    cache = Path(os.environ.get("AUTORESEARCH_TEST_DATA") or Path.home() / ".cache/autoresearch-wiki")
+    venv = cache / f"py{tag}-reader-venv"
+    python = venv / "bin" / "python"
+    pins = [f"{d}=={version(d)}" for d in ("tree-sitter", "tree-sitter-python", "PyYAML")]
+    if not python.exists() or subprocess.run([str(python), "-c", need], capture_output=True).returncode != 0:
+        made = subprocess.run([newer, "-m", "venv", "--clear", str(venv)], capture_output=True, text=True)
+        got = made.returncode == 0 and subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", *pins], capture_output=True, text=True, timeout=600)
+        if not got or got.returncode != 0:
+            if os.environ.get("CI"):
+                raise AssertionError(f"could not install {pins} for {newer}: {(got or made).stderr[-800:]}")
+            pytest.skip(f"{newer} lacks tree-sitter or PyYAML and they could not be installed")
+    return str(python)
 
 
 @pytest.mark.skipif(not NEWER, reason="no Python 3.12+ on this machine")
 def test_facts_are_identical_under_a_newer_python(tmp_path):
     """The reader's facts for 3.12+ code under this Python equal those under 3.12+ (its ast, our rewrite):
     the rewrite, not the interpreter, decides what is read."""
-    newer = NEWER[0]
-    probe = subprocess.run([newer, "-c", "import tree_sitter, tree_sitter_python, yaml"], capture_output=True)
-    if probe.returncode:
-        pytest.skip(f"{newer} lacks tree-sitter or PyYAML")
+    newer = _with_reader_deps(NEWER[0])
     (tmp_path / "modern.py").write_text(MODERN)
     code = ("import json, sys; sys.path.insert(0, %r); from tools.ingest import pyfacts; "
             "print(json.dumps(pyfacts.python_facts('pkg/modern.py', open(%r, 'rb').read())))"
