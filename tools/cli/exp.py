@@ -15,7 +15,7 @@ def _variant(value: str) -> str:
         raise click.BadParameter(f"{value!r}: expected <size>/<hardware>, e.g. tiny/cpu or 8b/v6e-8")
     return value
 
-from . import pass_project
+from . import pass_project, printable
 
 
 @click.group(name="exp")
@@ -73,6 +73,7 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
             raise InputError("--env", f"{pair!r} is not KEY=VALUE")
         k, v = pair.split("=", 1)
         env[k] = v
+    _must_start(list(command), env)
     out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
                                           env=env, **opts))
     m = out.metrics
@@ -95,6 +96,22 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
         raise SystemExit(143 if out.stopped_by == "SIGTERM" else 130)
     if out.verdict == "crash":
         raise SystemExit(1)
+
+
+def _must_start(command: list[str], env: dict[str, str]) -> None:
+    """A command that cannot start is a usage error (exit 2): no run is filed and no version number is used."""
+    import os
+    import shutil
+
+    if not command:
+        raise click.UsageError("no command to run: put it after `--`")
+    exe = command[0]
+    found = (os.path.isfile(exe) and os.access(exe, os.X_OK)) if os.sep in exe else \
+        shutil.which(exe, path=env.get("PATH", os.environ.get("PATH")))
+    if not found:
+        why = "not an executable file" if os.sep in exe else "no such program on PATH"
+        click.echo(f"error: cannot start '{printable(exe)}': {why}; nothing was run or filed", err=True)
+        raise SystemExit(2)
 
 
 @exp.command(name="list")
