@@ -73,7 +73,8 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
             raise InputError("--env", f"{pair!r} is not KEY=VALUE")
         k, v = pair.split("=", 1)
         env[k] = v
-    _must_start(list(command), env)
+    if not opts.get("calibrate"):  # a calibration reruns the baseline's own command
+        _must_start(list(command), env)
     out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
                                           env=env, **opts))
     m = out.metrics
