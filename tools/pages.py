@@ -18,7 +18,9 @@ import yaml
 COMMON_KEYS = ("title", "type", "tags", "created", "updated")
 
 EXPERIMENT_STATUS = ("in_progress", "filed")
-VERDICTS = ("supported", "refuted", "inconclusive", "invalid", "crash")
+VERDICTS = ("supported", "refuted", "inconclusive", "invalid", "crash", "baseline", "calibration")
+# baseline: the reference a lane's runs are compared with; calibration: an A/A run measuring the lane's noise.
+# Neither is a verdict on a hypothesis.
 HYPOTHESIS_STATUS = ("open", "testing", "supported", "refuted", "inconclusive", "abandoned")
 BACKENDS = ("tpu", "gpu-triton", "gpu-mosaic", "interpret", "unknown")
 KERNEL_CATEGORIES = (

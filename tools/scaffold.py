@@ -90,23 +90,68 @@ def agents_md(site_name: str) -> str:
             .replace("{{TYPES_TABLE}}", types_table()))
 
 
-MCP_JSON = '{\n  "mcpServers": {\n    "autoresearch-wiki": {"command": "tools", "args": ["mcp"]}\n  }\n}\n'
-CODEX_TOML = '# Codex CLI: project MCP servers (copy to ~/.codex/config.toml if your version reads only that)\n' \
-             '[mcp_servers.autoresearch-wiki]\ncommand = "tools"\nargs = ["mcp"]\n'
+def tools_command() -> list[str]:
+    """The absolute command of the `tools` running now: the script it was started as, else the console script
+    beside the interpreter, else ``<python> -m tools``. A harness started outside the venv still finds it."""
+    import os
+    import sys
+
+    for cand in (Path(sys.argv[0]) if sys.argv and sys.argv[0] else None, Path(sys.executable).parent / "tools"):
+        if cand is not None and cand.name == "tools" and cand.is_file() and os.access(cand, os.X_OK):
+            return [str(cand.absolute())]
+    return [str(Path(sys.executable).absolute()), "-m", "tools"]
 
 
-def agent_files(site_name: str) -> dict[str, str]:
-    """The harness set-up: AGENTS.md (the protocol) and MCP configs for Claude Code, Gemini CLI and Codex."""
-    return {"AGENTS.md": agents_md(site_name), ".mcp.json": MCP_JSON, ".gemini/settings.json": MCP_JSON,
-            ".codex/config.toml": CODEX_TOML}
+def _server(root: Path) -> tuple[str, list[str]]:
+    cmd = tools_command()
+    return cmd[0], [*cmd[1:], "--root", str(root), "mcp"]
 
 
-def install_agents(root: Path) -> InitResult:
-    """Write the harness set-up into an existing knowledge base; files that exist are kept and reported."""
+def mcp_json(root: Path, cwd_key: bool = False) -> str:
+    """.mcp.json (Claude Code) and .gemini/settings.json (Gemini CLI, which also takes ``cwd``)."""
+    import json
+
+    command, args = _server(root)
+    server = {"command": command, "args": args, **({"cwd": str(root)} if cwd_key else {})}
+    return json.dumps({"mcpServers": {"autoresearch-wiki": server}}, indent=2) + "\n"
+
+
+def codex_toml(root: Path) -> str:
+    import json  # a JSON string is a valid TOML basic string
+
+    command, args = _server(root)
+    return ("# Codex CLI: project MCP servers (copy to ~/.codex/config.toml if your version reads only that)\n"
+            f"[mcp_servers.autoresearch-wiki]\ncommand = {json.dumps(command)}\n"
+            f"args = [{', '.join(json.dumps(a) for a in args)}]\n")
+
+
+def agent_files(site_name: str, root: Path) -> dict[str, str]:
+    """The harness set-up: AGENTS.md (the protocol) and MCP configs for Claude Code, Gemini CLI and Codex, each
+    starting this install's `tools` (absolute path) on this knowledge base (``--root``), from any folder."""
+    return {"AGENTS.md": agents_md(site_name), ".mcp.json": mcp_json(root), ".gemini/settings.json":
+            mcp_json(root, cwd_key=True), ".codex/config.toml": codex_toml(root)}
+
+
+def mcp_missing() -> str | None:
+    """Why `tools mcp` cannot serve here (the SDK is not installed), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        return "the MCP SDK is not installed: pip install 'autoresearch-wiki[agent]'"
+    return None
+
+
+def install_agents(root: Path, force: bool = False) -> InitResult:
+    """Write the harness set-up into an existing knowledge base; files that exist are kept and reported, except
+    the MCP configs with ``force`` (rewritten for this install and root; AGENTS.md is never overwritten)."""
     root = Path(root).resolve()
     result = InitResult(root)
-    for rel, text in agent_files(root.name).items():
+    for rel, text in agent_files(root.name, root).items():
         path = root / rel
+        if force and rel != "AGENTS.md" and path.is_file() and not path.is_symlink():
+            if write_if_changed(path, text) != CREATED:
+                result.updated.append(rel)
+            continue
         if path.exists() or path.is_symlink():
             result.kept.append(rel)
         elif write_if_changed(path, text) == CREATED:
@@ -114,12 +159,12 @@ def install_agents(root: Path) -> InitResult:
     return result
 
 
-def layout(site_name: str) -> dict[str, str]:
+def layout(site_name: str, root: Path) -> dict[str, str]:
     """Files a new knowledge base gets (relative path -> text), wiki pages excluded."""
     mkdocs, docs_index = _mkdocs_yml(site_name)
     files = {
         "mkdocs.yml": mkdocs,
-        **agent_files(site_name),
+        **agent_files(site_name, root),
         ".gitignore": GITIGNORE,
         f"raw/code/{KEEP}": "",
         f"raw/sources/{KEEP}": "",
@@ -141,6 +186,7 @@ class InitResult:
     root: Path
     created: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
 
 
 def init(root: Path, site_name: str | None = None, subject: str | None = None,
@@ -152,7 +198,7 @@ def init(root: Path, site_name: str | None = None, subject: str | None = None,
     root.mkdir(parents=True, exist_ok=True)
     name = site_name or root.name
     result = InitResult(root)
-    for rel, text in layout(name).items():
+    for rel, text in layout(name, root).items():
         path = root / rel
         if path.exists() or path.is_symlink():
             result.kept.append(rel)

@@ -147,6 +147,37 @@ def test_stdio_server_and_filing_a_hypothesis_with_writes_allowed(kb):
     assert p.change.knobs == {"compute_dtype": "bfloat16"} and p.category == "precision"
 
 
+def test_the_harness_configs_connect_from_another_folder_without_the_venv_on_path(kb, tmp_path):
+    """What `tools init` wrote is what a harness runs: the absolute `tools`, --root, from anywhere."""
+    import tomllib
+
+    from mcp import StdioServerParameters
+
+    claude = json.loads((kb / ".mcp.json").read_text())["mcpServers"]["autoresearch-wiki"]
+    gemini = json.loads((kb / ".gemini/settings.json").read_text())["mcpServers"]["autoresearch-wiki"]
+    codex = tomllib.loads((kb / ".codex/config.toml").read_text())["mcp_servers"]["autoresearch-wiki"]
+    assert claude["command"].startswith("/") and claude["args"][-3:] == ["--root", str(kb), "mcp"]
+    assert (gemini["command"], gemini["args"], gemini["cwd"]) == (claude["command"], claude["args"], str(kb))
+    assert (codex["command"], codex["args"]) == (claude["command"], claude["args"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    params = StdioServerParameters(command=claude["command"], args=claude["args"], cwd=str(elsewhere),
+                                   env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+
+    async def body(c):
+        return await c.call_tool("wiki_search", {"query": "rematerialization"})
+    found = run(_session(params, body))
+    assert not found.is_error and found.structured_content["hits"], found.content
+
+
+def test_without_the_sdk_tools_mcp_says_what_to_install(kb):
+    code = ("import sys; sys.modules['mcp'] = None; from tools.cli import main; "
+            f"sys.argv = ['tools', '--root', {str(kb)!r}, 'mcp']; main()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "pip install 'autoresearch-wiki[agent]'" in r.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

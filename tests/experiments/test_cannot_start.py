@@ -19,7 +19,7 @@ def test_a_command_that_cannot_start_files_nothing(tmp_path):
     args = ("exp", "run", "--model", "m", "--lane", "cpu", "--variant", "tiny/cpu", "--baseline", "--")
     missing = tools(root, *args, "no-such-program-xyz", "--flag")
     assert missing.returncode == 2, missing.stdout + missing.stderr
-    assert "cannot start 'no-such-program-xyz': no such program on PATH; nothing was run or filed" in missing.stderr
+    assert "cannot start 'no-such-program-xyz': no program 'no-such-program-xyz' on PATH; nothing was run or filed" in missing.stderr
     (tmp_path / "notes.txt").write_text("not a program")
     assert tools(root, *args, str(tmp_path / "notes.txt")).returncode == 2  # a file, but not executable
     assert tools(root, *args[:-1]).returncode == 2  # no command at all

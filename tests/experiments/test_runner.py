@@ -41,7 +41,7 @@ def test_baseline_then_interleaved_variants(project):
     run(project, "-m", "slower", "--repeats", "2", command=fake("--step-ms", "20"))
     recs = lane(project)
     assert [r["version"] for r in recs] == [1, 2, 3, 4]
-    assert [r["verdict"] for r in recs] == ["inconclusive", "supported", "invalid", "refuted"]
+    assert [r["verdict"] for r in recs] == ["baseline", "supported", "invalid", "refuted"]
     assert recs[0]["role"] == "baseline"
     faster = recs[1]
     assert faster["interleaved"] is True and faster["gain_pct"] == pytest.approx(100.0, rel=1e-3)
@@ -64,7 +64,7 @@ def test_baseline_then_interleaved_variants(project):
     assert sorted(p.name for p in raw.glob("*.log")) == ["baseline-1.log", "baseline-2.log", "run-1.log", "run-2.log"]
     # ledger: one row per run, autoresearch statuses
     assert [r["status"] for r in rows(project)] == ["keep", "keep", "discard", "discard"]
-    assert [r["verdict"] for r in rows(project)] == ["inconclusive", "supported", "invalid", "refuted"]
+    assert [r["verdict"] for r in rows(project)] == ["baseline", "supported", "invalid", "refuted"]
     assert float(rows(project)[1]["gain_pct"]) == pytest.approx(100.0, rel=1e-3)
     assert float(rows(project)[1]["flops_per_step_causal"]) == 1e9 and rows(project)[1]["rounds"] == "2"
     # pages validate and have the sections; the model page's best is the supported run

@@ -98,7 +98,7 @@ def test_calibration_feeds_later_verdicts(project):
     cli_run(project, "-m", "five pct", "--repeats", "3", command=fake("--step-ms", "9.5238"))
     assert lane(project)[1]["verdict"] == "inconclusive"
     out = cli_run(project, "--calibrate")
-    assert ": inconclusive (discard)" in out
+    assert ": calibration (discard)" in out
     cal = lane(project)[2]
     assert cal["role"] == "calibration" and cal["baseline"] == lane(project)[0]["exp_id"]
     assert cal["calibration"]["rounds"] == stats.CALIBRATION_ROUNDS and cal["calibration"]["pair_sd_pct"] == 0
@@ -109,7 +109,7 @@ def test_calibration_feeds_later_verdicts(project):
     assert again["verdict"] == "supported" and again["calibrated_by"] == cal["exp_id"], again["reasons"]
     assert again["baseline"] == lane(project)[0]["exp_id"]  # a calibration is never the baseline
     model = (project.wiki / "models/m-l.md").read_text()
-    assert "inconclusive (calibration)" in model
+    assert "| calibration |" in model
 
 
 def test_calibrate_needs_a_baseline_and_no_command(project):
@@ -129,7 +129,7 @@ def test_invalid_and_other_shape_baselines_are_never_compared_against(project):
     base, broken, wide, faster = lane(project)
     assert broken["verdict"] == "invalid" and broken["role"] == "baseline"
     assert any("not used as a baseline" in x for x in broken["reasons"])
-    assert wide["role"] == "baseline" and wide["verdict"] == "inconclusive"  # the first of its shape
+    assert wide["role"] == "baseline" and wide["verdict"] == "baseline"  # the first of its shape
     # the latest baseline (wide) has another shape: after its first round the run moved to the same-shape one
     assert faster["baseline"] == base["exp_id"] and faster["verdict"] == "supported", faster["reasons"]
     assert faster["gain_pct"] == pytest.approx(100.0, rel=1e-3)
@@ -216,14 +216,14 @@ def test_json_outputs(project):
                                    "--variant", "s/tpu", "--json", "-m", "one", "--", *fake()])
     assert res.exit_code == 0, res.output
     obj = json.loads(res.output)
-    assert obj["verdict"] == "inconclusive" and obj["role"] == "baseline" and obj["metrics"]["tokens_per_s"] > 0
+    assert obj["verdict"] == "baseline" and obj["role"] == "baseline" and obj["metrics"]["tokens_per_s"] > 0
     assert {"exp_id", "page", "status", "reasons", "gain_pct", "noise_band_pct", "raw_dir"} <= set(obj)
     res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
                                    "--variant", "s/tpu", "--json", "--", *fake("--crash")])
     assert res.exit_code == 1 and json.loads(res.output)["verdict"] == "crash"
     res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "list", "--json"])
     lines = [json.loads(x) for x in res.output.splitlines()]
-    assert [x["verdict"] for x in lines] == ["inconclusive", "crash"] and lines[0]["page"].endswith(".md")
+    assert [x["verdict"] for x in lines] == ["baseline", "crash"] and lines[0]["page"].endswith(".md")
 
 
 def test_extra_keys_and_runner_choice(project):

@@ -101,6 +101,10 @@ def mcp(project, http, port, allow_write, allow_run, list_):
                                    "runs": o.runs, "input": o.input.model_json_schema()}, ensure_ascii=False))
         return
     project.require_wiki()
+    from ..scaffold import mcp_missing
+
+    if why := mcp_missing():
+        raise click.ClickException(why)
     from ..agent.server import serve
 
     print(f"autoresearch-wiki MCP server on {'http://127.0.0.1:%d/mcp' % port if http else 'stdio'}"
@@ -114,13 +118,23 @@ def agents():
 
 
 @agents.command(name="install")
+@click.option("--force", is_flag=True, help="Rewrite the MCP configs for this install and root (AGENTS.md is kept).")
 @pass_project
-def agents_install(project):
-    """Write AGENTS.md, .mcp.json, .gemini/settings.json and .codex/config.toml (existing files are kept)."""
-    from ..scaffold import install_agents
+def agents_install(project, force):
+    """Write AGENTS.md, .mcp.json, .gemini/settings.json and .codex/config.toml (existing files are kept).
 
-    r = install_agents(project.root)
+    Each config starts this install's `tools` by its absolute path with --root set to the knowledge base, so a
+    harness started from another folder, or outside the virtual environment, still connects.
+    """
+    from ..scaffold import install_agents, mcp_missing
+
+    r = install_agents(project.root, force=force)
     for rel in r.created:
         click.echo(f"created {rel}")
+    for rel in r.updated:
+        click.echo(f"updated {rel}")
     for rel in r.kept:
         click.echo(f"kept {rel} (exists)")
+    if why := mcp_missing():
+        click.echo(f"note: `tools mcp` will not start until {why.replace('the MCP SDK is not installed: ', '')} "
+                   "(the MCP SDK is not installed)", err=True)

@@ -102,16 +102,15 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
 def _must_start(command: list[str], env: dict[str, str]) -> None:
     """A command that cannot start is a usage error (exit 2): no run is filed and no version number is used."""
     import os
-    import shutil
+
+    from ..experiments.command import start_problem
 
     if not command:
         raise click.UsageError("no command to run: put it after `--`")
-    exe = command[0]
-    found = (os.path.isfile(exe) and os.access(exe, os.X_OK)) if os.sep in exe else \
-        shutil.which(exe, path=env.get("PATH", os.environ.get("PATH")))
-    if not found:
-        why = "not an executable file" if os.sep in exe else "no such program on PATH"
-        click.echo(f"error: cannot start '{printable(exe)}': {why}; nothing was run or filed", err=True)
+    why = start_problem(command, Path.cwd(), dict(os.environ, **env))
+    if why:
+        click.echo(f"error: cannot start '{printable(command[0])}': {printable(why)}; nothing was run or filed",
+                   err=True)
         raise SystemExit(2)
 
 

@@ -33,3 +33,7 @@ def init(ctx: click.Context, directory: str | None, site_name: str | None, as_js
         click.echo(f"kept    {rel}")
     click.echo(f"{result.root}: {len(result.created)} created, {len(result.kept)} kept. "
                f"Next: clone a repo into raw/code/<slug>, then `tools ingest raw/code/<slug>`.")
+    from ..scaffold import mcp_missing
+
+    if why := mcp_missing():
+        click.echo(f"note: the agent configs (.mcp.json, .gemini/, .codex/) start `tools mcp`, and {why}", err=True)

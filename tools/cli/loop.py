@@ -145,3 +145,33 @@ def retro(project, name) -> None:
     if st.load(paths) is None:
         raise click.ClickException(f"{paths.state}: no such loop state")
     click.echo(f"wiki/{lp.retrospective(why='asked for with `tools loop retro`', manual=True)}")
+
+
+@loop.command(name="strays")
+@click.option("--remove", is_flag=True, help="Remove them (work trees first, then branches).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per stray.")
+@pass_project
+def strays(project, remove, as_json) -> None:
+    """Work trees and `loop/*` branches earlier versions left in a repository enclosing the knowledge base.
+
+    Loops now keep their branches in a repository of their own unless `code:` names a checkout's top folder;
+    this lists what older versions made in the enclosing repository, and removes it with --remove.
+    """
+    from ..loop import strays as mod
+
+    found = mod.find(project)
+    if remove:
+        found = mod.remove(found)
+    for s in found:
+        if as_json:
+            click.echo(json.dumps(s.to_dict(), sort_keys=True))
+            continue
+        state = "removed" if s.removed else (f"NOT removed: {s.problem}" if s.problem else "stray")
+        click.echo(f"{s.kind:<8} {s.name}  (loop {s.loop}, repository {s.repo}): {state}")
+    if not as_json:
+        if not found:
+            click.echo("no stray work trees or branches")
+        elif not remove:
+            click.echo("`tools loop strays --remove` removes them (the user's own checkout is not touched)")
+    if any(s.problem for s in found):
+        raise SystemExit(1)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,6 +117,44 @@ def _dies_with_runner():
     return hook
 
 
+PYTHONS = re.compile(r"python(\d+(\.\d+)?)?")
+
+
+def start_problem(cmd: list[str], cwd: Path | None, env: dict | None = None) -> str | None:
+    """Why ``cmd`` cannot start in ``cwd`` (nothing is run to find out), or None. Checks the working folder, the
+    program (a path, or a name on the command's PATH) and, for a Python interpreter, the script it is given."""
+    if not cmd:
+        return "no command to run"
+    if cwd is not None and not Path(cwd).is_dir():
+        return f"the working folder {cwd} does not exist"
+    exe = cmd[0]
+    path = (env or os.environ).get("PATH", os.environ.get("PATH", ""))
+    if os.sep in exe:
+        full = exe if os.path.isabs(exe) else os.path.join(cwd or os.getcwd(), exe)
+        if not (os.path.isfile(full) and os.access(full, os.X_OK)):
+            return f"{exe!r} is not an executable file" + (f" (in {cwd})" if cwd and not os.path.isabs(exe) else "")
+    elif shutil.which(exe, path=path) is None:
+        return f"no program {exe!r} on PATH"
+    if PYTHONS.fullmatch(os.path.basename(exe)):
+        script = _python_script(cmd[1:])
+        if script and not Path(cwd or ".", script).is_file():
+            return f"the script {script!r} is not in the working folder {cwd or os.getcwd()}"
+    return None
+
+
+def _python_script(args: list[str]) -> str | None:
+    """The script a Python command line runs (None for ``-m``, ``-c``, ``-`` or no script)."""
+    it = iter(args)
+    for a in it:
+        if a in ("-X", "-W", "--check-hash-based-pycs"):
+            next(it, None)  # options that take the next argument
+        elif a == "-" or (a.startswith("-") and not a.startswith("--") and ("m" in a[1:] or "c" in a[1:])):
+            return None
+        elif not a.startswith("-"):
+            return a
+    return None
+
+
 def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path | None, echo: bool) -> Proc:
     """Run ``cmd`` in a new session, streaming stdout+stderr into ``log`` (and to our stdout with ``echo``).
 
@@ -129,8 +169,9 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                  start_new_session=True, preexec_fn=_dies_with_runner())  # noqa: PLW1509 (prctl only)
         except OSError as e:
-            f.write(f"could not start {cmd[0]!r}: {e}\n".encode())
-            return Proc(127, False, 0.0, log, None, f"could not start {cmd[0]!r}: {e}")
+            why = start_problem(cmd, cwd, env) or str(e)
+            f.write(f"could not start {cmd[0]!r}: {why}\n".encode())
+            return Proc(127, False, 0.0, log, None, f"could not start {cmd[0]!r}: {why}")
         try:
             timed_out = _pump(p, f, t0 + timeout, echo)
         except KeyboardInterrupt:

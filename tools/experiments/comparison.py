@@ -196,7 +196,7 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
                        single_reason=single)
     if role == "baseline" and d.verdict == "invalid":
         d.reasons.append("not used as a baseline: baselines and comparisons skip invalid runs")
-    if role == "calibration" and d.verdict == "inconclusive" and sem and sem.status == "changed":
+    if role == "calibration" and d.verdict == "calibration" and sem and sem.status == "changed":
         d.reasons.append("the two arms traced different losses: the command is not deterministic")
     if r.fingerprint:
         rec["hlo_fingerprint"] = r.fingerprint

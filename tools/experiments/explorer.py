@@ -96,7 +96,7 @@ _TEMPLATE = """<!doctype html>
  const D = JSON.parse(document.getElementById('explorer-data').textContent);
  const $ = id => document.getElementById(id);
  const colors = ['#1f77b4','#ff7f0e','#2ca02c','#d62728','#9467bd','#8c564b','#e377c2','#17becf'];
- const symbol = {supported:'circle', refuted:'triangle-down', inconclusive:'diamond', invalid:'square-x', crash:'x'};
+ const symbol = {supported:'circle', refuted:'triangle-down', inconclusive:'diamond', invalid:'square-x', crash:'x', baseline:'star', calibration:'hexagon'};
  function value(p, metric, basis){ return metric === 'tps' ? p.tps : p['mfu_' + basis]; }
  function fmtGain(g){ return (g === null || g === undefined) ? '—' : (g > 0 ? '+' : '') + g.toFixed(2) + ' %'; }
  function build(){

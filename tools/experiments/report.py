@@ -206,7 +206,7 @@ def model_page(model: str, lane: str, records: list[dict]) -> pages.Page:
         m = r.get("metrics") or {}
         mfu = f"{m['mfu_percent']:.2f} % ({m.get('mfu_basis')})" if m.get("mfu_percent") is not None else "—"
         gain = f"{r['gain_pct']:+.2f} %" if r.get("gain_pct") is not None else "—"
-        role = f" ({r['role']})" if r.get("role") in ("baseline", "calibration") else ""
+        role = f" ({r['role']})" if r.get("role") in ("baseline", "calibration") and r.get("verdict") != r["role"] else ""
         runs.append(f"| {r.get('version')} | [{r.get('slug')}](../{r['page']}) | `{r.get('variant')}` | "
                     f"{r.get('verdict')}{role} | "
                     f"{_fmt(m.get('tokens_per_s'), 1)} | {gain} | {mfu} |")

@@ -74,10 +74,10 @@ def decide(*, crash: str | None = None, bad_loss: str | None = None, sem: Semant
     if sem and sem.status == "changed":
         return Decision("invalid", "discard", [f"semantics changed: {sem.reason}; a speedup here is not a win"])
     if role == "calibration":
-        return Decision("inconclusive", "discard", ["A/A calibration: the baseline's command against itself, "
+        return Decision("calibration", "discard", ["A/A calibration: the baseline's command against itself, "
                                                     "interleaved; later verdicts in this variant use its noise"])
     if role == "baseline":
-        return Decision("inconclusive", "keep", ["baseline run: the reference this variant is compared against"])
+        return Decision("baseline", "keep", ["baseline run: the reference this variant is compared against"])
     if noop:
         return Decision("inconclusive", "discard", [NOOP_REASON])
     if gain_pct is None:

@@ -180,14 +180,25 @@ class Loop:
                            slug=f"{self.spec.name}-baseline",
                            hypothesis="The starting configuration: the reference every change is compared with.",
                            extra=self._loop_keys(), baseline=True)
+        if self.spec.runner == "local":
+            import os
+
+            from ..experiments.command import start_problem
+
+            why = start_problem(run.command, prep.cwd, dict(os.environ, **run.env))
+            if why:
+                self.state.update(status="stopped", stop_reason=f"error: the baseline cannot start: {why}")
+                self.save()
+                raise ToolsError(f"loop {self.spec.name}: the baseline cannot start: {why} (command "
+                                 f"{' '.join(run.command)!r} in {prep.cwd}); nothing was run or filed")
         out = run_experiment(self.project, run, self.writer)
         rec = dict(out.record, page=out.page)
         if out.verdict in ("crash", "invalid"):
             self.state.update(status="stopped", stop_reason=f"error: the baseline run was filed {out.verdict} "
-                                                             f"({'; '.join(out.reasons)}); fix the command")
+                                                             f"({'; '.join(out.reasons)}); its page shows the log")
             self.save()
             raise ToolsError(f"loop {self.spec.name}: the baseline run {out.exp_id} was filed {out.verdict}: "
-                             f"{'; '.join(out.reasons)} (see wiki/{out.page})")
+                             f"{'; '.join(out.reasons)} (the log's end is on wiki/{out.page})")
         self.state["trunk"] = runs.trunk_entry(rec, cfg, {}, prep.commit)
         self.state["start_commit"] = prep.commit
         self.state["frontier"].append({"iteration": 0, "exp_id": out.exp_id, "page": out.page,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,12 @@ class LoopSpec:
         return {k.name: k.start for k in self.knobs.values()}
 
     def command_for(self, config: dict[str, Any]) -> list[str]:
-        """The base command with every flag knob's value appended (the script's last flag wins)."""
+        """The base command with every flag knob's value appended (the script's last flag wins). On the local
+        runner a bare ``python`` / ``python3`` is the interpreter running `tools`, whatever PATH finds first (a venv
+        need not be activated); name a path to run another."""
         out = list(self.command)
+        if self.runner == "local" and out and out[0] in ("python", "python3"):
+            out[0] = sys.executable
         for name, knob in self.knobs.items():
             if name in config and not knob.env:
                 out += knob.args(config[name])

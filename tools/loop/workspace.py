@@ -2,10 +2,12 @@
 code-patch experiment (kept for audit), and work trees the runs execute in. The user's own checkout is never
 touched: the loop works in its own work trees under ``loops/<name>/``.
 
-- ``code`` inside a git repository: branches ``loop/<name>/trunk`` and ``loop/<name>/<iteration>`` are made in
-  that repository, starting from its HEAD (refused when the code folder has uncommitted changes).
-- ``code`` that is not under git: the loop snapshots the folder into ``loops/<name>/repo`` (a git repository of
-  its own) and works there.
+- ``code`` naming the top of a git work tree (a checkout the user chose): branches ``loop/<name>/trunk`` and
+  ``loop/<name>/<iteration>`` are made in that repository, starting from its HEAD (refused when it has uncommitted
+  changes); its own checkout and HEAD are never moved.
+- any other folder (not under git, or a folder inside someone's repository: a knowledge base kept in a clone or a
+  monorepo): the loop snapshots the folder into ``loops/<name>/repo``, a git repository of its own, and works
+  there. A loop never makes branches or work trees in a repository the user did not point it at.
 """
 
 from __future__ import annotations
@@ -39,6 +41,15 @@ def git(repo: Path, *args: str, check: bool = True, input: str | None = None) ->
     return p.stdout.strip()
 
 
+def user_repository(folder: Path) -> Path | None:
+    """``folder`` itself when it is the top of a git work tree (a repository the user pointed the loop at), else
+    None: a folder inside a larger repository is not a choice of that repository."""
+    top = git(folder, "rev-parse", "--show-toplevel", check=False) if folder.is_dir() else ""
+    if top and Path(top).resolve() == folder.resolve():
+        return folder.resolve()
+    return None
+
+
 @dataclass
 class Prepared:
     cwd: Path          # where the run's command executes
@@ -61,16 +72,16 @@ class Workspace:
     def trunk_dir(self) -> Path:
         return self.state_dir / "trunk"
 
-    def _repo_and_subdir(self) -> tuple[Path, Path]:
-        """(git repository root, the code folder relative to it)."""
-        private = self.state_dir / "repo"
-        if (private / ".git").exists():
-            return private, Path(".")
+    @property
+    def private(self) -> Path:
+        return self.state_dir / "repo"
+
+    def repo(self) -> Path:
+        """The git repository the loop works in: its private snapshot, or the repository ``code`` names."""
+        if (self.private / ".git").exists():
+            return self.private
         assert self.code is not None
-        top = git(self.code, "rev-parse", "--show-toplevel", check=False)
-        if not top:
-            return private, Path(".")
-        return Path(top), self.code.resolve().relative_to(Path(top).resolve())
+        return user_repository(self.code) or self.private
 
     # ----------------------------------------------------------------- set-up
 
@@ -80,21 +91,32 @@ class Workspace:
             return ""
         if not self.code.is_dir():
             raise InputError(self.code, "the loop's `code` folder does not exist")
-        repo, sub = self._repo_and_subdir()
-        if repo == self.state_dir / "repo" and not (repo / ".git").exists():
+        repo = self.repo()
+        if repo == self.private and not (repo / ".git").exists():
             shutil.copytree(self.code, repo, ignore=IGNORE, dirs_exist_ok=True)
             git(repo, "init", "-q", "-b", "main")
             git(repo, "add", "-A")
             git(repo, "commit", "-q", "--allow-empty", "-m", f"loop {self.name}: snapshot of {self.code}")
         if not git(repo, "branch", "--list", self.trunk_branch):
-            dirty = git(repo, "status", "--porcelain", "--", str(sub))
+            dirty = git(repo, "status", "--porcelain")
             if dirty:
                 raise InputError(self.code, "the model code has uncommitted changes; commit them so the loop's "
                                             "trunk starts from a known commit")
             git(repo, "branch", self.trunk_branch, "HEAD")
-        if not (self.trunk_dir / ".git").exists():
+        if (self.trunk_dir / ".git").exists():
+            self._check_own(repo, self.trunk_dir)
+        else:
             self._add_worktree(repo, self.trunk_dir, self.trunk_branch)
         return self.trunk_commit()
+
+    def _check_own(self, repo: Path, tree: Path) -> None:
+        """A work tree left by an earlier version in another repository (the one enclosing the knowledge base) is
+        not this loop's to reuse or to move: say how to clean it up."""
+        common = git(tree, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+        if common and Path(common).resolve() != (repo / ".git").resolve():
+            raise InputError(tree, f"this work tree belongs to the repository at {Path(common).parent} (made by an "
+                                   f"earlier version of tools loop); `tools loop strays --remove` takes it out, "
+                                   f"then `tools loop start {self.name} --fresh` snapshots the model code")
 
     def _add_worktree(self, repo: Path, where: Path, ref: str) -> None:
         if where.exists():
@@ -105,12 +127,11 @@ class Workspace:
     def trunk_commit(self) -> str:
         if self.code is None:
             return ""
-        repo, _ = self._repo_and_subdir()
+        repo = self.repo()
         return git(repo, "rev-parse", self.trunk_branch)
 
     def cwd_in(self, tree: Path) -> Path:
-        _, sub = self._repo_and_subdir()
-        return (tree / sub / self.rel_cwd).resolve()
+        return (tree / self.rel_cwd).resolve()
 
     # ----------------------------------------------------------------- per experiment
 
@@ -125,7 +146,7 @@ class Workspace:
         self.sync_trunk()
         if not patch:
             return Prepared(self.cwd_in(self.trunk_dir), trunk, "")
-        repo, sub = self._repo_and_subdir()
+        repo = self.repo()
         branch = f"loop/{self.name}/{key}"
         where = self.state_dir / "worktrees" / key
         self.remove(key)  # a run cut off mid-way left its work tree (and its branch checked out there)
@@ -133,8 +154,7 @@ class Workspace:
         self._add_worktree(repo, where, branch)
         git(where, "checkout", "-q", branch)
         text = patch if patch.endswith("\n") else patch + "\n"
-        args = ["apply", "--whitespace=nowarn", f"--directory={sub.as_posix()}"] if str(sub) != "." else \
-            ["apply", "--whitespace=nowarn"]
+        args = ["apply", "--whitespace=nowarn"]
         check = subprocess.run(["git", "-C", str(where), *args, "--check", "-"], input=text, capture_output=True,
                                text=True, timeout=60, check=False)
         if check.returncode != 0:
@@ -154,7 +174,7 @@ class Workspace:
         """Advance the trunk to a kept run's commit."""
         if self.code is None or not commit:
             return
-        repo, _ = self._repo_and_subdir()
+        repo = self.repo()
         git(repo, "branch", "-f", self.trunk_branch, commit)
         self.sync_trunk()
 
@@ -177,7 +197,7 @@ class Workspace:
         if (private / ".git").exists():  # the snapshot goes to one side, with its branches, for audit
             private.rename(self.state_dir / f"repo-before-{time.strftime('%Y%m%dT%H%M%S')}")
             return
-        repo, _ = self._repo_and_subdir()
+        repo = self.repo()
         git(repo, "worktree", "prune")
         stamp = time.strftime("%Y%m%dT%H%M%S")
         for b in self.branches():  # the old run's branches keep their commits under another name
@@ -189,7 +209,7 @@ class Workspace:
         """Drop a run's work tree; its branch stays for audit."""
         where = self.state_dir / "worktrees" / key
         if where.exists():
-            repo, _ = self._repo_and_subdir()
+            repo = self.repo()
             with contextlib.suppress(ToolsError):
                 git(repo, "worktree", "remove", "--force", str(where))
             shutil.rmtree(where, ignore_errors=True)
@@ -197,10 +217,10 @@ class Workspace:
     def branches(self) -> list[str]:
         if self.code is None:
             return []
-        repo, _ = self._repo_and_subdir()
+        repo = self.repo()
         out = git(repo, "branch", "--list", f"loop/{self.name}/*", "--format=%(refname:short)")
         return [b for b in out.splitlines() if b]
 
     def log(self, ref: str, n: int = 20) -> list[str]:
-        repo, _ = self._repo_and_subdir()
+        repo = self.repo()
         return git(repo, "log", f"-{n}", "--format=%H %s", ref).splitlines()

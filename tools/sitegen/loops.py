@@ -66,7 +66,8 @@ def staircase_data(loop: SitePage, runs: list[SitePage], url) -> dict:
     for i, p in enumerate(runs):
         last = _iteration(p) if _iteration(p) is not None else (last if numbered else i)
         m, meta = p.meta.get("metrics") or {}, p.meta
-        verdict = "baseline" if meta.get("role") == "baseline" else str(meta.get("verdict") or "inconclusive")
+        verdict = meta.get("role") if meta.get("role") in ("baseline", "calibration") else \
+            str(meta.get("verdict") or "inconclusive")
         kept = bool(meta.get("kept")) if isinstance(meta.get("kept"), bool) else meta.get("ledger_status") == "keep"
         pt = {"iteration": last, "exp_id": str(meta.get("exp_id") or loop_name(p)),
               "tps": _num(m.get("tokens_per_s")), "mfu": _num(m.get("mfu_percent", m.get("mfu_causal_percent"))),

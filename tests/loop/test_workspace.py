@@ -1,0 +1,95 @@
+"""Where a loop keeps its branches: its own snapshot unless `code:` names a checkout's top folder, never a repository
+the user did not point it at; and `tools loop strays` for what earlier versions left in one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from click.testing import CliRunner
+from loop_helpers import make_kb
+
+from tools.cli import cli
+from tools.loop import state as st
+from tools.project import Project
+
+
+def tools(root, *args, code=0):
+    res = CliRunner().invoke(cli, ["--root", str(root), *args])
+    assert res.exit_code == code, res.output + repr(res.exception)
+    return res.output
+
+
+def git(repo, *args) -> str:
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b.invalid", "GIT_COMMITTER_NAME": "a",
+           "GIT_COMMITTER_EMAIL": "a@b.invalid", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout
+
+
+def repo_state(repo) -> tuple[str, str, str, str]:
+    return (git(repo, "branch", "-a", "--format=%(refname) %(objectname)"), git(repo, "worktree", "list"),
+            git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"))
+
+
+def enclosing_repo(tmp_path):
+    """A user's repository holding a knowledge base (as a clone of this project holds autoresearch-kb/)."""
+    outer = tmp_path / "monorepo"
+    kb = outer / "kb"
+    make_kb(kb, budget={"runs": 1}, command=[sys.executable, "fake_model.py", "--sleep-ms", "5"])
+    (outer / ".gitignore").write_text("kb/\n")
+    (outer / "README").write_text("the user's own work\n")
+    git(outer, "init", "-q", "-b", "main")
+    git(outer, "add", "-A")
+    git(outer, "commit", "-q", "-m", "user's commit")
+    return outer, kb
+
+
+def test_a_knowledge_base_inside_a_repository_snapshots_its_model_code(tmp_path):
+    outer, kb = enclosing_repo(tmp_path)
+    before = repo_state(outer)
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    s = st.load(st.LoopPaths(Project(kb), "fake-loop"))
+    assert s["stop_reason"].startswith("budget: runs 1 of 1") and s["history"][0]["verdict"] != "crash"
+    assert repo_state(outer) == before, "no branch, work tree or file of the user's repository changed"
+    private = kb / "loops" / "fake-loop" / "repo"
+    assert "loop/fake-loop/trunk" in git(private, "branch", "--list")
+    assert "no stray" in tools(kb, "loop", "strays")
+
+
+def test_code_naming_a_checkout_top_works_in_that_repository_and_leaves_its_head(tmp_path):
+    kb = tmp_path / "kb"
+    make_kb(kb, budget={"runs": 1}, code="../model-repo",
+            command=[sys.executable, "fake_model.py", "--sleep-ms", "5"])
+    model = tmp_path / "model-repo"
+    (kb / "model").rename(model)
+    git(model, "init", "-q", "-b", "main")
+    git(model, "add", "-A")
+    git(model, "commit", "-q", "-m", "model")
+    head, status = git(model, "rev-parse", "HEAD"), git(model, "status", "--porcelain")
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    assert "loop/fake-loop/trunk" in git(model, "branch", "--list")  # the user pointed the loop at this repo
+    assert not (kb / "loops" / "fake-loop" / "repo").exists()
+    assert (git(model, "rev-parse", "HEAD"), git(model, "status", "--porcelain")) == (head, status)
+    assert git(model, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    assert "no stray" in tools(kb, "loop", "strays")  # the user chose it: nothing there is stray
+
+
+def test_strays_of_an_earlier_version_are_listed_refused_and_removed(tmp_path):
+    outer, kb = enclosing_repo(tmp_path)
+    # what versions before December 2026 made: a trunk branch and a work tree in the enclosing repository
+    git(outer, "branch", "loop/fake-loop/trunk", "HEAD")
+    git(outer, "branch", "loop/fake-loop-before-20261201T000000/002", "HEAD")
+    git(outer, "branch", "loop/someone-elses/trunk", "HEAD")  # not a loop of this knowledge base
+    git(outer, "worktree", "add", "-q", "--detach", str(kb / "loops" / "fake-loop" / "trunk"), "loop/fake-loop/trunk")
+    listed = tools(kb, "loop", "strays")
+    assert listed.count("(loop fake-loop") == 3 and "someone-elses" not in listed and "--remove" in listed
+    refused = tools(kb, "loop", "start", "fake-loop", "-q", code=1)
+    assert "tools loop strays --remove" in refused and "belongs to the repository" in refused
+    removed = tools(kb, "loop", "strays", "--remove")
+    assert removed.count(": removed") == 3
+    assert sorted(git(outer, "branch", "--format=%(refname:short)").split()) == ["loop/someone-elses/trunk", "main"]
+    assert len(git(outer, "worktree", "list").splitlines()) == 1
+    tools(kb, "loop", "start", "fake-loop", "--fresh", "-q")
+    assert "no stray" in tools(kb, "loop", "strays")
+    assert sorted(git(outer, "branch", "--format=%(refname:short)").split()) == ["loop/someone-elses/trunk", "main"]
