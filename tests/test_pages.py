@@ -19,7 +19,8 @@ def test_types_and_folders():
     assert len(folders) == len(set(folders))
     exp = {k.name: k for k in pages.TYPES["experiment"].keys}
     assert exp["status"].choices == ("in_progress", "filed")
-    assert exp["verdict"].choices == ("supported", "refuted", "inconclusive", "invalid", "crash")
+    assert exp["verdict"].choices == ("supported", "refuted", "inconclusive", "invalid", "crash", "baseline",
+                                      "calibration")
     assert exp["metrics"].kind is dict
 
 

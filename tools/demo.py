@@ -8,6 +8,7 @@ reference model (the `sweep` proposer, a budget of a few minutes on a laptop CPU
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,31 @@ class DemoResult:
     lint: object
     copied: bool
     loop: dict | None = None
+    seconds: float = 0.0
+
+    def report(self) -> dict:
+        """What this run did, as figures: written to ``demo-report.json`` in the knowledge base, and what
+        ``scripts/figures.py`` fills the README's and the docs' demo figures from (so they cannot drift)."""
+        import os
+        import platform
+
+        ing, s = self.ingest, self.loop or {}
+        hist = s.get("history") or []
+        frontier = s.get("frontier") or [{}]
+        pages_ = sum(1 for p in (self.root / "wiki").rglob("*.md")) if (self.root / "wiki").is_dir() else 0
+        return {
+            "date": time.strftime("%Y-%m-%d"), "seconds": round(self.seconds, 1),
+            "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+            "ingest": {"files": ing.files_scanned, "kernels": ing.kernels, "launch_sites": ing.launch_sites,
+                       "pages": ing.created + ing.updated + ing.unchanged, "seconds": round(ing.seconds, 1)},
+            "loop": {"experiments": len(hist), "kept": sum(bool(h.get("kept")) for h in hist),
+                     "verdicts": [h.get("verdict") for h in hist], "changes": [h.get("describe") for h in hist],
+                     "baseline_tokens_per_s": frontier[0].get("tokens_per_s"),
+                     "trunk_tokens_per_s": (s.get("trunk") or {}).get("tokens_per_s"),
+                     "gain_pct": frontier[-1].get("gain_pct"), "stop_reason": s.get("stop_reason"),
+                     "wall_s": (s.get("usage") or {}).get("wall_s")},
+            "lint": {"errors": self.lint.errors, "warnings": self.lint.warnings}, "pages": pages_,
+        }
 
 
 def installed_jax() -> Path:
@@ -33,6 +59,7 @@ def installed_jax() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+REPORT = "demo-report.json"
 DEMO_LOOP = "llama-cpu"
 DEMO_RUNS = 3           # experiments after the baseline: the README's promise
 DEMO_MAX_REPEATS = 4    # interleaved rounds per comparison at most (looks at 2 and 4)
@@ -65,12 +92,33 @@ def run_loop(project: Project, runs: int, say=None) -> dict:
     return Loop(project, spec, say).run()
 
 
+def write_provenance(tree: Path, dist: str) -> None:
+    """``tree/.tools-provenance.json``: the upstream repository and release tag of an installed distribution (read
+    by ingest in place of a .git), when its metadata names a GitHub or GitLab home."""
+    import importlib.metadata as md
+    import json
+
+    from .gitinfo import PROVENANCE, web_url
+
+    try:
+        meta = md.metadata(dist)
+    except md.PackageNotFoundError:
+        return
+    urls = [meta.get("Home-page") or ""] + [u.split(",", 1)[-1].strip() for u in meta.get_all("Project-URL") or []]
+    home = next((web_url(u) for u in urls if web_url(u)), None)
+    if home:
+        ref = f"{dist}-v{meta['Version']}"  # jax tags its releases jax-vX.Y.Z
+        (tree / PROVENANCE).write_text(json.dumps({"remote": home, "ref": ref, "package": f"{dist} {meta['Version']}",
+                                                   "note": "a copy of the installed package"}) + "\n")
+
+
 def run_demo(root: Path, source: Path | None = None, loop_runs: int = DEMO_RUNS, say=None) -> DemoResult:
     from .ingest.run import ingest_repo, rebuild_index
     from .lint import run as lint
     from .scaffold import init
     from .writer import Writer
 
+    t0 = time.monotonic()
     init(root, subject=str(root))
     project = Project(Path(root).resolve())
     src = source or installed_jax()
@@ -78,6 +126,8 @@ def run_demo(root: Path, source: Path | None = None, loop_runs: int = DEMO_RUNS,
     copied = not dest.exists()
     if copied:
         shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
+        if source is None:  # the installed release: its pages link to the same files on GitHub at its tag
+            write_provenance(dest.parent, "jax")
     writer = Writer(project.wiki)
     report = ingest_repo(project, "raw/code/jax", writer)
     rebuild_index(project, writer)
@@ -86,4 +136,10 @@ def run_demo(root: Path, source: Path | None = None, loop_runs: int = DEMO_RUNS,
     state = run_loop(project, loop_runs, say) if loop_runs > 0 else None
     if state is not None:
         rebuild_index(project, Writer(project.wiki))
-    return DemoResult(project.root, report, lint(project), copied, state)
+    result = DemoResult(project.root, report, lint(project), copied, state, time.monotonic() - t0)
+    import json
+
+    from .writer import atomic_write
+
+    atomic_write(project.root / REPORT, json.dumps(result.report(), indent=1) + "\n")
+    return result

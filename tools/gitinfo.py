@@ -25,8 +25,19 @@ class GitInfo:
     def blob_url(self, path: str, line: int | None = None) -> str | None:
         if not (self.web and self.commit):
             return None
-        anchor = f"#L{line}" if line else ""
-        return f"{self.web}/blob/{self.commit}/{quote(path, safe='/')}{anchor}"
+        return forge_blob(self.web, self.commit, path, line)
+
+
+def forge_blob(web: str, ref: str, path: str, line: int | None = None) -> str:
+    """The web view of ``path`` at ``ref`` on a forge: GitHub ``/blob/<ref>/p#L3``, GitLab (any host named for it)
+    ``/-/blob/<ref>/p#L3``, Bitbucket ``/src/<ref>/p#lines-3``; other hosts get GitHub's form."""
+    host = re.sub(r"^https?://", "", web).split("/", 1)[0].lower()
+    p = quote(path.lstrip("/"), safe="/")
+    if "gitlab" in host:
+        return f"{web}/-/blob/{ref}/{p}" + (f"#L{line}" if line else "")
+    if host == "bitbucket.org":
+        return f"{web}/src/{ref}/{p}" + (f"#lines-{line}" if line else "")
+    return f"{web}/blob/{ref}/{p}" + (f"#L{line}" if line else "")
 
 
 def git_dir(repo: Path) -> Path | None:
@@ -86,10 +97,11 @@ def head_commit(repo: Path) -> str | None:
 
 
 def web_url(remote: str | None) -> str | None:
-    """https://host/owner/repo for github.com / gitlab.com remotes (https, ssh, scp-like)."""
+    """https://host/owner/repo for GitHub, GitLab (gitlab.com and gitlab.* hosts) and Bitbucket remotes (https,
+    ssh, scp-like)."""
     if not remote:
         return None
-    m = re.match(r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|git@)(github\.com|gitlab\.com)[:/]"
+    m = re.match(r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|git@)(github\.com|gitlab\.com|gitlab\.[\w.-]+|bitbucket\.org)[:/]"
                  r"([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+?)(?:\.git)?/?$",
                  remote.strip())
     return f"https://{m.group(1)}/{m.group(2).removesuffix('.git')}" if m else None
@@ -130,6 +142,26 @@ def problems(repo: Path) -> list[tuple[str, str]]:
     return out
 
 
+PROVENANCE = ".tools-provenance.json"  # {"remote": URL, "ref": tag or commit}: a snapshot of a tree with no .git
+
+
+def provenance(repo: Path) -> tuple[str, str] | None:
+    """(remote, ref) a snapshot declares about itself (`tools demo` writes one for the installed jax), else None."""
+    import json
+
+    text = try_text(repo / PROVENANCE, SMALL)
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("remote"), str) and isinstance(data.get("ref"), str) \
+            and re.fullmatch(r"[\w.\-/]{1,200}", data["ref"]) and ".." not in data["ref"]:
+        return data["remote"], data["ref"]
+    return None
+
+
 def read(repo: Path) -> GitInfo:
+    if git_dir(repo) is None and (prov := provenance(repo)):
+        return GitInfo(prov[1], prov[0], web_url(prov[0]))
     remote = remote_url(repo)
     return GitInfo(head_commit(repo), remote, web_url(remote))

@@ -101,6 +101,7 @@ _register(PageType("analysis", "analyses", (), summary="A synthesis across pages
 _register(PageType("loop", "loops", (
     Key("model", True, kind=str), Key("lane", True, kind=str), Key("variant", kind=str),
     Key("status", False, LOOP_STATUS), Key("stop_reason", kind=str), Key("best"),
+    Key("best_tokens_per_s", kind=(int, float)), Key("gain_pct", kind=(int, float)),
 ), summary="An autoresearch loop over one lane: hypotheses in order, frontier, categories, stop reason"))
 _register(PageType("index", "", (), summary="A listing page"))
 _register(PageType("log", "", (), summary="The append-only record of operations"))

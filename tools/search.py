@@ -1,6 +1,6 @@
 """Full-text search over every wiki page: SQLite FTS5 (standard library), BM25 with page-type weights.
 
-The index lives in ``.cache/search.sqlite`` and is brought up to date on each search: pages whose size or mtime
+The index lives in ``.tools-cache/search.sqlite`` and is brought up to date on each search: pages whose size or mtime
 changed are re-read, vanished pages dropped (4,000 pages: a first build of a few seconds, then a stat per page).
 Title, frontmatter and body are separate columns weighted 10 : 4 : 1, and the page type scales the score, so a
 concept or source page is not buried under a long generated codebase page that mentions every word once.

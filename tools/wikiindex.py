@@ -112,9 +112,23 @@ def first_paragraph(body: str) -> str:
     return " ".join(para)
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")  # linear: only a backtick starts a match, the next one ends it
+
+
+def _plain(text: str) -> str:
+    """Markdown inline text as plain words: code spans kept verbatim (``jax/_src/config.py`` keeps its
+    underscore), emphasis marks and stray ticks dropped elsewhere."""
+    out, last = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [_strip_marks(_TICKS.sub("", text[last:m.start()])), m.group(1)]
+        last = m.end()
+    out.append(_strip_marks(_TICKS.sub("", text[last:])))
+    return "".join(out)
+
+
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
     text = _WIKILINK.sub(r"\1", _LINK.sub(r"\1", text))
-    text = _strip_marks(_TICKS.sub("", text))
+    text = _plain(text)
     text = " ".join(text.split())
     if len(text) > limit:
         cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:.")

@@ -4,6 +4,7 @@ Golden files in tests/loop/golden/ (regenerate with UPDATE_GOLDEN=1 and read the
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
@@ -375,3 +376,16 @@ def test_sweep_promotes_an_inconclusive_gain_measured_once():
     assert len(promo) == 1 and promo[0].repeats >= 8 and promo[0].change.knobs == {"dtype": "bf16"}
     again = Attempt("e2", "precision", a.change, "f", "inconclusive", 3.0, run_key="k1", trunk_exp="base", repeats=8)
     assert SweepProposer()._promotions(priors([a, again]), set()) == []
+
+
+def test_a_sweep_statement_names_an_empty_start_value():
+    from tools.loop.priors import Priors
+    from tools.loop.proposers.sweep import SweepProposer
+    from tools.loop.spec import Knob
+
+    spec = copy.deepcopy(SPEC)
+    spec.knobs["ynn"] = Knob("ynn", ["", "--xla_cpu_experimental_ynn_fusion_type=dot"], env="XLA_FLAGS",
+                             category="compiler")
+    p = Priors(spec, spec.start_config(), {}, "", {"exp_id": "base"}, [], [], [], {}, [], None, [], [], "", "")
+    statements = [x.statement for x in SweepProposer().untried(p) if "ynn" in x.change.knobs]
+    assert statements and "(from unset)" in statements[0] and "(from )" not in statements[0]

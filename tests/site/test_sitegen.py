@@ -134,7 +134,9 @@ def test_raw_links_become_hosted_or_plain_paths():
     assert "`[c](../../raw/code/r/c.py)`" in out  # code spans are left alone
     assert "[ok](../concepts/x.md)" in out
     assert links.rewrite_raw_links("![plot](../../raw/p.png)", "kernels/k.md", src) == "![plot](../../raw/p.png)"
-    assert links.rewrite_raw_links("[ops/k.py:3](../../raw/code/q/ops/k.py#L3)", "kernels/k.md", src) == "`ops/k.py:3`"
+    plain = links.rewrite_raw_links("[ops/k.py:3](../../raw/code/q/ops/k.py#L3)", "kernels/k.md", src)
+    assert plain.endswith("\n\n`ops/k.py:3`") and "`raw/code/q` is a local tree" in plain  # says why it is plain
+    assert "local tree" not in out.replace("`raw/code/q` is a local tree", "") and out.count("local tree") == 1
     with_base = links.Sources([], raw_url="https://h.org/kb/blob/main")
     assert "(https://h.org/kb/blob/main/raw/sources/p.pdf)" in links.rewrite_raw_links(
         "[b](../../raw/sources/p.pdf)", "kernels/k.md", with_base)
@@ -164,7 +166,7 @@ def test_kernel_directory_escapes_and_links_source_lines():
     md = kernels.directory_md(pages, links.Sources(pages))
     assert "<img src=x" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
     assert 'href="https://github.com/org/r/blob/c0ffee/ops/k.py#L12"' in md
-    assert "<code>other/q/k2.py:3</code>" in md  # no remote: plain path
+    assert ">k2.py:3</code>" in md and "other/q are plain paths" in md  # no remote: plain path, said why
     assert 'href="../../wiki/kernels/r/k/"' in md
     assert md.count("<tr data-") == 2 and '<option value="gpu-triton">' in md
     assert "2 kernels from 2 repositories." in md
@@ -250,3 +252,38 @@ def test_module_pages_are_not_counted_as_codebases():
         "codebase module"
     assert category_of("codebases/x/flags.md", {"type": "codebase", "tags": ["codebase", "xla-flags"]}) == \
         "codebase module"
+
+
+def test_home_page_counts_codebases_apart_from_their_module_pages_and_lists_loops():
+    from tools.sitegen.dashboard import dashboard_md
+
+    pages = [page("codebases/jax/overview.md", "---\ntitle: jax codebase\ntype: codebase\nrepo: jax\npath: raw/code/jax\n---\n"),
+             *[page(f"codebases/jax/modules/m{i}.md", f"---\ntitle: m{i}\ntype: codebase\ntags: [codebase, module]\n"
+                                                      "repo: jax\npath: raw/code/jax/m.py\n---\n") for i in range(3)],
+             page("experiments/llama/cpu/v002.md", "---\ntitle: v002\ntype: experiment\nmodel: llama\nlane: cpu\n"
+                                                   "status: filed\nexp_id: e-v002\nverdict: supported\n---\n"),
+             page("loops/llama-cpu.md", "---\ntitle: 'Loop: llama-cpu'\ntype: loop\nmodel: llama\nlane: cpu\n"
+                                        "status: stopped\nstop_reason: 'budget: runs 3 of 3 used'\nbest: e-v002\n"
+                                        "best_tokens_per_s: 20008.5\ngain_pct: 26.94\n---\n")]
+    md = dashboard_md(pages)
+    assert "1 codebase, " in md and "3 module pages" in md and "4 codebase" not in md
+    loops = md.split("## Loops", 1)[1].split("##", 1)[0]
+    assert md.index("## Loops") < md.index("## Codebases"), "the loop section comes first"
+    assert "[Loop: llama-cpu](wiki/loops/llama-cpu.md)" in loops and "[v002](wiki/experiments/llama/cpu/v002.md)" in loops
+    assert "20,008" in loops and "+26.9 %" in loops and "stopped (budget: runs 3 of 3 used)" in loops
+
+
+def test_forge_links_for_github_gitlab_and_bitbucket_and_a_snapshot_provenance(tmp_path):
+    from tools import gitinfo
+
+    assert links.hosted("git@gitlab.com:g/sub/r.git", "abc", "a/b.py", 3) == "https://gitlab.com/g/sub/r/-/blob/abc/a/b.py#L3"
+    assert links.hosted("https://bitbucket.org/o/r", "abc", "a.py", 3) == "https://bitbucket.org/o/r/src/abc/a.py#lines-3"
+    assert links.hosted("https://github.com/o/r", "abc", "a b.py") == "https://github.com/o/r/blob/abc/a%20b.py"
+    assert gitinfo.web_url("ssh://git@gitlab.example.com/g/r.git") == "https://gitlab.example.com/g/r"
+    tree = tmp_path / "jax"
+    tree.mkdir()
+    (tree / gitinfo.PROVENANCE).write_text('{"remote": "https://github.com/jax-ml/jax", "ref": "jax-v0.10.2"}')
+    info = gitinfo.read(tree)
+    assert info.blob_url("jax/_src/config.py", 12) == "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/config.py#L12"
+    (tree / gitinfo.PROVENANCE).write_text('{"remote": "https://github.com/jax-ml/jax", "ref": "../../etc"}')
+    assert gitinfo.read(tree).commit is None  # a ref that could climb is not trusted

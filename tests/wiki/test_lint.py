@@ -85,7 +85,7 @@ def test_frontmatter_problems_per_type(kb):
     assert ("v001.md", "invalid-value",
             "status: invalid value 'running' (expected one of in_progress, filed)") in got
     assert ("v001.md", "invalid-value",
-            "verdict: invalid value 'maybe' (expected one of supported, refuted, inconclusive, invalid, crash)") in got
+            "verdict: invalid value 'maybe' (expected one of supported, refuted, inconclusive, invalid, crash, baseline, calibration)") in got
     assert ("v002.md", "no-metrics", "metrics: a supported experiment has no metrics") in got
     assert ("v001.md", "missing-section", "sections: missing section '## Setup'") in got
     assert ("k.md", "wrong-type", "line: expected int, got str") in got

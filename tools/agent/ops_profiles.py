@@ -48,7 +48,9 @@ class OverviewOut(BaseModel):
     exp: str
     n_steps: int
     steps: dict[str, Any]
-    total_op_self_us: float
+    total_op_self_us: float = Field(description="op self time summed over the n_steps traced steps (µs)")
+    op_ms_per_step: float = Field(description="the same per step (ms); ops, categories and lines carry "
+                                              "ms_per_step too, as the CLI and the pages show them")
     attributed_pct: float
     hlo_modules: list[str]
     top_ops: list[dict[str, Any]]
@@ -62,7 +64,7 @@ def overview(project: Project, a: ExpRef) -> dict:
     source line."""
     s = _summary(project, a.exp)
     return {"exp": a.exp, "n_steps": s["n_steps"], "steps": s["steps"], "total_op_self_us": s["total_op_self_us"],
-            "attributed_pct": s["attributed_pct"], "hlo_modules": s["hlo_modules"], "top_ops": s["ops"][: a.top],
+            "op_ms_per_step": s["op_ms_per_step"], "attributed_pct": s["attributed_pct"], "hlo_modules": s["hlo_modules"], "top_ops": s["ops"][: a.top],
             "categories": s["categories"], "source_lines": s["source_lines"][: a.top]}
 
 

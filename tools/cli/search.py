@@ -19,7 +19,7 @@ def search(project, query, type_, limit, as_json):
     """Pages holding every word of QUERY, best first, with a snippet around the matched words.
 
     SQLite FTS5 with BM25 (title, frontmatter, body weighted 10 : 4 : 1) scaled by page type; the index in
-    .cache/search.sqlite is brought up to date on each search (only changed pages are re-read).
+    .tools-cache/search.sqlite is brought up to date on each search (only changed pages are re-read).
     """
     from ..agent.registry import call
 

@@ -76,6 +76,21 @@ def _site_row(s, link: Callable[[str, int], str]) -> list[str]:
     ]
 
 
+SITE_HEADERS = ["Source", "Helper", "Entry", "Backend", "Kind"]
+
+
+def _sites_table(rows: list[list[str]]) -> str:
+    """The launch sites; a column after Helper that holds one value for every site is said once below the table
+    instead (a narrow table keeps file:line readable)."""
+    same = [i for i in range(2, len(SITE_HEADERS)) if len({r[i] for r in rows}) == 1]
+    keep = [i for i in range(len(SITE_HEADERS)) if i not in same]
+    table = mdtext.table([SITE_HEADERS[i] for i in keep], [[r[i] for i in keep] for r in rows])
+    if not same or not rows:
+        return table
+    said = ", ".join(f"{SITE_HEADERS[i].lower()} {rows[0][i] or '—'}" for i in same)
+    return table + f"\n{'Every site' if len(rows) > 1 else 'The site'}: {said}.\n"
+
+
 def _params_rows(sites: list) -> list[list[str]]:
     rows = []
     for s in sites:
@@ -91,6 +106,20 @@ def _params_rows(sites: list) -> list[list[str]]:
     return rows
 
 
+PARAM_HEADERS = ["Site", "Grid", "Block shapes", "Dimension semantics"]
+
+
+def _params_table(rows: list[list[str]]) -> str:
+    """The parameters table without the columns no site fills (an empty column reads as missing data), each
+    empty cell a dash, and a line saying what was not visible."""
+    if not rows:
+        return "_Not statically visible at the launch sites._\n"
+    keep = [0] + [i for i in range(1, len(PARAM_HEADERS)) if any(r[i] for r in rows)]
+    table = mdtext.table([PARAM_HEADERS[i] for i in keep], [[r[i] or "—" for i in keep] for r in rows])
+    missing = [PARAM_HEADERS[i].lower() for i in range(1, len(PARAM_HEADERS)) if i not in keep]
+    return table + (f"\n_Not written at the launch sites: {', '.join(missing)}._\n" if missing else "")
+
+
 def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str]) -> str:
     first = sites[0]
     summary = next((_get(s, "summary") for s in sites if _get(s, "summary")), None)
@@ -104,14 +133,10 @@ def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str])
     if meta.get("vendored_from"):
         what += ["", f"Same normalized source as {mdtext.code(meta['vendored_from'])} (vendored or forked)."]
     out = ["## What it does\n", region("summary", "\n".join(what))]
-    out += ["\n## Launch sites\n", region("launch-sites", mdtext.table(
-        ["Source", "Helper", "Entry", "Backend", "Kind"], [_site_row(s, link) for s in sites]))]
+    out += ["\n## Launch sites\n", region("launch-sites", _sites_table([_site_row(s, link) for s in sites]))]
     sig = _get(first, "signature")
     out += ["\n## Signature\n", region("signature", _code_block(f"def {sig}" if sig else f"{kernel}(...)"))]
-    rows = _params_rows(sites)
-    out += ["\n## Block and grid parameters\n", region("parameters", mdtext.table(
-        ["Site", "Grid", "Block shapes", "Dimension semantics"], rows) if rows
-        else "_Not statically visible at the launch sites._\n")]
+    out += ["\n## Block and grid parameters\n", region("parameters", _params_table(_params_rows(sites)))]
     callers = sorted({c for s in sites for c in (_get(s, "callers") or [])})
     out += ["\n## Callers\n", region("callers", "\n".join(f"- {mdtext.code(c)}" for c in callers[:30]) + "\n"
                                      if callers else "_No callers found inside the repository._\n")]

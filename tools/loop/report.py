@@ -281,7 +281,10 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
     meta = {"title": f"Loop: {name}", "type": "loop", "tags": _tags("loop", spec.model, spec.lane),
             "model": spec.model, "lane": spec.lane, "variant": spec.variant,
             "status": str(state.get("status") or "running"), "stop_reason": state.get("stop_reason") or None,
-            "best": (state.get("trunk") or {}).get("exp_id") or None}
+            "best": (state.get("trunk") or {}).get("exp_id") or None,
+            # the home page's loop table reads these two: the trunk's tokens/s, the chained gain over the baseline
+            "best_tokens_per_s": (state.get("trunk") or {}).get("tokens_per_s"),
+            "gain_pct": ((state.get("frontier") or [{}])[-1]).get("gain_pct")}
     return pages.Page(src, {k: v for k, v in meta.items() if v is not None}, body)
 
 

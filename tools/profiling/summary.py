@@ -62,7 +62,11 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
             acc["ops"] += 1
             acc["categories"][cat] += self_us
     ops.sort(key=lambda o: -o["self_us"])
+    per = max(n_steps, 1)
+    for o in ops:  # self_us totals the traced steps; ms_per_step is what the pages and the CLI show
+        o["ms_per_step"] = round(o["self_us"] / per / 1e3, 6)
     for r in lines.values():
+        r["ms_per_step"] = round(r["self_us"] / per / 1e3, 6)
         r["pct"] = round(100 * r["self_us"] / total, 2)
         r["self_us"] = round(r["self_us"], 3)
         r["category"] = max(r["categories"], key=r["categories"].get)
@@ -76,10 +80,12 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
         "n_steps": n_steps,
         "steps": _steps(tr),
         "total_op_self_us": round(total, 3),
+        "op_ms_per_step": round(total / per / 1e3, 6),
         "n_ops": len(ops),
         "top_ops": ops[:top],
         "ops": ops,
-        "categories": sorted(({"category": c, "self_us": round(t, 3), "pct": round(100 * t / total, 2)}
+        "categories": sorted(({"category": c, "self_us": round(t, 3), "ms_per_step": round(t / per / 1e3, 6),
+                               "pct": round(100 * t / total, 2)}
                               for c, t in cats.items()), key=lambda c: -c["self_us"]),
         "source_lines": sorted(lines.values(), key=lambda r: -r["self_us"]),
         "attributed_pct": round(100 * (total - vias.get("none", 0.0)) / total, 2),

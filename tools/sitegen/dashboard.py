@@ -28,20 +28,43 @@ def _tps(p: SitePage) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
+SUBPAGES = {"module": "module page", "xla-flags": "flags page"}  # codebase pages that are parts of an overview
+
+
+def kind_of(p: SitePage) -> str:
+    """What a page counts as on the home page: a codebase's module and flags pages are not codebases."""
+    if p.type == "codebase":
+        tags = set(p.meta.get("tags") or [])
+        return next((word for tag, word in SUBPAGES.items() if tag in tags), "codebase")
+    return p.type
+
+
+_PLURAL = {"analysis": "analyses", "hypothesis": "hypotheses", "index": "indexes"}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {_PLURAL.get(word, word + 's')}"
+
+
 def dashboard_md(pages: list[SitePage], lint: tuple[int, int] | None = None) -> str:
     by_type: dict[str, list[SitePage]] = defaultdict(list)
+    kinds: Counter = Counter()
     for p in pages:
         by_type[p.type].append(p)
+        kinds[kind_of(p)] += bool(p.type)
     out = [f"**{len(pages):,} pages**: " + ", ".join(
-        f"{len(v)} {t}" for t, v in sorted(by_type.items(), key=lambda kv: -len(kv[1])) if t) + "."]
+        _plural(n, mdtext.escape(k)) for k, n in kinds.most_common() if n) + "."]
     if lint is not None:
         errors, warnings = lint
         out.append(f"**Lint**: {errors} errors, {warnings} warnings"
                    + (" (run `tools lint`)." if errors or warnings else " (clean)."))
+    loops = sorted(by_type.get("loop", []), key=lambda p: p.title.lower())
+    if loops:  # first: where the method stands
+        out += ["## Loops", "", mdtext.table(["loop", "model (lane)", "status", "best so far", "tokens/s",
+                                              "gain over baseline"], [_loop_row(p, pages) for p in loops])]
     kernels = by_type.get("kernel", [])
     per_repo = Counter(str(k.meta.get("repo") or "") for k in kernels)
-    cbs = sorted((c for c in by_type.get("codebase", []) if not {"module", "xla-flags"} & set(c.meta.get("tags") or [])),
-                 key=lambda p: p.title.lower())
+    cbs = sorted((c for c in by_type.get("codebase", []) if kind_of(c) == "codebase"), key=lambda p: p.title.lower())
     if cbs:
         rows = [[_link(c), mdtext.code(str(c.meta.get("commit") or "—")[:12]),
                  str(per_repo.get(str(c.meta.get("repo") or c.meta.get("title") or ""), 0))] for c in cbs]
@@ -73,6 +96,18 @@ def dashboard_md(pages: list[SitePage], lint: tuple[int, int] | None = None) -> 
                  f"{_tps(e):,.0f}" if _tps(e) is not None else "—"] for e in latest]
         out += ["## Latest experiments", "", mdtext.table(["date", "experiment", "verdict", "tokens/s"], rows)]
     return "\n\n".join(x.rstrip("\n") for x in out) + "\n"
+
+
+def _loop_row(p: SitePage, pages: list[SitePage]) -> list[str]:
+    m = p.meta
+    best = str(m.get("best") or "")
+    page = next((e for e in pages if e.type == "experiment" and e.meta.get("exp_id") == best), None) if best else None
+    tps, gain = m.get("best_tokens_per_s"), m.get("gain_pct")
+    status = str(m.get("status") or "—") + (f" ({m['stop_reason']})" if m.get("stop_reason") else "")
+    return [_link(p), mdtext.escape(f"{m.get('model')} ({m.get('lane')})"), mdtext.escape(status),
+            _link(page) if page else mdtext.code(best or "—"),
+            f"{tps:,.0f}" if isinstance(tps, (int, float)) else "—",
+            f"{gain:+.1f} %" if isinstance(gain, (int, float)) else "—"]
 
 
 def fill(markdown: str, dashboard: str) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import posixpath
 import re
 
+from .. import mdtext
 from ..wikiscan import is_external, md_link_spans, resolve, slug, split_target
 from .pages_view import SitePage
 
@@ -42,11 +44,12 @@ def normalize_remote(remote: str) -> str:
 
 def hosted(remote: str, commit: str | None, path: str, line: int | None = None) -> str | None:
     """Browsable URL of a file on a forge, or None when the remote is not http(s)."""
+    from ..gitinfo import forge_blob
+
     base = normalize_remote(remote)
     if not base.startswith(("http://", "https://")):
         return None
-    anchor = f"#L{line}" if line else ""
-    return f"{base}/blob/{commit or 'HEAD'}/{path.lstrip('/')}{anchor}"
+    return forge_blob(base, commit or "HEAD", path, line)
 
 
 class Sources:
@@ -92,11 +95,43 @@ class Sources:
         return None
 
 
+_MD_ESCAPED = re.compile(r"\\([\\`*_\[\]|{}!#])")
+
+
+def _unescaped(label: str) -> str:
+    """A link label as the text it shows (markdown escapes and HTML entities undone, code ticks dropped)."""
+    return html.unescape(_MD_ESCAPED.sub(r"\1", label.strip().strip("`")))
+
+
+def local_note(trees: list[str]) -> str:
+    shown = ", ".join(f"`{t}`" for t in trees[:3]) + (f" and {len(trees) - 3} more" if len(trees) > 3 else "")
+    return (f"*Source paths on this page are plain text: {shown} {'is a local tree' if len(trees) == 1 else 'are local trees'} "
+            "(no remote recorded) and `raw/` is not published with the site.*")
+
+
+_H1 = re.compile(r"^# [^\n]*$", re.M)
+
+
+def _with_note(body: str, note: str) -> str:
+    """``note`` as a paragraph after the page's title heading (after any frontmatter; else first)."""
+    start = 0
+    if body.startswith("---\n"):
+        end = body.find("\n---", 3)
+        if end != -1:
+            nl = body.find("\n", end + 4)
+            start = len(body) if nl == -1 else nl + 1
+    m = _H1.search(body, start)
+    at = m.end() if m else start
+    return body[:at] + ("\n\n" if m else "") + note + "\n\n" + body[at:].lstrip("\n")
+
+
 def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: str = "wiki") -> str:
-    """Replace links that leave wiki/ for raw/ (or anywhere outside the site) by hosted URLs or plain code."""
+    """Replace links that leave wiki/ for raw/ (or anywhere outside the site) by hosted URLs or plain code; a page
+    whose code references stay plain says why (the tree is local)."""
     if ".." not in body:  # only a '..' target leaves wiki/
         return body
     out, last = [], 0
+    local: dict[str, None] = {}
     for start, end, text, target in md_link_spans(body):
         if start and body[start - 1] == "!":  # images stay as they are
             continue
@@ -110,14 +145,17 @@ def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: s
         if project_rel.startswith("../"):
             continue
         url = sources.raw_target(project_rel, anchor)
+        if not url and project_rel.startswith("raw/code/"):
+            local["/".join(project_rel.split("/")[:3])] = None
         if url:
             repl = f"[{text}]({url})"
         elif text.strip("`") == project_rel or not text.strip():
             repl = f"`{project_rel}`"
         elif re.fullmatch(r"\d+", text.strip()):  # a line number beside the file it belongs to: keep it compact
             repl = text.strip()
-        elif posixpath.basename(project_rel) in text:  # the text already names the file
-            repl = text if text.startswith("`") else f"`{text}`"
+        elif posixpath.basename(project_rel) in (plain := _unescaped(text)):  # the text already names the file
+            line = re.match(r"#L(\d+)", anchor)
+            repl = mdtext.code(plain + (f":{line.group(1)}" if line and f":{line.group(1)}" not in plain else ""))
         else:
             repl = f"{text} (`{project_rel}`)"
         out.append(body[last:start])
@@ -126,4 +164,5 @@ def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: s
     if not out:
         return body
     out.append(body[last:])
-    return "".join(out)
+    text = "".join(out)
+    return _with_note(text, local_note(list(local))) if local else text

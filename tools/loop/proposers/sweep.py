@@ -28,6 +28,11 @@ def value_key(v) -> str:
     return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v).lower()
 
 
+def shown(v) -> str:
+    """A knob value in a sentence: an empty or missing value reads "unset", not as nothing."""
+    return "unset" if v in (None, "") else value_key(v)
+
+
 class SweepProposer:
     name = "sweep"
 
@@ -100,7 +105,7 @@ class SweepProposer:
                     continue
                 gain, conf, why = self.score(priors, knob, value)
                 out.append(Proposal(
-                    statement=f"Setting {knob.name} to {value_key(value)} (from {value_key(trunk.get(knob.name))}) "
+                    statement=f"Setting {knob.name} to {shown(value)} (from {shown(trunk.get(knob.name))}) "
                               f"raises tokens/s by about {gain:+.0f} %.",
                     mechanism=f"{knob.category} knob `{knob.flag or knob.env or knob.name}`; prior: {why}.",
                     predicted_signal="tokens/s beyond the noise band against the trunk, step time down, and a "

@@ -55,9 +55,78 @@
     var hovered = null, hoverNbrs = null, hoverLabels = null, matchSet = null;
     var container = document.getElementById("graph");
     // sigma 4 options: reducers return display variables (visibility, labelVisibility, labelColor...).
+    // Titles: placed here, in priority order (landmarks: concepts, codebases, models, loops and hubs; then by
+    // degree), each only where its box overlaps no title already placed and lies inside the frame. Zooming in
+    // makes room for more; re-placed when the camera stops.
+    var placed = new Set();
+    var measure = document.createElement("canvas").getContext("2d");
+    measure.font = "14px Arial, sans-serif";
+    var widths = {};
+    var priority = graph.nodes().sort(function (a, b) {
+      var fa = graph.getNodeAttribute(a, "forceLabel") ? 1 : 0, fb = graph.getNodeAttribute(b, "forceLabel") ? 1 : 0;
+      return (fb - fa) || (graph.getNodeAttribute(b, "degree") - graph.getNodeAttribute(a, "degree"));
+    });
+    var MAX_TITLES = 300, CELL = 80, PAD = 3;
+    function placeLabels() {
+      var dims = renderer.getDimensions(), grid = new Map(), boxes = [];
+      var next = new Set();
+      function cells(b, add) {  // b: [x1, y1, x2, y2, owner]; a title never overlaps another or a dot
+        for (var cx = Math.floor(b[0] / CELL); cx <= Math.floor(b[2] / CELL); cx++) {
+          for (var cy = Math.floor(b[1] / CELL); cy <= Math.floor(b[3] / CELL); cy++) {
+            var k = cx + ":" + cy, list = grid.get(k);
+            if (add) { if (!list) grid.set(k, list = []); list.push(b); continue; }
+            if (list) for (var i = 0; i < list.length; i++) {
+              var o = list[i];
+              if (o[4] === b[4] || (o[5] === "dot" && b[5] === "landmark")) continue;  // its own dot; a landmark's title may cross dots
+              if (b[0] < o[2] + PAD && o[0] < b[2] + PAD && b[1] < o[3] + PAD && o[1] < b[3] + PAD)
+                return true;
+            }
+          }
+        }
+        return false;
+      }
+      var where = {};
+      graph.forEachNode(function (n, a) {  // every visible dot is an obstacle for the titles of the others
+        if (view.hidden[a.category]) return;
+        var d = renderer.getNodeDisplayData(n);
+        if (!d) return;
+        var p = renderer.framedGraphToViewport(d), r = renderer.scaleSize(d.size);
+        where[n] = [p, r];
+        if (p.x < -r || p.y < -r || p.x > dims.width + r || p.y > dims.height + r) return;
+        cells([p.x - r, p.y - r, p.x + r, p.y + r, n, "dot"], true);
+      });
+      var legend = document.getElementById("legend").getBoundingClientRect();
+      var frame = container.getBoundingClientRect();
+      cells([legend.left - frame.left, legend.top - frame.top, legend.right - frame.left, legend.bottom - frame.top,
+        "legend"], true);
+      for (var i = 0; i < priority.length && next.size < MAX_TITLES; i++) {
+        var n = priority[i], a = graph.getNodeAttributes(n), at = where[n];
+        if (!at) continue;
+        var p = at[0], r = at[1];
+        var w = widths[n] || (widths[n] = measure.measureText(a.label).width);
+        var box = [p.x + r + 2, p.y - 8, p.x + r + 6 + w, p.y + 8, n, !!a.forceLabel && "landmark"];
+        if (box[0] < 0 || box[1] < 0 || box[2] > dims.width || box[3] > dims.height) continue;
+        if (cells(box, false)) continue;
+        cells(box, true);
+        boxes.push(box.slice(0, 4));
+        next.add(n);
+      }
+      var changed = [];
+      placed.forEach(function (n) { if (!next.has(n)) changed.push(n); });
+      next.forEach(function (n) { if (!placed.has(n)) changed.push(n); });
+      placed = next;
+      view.placed = Array.from(next);
+      view.labelBoxes = boxes;
+      return changed;
+    }
+    function replace() {
+      var changed = placeLabels();
+      if (changed.length) renderer.refresh({ partialGraph: { nodes: changed }, skipIndexation: true });
+    }
+
     var renderer = new Sigma(graph, container, {
-      settings: { itemSizesReference: "screen", autoRescale: true, labelDensity: 0.5,
-        labelRenderedSizeThreshold: 7, hideEdgesOnMove: graph.size > 20000 },
+      settings: { itemSizesReference: "screen", autoRescale: true, stagePadding: 40,
+        hideEdgesOnMove: graph.size > 20000 },
       // sigma 4 calls reducers with (key, display data, graph attributes, state...); the result is merged.
       nodeReducer: function (node, data, attrs) {
         var res = { labelColor: colors.label };
@@ -69,8 +138,9 @@
             res.zIndex = 2;
             if (matchSet.size <= 40) { res.labelVisibility = "visible"; res.highlighted = true; }
           } else { res.color = colors.dim; res.labelVisibility = "hidden"; res.zIndex = 0; }
-        } else if (!hovered && (attrs || data).forceLabel) {
-          res.labelVisibility = "visible";  // a landmark (concept, codebase, model, hub): titled at every zoom
+        } else if (!hovered) {
+          // titles placed without overlap (placeLabels): landmarks first, then the busiest pages
+          res.labelVisibility = placed.has(node) ? "visible" : "hidden";
         }
         return res;
       },
@@ -176,6 +246,7 @@
       box.addEventListener("change", function () {
         view.hidden[c.name] = !box.checked;
         label.classList.toggle("off", !box.checked);
+        placeLabels();
         runSearch(input.value);
       });
       legend.appendChild(label);
@@ -198,8 +269,14 @@
       var a = graph.getNodeAttributes(id);
       return renderer.graphToViewport({ x: a.x, y: a.y });
     };
+    var settle = null;  // titles are re-placed once the camera has stopped moving
+    renderer.getCamera().on("updated", function () {
+      clearTimeout(settle);
+      settle = setTimeout(replace, 120);
+    });
     renderer.once("afterRender", function () {
       view.drawMs = Math.round(performance.now() - t0);
+      replace();
       view.ready = true;
     });
     runSearch("");
