@@ -7,7 +7,6 @@ The same files come out of `tools site stage` for engines that do not run plugin
 
 from __future__ import annotations
 
-import html
 import logging
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from mkdocs.structure.files import File, Files
 from .sitegen import generate as sg
 from .sitegen import sanitize
 from .sitegen.dashboard import fill
+from .sitegen.headsafe import theme_safe
 from .sitegen.links import rewrite_raw_links
 
 log = logging.getLogger("mkdocs.plugins.autoresearch-wiki")
@@ -78,10 +78,11 @@ class WikiPlugin(BasePlugin[WikiConfig]):
         files.append(File.generated(config, uri, **kw))
 
     def on_page_markdown(self, markdown: str, page, config, files) -> str:
-        title = page.meta.get("title")
-        if isinstance(title, str) and any(ch in title for ch in "<>&"):
-            page.meta["title"] = html.escape(title, quote=False)  # the theme prints nav titles raw
         uri = page.file.src_uri
+        # the theme prints frontmatter into <head> and the nav unescaped: one rule for every field (headsafe)
+        safe = theme_safe(page.meta, wiki=uri.startswith(sg.WIKI + "/"))
+        page.meta.clear()
+        page.meta.update(safe)
         if uri == "index.md":
             return fill(markdown, self.gen.dashboard)
         if uri.startswith(sg.WIKI + "/"):

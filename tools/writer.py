@@ -20,6 +20,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator
@@ -29,6 +30,7 @@ from .errors import InputError
 
 log = logging.getLogger("tools.writer")
 LOCK_NAME = ".write.lock"
+LATE_APPEND_S = 0.002  # how long an append that opened the old file may take to land in it
 CAS_ATTEMPTS = 8
 _TEMP = re.compile(r"^\..*\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 
@@ -260,7 +262,10 @@ class Writer:
                     os.replace(tmp, path)
                     status = status or (CREATED if disk is None else UPDATED)
                     # An append that opened the old file just before the rename lands in it, not in ours:
-                    # look once more, and merge what was appended there into what is at the path now.
+                    # look once more (after a moment: an editor's open and write are not one step), and merge what
+                    # was appended there into what is at the path now.
+                    if old is not None:
+                        time.sleep(LATE_APPEND_S)
                     late = _read_fd(old) if old is not None else None
                 finally:
                     if old is not None:
@@ -272,7 +277,6 @@ class Writer:
                     log.warning("%s: changed by someone else while being written; check it", path)
                     return status
                 base, disk = late + now[len(raw):], now
-        raise InputError(path, f"changed on each of {CAS_ATTEMPTS} attempts to update it; nothing written, try again")
         raise InputError(path, f"changed on each of {CAS_ATTEMPTS} attempts to update it; nothing written, try again")
 
     def write_file(self, rel: str, data: str | bytes) -> str:

@@ -7,7 +7,6 @@ folder that `zensical build` or plain `mkdocs build` builds.
 
 from __future__ import annotations
 
-import html
 import json
 import shutil
 import time
@@ -23,6 +22,8 @@ from .explorers import explorer_files
 from .graph import graph_data
 from .kernels import directory_md
 from .landing import ROOT_NAV, wiki_files
+from .headsafe import needs_change, theme_safe
+from .inertmd import inert
 from .links import Sources, page_url, rewrite_raw_links
 from .loops import loop_files
 from .pages_view import SitePage, site_pages
@@ -231,9 +232,16 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
         text = p.page.text  # None: not UTF-8, copied as it is
         if text is None:
             continue
-        new = rewrite_raw_links(_escaped_title(text, p), p.rel, gen.sources) + gen.appendix.get(p.rel, "")
+        new = _staged_wiki_page(text, p.rel, gen)
         if new != text:
             (target / WIKI / p.rel).write_text(new, encoding="utf-8")
+    for page_path in target.rglob("*.md"):  # the hand-written docs: their frontmatter reaches <head> too
+        if page_path.is_relative_to(target / WIKI) or page_path.is_symlink():
+            continue
+        text = page_path.read_text(encoding="utf-8", errors="replace")
+        safe = _theme_safe_text(text, wiki=False)
+        if safe != text:
+            page_path.write_text(safe, encoding="utf-8")
     home = target / "index.md"
     if home.is_file():
         text = home.read_text(encoding="utf-8")
@@ -251,16 +259,30 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
     return gen
 
 
-def _escaped_title(text: str, page: SitePage) -> str:
-    """Themes print nav titles as HTML: a `<script>` in an ingested title must arrive escaped
-    (the plugin does the same in on_page_markdown)."""
-    title = page.meta.get("title")
-    if not (isinstance(title, str) and any(ch in title for ch in "<>&")):
-        return text
-    from ..pages import render, split
+def _theme_safe_text(text: str, wiki: bool) -> str:
+    """The page with its frontmatter as a theme may print it (``headsafe``); text without frontmatter as is."""
+    from ..pages import FrontmatterError, render, split
 
-    meta, body = split(text)
-    return render({**meta, "title": html.escape(title, quote=False)}, body) if meta is not None else text
+    try:
+        meta, body = split(text)
+    except FrontmatterError:
+        return text
+    if meta is None or not needs_change(meta, wiki):
+        return text
+    return render(theme_safe(meta, wiki), body)
+
+
+def _staged_wiki_page(text: str, rel: str, gen: Generated) -> str:
+    """A wiki page as the staged build gets it: no sanitizer runs there, so its frontmatter is escaped for the
+    theme, its body made inert (``inertmd``), and its raw/ links rewritten as in the plugin's build."""
+    from ..pages import FrontmatterError, render, split
+
+    try:
+        meta, body = split(text)
+    except FrontmatterError:
+        meta, body = None, text
+    body = inert(rewrite_raw_links(body, rel, gen.sources)) + gen.appendix.get(rel, "")
+    return body if meta is None else render(theme_safe(meta, True), body)
 
 
 class _Tagged:

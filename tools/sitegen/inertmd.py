@@ -1,0 +1,132 @@
+"""Markdown from others made inert for a build that runs no sanitizer (`tools site stage`, then Zensical or a plain
+MkDocs build).
+
+The plugin's build passes every wiki page's HTML through an allow-list sanitizer (``sitegen.sanitize``). A staged
+build has no such step, so the staged copy of each wiki page is rewritten instead, in one linear pass, outside code
+blocks and code spans (which markdown escapes itself):
+
+- raw HTML: ``<`` escaped unless it opens an HTML comment (the tools' region markers) or a tag from a short list
+  without attributes (``<br>``, ``<sub>``, ``</td>`` ...): an attribute-free tag cannot run script;
+- link and image targets, inline or reference definitions, whose scheme is not http, https or mailto (after HTML
+  entities, whitespace and control characters are taken out, as a browser does) become ``#``;
+- attribute lists (``{: onclick=...}``) naming an event handler or a URL attribute lose their brace.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+SAFE_TAGS = ("br", "wbr", "sub", "sup", "b", "i", "em", "strong", "code", "kbd", "small", "s", "u", "mark", "p",
+             "ul", "ol", "li", "table", "thead", "tbody", "tr", "td", "th", "details", "summary", "hr")
+SAFE_SCHEMES = ("http", "https", "mailto")
+_TAG = re.compile(r"</?(?:" + "|".join(SAFE_TAGS) + r")\s*/?>", re.I)
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_TICKS = re.compile(r"`+")
+_INLINE_TARGET = re.compile(r"\]\(\s*<?([^)\s>]*)")
+_REF_DEF = re.compile(r"^( {0,3}\[[^\]\n]+\]:\s*)<?(\S+)")
+_ATTR_LIST = re.compile(r"\{[^{}\n]*\}")
+_RISKY_ATTR = re.compile(r"(?:\bon[a-z]+|\bhref|\bsrc|\bstyle|\bformaction|\baction|\bsrcdoc|:href)\s*=", re.I)
+_SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
+_INVISIBLE = re.compile(r"[\x00-\x20\x7f]+")
+
+
+def unsafe_target(target: str) -> bool:
+    plain = _INVISIBLE.sub("", html.unescape(target)).lower()
+    m = _SCHEME.match(plain)
+    return bool(m) and m.group(1) not in SAFE_SCHEMES
+
+
+def _code_spans(line: str) -> list[tuple[int, int]]:
+    """(start, end) of the inline code spans of one line: a run of N backticks closes at the next run of N."""
+    # a run after a backslash never opens here (markdown may read it as an escaped backtick): what is wrongly
+    # taken for text gets escaped, which is safe; what is wrongly taken for code would not be
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(line) if not (m.start() and line[m.start() - 1] == "\\")]
+    by_len: dict[int, list[int]] = {}
+    for i, (a, b) in enumerate(runs):
+        by_len.setdefault(b - a, []).append(i)
+    nxt = {n: 0 for n in by_len}
+    spans, i = [], 0
+    while i < len(runs):
+        a, b = runs[i]
+        n = b - a
+        same = by_len[n]
+        while nxt[n] < len(same) and same[nxt[n]] <= i:
+            nxt[n] += 1
+        if nxt[n] < len(same):
+            j = same[nxt[n]]
+            spans.append((a, runs[j][1]))
+            i = j + 1
+        else:
+            i += 1
+    return spans
+
+
+def _inert_text(text: str, comment_end: list[int], base: int, whole: str) -> str:
+    """Escape raw HTML in a piece of a line outside code spans. ``comment_end`` caches the next ``-->``."""
+    out, last, i = [], 0, text.find("<")
+    while i != -1:
+        if text.startswith("<!--", i):
+            pos = base + i
+            if comment_end[0] < pos:
+                comment_end[0] = whole.find("-->", pos + 4)
+                if comment_end[0] == -1:
+                    comment_end[0] = len(whole) + 1  # none later either
+            if comment_end[0] <= len(whole):
+                i = text.find("<", i + 4)
+                continue
+        m = _TAG.match(text, i)
+        if m:
+            i = text.find("<", m.end())
+            continue
+        out.append(text[last:i] + "&lt;")
+        last = i + 1
+        i = text.find("<", i + 1)
+    out.append(text[last:])
+    text = "".join(out)
+    text = _INLINE_TARGET.sub(lambda m: m.group(0)[:-len(m.group(1))] + "#" if m.group(1) and unsafe_target(m.group(1))
+                              else m.group(0), text)
+    return _ATTR_LIST.sub(lambda m: "&#123;" + m.group(0)[1:] if _RISKY_ATTR.search(m.group(0)) else m.group(0), text)
+
+
+def inert(markdown: str) -> str:
+    lines = markdown.split("\n")
+    out: list[str] = []
+    fence = ""
+    comment_end = [-1]
+    offset = 0
+    prev_blank, in_list = True, False
+    for line in lines:
+        base, offset = offset, offset + len(line) + 1
+        stripped = line.lstrip()
+        if fence:
+            if stripped.startswith(fence) and not stripped.strip(fence[0]).strip():
+                fence = ""
+            out.append(line)
+            continue
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group(1)
+            out.append(line)
+            continue
+        if not stripped:
+            prev_blank = True
+            out.append(line)
+            continue
+        indent = len(line) - len(stripped)
+        if indent >= 4 and prev_blank and not in_list:  # an indented code block
+            out.append(line)
+            continue
+        if indent < 4:
+            in_list = bool(re.match(r"(?:[-*+]|\d+[.)])\s", stripped)) or (in_list and not prev_blank)
+        prev_blank = False
+        ref = _REF_DEF.match(line)
+        if ref and unsafe_target(ref.group(2)):
+            line = ref.group(1) + "#"
+        pieces, last = [], 0
+        for a, b in _code_spans(line):
+            pieces += [_inert_text(line[last:a], comment_end, base + last, markdown), line[a:b]]
+            last = b
+        pieces.append(_inert_text(line[last:], comment_end, base + last, markdown))
+        out.append("".join(pieces))
+    return "\n".join(out)
