@@ -123,17 +123,69 @@ class FrontmatterError(ValueError):
     pass
 
 
+MAX_EXPANDED_NODES = 100_000   # YAML aliases may repeat a node; what they expand to is bounded
+MAX_EXPANDED_CHARS = 4_000_000
+
+
+def _expanded(node, memo: dict) -> tuple[int, int]:
+    """(nodes, characters) ``node`` stands for once every alias is expanded; shared nodes are counted once per
+    reference but computed once, so a "billion laughs" document is measured in time linear in its size."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = (1, 0)  # a recursive alias (a node holding itself) counts as one node
+    if isinstance(node, yaml.ScalarNode):
+        out = (1, len(node.value))
+    else:
+        items = node.value if isinstance(node, yaml.SequenceNode) else [x for kv in node.value for x in kv]
+        n, c = 1, 0
+        for child in items:
+            cn, cc = _expanded(child, memo)
+            n, c = n + cn, c + cc
+        out = (n, c)
+    memo[key] = out
+    return out
+
+
+def load_yaml(text: str, loader=None):
+    """YAML through a safe loader, with aliases bounded: a document whose aliases expand past
+    ``MAX_EXPANDED_NODES`` nodes or ``MAX_EXPANDED_CHARS`` characters is refused (FrontmatterError) instead of
+    growing to gigabytes in every reader (search, index, lint, the site, MCP). Without an anchor there is no
+    alias, and nothing extra to do."""
+    loader_cls = loader or _LOADER
+    if "&" not in text or "*" not in text:
+        return yaml.load(text, Loader=loader_cls)  # noqa: S506 - a safe loader
+    ld = loader_cls(text)
+    try:
+        node = ld.get_single_node()
+        if node is None:
+            return None
+        n, c = _expanded(node, {})
+        if n > MAX_EXPANDED_NODES or c > MAX_EXPANDED_CHARS:
+            raise FrontmatterError(f"YAML aliases expand to {n:,} nodes and {c:,} characters (more than "
+                                   f"{MAX_EXPANDED_NODES:,} / {MAX_EXPANDED_CHARS:,}: an alias bomb?); not read")
+        return ld.construct_document(node)
+    finally:
+        ld.dispose()
+
+
 def split(text: str) -> tuple[dict[str, Any] | None, str]:
     """Return (frontmatter or None when absent, body). Raises FrontmatterError on bad YAML."""
     m = FRONTMATTER_RE.match(text)
     if not m:
         return None, text
     try:  # the newline the pattern consumed: a block scalar that ends the frontmatter keeps its last newline
-        meta = yaml.load(m.group(1) + "\n", Loader=_LOADER)
-    except (yaml.YAMLError, ValueError):
+        meta = load_yaml(m.group(1) + "\n")
+    except FrontmatterError:
+        raise
+    except (yaml.YAMLError, ValueError, RecursionError):
         # Bad input is rare: re-read it with the pure-Python loader, whose error marks are exact.
         try:
-            meta = yaml.safe_load(m.group(1))
+            meta = load_yaml(m.group(1), yaml.SafeLoader)
+        except FrontmatterError:
+            raise
+        except RecursionError:
+            raise FrontmatterError("invalid YAML frontmatter: nested too deep") from None
         except (yaml.YAMLError, ValueError) as e:  # ValueError: impossible dates such as 2026-13-45
             mark = getattr(e, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark else ""

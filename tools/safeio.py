@@ -48,7 +48,8 @@ def _inside(path: Path, within: Path) -> bool:
 def read_bytes(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Path | None = None) -> bytes:
     """The bytes of ``path``, or :class:`Refused` saying why not.
 
-    A symlink is followed only when ``within`` is given and its target lies inside that folder; a file over
+    With ``within``, the file must lie inside that folder once every link on its path is resolved; a symlink is
+    followed only then. A file over
     ``limit`` bytes is refused before anything is read (its size comes from ``fstat``, not from reading).
     """
     path = Path(path)
@@ -57,6 +58,8 @@ def read_bytes(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Pa
     except FileNotFoundError:
         raise
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if within is not None and not stat.S_ISLNK(st.st_mode) and not _inside(path, Path(within)):
+        raise Refused(path, "outside its tree (a folder on its path links out; not followed)")
     if stat.S_ISLNK(st.st_mode):
         if within is None or not _inside(path, Path(within)):
             raise Refused(path, "symlink out of its tree (not followed)")
@@ -96,6 +99,22 @@ def read_text(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Pat
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise Refused(path, f"not UTF-8 (byte {e.start})") from None
+
+
+def check(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Path | None = None) -> None:
+    """The checks of :func:`read_bytes` for a file a library opens itself (an xplane protobuf): Refused when it is
+    a FIFO, a device, a link out of ``within`` or over ``limit``; FileNotFoundError when absent."""
+    path = Path(path)
+    st = os.lstat(path)
+    if within is not None and not _inside(path, Path(within)):
+        raise Refused(path, "outside its tree (not followed)")
+    if stat.S_ISLNK(st.st_mode) and within is None:
+        raise Refused(path, "symlink (not followed)")
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(path, f"{kind(st.st_mode)} (not read)")
+    if st.st_size > limit:
+        raise Refused(path, f"too large ({_size(st.st_size)} > {_size(limit)})")
 
 
 def try_text(path: str | Path, limit: int = DEFAULT_LIMIT) -> str | None:

@@ -123,8 +123,10 @@ def split(text: str) -> tuple[dict[str, Any] | None, str, int]:
     if not m:
         return None, text, 1
     try:
-        meta = yaml.load(m.group(1) + "\n", Loader=_Loader)  # noqa: S506 - a safe loader
-    except (yaml.YAMLError, ValueError):
+        meta = pages.load_yaml(m.group(1) + "\n", _Loader)
+    except pages.FrontmatterError:
+        raise
+    except (yaml.YAMLError, ValueError, RecursionError):
         # rare: the reference parser raises FrontmatterError with its own (documented) message
         try:
             meta, body = pages.split(text)

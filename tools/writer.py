@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import pages
+from . import pages, safeio
 from .errors import InputError
 
 log = logging.getLogger("tools.writer")
@@ -67,12 +67,10 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 
 def write_if_changed(path: Path, data: str | bytes) -> str:
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        if path.read_bytes() == raw:
-            return UNCHANGED
-        status = UPDATED
-    except FileNotFoundError:
-        status = CREATED
+    cur = _current(path)
+    if cur == raw:
+        return UNCHANGED
+    status = CREATED if cur is None else UPDATED
     atomic_write(path, raw)
     return status
 
@@ -106,11 +104,18 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+PAGE_LIMIT = 64 * 1024 * 1024  # a page or file under wiki/ larger than this is someone else's, never rewritten
+
+
 def _current(path: Path) -> bytes | None:
+    """The bytes now at ``path`` (None: nothing there). A FIFO, a device or a huge file where a page belongs is not
+    read (a FIFO would hang the writer) nor replaced: InputError names it."""
     try:
-        return path.read_bytes()
+        return safeio.read_bytes(path, PAGE_LIMIT)
     except FileNotFoundError:
         return None
+    except safeio.Refused as e:
+        raise InputError(path, f"{e}: not a file this tool reads or replaces") from None
 
 
 def _open_existing(path: Path) -> int | None:

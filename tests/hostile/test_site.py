@@ -27,8 +27,8 @@ class _Finder(html.parser.HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag == "script":
             self._in_script = True
-        if tag in ("iframe", "object", "embed") and "arw-graph-frame" not in (dict(attrs).get("class") or ""):
-            self.found.append(f"<{tag}>")  # the concept graph's own frame is the one allowed
+        if tag in ("iframe", "object", "embed") and "arw-frame" not in (dict(attrs).get("class") or "").split():
+            self.found.append(f"<{tag}>")  # the site's own frames (graph, explorers) are the ones allowed
         for name, value in attrs:
             value = (value or "").strip().lower()
             if name.startswith("on") and corpus.MARK in value:
@@ -85,7 +85,7 @@ CHECK = """() => {
         out.push(el.tagName + ' ' + a.name + '=' + v);
     }
     if (el.tagName === 'SCRIPT' && (el.textContent || '').includes('alert(')) out.push('SCRIPT');
-    if (['IFRAME', 'OBJECT', 'EMBED'].includes(el.tagName) && !el.classList.contains('arw-graph-frame'))
+    if (['IFRAME', 'OBJECT', 'EMBED'].includes(el.tagName) && !el.classList.contains('arw-frame'))
       out.push(el.tagName);
   }
   return out.concat(window.__xss || []);

@@ -35,7 +35,7 @@ def _summary(project: Project, exp_id: str) -> dict:
     folder = folder_of(project, exp_id)
     key = (str(folder), folder.stat().st_mtime)
     if key not in _SUMMARIES:
-        _SUMMARIES[key] = summarize(folder, top=50, use_xprof=False)
+        _SUMMARIES[key] = summarize(folder, top=50, use_xprof=False, confine=project.root)
     return _SUMMARIES[key]
 
 

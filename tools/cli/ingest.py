@@ -129,6 +129,14 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
         click.echo(json.dumps(out if len(out) != 1 else out[0], indent=2))
     if failed:
         sys.exit(1)
+    unwritten = [w for r in reports for w in r.unwritten]
+    if unwritten and not as_json:
+        for rel, why in unwritten:
+            click.echo(f"not written: {printable(rel)}: {printable(why)}", err=True)
+    if unwritten and not any(r.skipped for r in reports):
+        if not as_json:
+            click.echo(f"completed with pages left alone (exit {EXIT_SKIPS}): each is named above", err=True)
+        sys.exit(EXIT_SKIPS)
     if any(r.skipped for r in reports) or (source_report and source_report.skipped):
         if not as_json:
             where = (["wiki/codebases/<slug>/skipped.tsv"] if any(r.skipped for r in reports) else []) + \

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import pages
+from .. import pages, safeio
 from ..errors import InputError
 from ..project import Project
 from ..writer import Writer, locked
@@ -79,16 +79,20 @@ def file_record(w: Writer, lane: Lane, rec: dict, ctx: dict, prior: list[dict] |
 def refuse_filed(w: Writer, rel: str) -> None:
     p = w.target(rel)
     if p.exists():
-        meta, _ = pages.split(p.read_text(encoding="utf-8"))
+        meta, _ = pages.split(read_text(p))
         if (meta or {}).get("status") == "filed":
             raise InputError(p, "experiment page is filed and immutable; start a new run instead")
 
 
 def read_text(p: Path) -> str:
+    """A ledger, a lane page or a /proc file: "" when absent; a FIFO, a device or a huge file is refused with
+    InputError naming it (a FIFO would hang the command)."""
     try:
-        return p.read_text(encoding="utf-8")
+        return safeio.read_text(p, 64 * 1024 * 1024)
     except FileNotFoundError:
         return ""
+    except safeio.Refused as e:
+        raise InputError(p, f"not read: {e}") from None
 
 
 def rel(p: Path, root: Path) -> str:

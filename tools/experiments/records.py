@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
 import yaml
 
-from .. import pages
+from .. import pages, safeio
 from ..errors import InputError
+
+log = logging.getLogger(__name__)
+PAGE_LIMIT = 16 * 1024 * 1024
 
 # libyaml when present: ~7x faster than the pure-Python loader (0.4 vs 2.9 ms per experiment page here), and a
 # run reads its lane twice. Same SafeConstructor, so the same values.
@@ -25,7 +29,7 @@ def load_experiments(wiki_dir: Path | str, under: str = "") -> list[dict]:
     wiki = Path(wiki_dir)
     out = []
     for p in sorted((wiki / "experiments" / under).rglob("*.md")):
-        meta = _frontmatter(p)
+        meta = _frontmatter(p, wiki)
         if not meta or meta.get("type") != "experiment":
             continue
         rec = dict(meta)
@@ -37,13 +41,24 @@ def load_experiments(wiki_dir: Path | str, under: str = "") -> list[dict]:
     return out
 
 
-def _frontmatter(p: Path) -> dict | None:
-    text = p.read_text(encoding="utf-8")
+def _frontmatter(p: Path, wiki: Path) -> dict | None:
+    """A page's frontmatter; None for what is not a page to read (a FIFO, a link out of wiki/, a dangling link, a
+    huge file), which is logged and skipped so one such file never stops a lane's commands."""
+    try:
+        text = safeio.read_text(p, PAGE_LIMIT, within=wiki)
+    except FileNotFoundError:  # a dangling link, or a page removed while we listed
+        log.warning("%s: not read (no such file)", p)
+        return None
+    except safeio.Refused as e:
+        log.warning("%s: not read (%s)", p, e)
+        return None
     m = pages.FRONTMATTER_RE.match(text)
     if m:
         try:
-            meta = yaml.load(m.group(1) + "\n", Loader=_LOADER)
-        except (yaml.YAMLError, ValueError):
+            meta = pages.load_yaml(m.group(1) + "\n", _LOADER)
+        except pages.FrontmatterError as e:
+            raise InputError(p, str(e)) from None
+        except (yaml.YAMLError, ValueError, RecursionError):
             meta = None
         if isinstance(meta, dict):
             return meta

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import gitinfo, pages
+from .. import gitinfo, pages, safeio
+from .. import writer as writer_mod
 from ..concepts import CONCEPTS
 from ..errors import InputError
 from ..project import Project
@@ -24,6 +25,7 @@ class IngestReport:
     files_analyzed: int = 0
     files_skipped: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    unwritten: list[tuple[str, str]] = field(default_factory=list)  # pages that could not be written, and why
     partial: list[tuple[str, str]] = field(default_factory=list)
     kernels: int = 0
     launch_sites: int = 0
@@ -122,6 +124,13 @@ def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks) -> 
             page_paths(sites, slug))
 
 
+def _write(report: IngestReport, rel: str, write) -> None:
+    try:
+        write()
+    except InputError as e:
+        report.unwritten.append((f"wiki/{rel}", str(e)))
+
+
 def _kernel_directory(project: Project, writer: Writer) -> None:
     try:
         from ..kernels.pages import directory_page
@@ -135,9 +144,9 @@ def _write_kernel_directory(project: Project, writer: Writer, directory_page) ->
     records = []
     folder = project.wiki / "kernels"
     for path in sorted(folder.glob("*/*.md")):
-        try:
-            meta, _ = pages.split(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, pages.FrontmatterError):
+        try:  # a FIFO, a link out, a huge page: not read
+            meta, _ = pages.split(safeio.read_text(path, writer_mod.PAGE_LIMIT, within=project.wiki))
+        except (OSError, pages.FrontmatterError):
             continue
         if meta and meta.get("type") == "kernel":
             records.append({**meta, "page": project.wiki_rel(path)})
@@ -187,18 +196,18 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     out_pages += [codebase_pages.concept_page(concept, slug, model, links) for concept in CONCEPTS]
     out_pages.append(codebase_pages.concepts_index_page())
 
-    for page in out_pages:
-        writer.write_page(page)
+    for page in out_pages:  # one page that cannot be written (a FIFO, someone's Latin-1 file) stops nothing
+        _write(report, page.path, lambda page=page: writer.write_page(page))
     files = {f"codebases/{slug}/symbols.tsv": codebase_pages.symbols_tsv(model),
              f"codebases/{slug}/skipped.tsv": codebase_pages.skipped_tsv(model)}
     for rel, text in files.items():
-        writer.write_file(rel, text)
+        _write(report, rel, lambda rel=rel, text=text: writer.write_file(rel, text))
     outputs += list(files)
     # What this repo produced last time and no longer does (a deleted file's kernel, a module
     # that stopped being central) disappears.
     for stale in sorted(set(cache.get("outputs", ())) - set(outputs)):
         writer.remove(stale)
-    _kernel_directory(project, writer)
+    _write(report, "kernels/index.md", lambda: _kernel_directory(project, writer))
 
     analyze.save_cache(project.cache, slug, {"files": analyze.cache_entries(scan), "outputs": outputs})
     report.files_scanned = len(scan.files)

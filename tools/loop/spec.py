@@ -135,11 +135,18 @@ class LoopSpec:
 
 def load(path: Path) -> LoopSpec:
     path = Path(path)
+    from ..pages import FrontmatterError, load_yaml
+    from ..safeio import Refused, read_text
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text(path, 4 * 1024 * 1024, within=path.parent))
     except FileNotFoundError:
         raise InputError(path, "no such loop file (write one, see docs/loop.md)") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+    except Refused as e:
+        raise InputError(path, f"not read: {e}") from None
+    except FrontmatterError as e:
+        raise InputError(path, str(e)) from None
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
         raise InputError(path, f"not valid YAML: {e}") from None
     return parse(data, path)
 

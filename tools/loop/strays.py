@@ -19,7 +19,9 @@ from pathlib import Path
 import yaml
 
 from ..errors import ToolsError
+from ..pages import load_yaml
 from ..project import Project
+from ..safeio import read_text
 from .workspace import git, user_repository
 
 
@@ -47,8 +49,8 @@ def _loop_codes(project: Project) -> dict[str, Path | None]:
             out.setdefault(entry.name, None)
         elif entry.suffix in (".yml", ".yaml") and entry.is_file():
             try:
-                data = yaml.safe_load(entry.read_text(encoding="utf-8")[:1_000_000])
-            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                data = load_yaml(read_text(entry, 1_000_000))
+            except (OSError, yaml.YAMLError, ValueError, RecursionError):  # Refused, FrontmatterError included
                 data = None
             code = data.get("code") if isinstance(data, dict) else None
             name = data.get("name") if isinstance(data, dict) and isinstance(data.get("name"), str) else entry.stem

@@ -17,6 +17,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import safeio
 from .hlo import _MATMUL, Frame, HloModule, Instr
 
 # Calls that wrap a body traced elsewhere: their line is where the body was *called*, not where work happens.
@@ -43,23 +44,31 @@ class Credit:
     via: str  # metadata | fused dot | fused op | producer | consumer | control flow | wrapper line | library | none
 
 
+SOURCE_LIMIT = 16 * 1024 * 1024
+
+
 class SourceLines:
     """Source text of model files, read once each: the profile folder's ``code/`` copy first (the runner saves
     the script there, so an old run reads the code it ran), else the recorded path."""
 
-    def __init__(self, search: list[Path] | None = None):
+    def __init__(self, search: list[Path] | None = None, confine: Path | None = None):
         self.search = [Path(p) for p in (search or [])]
+        self.confine = confine  # set for agent-facing reads: the recorded path only when inside it
         self._files: dict[str, list[str] | None] = {}
 
     def line(self, file: str, line: int) -> str:
         if file not in self._files:
             self._files[file] = None
-            for cand in [d / Path(file).name for d in self.search] + [Path(file)]:
-                try:
-                    self._files[file] = cand.read_text(encoding="utf-8", errors="replace").splitlines()
-                    break
-                except OSError:
+            cands = [(d / Path(file).name, d) for d in self.search] + [(Path(file), self.confine)]
+            for cand, within in cands:
+                if within is None and self.confine is not None:
                     continue
+                try:
+                    data = safeio.read_bytes(cand, SOURCE_LIMIT, within=within)
+                except OSError:  # absent, or refused (a FIFO, a link out, outside the knowledge base)
+                    continue
+                self._files[file] = data.decode("utf-8", errors="replace").splitlines()
+                break
         text = self._files[file]
         return text[line - 1].strip() if text and 0 < line <= len(text) else ""
 

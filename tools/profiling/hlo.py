@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import safeio
+
 Frame = tuple[str, int, str]  # (file, line, function)
 
 
@@ -250,11 +252,23 @@ def find_dumps(folder: Path) -> list[Path]:
                   if "buffer-assignment" not in p.name and "memory-usage" not in p.name and "live-range" not in p.name)
 
 
+DUMP_LIMIT = 512 * 1024 * 1024
+
+
+def dump_text(path: Path, folder: Path) -> str:
+    """An HLO dump's text, read only when it is a regular file inside ``folder`` and under ``DUMP_LIMIT`` ("" for
+    one that is not: a FIFO, a link out, a device; it then adds no module)."""
+    try:
+        return safeio.read_bytes(path, DUMP_LIMIT, within=folder).decode("utf-8", errors="replace")
+    except (safeio.Refused, FileNotFoundError):
+        return ""
+
+
 def load_modules(folder: Path) -> dict[str, HloModule]:
     """Module name (e.g. ``jit_train_step``) -> parsed optimized HLO."""
     out: dict[str, HloModule] = {}
     for p in find_dumps(folder):
-        mod = parse_hlo(p.read_text(encoding="utf-8", errors="replace"))
+        mod = parse_hlo(dump_text(p, folder))
         if mod.name not in out or len(mod.instrs) > len(out[mod.name].instrs):
             out[mod.name] = mod
     return out
@@ -326,7 +340,7 @@ def fingerprint(folder: Path) -> str | None:
     by_name: dict[str, str] = {}
     for p in dumps:
         key = _MODULE_PREFIX.sub("", p.name)
-        by_name[key] = canonical_text(p.read_text(encoding="utf-8", errors="replace"))
+        by_name[key] = canonical_text(dump_text(p, Path(folder)))
     h = hashlib.sha256()
     for key in sorted(by_name):
         h.update(key.encode() + b"\0" + by_name[key].encode() + b"\0")

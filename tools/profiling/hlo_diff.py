@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import InputError
-from .hlo import _OPCODE, canonical_text, find_dumps
+from .hlo import _OPCODE, canonical_text, dump_text, find_dumps
 
 _ANY_NAME = re.compile(r"%?\b[A-Za-z_][\w\-]*\.#\d+\b|%[\w.\-#]+")
 _HEADER = re.compile(r"^HloModule\s+([^\s,]+)")
@@ -23,7 +23,7 @@ def _modules(folder: Path) -> dict[str, str]:
                                  "or XLA_FLAGS=--xla_dump_to=... --xla_dump_hlo_as_text")
     out = {}
     for p in dumps:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        text = dump_text(p, folder)
         m = _HEADER.match(text)
         out[m.group(1) if m else p.name] = canonical_text(text)
     return out

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import tempfile
 from collections import defaultdict
@@ -16,8 +15,10 @@ from . import trace as trace_mod
 from .attribution import CONTROL_OPS, Attributor, Credit, SourceLines
 
 
-def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: bool = True) -> dict:
-    """Everything a page or a diff needs, as plain data (times in microseconds)."""
+def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: bool = True,
+              confine: Path | None = None) -> dict:
+    """Everything a page or a diff needs, as plain data (times in microseconds). ``confine``: source lines are read
+    only from files inside it (an agent-facing call never reads outside the knowledge base)."""
     folder = Path(folder)
     tr = trace_mod.read_trace(folder, step_name)
     modules = hlo_mod.load_modules(folder)
@@ -39,7 +40,7 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
         op_source = "trace events (direct read)"
     total = sum(v[0] for v in per_op.values()) or 1.0
 
-    sources = SourceLines([folder / "code"])
+    sources = SourceLines([folder / "code"], confine=confine)
     attributors = {name: Attributor(m, sources) for name, m in modules.items()}
     ops, cats, lines, vias = [], defaultdict(float), {}, defaultdict(float)
     for (op, module), (self_us, count) in per_op.items():
@@ -129,21 +130,15 @@ def _xprof_hlo_stats(folder: Path) -> tuple[list[dict] | None, str]:
     Returns (rows or None, a note saying what happened). On CPU traces there is no device plane and
     hlo_stats has no rows; the direct trace read is used then.
     """
-    runs = trace_mod.find_runs(folder)
-    xplanes = sorted(runs[-1].glob("*.xplane.pb")) if runs else []
-    if not xplanes:
-        return None, "no xplane file"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError:
-        return None, "xprof not installed"
     with tempfile.TemporaryDirectory(prefix="xprof-copy-") as tmp:
-        copies = []
-        for p in xplanes:
-            dst = Path(tmp) / p.name
-            shutil.copy2(p, dst)
-            copies.append(str(dst))
+        copies = trace_mod.copy_xplanes(folder, Path(tmp))
+        if not copies:
+            return None, "no xplane file"
+        try:
+            from xprof.convert import raw_to_tool_data
+        except ImportError:
+            return None, "xprof not installed"
         try:
             data, _ = raw_to_tool_data.xspace_to_tool_data(copies, "hlo_stats", {})
         except Exception as e:  # xprof raises assorted errors on partial traces; say so, don't hide it

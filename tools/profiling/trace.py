@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import safeio
 from ..errors import InputError
 
 
@@ -53,6 +54,8 @@ def read_trace(folder: Path, step_name: str = "train") -> Trace:
         raise InputError(folder, "no jax.profiler trace here (no *.xplane.pb or *.trace.json.gz)")
     run = runs[-1]
     xplanes = sorted(run.glob("*.xplane.pb"))
+    for p in xplanes:  # the profiler opens them itself: a FIFO, a link out of the folder or a huge file is refused
+        _check(p, folder)
     if xplanes:
         try:
             return _read_xplane(xplanes, step_name)
@@ -61,7 +64,33 @@ def read_trace(folder: Path, step_name: str = "train") -> Trace:
     jsons = sorted(run.glob("*.trace.json.gz"))
     if not jsons:
         raise InputError(run, "xplane present but jax is not installed, and no trace.json.gz to fall back on")
-    return _read_chrome(jsons[0], step_name)
+    return _read_chrome(jsons[0], step_name, folder)
+
+
+TRACE_LIMIT = 1024 * 1024 * 1024        # bytes of a trace file, compressed
+TRACE_JSON_LIMIT = 2 * 1024 * 1024 * 1024  # and of the JSON it expands to (a gzip bomb stops here)
+
+
+def copy_xplanes(folder: Path, tmp: Path) -> list[str]:
+    """The latest run's xplane files copied into ``tmp`` for xprof (which writes cache files beside what it reads),
+    each read as a bounded regular file inside ``folder``; InputError names one that is not."""
+    runs = find_runs(folder)
+    out = []
+    for p in sorted(runs[-1].glob("*.xplane.pb")) if runs else []:
+        try:
+            data = safeio.read_bytes(p, TRACE_LIMIT, within=folder)
+        except (safeio.Refused, FileNotFoundError) as e:
+            raise InputError(p, f"trace not read: {e}") from None
+        (Path(tmp) / p.name).write_bytes(data)
+        out.append(str(Path(tmp) / p.name))
+    return out
+
+
+def _check(path: Path, folder: Path) -> None:
+    try:
+        safeio.check(path, TRACE_LIMIT, within=folder)
+    except (safeio.Refused, FileNotFoundError) as e:
+        raise InputError(path, f"trace not read: {e}") from None
 
 
 def _read_xplane(paths: list[Path], step_name: str) -> Trace:
@@ -84,10 +113,17 @@ def _read_xplane(paths: list[Path], step_name: str) -> Trace:
     return Trace(ops, sorted(steps, key=lambda s: s.start_us), f"{paths[0].name} (jax.profiler.ProfileData)", planes)
 
 
-def _read_chrome(path: Path, step_name: str) -> Trace:
+def _read_chrome(path: Path, step_name: str, folder: Path | None = None) -> Trace:
+    import io
+
     try:
-        doc = json.loads(gzip.decompress(path.read_bytes()))
-    except (OSError, ValueError) as e:
+        raw = safeio.read_bytes(path, TRACE_LIMIT, within=folder or path.parent)
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
+            data = g.read(TRACE_JSON_LIMIT + 1)
+        if len(data) > TRACE_JSON_LIMIT:
+            raise InputError(path, f"trace expands past {TRACE_JSON_LIMIT >> 30} GiB; not read")
+        doc = json.loads(data)
+    except (OSError, ValueError, EOFError) as e:  # Refused is an OSError
         raise InputError(path, f"unreadable trace: {e}") from None
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     names = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -36,20 +35,15 @@ def tool_data(folder: Path, tool: str) -> dict:
     """``{"tool", "has_data", "note", "data"}`` for one xprof tool on the latest run under ``folder``."""
     if tool not in TOOLS:
         raise ValueError(f"unknown xprof tool {tool!r} (one of {', '.join(TOOLS)})")
-    runs = trace_mod.find_runs(folder)
-    xplanes = sorted(runs[-1].glob("*.xplane.pb")) if runs else []
-    if not xplanes:
-        return {"tool": tool, "has_data": False, "note": "no xplane file in the trace folder", "data": None}
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError:
-        return {"tool": tool, "has_data": False, "note": "xprof not installed (pip install xprof)", "data": None}
     with tempfile.TemporaryDirectory(prefix="xprof-copy-") as tmp:
-        copies = []
-        for p in xplanes:
-            shutil.copy2(p, Path(tmp) / p.name)
-            copies.append(str(Path(tmp) / p.name))
+        copies = trace_mod.copy_xplanes(folder, Path(tmp))
+        if not copies:
+            return {"tool": tool, "has_data": False, "note": "no xplane file in the trace folder", "data": None}
+        try:
+            from xprof.convert import raw_to_tool_data
+        except ImportError:
+            return {"tool": tool, "has_data": False, "note": "xprof not installed (pip install xprof)", "data": None}
         try:
             raw, _ = raw_to_tool_data.xspace_to_tool_data(copies, tool, {})
         except Exception as e:  # noqa: BLE001 - xprof raises assorted errors on traces it cannot read
