@@ -20,3 +20,12 @@ class InputError(ToolsError):
 
 class ProjectError(ToolsError):
     """The knowledge base layout is missing or wrong."""
+
+
+class Stop(BaseException):
+    """A signal asked the command to stop (a BaseException like KeyboardInterrupt, so ``except Exception`` never
+    swallows it). The CLI exits as a stopped process does: 143 for SIGTERM."""
+
+    def __init__(self, how: str):
+        super().__init__(how)
+        self.how = how

@@ -130,3 +130,35 @@ def write_wiki_pages(wiki: Path) -> list[str]:
     os.symlink("/etc/passwd", wiki / "notes" / "passwd.md")
     made.append("notes/passwd.md")
     return made
+
+
+def _pdf(objs: list[str]) -> bytes:
+    out, offs = b"%PDF-1.4\n", []
+    for i, o in enumerate(objs, 1):
+        offs.append(len(out))
+        out += f"{i} 0 obj\n{o}\nendobj\n".encode()
+    x = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offs)
+    return out + f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{x}\n%%EOF\n".encode()
+
+
+def write_bad_pdfs(folder: Path, depth: int = 3000) -> None:
+    """``cyclic.pdf`` (a page tree that holds itself) and ``deep.pdf`` (``depth`` nested page-tree nodes): both
+    made pdfium raise out of the whole sources ingest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "BT /F1 12 Tf 72 720 Td (Full remat cost 27 % of step time) Tj ET"
+    font = "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+    stream = f"<< /Length {len(text)} >>\nstream\n{text}\nendstream"
+    (folder / "cyclic.pdf").write_bytes(_pdf([
+        "<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        stream, font]))
+    objs = ["<< /Type /Catalog /Pages 2 0 R >>"]
+    for i in range(depth):
+        parent = f" /Parent {1 + i} 0 R" if i else ""
+        objs.append(f"<< /Type /Pages /Kids [{3 + i} 0 R] /Count 1{parent} >>")
+    page = 2 + depth
+    objs += [f"<< /Type /Page /Parent {page - 1} 0 R /MediaBox [0 0 612 792] /Contents {page + 1} 0 R "
+             f"/Resources << /Font << /F1 {page + 2} 0 R >> >> >>", stream, font]
+    (folder / "deep.pdf").write_bytes(_pdf(objs))

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .. import pages
 from ..experiments import records
 from ..project import Project
 from .registry import AgentError, op
@@ -155,6 +156,7 @@ class HypothesisIn(BaseModel):
 class HypothesisOut(BaseModel):
     path: str
     status: str
+    duplicate: bool = Field(False, description="the same statement and change were filed before: that page stands")
 
 
 class HypothesesIn(BaseModel):
@@ -198,9 +200,30 @@ def file_hypothesis(project: Project, a: HypothesisIn) -> dict:
     hid = f"q-{digest}"
     page = hypothesis_page(spec, proposal, hid, "open", None)
     w = Writer(project.wiki)
-    w.write_page(page)
+    with w.exclusive():
+        existing = _existing_hypothesis(w, page.path)
+        if existing is not None:  # the same statement and change again: the first page, its author and its
+            meta, body = existing      # history stay; a second filer is added to those who asked for it
+            filers = [x for x in (meta.get("also_filed_by") or []) if isinstance(x, str)]
+            if a.author != meta.get("author") and a.author not in filers:
+                w.write_page(pages.Page(page.path, {**meta, "also_filed_by": filers + [a.author]}, body))
+                w.log_changes("hypothesis filed again", page.path)
+            return {"path": page.path, "status": str(meta.get("status") or "open"), "duplicate": True}
+        w.write_page(page)
     w.log_changes("hypothesis", page.path)
     return {"path": page.path, "status": "open"}
+
+
+def _existing_hypothesis(w, rel: str) -> tuple[dict, str] | None:
+    from .. import safeio
+
+    try:
+        meta, body = pages.split(safeio.read_text(w.target(rel), 16 * 1024 * 1024))
+    except (FileNotFoundError, pages.FrontmatterError):
+        return None
+    except safeio.Refused as e:
+        raise AgentError(f"wiki/{rel}: {e}") from None
+    return (meta or {}), body
 
 
 @op("hypotheses.list", HypothesesIn, HypothesesOut)

@@ -48,6 +48,7 @@ class ReadOut(PageRef):
     meta: dict[str, Any]
     body: str
     links: list[str]
+    problem: str | None = Field(None, description="why the frontmatter could not be read (then meta is {})")
 
 
 class ListIn(BaseModel):
@@ -195,7 +196,8 @@ def read(project: Project, a: ReadIn) -> dict:
     links = sorted({wikiscan.resolve(rel, wikiscan.split_target(ln.target)[0]) for ln in p.links
                     if ln.kind in ("md", "ref") and not wikiscan.is_external(ln.target)
                     and wikiscan.split_target(ln.target)[0].endswith(".md")})
-    return {**_ref(p), "meta": p.meta or {}, "body": p.body, "links": [x for x in links if not x.startswith("..")]}
+    return {**_ref(p), "meta": p.meta or {}, "body": p.body, "links": [x for x in links if not x.startswith("..")],
+            "problem": p.error or None}
 
 
 @op("wiki.list", ListIn, ListOut)

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..errors import ToolsError
+from ..errors import Stop, ToolsError
 from ..project import Project, load_project
 
 pass_project = click.make_pass_decorator(Project)
@@ -40,6 +40,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except ToolsError as e:  # typed library errors become a clean message and exit 1
             raise click.ClickException(str(e)) from None
+        except Stop as e:  # SIGTERM outside a run (waiting for a lock): nothing was filed
+            click.echo(f"stopped by {e.how}: nothing was run or filed", err=True)
+            raise SystemExit(143 if e.how == "SIGTERM" else 130) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -114,6 +114,13 @@ def _must_start(command: list[str], env: dict[str, str]) -> None:
         raise SystemExit(2)
 
 
+def _int(v) -> int:
+    try:
+        return int(v or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
 @exp.command(name="list")
 @click.option("--model", default=None, help="Only this model.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines: one experiment's frontmatter (plus page) a line.")
@@ -135,9 +142,11 @@ def list_(project, model, as_json) -> None:
         if as_json:
             click.echo(json.dumps(finite(r), sort_keys=True, default=str))
             continue
-        m = r.get("metrics") or {}
-        click.echo(f"{r.get('model')}/{r.get('lane')} v{int(r.get('version') or 0):03d} {r.get('status'):<11} "
-                   f"{r.get('verdict') or ''!s:<12} {m.get('tokens_per_s', '—'):>12}  {r['page']}")
+        m = r.get("metrics") if isinstance(r.get("metrics"), dict) else {}
+        tps = m.get("tokens_per_s")
+        click.echo(f"{printable(r.get('model'))}/{printable(r.get('lane'))} v{_int(r.get('version')):03d} "
+                   f"{printable(r.get('status') or '—'):<11} {printable(r.get('verdict') or ''):<12} "
+                   f"{'—' if tps is None else printable(tps):>12}  {printable(r['page'])}")
 
 
 @exp.command(name="explorer")

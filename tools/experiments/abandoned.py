@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .. import pages
+from ..errors import InputError
 from ..writer import Writer
 from . import command, filing, report
 
@@ -86,11 +87,19 @@ def _log_tail(raw_dir: Path) -> str:
     return f"({logs[-1].name})\n" + command.cap_tail(text)
 
 
+def _page_text(p: Path) -> str:
+    """A lane page's text; "" for one that is not a file to read (a FIFO, a link out: reading the lane skips it)."""
+    try:
+        return filing.read_text(p)
+    except InputError:
+        return ""
+
+
 def sweep_lane(w: Writer, lane: filing.Lane) -> list[str]:
     """File the lane's abandoned in_progress pages as crashes; returns their exp_ids. Hold the lane lock."""
     filed = []
     for p in sorted(lane.dir.glob("*.md")):
-        text = filing.read_text(p)
+        text = _page_text(p)
         if "in_progress" not in text:  # cheap: most pages are filed
             continue
         try:
@@ -110,7 +119,7 @@ def sweep(w: Writer, project) -> list[str]:
     """Every lane of the wiki: ``sweep_lane`` under each lane's lock, for lanes that hold an in_progress page."""
     filed = []
     for lane_dir in sorted({p.parent for p in (project.wiki / "experiments").glob("*/*/*.md")}):
-        if any("in_progress" in filing.read_text(p) for p in lane_dir.glob("*.md")):
+        if any("in_progress" in _page_text(p) for p in lane_dir.glob("*.md")):
             lane = filing.Lane(project, lane_dir.parent.name, lane_dir.name)
             with lane.locked():
                 filed += sweep_lane(w, lane)

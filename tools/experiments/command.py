@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import Stop  # the runners import it from here too
 from . import metrics
+
 
 TAIL_LINES = 40
 TAIL_LINE_CHARS = 400     # a longer log line is cut on the page (a 50 MB line must not become a 50 MB page)
@@ -27,12 +29,6 @@ KILL_GRACE_S = 3.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-class Stop(BaseException):
-    """A signal asked the runner to stop (like KeyboardInterrupt, so ``except Exception`` never swallows it)."""
-
-    def __init__(self, how: str):
-        super().__init__(how)
-        self.how = how
 
 
 @dataclass
@@ -164,6 +160,8 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
     t0 = time.perf_counter()
     timed_out = False
     stopped_by = None
+    token = f"{os.getpid()}-{time.time_ns()}-{threading.get_ident()}"
+    env = dict(env, **{RUN_TOKEN: token})  # inherited by every process the command starts, whatever its session
     with open(log, "wb") as f:
         try:
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
@@ -180,6 +178,9 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             stopped_by = e.how
         if timed_out or stopped_by:
             kill_group(p)
+        # what it started in a session of its own (setsid, a daemon) ends with it, before the rest of the output is
+        # read: such a process holds the pipe open, and the read would wait for it
+        left = kill_tagged(token)
         with contextlib.suppress(ValueError, OSError):
             f.write(p.stdout.read() or b"")
         p.stdout.close()
@@ -188,6 +189,9 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"\n[tools exp run] killed after the {timeout:g} s timeout\n".encode())
         if stopped_by:
             f.write(f"\n[tools exp run] stopped by {stopped_by}: the command's process group was killed\n".encode())
+        if left:
+            f.write(f"\n[tools exp run] killed {left} process(es) the command left running in other sessions\n"
+                    .encode())
     wall = time.perf_counter() - t0
     text = log.read_text(encoding="utf-8", errors="replace")
     tail = cap_tail(text)
@@ -246,6 +250,38 @@ def _copy(chunk: bytes | None, f, echo: bool) -> None:
         if echo:
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
+
+
+RUN_TOKEN = "AUTORESEARCH_RUN_TOKEN"
+
+
+def tagged(token: str) -> list[int]:
+    """Pids of live processes whose environment carries ``RUN_TOKEN=token`` (Linux /proc; [] elsewhere)."""
+    needle = f"{RUN_TOKEN}={token}".encode()
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    out.append(int(name))
+        except OSError:  # gone, or another user's
+            continue
+    return out
+
+
+def kill_tagged(token: str) -> int:
+    """SIGKILL what is left of a run in any session (a double fork, ``setsid``); returns how many."""
+    pids = tagged(token)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
 
 
 def kill_group(p: subprocess.Popen) -> None:

@@ -23,14 +23,17 @@ def _cell(v) -> str:
         return ""
     if isinstance(v, (dict, list)):
         v = json.dumps(v, sort_keys=True, separators=(",", ":"))
-    return str(v).replace("\t", " ").replace("\n", " ")
+    return str(v).replace("\t", " ").replace("\n", " ").replace("\r", " ")
 
 
 def read(text: str) -> list[dict]:
     """Rows as dicts; a file with fewer columns (written before some were added) reads with those left out."""
     if not text.strip():
         return []
-    return [{k: v for k, v in r.items() if k is not None} for r in csv.DictReader(io.StringIO(text), delimiter="\t")]
+    # plain TSV as written (no quoting): a description that starts with '"' is text, not the start of a quoted
+    # field that would swallow the rows after it
+    rows = csv.DictReader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
+    return [{k: v for k, v in r.items() if k is not None} for r in rows]
 
 
 def render(rows: list[dict]) -> str:

@@ -52,6 +52,11 @@ def validate(r: dict) -> str | None:
             return f"`step_times_s`: step {i} is {_short(t)}, not a positive finite number of seconds"
     if not _positive(r.get("tokens_per_step")):
         return f"`tokens_per_step`: expected a positive number, got {_short(r.get('tokens_per_step'))}"
+    rate = r["tokens_per_step"] / max(times)
+    fastest = r["tokens_per_step"] / min(times)
+    if not (math.isfinite(fastest) and rate >= 1e-3):  # 1e308 tokens in 10 ms, or one token in 1e308 s
+        return (f"`tokens_per_step` / `step_times_s`: imply {rate:.3g} to {fastest:.3g} tokens/s, not a finite rate "
+                "a run can have")
     w = r.get("warmup_steps", 1)
     if not (isinstance(w, int) and not isinstance(w, bool) and w >= 0):
         return f"`warmup_steps`: expected a whole number >= 0, got {_short(w)}"

@@ -185,7 +185,8 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
     with stop_on_signals():
         try:
             # 1. file what vanished runners left, pick what to compare with, reserve a version: under the lane lock
-            with deferred_signals(), lane.locked():
+            # (waiting for it, SIGTERM and Ctrl-C still stop the command; once it is held they wait for the step)
+            with lane.locked(), deferred_signals():
                 abandoned.sweep_lane(w, lane)
                 prior = lane.records()
                 runs.base_rec = _compared(spec, prior)
@@ -224,7 +225,7 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
 
     # 3. metrics, verdict, page, ledger row, model page: under the lane lock, signals held back until filed
     failure = None
-    with deferred_signals(), lane.locked():
+    with lane.locked(), deferred_signals():
         prior = lane.records()
         try:
             rec, d = comparison.judge(spec, rec, ctx, prior, runs)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import pysource, safeio
-from ..writer import atomic_write
+from ..writer import atomic_write, sweep_temps
 from . import pyfacts
 from .walker import Entry, Skip, language_of, walk
 
@@ -123,6 +123,7 @@ def load_cache(cache_dir: Path, slug: str, part: str = "") -> dict:
 def save_cache(cache_dir: Path, slug: str, data: dict) -> None:
     """The whole per-file cache, plus a small kernels-only part other repos' ingests read."""
     version = _cache_version()
+    sweep_temps(cache_dir)  # what a writer killed mid-way left here (a 6 MiB .tmp no run would remove)
     atomic_write(_cache_path(cache_dir, slug), json.dumps({**data, "version": version}, separators=(",", ":")))
     kernels = {rel: f["facts"]["kernels"] for rel, f in data.get("files", {}).items() if "kernels" in f["facts"]}
     atomic_write(_cache_path(cache_dir, slug, ".kernels"),

@@ -93,32 +93,47 @@ class Loop:
 
     # ------------------------------------------------------------------ the driver
 
-    def run(self, max_iterations: int | None = None) -> dict:
-        """Drive the loop until it must stop (or for ``max_iterations`` more iterations: tests, the demo)."""
-        with st.driving(self.paths):
-            self.state["status"], self.state["stop_reason"] = "running", None
+    def run(self, max_iterations: int | None = None, fresh: bool = False) -> dict:
+        """Drive the loop until it must stop (or for ``max_iterations`` more iterations: tests, the demo).
+        ``fresh``: start over, once this process holds the loop (a running driver keeps its state and work trees)."""
+        from ..experiments import command
+
+        try:
+            with st.driving(self.paths), command.stop_on_signals():
+                if fresh:
+                    self.workspace.start_over()
+                    self.paths.state.unlink(missing_ok=True)
+                    self.state = st.new_state(self.spec)
+                return self._drive(max_iterations)
+        except command.Stop as e:  # SIGTERM between two runs (a run in flight files its own crash)
+            self.state.update(status="stopped", stop_reason=f"interrupted by {e.how}: `tools loop resume` goes on")
             self.save()
-            self.workspace.ensure()
-            if self.pendings():
-                self._finish_pending()
-            if not self.state.get("trunk"):
-                self._baseline()
-            if self.spec.calibrate and not self.state.get("calibration"):
-                self._calibrate()
-            done = 0
-            while True:
-                gate = self.stop_gate()
-                if gate:
-                    self._stop(gate)
-                    break
-                if max_iterations is not None and done >= max_iterations:
-                    self.state["status"] = "stopped"
-                    self.state["stop_reason"] = f"paused after {done} iterations (--iterations); resume continues"
-                    self.save()
-                    break
-                self.iteration()
-                done += 1
-            self._write_loop_page()
+            raise LoopInterrupted(e.how) from None
+
+    def _drive(self, max_iterations: int | None) -> dict:
+        self.state["status"], self.state["stop_reason"] = "running", None
+        self.save()
+        self.workspace.ensure()
+        if self.pendings():
+            self._finish_pending()
+        if not self.state.get("trunk"):
+            self._baseline()
+        if self.spec.calibrate and not self.state.get("calibration"):
+            self._calibrate()
+        done = 0
+        while True:
+            gate = self.stop_gate()
+            if gate:
+                self._stop(gate)
+                break
+            if max_iterations is not None and done >= max_iterations:
+                self.state["status"] = "stopped"
+                self.state["stop_reason"] = f"paused after {done} iterations (--iterations); resume continues"
+                self.save()
+                break
+            self.iteration()
+            done += 1
+        self._write_loop_page()
         return self.state
 
     def stop_gate(self) -> StopGate | None:
@@ -647,10 +662,7 @@ def start(project: Project, name_or_path: str, say=None, fresh: bool = False,
         if s.get("status") == "running" or s.get("pending"):
             raise InputError(paths.state, "this loop has a state already: `tools loop resume` continues it, "
                                           "`tools loop start --fresh` starts over")
-    if fresh and paths.state.exists():
-        Loop(project, spec).workspace.start_over()
-        paths.state.unlink()
-    return Loop(project, spec, say).run(max_iterations)
+    return Loop(project, spec, say).run(max_iterations, fresh=fresh and paths.state.exists())
 
 
 def resume(project: Project, name: str, say=None, max_iterations: int | None = None) -> dict:

@@ -170,11 +170,13 @@ def _lint_counts(wiki: Wiki) -> tuple[int, int] | None:
 
 
 def _neutralised(pages: list, files: dict, warnings: list[str]) -> set[str]:
-    """Pages not UTF-8 or built to stall the markdown engine: published as text (``files``), not copied."""
+    """Pages not UTF-8, with a frontmatter that cannot be read, or built to stall the markdown engine: published as
+    text (``files``), not copied."""
     out = set()
     for p in pages:
         text = p.page.text
-        reason = (p.page.error or "not UTF-8") if text is None else neutralise.problem(text)
+        # a frontmatter our reader refused (bad YAML, an alias bomb) would be parsed again, unbounded, by the engine
+        reason = (p.page.error or "not UTF-8") if text is None or p.page.error else neutralise.problem(text)
         if reason is None:
             continue
         if text is None:

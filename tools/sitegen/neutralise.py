@@ -19,6 +19,7 @@ MAX_TAGS_PER_BLOCK = 2000       # "<" in one paragraph
 MAX_RULES_PER_BLOCK = 200       # "---" / "===" / "***" lines with no blank line between
 MAX_LINE_CHARS = 2_000_000
 
+_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])\s|\|")
 _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
 _RULE = re.compile(r" {0,3}([-*_=])(?:[ \t]*\1)*[ \t]*$")
 
@@ -38,9 +39,10 @@ def problem(text: str) -> str | None:
         if stripped.startswith(("```", "~~~")):
             fence = stripped[:3]
             continue
-        if not stripped:
+        if not stripped or _ITEM.match(stripped):  # a list item or a table row is parsed on its own
             brackets = tags = rules = 0
-            continue
+            if not stripped:
+                continue
         m = _QUOTE.match(line)
         if m and (depth := m.group(0).count(">")) > MAX_QUOTE_DEPTH:
             return f"line {n}: blockquote nested {depth} levels (more than {MAX_QUOTE_DEPTH})"

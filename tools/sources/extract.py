@@ -106,8 +106,11 @@ def _pdf(data: bytes, path: Path) -> Document:
     sections = []
     try:
         for i in range(len(doc)):
-            page = doc[i]
-            text = page.get_textpage().get_text_range()
+            try:
+                page = doc[i]
+                text = page.get_textpage().get_text_range()
+            except (pdfium.PdfiumError, RecursionError) as e:  # a cyclic or very deep page tree, a damaged page
+                raise Unreadable(f"broken PDF page tree (page {i + 1} of {len(doc)} does not load: {e})") from None
             text = _SOFT_HYPHEN.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
             text = _CONTROL_IN_TEXT.sub(" ", text)  # glyphs without a character (bullets drawn as \x17)
             sections.append(Section(f"Page {i + 1}", f"p. {i + 1}", text))

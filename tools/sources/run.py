@@ -19,7 +19,7 @@ from ..concepts import CONCEPTS
 from ..errors import InputError
 from ..pages import Page, region
 from ..project import Project
-from ..writer import Writer, atomic_write
+from ..writer import Writer, atomic_write, sweep_temps
 from . import claims as claims_mod
 from .extract import Unreadable, extract, kind_of
 
@@ -181,7 +181,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="source-pages") as out:
         written = []
         for f in files:
-            rel = f.resolve().relative_to(project.raw_sources.resolve()).as_posix()
+            rel = Path(os.path.relpath(f, project.raw_sources)).as_posix()  # a link's own name, not its target's
             report.documents += 1
             try:
                 data = safeio.read_bytes(f, 200 * 1024 * 1024, within=project.raw_sources)
@@ -240,5 +240,6 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
     for p in concept_regions(by_concept) + [concepts_index_page()]:  # the index: no concept page is an orphan
         writer.write_page(p)
     writer.write_page(catalog(docs, skipped))
+    sweep_temps(project.cache)  # a killed earlier run's half-written cache
     atomic_write(cache_path, json.dumps({"version": CACHE_VERSION, "docs": docs, "skipped": skipped}))
     return report
