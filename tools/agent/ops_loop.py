@@ -10,6 +10,7 @@ last lines as the error), and return. The agent then follows it with ``loop_stat
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .. import safeio
 from ..project import Project
 from .ops_runs import _name
 from .registry import AgentError, call, op
@@ -116,7 +118,14 @@ def _launch(project: Project, paths, verb: str, extra: list[str]) -> dict:
     paths.folder.mkdir(parents=True, exist_ok=True)
     log = paths.folder / "driver.log"
     cmd = [sys.executable, "-m", "tools", "--root", str(project.root), "loop", verb, paths.name, "-q", *extra]
-    with open(log, "ab") as out:
+    try:  # appended to, never followed: a link or a FIFO planted at driver.log is refused
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        raise AgentError(f"{log.relative_to(project.root)}: not written ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise AgentError(f"{log.relative_to(project.root)}: not a regular file; not written")
+    with os.fdopen(fd, "ab") as out:
         out.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd[2:])}\n".encode())
         out.flush()
         proc = subprocess.Popen(cmd, cwd=project.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -126,7 +135,7 @@ def _launch(project: Project, paths, verb: str, extra: list[str]) -> dict:
         if driver_alive(paths):
             break
         if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-6:]
+            tail = safeio.read_bytes(log, 64 << 20).decode("utf-8", "replace").strip().splitlines()[-6:]
             if proc.returncode:
                 raise AgentError(f"`tools loop {verb} {paths.name}` failed (exit {proc.returncode}): "
                                  + " | ".join(tail))

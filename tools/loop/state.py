@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import safeio
 from ..errors import InputError, ToolsError
 from ..project import Project
 from ..writer import atomic_write
@@ -69,9 +70,11 @@ def new_state(spec) -> dict:
 
 def load(paths: LoopPaths) -> dict | None:
     try:
-        text = paths.state.read_text(encoding="utf-8")
+        text = safeio.read_text(paths.state, 256 * 1024 * 1024, within=paths.folder)
     except FileNotFoundError:
         return None
+    except safeio.Refused as e:
+        raise InputError(paths.state, f"not read: {e}") from None
     try:
         state = json.loads(text)
     except ValueError as e:

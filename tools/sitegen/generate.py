@@ -143,7 +143,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     files.update(asset_files())
     if docs_dir is None or not (docs_dir / ".nav.yml").is_file():
         files[".nav.yml"] = ROOT_NAV
-    warnings += [f"wiki/{p.rel}: {p.problem}" for p in pages if p.problem]
+    warnings += [f"wiki/{p.rel}: {p.problem}" for p in pages if p.problem and p.rel not in as_text]
     if directory_urls and docs_dir is not None:  # docs/wiki.md would become wiki/index.html, over the wiki's own
         warnings += [f"docs/{d}.md: its page would be {d}/index.html, which the generated {d}/ section owns; rename it"
                      for d in (WIKI, "explore") if (docs_dir / f"{d}.md").is_file()]

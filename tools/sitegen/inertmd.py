@@ -5,8 +5,9 @@ The plugin's build passes every wiki page's HTML through an allow-list sanitizer
 build has no such step, so the staged copy of each wiki page is rewritten instead, in one linear pass, outside code
 blocks and code spans (which markdown escapes itself):
 
-- raw HTML: ``<`` escaped unless it opens an HTML comment (the tools' region markers) or a tag from a short list
-  without attributes (``<br>``, ``<sub>``, ``</td>`` ...): an attribute-free tag cannot run script;
+- raw HTML: ``<`` escaped unless it opens an HTML comment (the tools' region markers), a tag from a short list
+  without attributes (``<br>``, ``<sub>``, ``</td>`` ...): an attribute-free tag cannot run script, or the loop
+  report's plot slot (a div with a fixed class and a plain loop name);
 - link and image targets, inline or reference definitions, whose scheme is not http, https or mailto (after HTML
   entities, whitespace and control characters are taken out, as a browser does) become ``#``;
 - attribute lists (``{: onclick=...}``) naming an event handler or a URL attribute lose their brace.
@@ -20,7 +21,9 @@ import re
 SAFE_TAGS = ("br", "wbr", "sub", "sup", "b", "i", "em", "strong", "code", "kbd", "small", "s", "u", "mark", "p",
              "ul", "ol", "li", "table", "thead", "tbody", "tr", "td", "th", "details", "summary", "hr")
 SAFE_SCHEMES = ("http", "https", "mailto")
-_TAG = re.compile(r"</?(?:" + "|".join(SAFE_TAGS) + r")\s*/?>", re.I)
+# the loop report's plot slot (`loop/report.py`): a div whose only attributes are a fixed class and a plain name
+_TAG = re.compile(r"</?(?:" + "|".join(SAFE_TAGS) + r")\s*/?>"
+                  r'|<div class="arw-loop-plot" data-loop="[A-Za-z0-9._-]{1,128}">|</div>', re.I)
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _TICKS = re.compile(r"`+")
 _INLINE_TARGET = re.compile(r"\]\(\s*<?([^)\s>]*)")
