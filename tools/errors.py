@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+EXIT_SKIPS = 3  # a command completed, and some inputs were skipped (each listed with its reason)
+
 
 class ToolsError(Exception):
     """Base class; the CLI turns these into a clean message and a non-zero exit."""

@@ -14,6 +14,7 @@ from tools import pages
 from tools.cli import cli
 from tools.errors import InputError
 from tools.experiments import ledger, records, report
+from tools.experiments.context import RunContext
 from tools.experiments.runner import RunSpec, run_experiment
 
 
@@ -120,7 +121,7 @@ def test_concurrent_runs_get_distinct_versions_and_rows(project):
 def test_filed_pages_are_immutable(project):
     out = run_experiment(project, RunSpec(model="m", lane="l", variant="s/tpu", command=fake()))
     rec = lane(project)[0]
-    w_page = report.experiment_page(dict(rec, verdict="supported"), {})
+    w_page = report.experiment_page(dict(rec, verdict="supported"), RunContext())
     from tools.experiments.filing import refuse_filed
     from tools.writer import Writer
     with pytest.raises(InputError, match="immutable"):

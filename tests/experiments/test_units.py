@@ -168,24 +168,24 @@ def test_validate_names_the_field():
 
 def test_crash_reasons(tmp_path):
     from tools.experiments.arms import crash_reason
-    from tools.experiments.command import Proc
+    from tools.runners.process import Proc
 
     log = tmp_path / "run.log"
     log.write_text("step 1\n")
-    p = lambda rc, result=None, **kw: Proc(rc, kw.get("timed_out", False), 1.0, log, result, "", kw.get("stop"))
-    assert crash_reason(p(3, {"x": 1}), 10) == "exit code 3 after the JSON line"
+    p = lambda rc, **kw: Proc(rc, kw.get("timed_out", False), 1.0, log, "", kw.get("stop"))
+    assert crash_reason(p(3), 10, result={"x": 1}) == "exit code 3 after the JSON line"
     assert crash_reason(p(-9), 10) == "killed by signal SIGKILL, no JSON result line"
     assert crash_reason(p(137), 10) == "exit code 137 (128 + SIGKILL), no JSON result line"
     assert crash_reason(p(0), 10) == "no JSON result line (exit code 0)"
     assert crash_reason(p(None, timed_out=True), 10) == "timed out after 10 s"
-    assert crash_reason(p(0, {"x": 1}), 10, "`step_times_s`: bad") == "bad JSON field `step_times_s`: bad"
-    assert crash_reason(p(0, {"x": 1}), 10) is None
+    assert crash_reason(p(0), 10, "`step_times_s`: bad", {"x": 1}) == "bad JSON field `step_times_s`: bad"
+    assert crash_reason(p(0), 10, result={"x": 1}) is None
     log.write_text("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory\n")
     assert crash_reason(p(1), 10).startswith("out of memory (RESOURCE_EXHAUSTED in the log), exit code 1")
 
 
 def test_log_tail_is_capped():
-    from tools.experiments.command import TAIL_BYTES, cap_tail
+    from tools.runners.process import TAIL_BYTES, cap_tail
 
     tail = cap_tail("start\n" + "x" * 5_000_000 + "\nend\n")
     assert len(tail) < 1000 and tail.endswith("end") and "line cut at 400 characters" in tail

@@ -15,7 +15,7 @@ sys.path.insert(0, {repo!r})
 from tests.hostile.adversarial import PATTERNS, page
 from tools import wikiindex
 from tools.ingest.metadata import readme_summary
-from tools.sitegen.neutralise import problem
+from tools.mdrisk import problem
 from tools.wikiscan import parse_page
 for name, pattern in PATTERNS.items():
     text = page(pattern, 1_000_000)

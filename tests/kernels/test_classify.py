@@ -208,7 +208,7 @@ def test_real_jax_pallas_ops(jax_pallas: Path):
 
 
 def test_near_copies_across_repositories_are_linked():
-    from tools.kernels.scan import link_vendored
+    from tools.kernels.vendored import link_vendored
 
     body = "\n".join(f"  y{i} = x * {i} + jnp.sin(x)" for i in range(15))
     orig = src(f"def splash(x):\n{body}\n  return pl.pallas_call(_k, out_shape=x)(x)\n")

@@ -105,13 +105,13 @@ def test_refuted_and_duplicate_proposals_are_refused(kb):
     from tools.loop.spec import load
 
     lp = Loop(Project(kb), load(kb / "loops" / "fake-loop.yml"))
-    priors = gather(Project(kb), lp.spec, lp.state, lp.budget_left())
-    for h in lp.state["history"]:
+    priors = gather(Project(kb), lp.spec, lp.state.to_dict(), lp.budget_left())
+    for h in lp.state.history:
         again = Proposal("s", "m", "p", "f", Change("knobs", knobs=h["change"]["knobs"]), h["category"])
         why = lp.refuse(again, priors) or ""
         if h["verdict"] in ("refuted", "invalid"):  # named with the page that refuted it, whatever the trunk
             assert why.startswith("refuted by") and h["page"] in why
-        elif h["kept"] and lp.state["trunk"]["exp_id"] == h["exp_id"]:  # the trunk holds it now
+        elif h["kept"] and lp.state.trunk["exp_id"] == h["exp_id"]:  # the trunk holds it now
             assert why.startswith("the trunk already ran this configuration")
     bad = Proposal("s", "m", "p", "f", Change("knobs", knobs={"nope": 1}), "other")
     assert "unknown knob" in lp.refuse(bad, priors)

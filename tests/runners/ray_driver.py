@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _runner_helpers import FAKE_TRAIN, fake_arm, pair  # noqa: E402
 
+from tools.experiments.arms import result_of  # noqa: E402
 from tools.runners import Arm  # noqa: E402
 from tools.runners.ray import PIN_FILE, RayRunner  # noqa: E402
 
@@ -61,7 +62,7 @@ def wait_for(ready, what: str, limit: float = 120.0) -> None:
 
 def procs_json(procs) -> list[dict]:
     return [{"name": p.log.stem, "rc": p.rc, "timed_out": p.timed_out, "stopped_by": p.stopped_by,
-             "step_ms": (p.result or {}).get("config", {}).get("step_ms"), "tail": p.tail[-600:]} for p in procs]
+             "step_ms": (result_of(p) or {}).get("config", {}).get("step_ms"), "tail": p.tail[-600:]} for p in procs]
 
 
 def experiment(raw: Path, runner_options: dict, arms_for, out: dict) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _runner_helpers import fake_arm, pair  # noqa: E402
 
+from tools.experiments.arms import result_of  # noqa: E402
 from tools.runners.template import TemplateRunner  # noqa: E402
 
 CONF = """ClusterName=arw
@@ -87,7 +88,7 @@ def main(result_path: str, work: str, short: str) -> None:
     t1 = time.monotonic()
     procs = TemplateRunner(poll_s=0.5).run_round(pair(raw))
     out["round_s"] = round(time.monotonic() - t1, 1)
-    out["round"] = [{"rc": p.rc, "step_ms": (p.result or {}).get("config", {}).get("step_ms"), "tail": p.tail[-400:]}
+    out["round"] = [{"rc": p.rc, "step_ms": (result_of(p) or {}).get("config", {}).get("step_ms"), "tail": p.tail[-400:]}
                     for p in procs]
     out["notes"] = [json.loads(p.read_text()) for p in (raw / "remote").glob("ar-*.json")]
     hung_raw = Path(work) / "raw" / "exp-slurm-hang"

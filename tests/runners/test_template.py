@@ -18,6 +18,7 @@ from _runner_helpers import calls, fake_arm, in_private_namespace, pair
 
 import tools.runners
 from tools.errors import ToolsError
+from tools.experiments.arms import result_of
 from tools.runners import Arm
 from tools.runners.template import TemplateRunner
 
@@ -28,7 +29,7 @@ def test_a_round_runs_as_one_job_and_each_arm_gets_its_log_and_result(fake_state
     raw = tmp_path / "raw" / "exp-v001"
     procs = tools.runners.get("template", FAST).run_round(pair(raw))
     assert [p.rc for p in procs] == [0, 0]
-    assert [p.result["config"]["step_ms"] for p in procs] == [20.0, 10.0]  # baseline first, then the variant
+    assert [result_of(p)["config"]["step_ms"] for p in procs] == [20.0, 10.0]  # baseline first, then the variant
     assert [p.log.name for p in procs] == ["baseline-1.log", "run-1.log"]
     assert not any(p.timed_out or p.stopped_by for p in procs)
     assert "step_ms\": 20.0" in (raw / "baseline-1.log").read_text()
@@ -45,9 +46,9 @@ def test_an_arm_past_its_timeout_is_reported_and_the_next_arm_still_runs(fake_st
     raw = tmp_path / "raw"
     arms = [fake_arm(raw, "baseline-1", "--hang", timeout=1), fake_arm(raw, "run-1")]
     slow, ok = TemplateRunner(**FAST).run_round(arms)
-    assert slow.timed_out and slow.rc == 124 and slow.result is None
+    assert slow.timed_out and slow.rc == 124 and result_of(slow) is None
     assert "killed after the 1 s timeout" in slow.tail
-    assert ok.rc == 0 and ok.result is not None
+    assert ok.rc == 0 and result_of(ok) is not None
 
 
 def test_a_job_that_dies_mid_round_is_a_crash_with_a_reason(fake_state, tmp_path, monkeypatch):
@@ -55,8 +56,8 @@ def test_a_job_that_dies_mid_round_is_a_crash_with_a_reason(fake_state, tmp_path
     raw = tmp_path / "raw"
     slow = Arm("run-1", ["sh", "-c", f"sleep 5; exec {shlex.join(fake_arm(raw, 'x').command)}"], raw / "run-1.log")
     first, second = TemplateRunner(**FAST).run_round([fake_arm(raw, "baseline-1"), slow])
-    assert first.rc == 0 and first.result is not None  # what finished before the crash is kept
-    assert second.rc is None and second.result is None
+    assert first.rc == 0 and result_of(first) is not None  # what finished before the crash is kept
+    assert second.rc is None and result_of(second) is None
     assert "before the round finished" in second.tail and "template job 1000 ended (gone" in second.tail
 
 

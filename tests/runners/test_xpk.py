@@ -17,6 +17,7 @@ from _runner_helpers import calls, fake_arm, pair
 import tools.runners
 from tools.errors import ToolsError
 from tools.experiments.metrics import parse_result
+from tools.experiments.arms import result_of
 from tools.runners import Arm
 from tools.runners.roundscript import split
 from tools.runners.xpk import NAME, XpkRunner, jobset_state, pods_state, workload_name
@@ -109,7 +110,7 @@ def stub_runner(tmp_path: Path, **kw) -> XpkRunner:
 def test_a_completed_workload_brings_back_results_profile_and_dump(fake_state, tmp_path):
     raw = tmp_path / "raw" / "exp-v002"
     base, prof = stub_runner(tmp_path).run_round([fake_arm(raw, "baseline-1"), profile_arm(raw)])
-    assert (base.rc, prof.rc) == (0, 0) and base.result and prof.result
+    assert (base.rc, prof.rc) == (0, 0) and result_of(base) and result_of(prof)
     assert (raw / "trace" / "host.xplane.pb").read_text() == "trace"
     assert (raw / "hlo" / "module_0001.jit_train_step.after_optimizations.txt").read_text() == "HloModule"
     log = (raw / "profile-run.log").read_text()
@@ -129,7 +130,7 @@ def test_a_pod_killed_mid_round_is_a_crash_naming_the_pod(fake_state, tmp_path, 
     raw = tmp_path / "raw"
     slow = Arm("run-1", ["sh", "-c", f"sleep 5; {sys.executable} -c 'print(1)'"], raw / "run-1.log")
     first, second = stub_runner(tmp_path).run_round([fake_arm(raw, "baseline-1"), slow])
-    assert first.rc == 0 and first.result is not None
+    assert first.rc == 0 and result_of(first) is not None
     assert second.rc is None and "OOMKilled exit 137" in second.tail and "before the round finished" in second.tail
 
 

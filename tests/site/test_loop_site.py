@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 import pytest
 
 from tools import pages
+from tools.experiments.context import RunContext
 from tools.experiments.report import experiment_page, model_page
 from tools.loop import hypotheses, memory, report
 from tools.loop.proposal import Change, Proposal
@@ -60,7 +61,7 @@ def write_loop(wiki: Path) -> dict:
                "ledger_status": "keep" if kept else ("crash" if verdict == "crash" else "discard"),
                "gain_pct": gain, "noise_band_pct": 1.5, "category": cat or None,
                "description": change.describe() if change else "baseline"}
-        w.write_page(experiment_page({k: v for k, v in rec.items() if v is not None}, {"command_line": "python train.py"}))
+        w.write_page(experiment_page({k: v for k, v in rec.items() if v is not None}, RunContext(command_line="python train.py")))
         if kept:
             frontier.append({"iteration": n, "exp_id": exp_id(n), "page": page, "tokens_per_s": tps,
                              "mfu_percent": None, "gain_pct": gain, "description": change.describe() if change else ""})

@@ -2,37 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
 import click
 
 from ..errors import Stop, ToolsError
-from ..project import Project, load_project
-
-pass_project = click.make_pass_decorator(Project)
-
-EXIT_SKIPS = 3  # the command completed, and some inputs were skipped (each listed with its reason)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def llm_options(fn):
-    """--provider, --model, --base-url, --api-key-env: how a command that has an --llm mode reaches a model."""
-    for opt in reversed((
-            click.option("--provider", default="anthropic", show_default=True, help="With --llm: anthropic or openai."),
-            click.option("--model", default=None, help="With --llm: the model (default: the provider's default)."),
-            click.option("--base-url", default=None, help="With --llm: the endpoint (an OpenAI-compatible server, a proxy)."),
-            click.option("--api-key-env", default=None,
-                         help="With --llm: the environment variable holding the key (never written anywhere)."))):
-        fn = opt(fn)
-    return fn
-
-
-def printable(text) -> str:
-    """A name from an input, safe for a terminal: control characters (escape sequences, tabs, newlines, bidi
-    overrides) shown as ``\\x1b``-style escapes instead of acting on the terminal."""
-    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
-
+from ..project import load_project
 
 class _Group(click.Group):
     def invoke(self, ctx):

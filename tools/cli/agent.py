@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from . import pass_project
+from .common import pass_project
 
 # group -> operations, as in tools/agent (checked by a test)
 OPS = {

@@ -15,7 +15,7 @@ def _variant(value: str) -> str:
         raise click.BadParameter(f"{value!r}: expected <size>/<hardware>, e.g. tiny/cpu or 8b/v6e-8")
     return value
 
-from . import pass_project, printable
+from .common import pass_project, printable
 
 
 @click.group(name="exp")
@@ -103,7 +103,7 @@ def _must_start(command: list[str], env: dict[str, str]) -> None:
     """A command that cannot start is a usage error (exit 2): no run is filed and no version number is used."""
     import os
 
-    from ..experiments.command import start_problem
+    from ..runners.process import start_problem
 
     if not command:
         raise click.UsageError("no command to run: put it after `--`")

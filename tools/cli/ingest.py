@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..errors import InputError
-from . import EXIT_SKIPS, llm_options, pass_project, printable
+from .common import EXIT_SKIPS, llm_options, pass_project, printable
 
 
 def _progress_bar(enabled: bool):
@@ -45,105 +45,76 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
     Offline and deterministic; reads and parses files, never imports or runs them. Re-ingesting
     an unchanged tree rewrites nothing.
     """
-    from ..ingest.run import all_targets, ingest_repo, rebuild_index
-    from ..writer import Writer
+    from .. import llm
+    from ..ingest.batch import ingest as ingest_all
 
     project.require_wiki()
-    targets = list(targets)
-    if all_:  # trees --all cannot take (symlinks, names that are not plain) go through resolve_target's refusal
-        plain = all_targets(project)
-        others = sorted(p.name for p in project.raw_code.iterdir() if not p.name.startswith(".")
-                        and p.name not in plain and (p.is_dir() or p.is_symlink())) if project.raw_code.is_dir() else []
-        targets += plain + [str(project.raw_code / n) for n in others]
     if not targets and not all_:
         raise click.UsageError("name a tree (raw/code/<slug>), sources (raw/sources/...) or pass --all")
-    from ..sources.run import is_source_target
-
-    sources = [t for t in targets if is_source_target(project, t)]
-    targets = [t for t in targets if t not in sources]
-    if all_ and project.raw_sources.is_dir():
-        sources.append(str(project.raw_sources))
-    source_report = None
-    if sources:
-        from ..sources.run import ingest_sources
-
-        writer = Writer(project.wiki)
-        from .. import llm
-
-        llm_provider = llm.from_options(provider, model, base_url, api_key_env) if use_llm else None
-        try:
-            source_report = ingest_sources(project, sources, writer, llm_provider)
-        except InputError as e:
-            click.echo(f"error: {printable(e)}", err=True)
-            sys.exit(1)
-        rebuild_index(project, writer)
-        if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
-            writer.log_changes("ingest", "raw/sources")
-        if not as_json:
-            r = source_report
-            click.echo(f"sources: {r.documents} documents ({len(r.ingested)} read, {len(r.unchanged)} unchanged), "
-                       f"{r.claims} claims with numbers, {len(r.skipped)} skipped")
-            for rel, why in r.skipped:
-                click.echo(f"  skipped {printable(rel)}: {printable(why)}")
-            for rel in r.removed:
-                click.echo(f"  removed {printable(rel)}: raw/sources/{printable(rel)} is gone, so is its page")
-            if use_llm:
-                click.echo(f"  summaries: {len(r.summarized)} written, {len(r.summary_failed)} failed")
-            for rel, why in r.summary_failed:
-                click.echo(f"  no summary for {printable(rel)}: {printable(why)}")
-    if not targets and not all_:
-        if as_json:
-            click.echo(json.dumps(source_report.to_dict(), indent=2))
-        if source_report and (source_report.skipped or source_report.summary_failed):
-            if not as_json:
-                click.echo(f"completed with skips (exit {EXIT_SKIPS}): every document not read is in "
-                           "wiki/sources/index.md with its reason", err=True)
-            sys.exit(EXIT_SKIPS)
-        sys.exit(0)
-    reports, failed = [], []
-    if all_:  # trees ingested here whose raw/code/<slug> is gone leave the wiki with them
-        from ..ingest.remove import remove_codebase, vanished
-
-        for slug in vanished(project):
-            r = remove_codebase(project, slug, Writer(project.wiki))
-            if not as_json:
-                click.echo(f"{printable(slug)}: raw/code/{printable(slug)} is gone; removed {len(r.removed)} files "
-                           f"and its region on {len(r.regions)} concept pages")
-    for target in targets:
-        writer = Writer(project.wiki)
-        try:
-            report = ingest_repo(project, target, writer, jobs=jobs,
-                                 progress=_progress_bar(not quiet and not as_json and sys.stderr.isatty()))
-        except InputError as e:  # one bad target never stops the others
-            failed.append({"target": printable(target), "error": printable(e)})
-            click.echo(f"error: {printable(e)}", err=True)
-            continue
-        rebuild_index(project, writer)
-        if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
-            writer.log_changes("ingest", report.slug)
-        reports.append(report)
-        if not as_json:
-            _print_report(report, quiet)
-    if as_json:
-        out = [r.to_dict() for r in reports] + failed + ([source_report.to_dict()] if source_report else [])
-        click.echo(json.dumps(out if len(out) != 1 else out[0], indent=2))
-    if failed:
+    say = (lambda *a: None) if as_json else None
+    try:
+        batch = ingest_all(project, list(targets), all_, jobs,
+                           llm.from_options(provider, model, base_url, api_key_env) if use_llm else None,
+                           progress=_progress_bar(not quiet and not as_json and sys.stderr.isatty()),
+                           on_sources=say or (lambda r: _print_sources(r, use_llm)),
+                           on_repo=say or (lambda r: _print_report(r, quiet)),
+                           on_vanished=say or _print_vanished,
+                           on_failed=lambda f: click.echo(f"error: {printable(f['error'])}", err=True))
+    except InputError as e:  # the sources could not be read at all
+        click.echo(f"error: {printable(e)}", err=True)
         sys.exit(1)
-    unwritten = [w for r in reports for w in r.unwritten]
-    if unwritten and not as_json:
-        for rel, why in unwritten:
-            click.echo(f"not written: {printable(rel)}: {printable(why)}", err=True)
-    if unwritten and not any(r.skipped for r in reports):
-        if not as_json:
-            click.echo(f"completed with pages left alone (exit {EXIT_SKIPS}): each is named above", err=True)
-        sys.exit(EXIT_SKIPS)
-    if any(r.skipped for r in reports) or (source_report and source_report.skipped):
-        if not as_json:
-            where = (["wiki/codebases/<slug>/skipped.tsv"] if any(r.skipped for r in reports) else []) + \
-                (["wiki/sources/index.md"] if source_report and source_report.skipped else [])
-            click.echo(f"completed with skips (exit {EXIT_SKIPS}): every skipped file is in "
-                       f"{' and '.join(where)} with its reason", err=True)
-        sys.exit(EXIT_SKIPS)
+    if as_json:
+        click.echo(json.dumps(_printable_failures(batch.to_dict()), indent=2))
+    else:
+        _print_ending(batch)
+    sys.exit(batch.exit_code())
+
+
+def _printable_failures(out):
+    """The JSON report with the failed targets' names and errors safe for a terminal, as the text report has them."""
+    items = out if isinstance(out, list) else [out]
+    for x in items:
+        if set(x) == {"target", "error"}:
+            x.update(target=printable(x["target"]), error=printable(x["error"]))
+    return out
+
+
+def _print_sources(r, use_llm: bool) -> None:
+    click.echo(f"sources: {r.documents} documents ({len(r.ingested)} read, {len(r.unchanged)} unchanged), "
+               f"{r.claims} claims with numbers, {len(r.skipped)} skipped")
+    for rel, why in r.skipped:
+        click.echo(f"  skipped {printable(rel)}: {printable(why)}")
+    for rel in r.removed:
+        click.echo(f"  removed {printable(rel)}: raw/sources/{printable(rel)} is gone, so is its page")
+    if use_llm:
+        click.echo(f"  summaries: {len(r.summarized)} written, {len(r.summary_failed)} failed")
+    for rel, why in r.summary_failed:
+        click.echo(f"  no summary for {printable(rel)}: {printable(why)}")
+
+
+def _print_vanished(v) -> None:
+    click.echo(f"{printable(v.slug)}: raw/code/{printable(v.slug)} is gone; removed {v.files} files "
+               f"and its region on {v.regions} concept pages")
+
+
+def _print_ending(batch) -> None:
+    """What the exit code means, when it is not 0."""
+    if not batch.code_targets:
+        if batch.sources_skipped:
+            click.echo(f"completed with skips (exit {EXIT_SKIPS}): every document not read is in "
+                       "wiki/sources/index.md with its reason", err=True)
+        return
+    if batch.failed:
+        return
+    for rel, why in batch.unwritten:
+        click.echo(f"not written: {printable(rel)}: {printable(why)}", err=True)
+    if batch.unwritten and not batch.repos_skipped:
+        click.echo(f"completed with pages left alone (exit {EXIT_SKIPS}): each is named above", err=True)
+    elif batch.repos_skipped or (batch.sources and batch.sources.skipped):
+        where = (["wiki/codebases/<slug>/skipped.tsv"] if batch.repos_skipped else []) + \
+            (["wiki/sources/index.md"] if batch.sources and batch.sources.skipped else [])
+        click.echo(f"completed with skips (exit {EXIT_SKIPS}): every skipped file is in "
+                   f"{' and '.join(where)} with its reason", err=True)
 
 
 def _print_report(r, quiet: bool) -> None:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from . import pass_project, printable
+from .common import pass_project, printable
 
 
 @click.command(name="lint")

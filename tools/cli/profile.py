@@ -6,7 +6,7 @@ import json
 
 import click
 
-from . import pass_project
+from .common import pass_project
 
 
 @click.group(name="profile")
@@ -26,9 +26,7 @@ def summary(project, target, top, as_json, no_xprof) -> None:
     TARGET is a folder holding a trace (and optionally an HLO dump), e.g. an experiment's
     raw/profiles/<date>-<exp>/, or an experiment id such as 2026-11-29-v001-baseline."""
     from ..profiling import summary as s
-    from ..profiling.locate import profile_folder
-
-    data = s.summarize(profile_folder(project, target), top=top, use_xprof=not no_xprof)
+    data = s.summarize(_folder(project, target), top=top, use_xprof=not no_xprof)
     click.echo(json.dumps(data, indent=1) if as_json else s.render_markdown(data))
 
 
@@ -43,9 +41,7 @@ def diff(project, a, b, top, as_json) -> None:
     compiles by line, category and fused-computation signature, not by generated name), by category."""
     from ..profiling import diff as d
     from ..profiling import summary as s
-    from ..profiling.locate import profile_folder
-
-    sa, sb = (s.summarize(profile_folder(project, x), use_xprof=False) for x in (a, b))
+    sa, sb = (s.summarize(_folder(project, x), use_xprof=False) for x in (a, b))
     data = d.diff(sa, sb, top)
     click.echo(json.dumps(data, indent=1) if as_json else d.render_markdown(data))
 
@@ -59,7 +55,16 @@ def hlo_diff(project, a, b, as_json) -> None:
     """Did a change reach the compiler? Compares the optimized HLO of A and B (folders or experiment ids) with
     ids and metadata stripped: identical or not, instructions added/removed by opcode, a diff excerpt."""
     from ..profiling import hlo_diff as h
+    data = h.hlo_diff(_folder(project, a), _folder(project, b))
+    click.echo(json.dumps(data, indent=1) if as_json else h.render_markdown(data))
+
+
+def _folder(project, target: str):
+    """A profile folder from a path or an experiment id (the wiki's experiment records are read only for an id)."""
+    from pathlib import Path
+
+    from ..experiments.records import load_experiments
     from ..profiling.locate import profile_folder
 
-    data = h.hlo_diff(profile_folder(project, a), profile_folder(project, b))
-    click.echo(json.dumps(data, indent=1) if as_json else h.render_markdown(data))
+    known = load_experiments(project.wiki) if not Path(target).is_dir() and project.wiki.is_dir() else ()
+    return profile_folder(project, target, known)

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from . import llm_options, pass_project, printable
+from .common import llm_options, pass_project, printable
 
 
 @click.command(name="query")

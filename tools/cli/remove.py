@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..errors import InputError
-from . import pass_project, printable
+from .common import pass_project, printable
 
 
 @click.command()

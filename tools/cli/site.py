@@ -6,7 +6,7 @@ import json
 
 import click
 
-from . import pass_project
+from .common import pass_project
 
 
 @click.group(name="site")

@@ -17,7 +17,9 @@ from pathlib import Path
 from .. import pages
 from ..errors import InputError
 from ..writer import Writer
-from . import command, filing, report
+from ..runners import process as command
+from . import filing, report
+from .context import RunContext
 
 LEGACY_DEADLINE_S = 24 * 3600   # pages written before runners were recorded: abandoned a day after their last write
 GRACE_S = 600                   # deadline slack beyond the commands' own timeouts (locks, profile summary)
@@ -131,9 +133,9 @@ def _file_crash(w: Writer, lane: filing.Lane, rec: dict, note: str) -> None:
     tail = _log_tail(raw_dir) if rec.get("raw_dir") else ""
     rec.update({"status": "filed", "verdict": "crash", "ledger_status": "crash", "role": "variant", "metrics": {},
                 "reasons": [note, "filed by a later `tools exp run` / `tools exp list`: the runner never came back"]})
-    ctx = {"command_line": rec.get("command", ""), "crash_reason": note,
-           "timeout": (rec.get("runner") or {}).get("timeout_s"),
-           "log_tail": tail or "(no log was written before the runner disappeared)"}
+    ctx = RunContext(command_line=rec.get("command", ""), crash_reason=note,
+                     timeout=(rec.get("runner") or {}).get("timeout_s"),
+                     log_tail=tail or "(no log was written before the runner disappeared)")
     filing.file_record(w, lane, rec, ctx)
     w.append_log("exp abandoned", f"{lane.model}/{lane.lane} {rec.get('exp_id')}",
                  [note, f"page {report.experiment_path(lane.model, lane.lane, str(rec.get('exp_id')))}"])

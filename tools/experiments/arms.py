@@ -1,7 +1,7 @@
 """One arm's outcome: its validated JSON result and metrics, or the specific reason it has none.
 
-A runner backend returns a ``Proc`` per arm (exit code, log, parsed JSON line); this module decides whether that is
-a result: a non-zero exit after the JSON line, a field that breaks the contract or a non-finite loss is never judged
+A runner backend returns a ``Proc`` per arm (exit code, wall time, the log it wrote); this module reads the log's JSON
+line and decides whether that is a result: a non-zero exit after the JSON line, a field that breaks the contract or a non-finite loss is never judged
 as a normal run, and a crash names its cause (timeout, signal, exit code, out of memory, no JSON line, bad field).
 """
 
@@ -11,13 +11,11 @@ import math
 import re
 import signal
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from ..runners.process import Proc, log_end
 from . import metrics
-from .command import Proc
 
 OOM = re.compile(r"RESOURCE_EXHAUSTED|out of memory|OutOfMemory|\bOOM\b|MemoryError", re.I)
-OOM_SCAN_BYTES = 256_000  # the end of the log that is searched for an out-of-memory message
 
 
 @dataclass
@@ -52,26 +50,26 @@ def _signal_name(n: int) -> str:
         return f"signal {n}"
 
 
-def _log_end(log: Path) -> str:
+def result_of(p: Proc) -> dict | None:
+    """The arm's JSON result line from its log; None when it was cut off (timeout, stop) or printed none."""
+    if p.timed_out or p.stopped_by:
+        return None
     try:
-        with open(log, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - OOM_SCAN_BYTES))
-            return f.read().decode("utf-8", errors="replace")
+        return metrics.parse_result(p.log.read_text(encoding="utf-8", errors="replace"))
     except OSError:
-        return ""
+        return None
 
 
-def crash_reason(p: Proc, timeout: float, bad_field: str | None = None) -> str | None:
+def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: dict | None = None) -> str | None:
     """Why the arm has no result, or None when it ran cleanly and printed a valid JSON line."""
     if p.stopped_by:
         return f"stopped by {p.stopped_by}: the command's process group was killed"
     if p.timed_out:
         return f"timed out after {timeout:g} s"
     rc = p.rc
-    if rc == 0 and p.result is not None:
+    if rc == 0 and result is not None:
         return f"bad JSON field {bad_field}" if bad_field else None
-    oom = OOM.search(_log_end(p.log) or p.tail or "")
+    oom = OOM.search(log_end(p.log) or p.tail or "")
     if rc is None:
         how = "no exit code"
     elif rc < 0:
@@ -84,21 +82,22 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None) -> str |
         return "no JSON result line (exit code 0)"
     if oom:
         return f"out of memory ({oom.group(0)} in the log), {how}"
-    if p.result is not None:
+    if result is not None:
         return f"{how} after the JSON line"
     return f"{how}, no JSON result line"
 
 
 def check(name: str, p: Proc, timeout: float, peak_flops: float | None) -> ArmResult:
     """Validate what the arm printed and compute its metrics."""
-    bad = metrics.validate(p.result) if p.result is not None and p.rc == 0 else None
-    crash = crash_reason(p, timeout, bad)
+    result = result_of(p)
+    bad = metrics.validate(result) if result is not None and p.rc == 0 else None
+    crash = crash_reason(p, timeout, bad, result)
     if crash:
         return ArmResult(name, p, None, crash)
-    a = ArmResult(name, p, p.result)
-    losses = p.result.get("losses") or []
+    a = ArmResult(name, p, result)
+    losses = result.get("losses") or []
     nonfinite = next((i for i, x in enumerate(losses) if not math.isfinite(float(x))), None)
     if nonfinite is not None:
         a.bad_loss = f"non-finite loss ({losses[nonfinite]}) at step {nonfinite}: the math broke"
-    a.metrics = metrics.compute(p.result, peak_flops)
+    a.metrics = metrics.compute(result, peak_flops)
     return a

@@ -8,6 +8,7 @@ import statistics
 
 from . import metrics, records, stats, verdict
 from .arms import ArmResult
+from .context import RunContext
 
 
 def _median(values: list[float]) -> float:
@@ -83,7 +84,7 @@ def pairs(r, statistic: str = "median") -> tuple[list[float], list[float]]:
     return [b for b, _ in pairs], [v for _, v in pairs]
 
 
-def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdict.Decision]:
+def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict, verdict.Decision]:
     """The filed record (``rec`` plus metrics, comparison and verdict); fills ``ctx`` for the page body."""
     timed_ok = [a for a in r.var if a.ok]
     primary = timed_ok or ([r.profile] if r.profile is not None and r.profile.ok else [])
@@ -100,9 +101,9 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
                wall_s_total=round(sum(a.proc.wall_s for a in r.all_arms), 3),
                interleaved=bool(r.interleaved and r.base), stop=r.stop or None)
     if crash or bad:
-        ctx["log_tail"] = last.proc.tail if last is not None else ""
-        ctx["crash_reason"] = crash or bad.bad_loss
-        ctx["crash_log"] = last.proc.log.name if last is not None else ""
+        ctx.log_tail = last.proc.tail if last is not None else ""
+        ctx.crash_reason = crash or bad.bad_loss
+        ctx.crash_log = last.proc.log.name if last is not None else ""
     m: dict = {}
     key = None
     role = _role(spec, r, prior, bool(primary) and not crash)
@@ -114,7 +115,7 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
         rec.update(config=res.get("config"), shape=res.get("shape"), shape_key=key,
                    loss_trajectory=metrics.finite([float(x) for x in (res.get("losses") or [])[:spec.semantics_steps]]))
         if r.traced or not timed_ok:
-            ctx["traced_timing"] = True
+            ctx.traced_timing = True
         sem = r.early_semantics or check_semantics(spec, key, res, r, prior)
         if role == "baseline" and sem.status == "unchecked" and sem.reason.startswith("no same-shape"):
             sem = verdict.Semantics("unchecked", tol=spec.loss_tol, reason="this run is the first of its shape: "
@@ -135,7 +136,7 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
         if stat == "min":
             rec["runs_tokens_per_s_best"] = {"baseline": [a.speed("min") for a in r.base if a.ok],
                                              "variant": [a.speed("min") for a in timed_ok]}
-        ctx["arms"] = rec["runs_tokens_per_s"]
+        ctx.arms = rec["runs_tokens_per_s"]
     elif len(timed_ok) > 1:
         rec["runs_tokens_per_s"] = {"variant": [a.tps for a in timed_ok]}
     if m and role == "calibration" and base_rec:
@@ -143,7 +144,7 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
         cal["pair_sd_min_pct"] = stats.calibration(*pairs(r, "min"))["pair_sd_pct"]  # runs read by their fastest step
         rec.update(calibration=cal, baseline=base_rec["exp_id"])
         gain, band = cal["aa_gain_pct"], cal["band_pct"]
-        ctx["band_how"] = (f"A/A: {cal['rounds']} rounds of the baseline's command against itself; σ of a round's "
+        ctx.band_how = (f"A/A: {cal['rounds']} rounds of the baseline's command against itself; σ of a round's "
                            f"log-ratio {cal['pair_sd_pct']} % (read by the fastest step: {cal['pair_sd_min_pct']} %)"
                            + (f"; position effect (second arm vs first) {cal['position_bias_pct']:+.2f} %, cancelled "
                               "in later experiments by alternating the arm order" if "position_bias_pct" in cal else "")
@@ -160,7 +161,7 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
             if timing:
                 if stat == "min":
                     timing.how = "each run read by its fastest steady step (statistic min); " + timing.how
-                gain, band, ctx["band_how"] = timing.gain_pct, timing.band_pct, timing.how
+                gain, band, ctx.band_how = timing.gain_pct, timing.band_pct, timing.how
                 rec["calibrated_by"] = (cal or {}).get("exp_id")
             else:
                 gain, band = round(100 * (v_tps[0] / b_tps[0] - 1), 3), noise.band_pct
@@ -171,13 +172,13 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
             bt = (base_rec.get("metrics") or {}).get("tokens_per_s")
             gain = round(100 * (m["tokens_per_s"] / bt - 1), 3) if bt else None
             band = verdict.STALE_BASELINE_PCT
-            ctx["band_how"] = (f"no interleaved repeats: compared with the stored baseline number, band "
+            ctx.band_how = (f"no interleaved repeats: compared with the stored baseline number, band "
                                f"{verdict.STALE_BASELINE_PCT} % shown, no verdict on speed")
             base_mem = (base_rec.get("metrics") or {}).get("memory_gb")
         if base_mem and m.get("memory_gb"):
             mem_delta = 100 * (m["memory_gb"] / base_mem - 1)
         if records.shape_key_of(base_rec) not in (None, key):
-            ctx.setdefault("notes", []).append(f"the baseline `{base_rec['exp_id']}` has another shape: tokens/s are "
+            ctx.notes.append(f"the baseline `{base_rec['exp_id']}` has another shape: tokens/s are "
                                                "compared across shapes; semantics against a same-shape reference")
         if r.base_failure is not None:
             single = (f"the baseline rerun failed ({r.base_failure.crash or r.base_failure.bad_loss}; see "
@@ -205,9 +206,9 @@ def judge(spec, rec: dict, ctx: dict, prior: list[dict], r) -> tuple[dict, verdi
         rec["reference_run"] = {"command": shlex.join(spec.reference_command or []), "log": a.proc.log.name,
                                 "ok": a.ok, "same_shape": bool(a.ok and key and verdict.shape_key(a.result) == key)}
         if not a.ok:
-            ctx.setdefault("notes", []).append(f"the reference run failed: {a.crash or a.bad_loss}")
+            ctx.notes.append(f"the reference run failed: {a.crash or a.bad_loss}")
     if spec.parent_fingerprint and not spec.profile:
-        ctx.setdefault("notes", []).append("no-op check skipped: it needs --profile (the optimized-HLO dump)")
+        ctx.notes.append("no-op check skipped: it needs --profile (the optimized-HLO dump)")
     rec.update({"status": "filed", "verdict": d.verdict, "ledger_status": d.status, "reasons": d.reasons,
                 "gain_pct": gain, "noise_band_pct": band, "timing": timing.as_record() if timing else None})
     return metrics.finite({k: v for k, v in rec.items() if v is not None}), d

@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..project import Project
 from ..writer import Writer, locked
 from . import ledger, metrics, records, report
+from .context import RunContext
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,13 @@ class Lane:
 
 def write_in_progress(w: Writer, rec: dict, command_line: str) -> str:
     """The page that reserves a version while the command runs (call with the lane lock held)."""
-    page = report.experiment_page(rec, {"command_line": command_line})
+    page = report.experiment_page(rec, RunContext(command_line=command_line))
     refuse_filed(w, page.path)
     w.write_page(page)
     return page.path
 
 
-def file_record(w: Writer, lane: Lane, rec: dict, ctx: dict, prior: list[dict] | None = None) -> str:
+def file_record(w: Writer, lane: Lane, rec: dict, ctx: RunContext, prior: list[dict] | None = None) -> str:
     """Write a filed run: its page, its ledger row (once per exp_id), the model page. Call with the lane lock held;
     ``prior``: the lane's records read under this same hold (saves reading the lane again)."""
     rec = metrics.finite(rec)  # never a NaN in frontmatter or the ledger

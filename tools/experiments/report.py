@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from .. import mdtext, pages
+from ..runners.process import cap_tail
 from . import records as rec_mod
-from .command import cap_tail
+from .context import RunContext
 
 
 def _fmt(v, nd=2, unit="") -> str:
@@ -68,20 +69,20 @@ def _short(v, n: int = 120) -> str:
     return s if len(s) <= n else s[:n] + "..."
 
 
-def experiment_body(r: dict, ctx: dict) -> str:
+def experiment_body(r: dict, ctx: RunContext) -> str:
     """``r`` is the page frontmatter; ``ctx`` carries what is not frontmatter (log tail, profile text)."""
     m = r.get("metrics") or {}
     out = ["## Hypothesis under test", "", str(r.get("hypothesis") or "(none given: `--hypothesis`)"), ""]
     if r.get("description"):
         out += [f"Change: {r['description']}", ""]
-    env = ctx.get("env") or {}
-    out += ["## Setup", "", "```bash", ctx.get("command_line", ""), "```", "",
+    env = ctx.env
+    out += ["## Setup", "", "```bash", ctx.command_line, "```", "",
             f"- model `{r.get('model')}`, lane `{r.get('lane')}`, variant `{r.get('variant')}`, role {r.get('role')}",
             f"- model code commit `{r.get('commit') or 'unknown'}`; script sha256 `{r.get('script_sha256') or '—'}`",
             f"- runs: {r.get('repeats', 1)} timed" + (" interleaved with the baseline (A B, B A, ...)" if r.get('interleaved') else "")
-            + (f", {r['stop']}" if r.get("stop") else "") + f"; timeout {ctx.get('timeout')} s"
+            + (f", {r['stop']}" if r.get("stop") else "") + f"; timeout {ctx.timeout} s"
             + ("; the timed run was also traced (profiler overhead included; use --repeats to time untraced)"
-               if ctx.get("traced_timing") else ""),
+               if ctx.traced_timing else ""),
             f"- raw log and profile: `{r.get('raw_dir')}`"]
     for k, v in sorted(env.items()):
         out.append(f"- `{k}={v}`")
@@ -89,16 +90,16 @@ def experiment_body(r: dict, ctx: dict) -> str:
         cfg = r["config"]
         out.append("- config: " + ", ".join(f"{k}={_short(v)}" for k, v in cfg.items()))
     out += ["", "## Results", ""]
-    if r.get("verdict") == "crash" or (ctx.get("crash_reason") and not m):
-        log = f" (`{ctx['crash_log']}`)" if ctx.get("crash_log") else ""
+    if r.get("verdict") == "crash" or (ctx.crash_reason and not m):
+        log = f" (`{ctx.crash_log}`)" if ctx.crash_log else ""
         what = "The run crashed" if r.get("verdict") == "crash" else "The run gave no usable result"
-        out += [f"{what}: {ctx.get('crash_reason', 'see log')}. Last lines of the log{log}:", "",
-                "```text", cap_tail(ctx.get("log_tail", "")).rstrip(), "```", ""]
+        out += [f"{what}: {ctx.crash_reason or 'see log'}. Last lines of the log{log}:", "",
+                "```text", cap_tail(ctx.log_tail).rstrip(), "```", ""]
     else:
         out += _metrics_table(m) + [""]
         base, best = r.get("baseline"), r.get("best")
-        if ctx.get("crash_reason"):
-            out.append(f"- {ctx['crash_reason']} (`{ctx.get('crash_log', '')}`)")
+        if ctx.crash_reason:
+            out.append(f"- {ctx.crash_reason} (`{ctx.crash_log}`)")
         if r.get("calibration"):
             c = r["calibration"]
             out.append(f"- A/A calibration of `{base}`: {c['rounds']} rounds, σ of a round's log-ratio "
@@ -106,11 +107,11 @@ def experiment_body(r: dict, ctx: dict) -> str:
                        f"band for later verdicts ±{c['band_pct']} %")
         elif r.get("gain_pct") is not None:
             out.append(f"- against the baseline `{base}`: tokens/s {r['gain_pct']:+.2f} %"
-                       f" (noise band ±{r.get('noise_band_pct')} %: {ctx.get('band_how', '')})")
+                       f" (noise band ±{r.get('noise_band_pct')} %: {ctx.band_how})")
         for note in r.get("notes") or []:
             out.append(f"- note: {note}")
-        if ctx.get("arms"):
-            a = ctx["arms"]
+        if ctx.arms:
+            a = ctx.arms
             out.append(f"- interleaved tokens/s, baseline: {', '.join(_fmt(x, 1) for x in a.get('baseline', []))}; "
                        f"this run: {', '.join(_fmt(x, 1) for x in a.get('variant', []))}")
         if r.get("attribution_note"):
@@ -129,17 +130,17 @@ def experiment_body(r: dict, ctx: dict) -> str:
             out.append("- loss trajectory: " + ", ".join(_fmt(x, 4) for x in r["loss_trajectory"]))
         out.append("")
     out += ["## Profile", ""]
-    if ctx.get("profile_md"):
-        out += [ctx["profile_md"], "Open the trace in xprof (it serves on all interfaces; run it on your machine):", "",
-                "```bash", f"xprof --logdir={ctx.get('trace_dir')} --port=8791", "```", "",
+    if ctx.profile_md:
+        out += [ctx.profile_md, "Open the trace in xprof (it serves on all interfaces; run it on your machine):", "",
+                "```bash", f"xprof --logdir={ctx.trace_dir} --port=8791", "```", "",
                 f"Summary again: `tools profile summary {r.get('raw_dir')}`.", ""]
     else:
-        out += [ctx.get("profile_note") or "Not profiled (run with `--profile`).", ""]
+        out += [ctx.profile_note or "Not profiled (run with `--profile`).", ""]
     out += ["## HLO", ""]
-    if ctx.get("hlo_files"):
+    if ctx.hlo_files:
         out += ["Optimized HLO dumped with `--xla_dump_to --xla_dump_hlo_as_text`:"] + \
-               [f"- `{f}`" for f in ctx["hlo_files"]] + [""]
-        for st in ctx.get("hlo_stats") or []:
+               [f"- `{f}`" for f in ctx.hlo_files] + [""]
+        for st in ctx.hlo_stats:
             out.append(f"`{st['module']}` after optimizations: {st['instructions']} instructions in "
                        f"{st['computations']} computations; {st['fusions']} fusions, {st['matmuls']} dots/convolutions,"
                        f" {st['custom_calls']} custom-calls, {st['while_loops']} while loops, {st['collectives']}"
@@ -152,11 +153,11 @@ def experiment_body(r: dict, ctx: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def experiment_page(r: dict, ctx: dict) -> pages.Page:
+def experiment_page(r: dict, ctx: RunContext) -> pages.Page:
     up = f"Lane: [{mdtext.escape(r['model'])} ({mdtext.escape(r['lane'])})](../../../{model_path(r['model'], r['lane'])})\n\n"
     body = f"# {r['title']}\n\n" + up + pages.region("experiment", experiment_body(r, ctx) if r.get("status") == "filed"
                                                 else "## Hypothesis under test\n\n" + str(r.get("hypothesis") or "")
-                                                + "\n\n## Setup\n\n```bash\n" + ctx.get("command_line", "")
+                                                + "\n\n## Setup\n\n```bash\n" + ctx.command_line
                                                 + "\n```\n\n## Results\n\nRunning.\n\n## Verdict\n\nPending.\n")
     return pages.Page(experiment_path(r["model"], r["lane"], r["exp_id"]), r, body)
 

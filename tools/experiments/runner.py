@@ -7,22 +7,22 @@ pages under the lane lock, ``abandoned`` files runs whose runner vanished. This 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shlex
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import runners
 from ..errors import InputError
 from ..project import Project
-from ..writer import Writer
+from ..runners.process import Stop, deferred_signals, stop_on_signals
+from ..writer import Writer, atomic_write
 from . import abandoned, comparison, filing, records, rounds, stats, verdict
-from .command import Stop, deferred_signals, stop_on_signals
+from .context import RunContext
 from .filing import rel
-from .rounds import ENV_KEYS, PROFILE_ENV  # noqa: F401  (re-exported: the names callers know)
+from .sides import Side, code_commit, merged_env, record_side, recorded_env, script_of
 
 SLUG = re.compile(r"[^a-z0-9]+")
 # frontmatter the runner writes: ``RunSpec.extra`` may add keys, never set these
@@ -94,32 +94,6 @@ def _check_name(kind: str, value: str) -> None:
         raise InputError(f"--{kind}", f"{value!r} must be letters, digits, '.', '_' or '-'")
 
 
-def script_of(cmd: list[str], cwd: Path | None) -> Path | None:
-    for a in cmd:
-        if a.endswith(".py"):
-            p = Path(a) if Path(a).is_absolute() else (cwd or Path.cwd()) / a
-            if p.is_file():
-                return p
-    return None
-
-
-def code_commit(script: Path | None) -> tuple[str, str]:
-    """(commit of the repo holding the model script, plus '-dirty' if it differs; sha256 of the script)."""
-    if script is None:
-        return "", ""
-    sha = hashlib.sha256(script.read_bytes()).hexdigest()[:16]
-    try:
-        head = subprocess.run(["git", "-C", str(script.parent), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, timeout=10, check=False)
-        if head.returncode != 0:
-            return "", sha
-        dirty = subprocess.run(["git", "-C", str(script.parent), "status", "--porcelain", "--", script.name],
-                               capture_output=True, text=True, timeout=10, check=False)
-        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else ""), sha
-    except (OSError, subprocess.TimeoutExpired):
-        return "", sha
-
-
 def repeat_range(spec: RunSpec) -> tuple[int, int]:
     """(least, most) timed rounds: ``repeats`` alone is a fixed count; ``max_repeats`` above it is adaptive."""
     lo = spec.min_repeats or spec.repeats
@@ -171,17 +145,15 @@ def _compared(spec: RunSpec, prior: list[dict]) -> dict | None:
 
 
 def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None) -> Outcome:
-    from .. import runners
-
     _check_spec(spec)
     backend = runners.get(spec.runner, spec.runner_options)  # an unknown runner fails before anything is filed
     w = writer or Writer(project.wiki)
     lane = filing.Lane(project, spec.model, spec.lane)
     lo, hi = repeat_range(spec)
-    var_side = rounds.Side(list(spec.command), rounds.merged_env(spec.env), spec.cwd)
+    var_side = Side(list(spec.command), merged_env(spec.env), spec.cwd)
     runs = rounds.Runs(calibration=spec.calibrate)
     rec: dict = {}
-    ctx: dict = {"timeout": spec.timeout}
+    ctx = RunContext(timeout=spec.timeout)
     with stop_on_signals():
         try:
             # 1. file what vanished runners left, pick what to compare with, reserve a version: under the lane lock
@@ -192,21 +164,21 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 runs.base_rec = _compared(spec, prior)
                 base_side = None
                 if runs.base_rec is not None and runs.base_rec.get("command"):
-                    base_side, notes = rounds.record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd)
+                    base_side, notes = record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd)
                     runs.notes += notes
                 if spec.calibrate:
                     var_side = base_side
                 command = var_side.command if spec.calibrate else spec.command
-                ctx["command_line"] = shlex.join(command)
-                ctx["env"] = rounds.recorded_env(var_side.env, var_side.unset)
+                ctx.command_line = shlex.join(command)
+                ctx.env = recorded_env(var_side.env, var_side.unset)
                 script = script_of(command, var_side.cwd)
                 n_runs = 2 * hi + int(spec.profile) + int(bool(spec.reference_command))
                 version = lane.next_version()
                 if spec.on_reserved:  # e.g. the loop commits a code patch with its experiment's id first
                     spec.on_reserved(exp_id_for(spec, version, w.today))
                 rec = _started_record(project, spec, version, w.today, script, code_commit(script),
-                                      ctx["command_line"], n_runs, ctx["env"])
-                filing.write_in_progress(w, rec, ctx["command_line"])
+                                      ctx.command_line, n_runs, ctx.env)
+                filing.write_in_progress(w, rec, ctx.command_line)
             # 2. the rounds: baseline and variant per round (the order alternating) when there is a baseline to rerun
             raw_dir = project.root / rec["raw_dir"]
             rounds.Schedule(project, spec, raw_dir, prior, var_side, base_side, lo, hi, runs,
@@ -235,8 +207,8 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
             d = verdict.Decision("crash", "crash", [f"tools exp run failed while judging: {type(e).__name__}: {e}"])
             rec = dict(rec, status="filed", verdict="crash", ledger_status="crash", reasons=d.reasons, metrics={},
                        role="variant")
-            ctx.update(crash_reason=d.reasons[0], log_tail="")
-        rec["notes"] = runs.notes + ctx.get("notes", []) or None
+            ctx.crash_reason, ctx.log_tail = d.reasons[0], ""
+        rec["notes"] = runs.notes + ctx.notes or None
         rec = {**spec.extra, **{k: v for k, v in rec.items() if v is not None}}
         page = filing.file_record(w, lane, rec, ctx, prior)
         w.append_log("exp run", f"{spec.model}/{spec.lane} {rec['exp_id']}", [
@@ -272,7 +244,6 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
            "runner": abandoned.stamp(spec.timeout * n_runs, spec.timeout), "env": env,
            "role": "calibration" if spec.calibrate else None}
     if script is not None:  # a copy of the model code, so a later interleaved rerun can use this exact code
-        from ..writer import atomic_write
         atomic_write(raw_dir / "code" / script.name, script.read_bytes())
         rec["script_copy"] = rel(raw_dir / "code" / script.name, project.root)
     # the caller's keys too, so a run cut off mid-way is still found as theirs (the loop's resume)
@@ -287,9 +258,9 @@ def _fingerprint(raw_dir: Path) -> str | None:
     return hlo.fingerprint(raw_dir / "hlo")
 
 
-def _attribution(project: Project, base_rec: dict | None, rec: dict, ctx: dict) -> None:
+def _attribution(project: Project, base_rec: dict | None, rec: dict, ctx: RunContext) -> None:
     """A note from ``tools.profiling.diff.attribution_note`` when both runs have a profile summary."""
-    if not base_rec or rec.get("gain_pct") is None or not ctx.get("profile_summary"):
+    if not base_rec or rec.get("gain_pct") is None or not ctx.profile_summary:
         return
     from ..profiling import diff
 
@@ -297,9 +268,9 @@ def _attribution(project: Project, base_rec: dict | None, rec: dict, ctx: dict) 
     base_summary = project.root / str(base_rec.get("raw_dir") or "") / "summary.json"
     if note_fn is None or not base_rec.get("raw_dir") or not base_summary.is_file():
         return
-    note = note_fn(json.loads(base_summary.read_text(encoding="utf-8")), ctx["profile_summary"], rec["gain_pct"])
+    note = note_fn(json.loads(base_summary.read_text(encoding="utf-8")), ctx.profile_summary, rec["gain_pct"])
     if note:
-        rec["attribution_note"] = ctx["attribution_note"] = str(note)
+        rec["attribution_note"] = ctx.attribution_note = str(note)
 
 
 def _prune_dump(folder: Path) -> list[Path]:
@@ -319,29 +290,28 @@ def _prune_dump(folder: Path) -> list[Path]:
     return sorted(keep)
 
 
-def _profile(project: Project, raw_dir: Path, ctx: dict, runs) -> None:
+def _profile(project: Project, raw_dir: Path, ctx: RunContext, runs) -> None:
     from ..profiling import hlo, summary  # jax is imported lazily inside
-    from ..writer import atomic_write
 
     arm = runs.profile if runs.profile is not None else (runs.var[0] if runs.traced and runs.var else None)
     if runs.calibration:
-        ctx["profile_note"] = "A calibration is not profiled."
+        ctx.profile_note = "A calibration is not profiled."
         return
     if arm is None or arm.result is None:
-        ctx["profile_note"] = ("The run stopped before its profiled run." if arm is None else
+        ctx.profile_note = ("The run stopped before its profiled run." if arm is None else
                                f"The profiled run failed: see `{rel(arm.proc.log, project.root)}`.")
         return
     kept = _prune_dump(raw_dir / "hlo")
-    ctx["hlo_files"] = [rel(p, project.root) for p in kept]
-    ctx["hlo_stats"] = [hlo.stats(m) for m in hlo.load_modules(raw_dir / "hlo").values()]
-    ctx["trace_dir"] = rel(raw_dir / "trace", project.root)
+    ctx.hlo_files = [rel(p, project.root) for p in kept]
+    ctx.hlo_stats = [hlo.stats(m) for m in hlo.load_modules(raw_dir / "hlo").values()]
+    ctx.trace_dir = rel(raw_dir / "trace", project.root)
     try:
         s = summary.summarize(raw_dir)
     except InputError as e:
-        ctx["profile_note"] = f"No profile summary: {e}"
+        ctx.profile_note = f"No profile summary: {e}"
         return
     md = summary.render_markdown(s)
     atomic_write(raw_dir / "summary.json", json.dumps(s, indent=1, sort_keys=True))
     atomic_write(raw_dir / "summary.md", md)
-    ctx["profile_md"] = md
-    ctx["profile_summary"] = s
+    ctx.profile_md = md
+    ctx.profile_summary = s

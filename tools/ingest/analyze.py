@@ -7,15 +7,17 @@ import hashlib
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from .. import pysource, safeio
+from .. import concepts, pysource, safeio, treewalk
+from ..kernels import facts as kernel_facts
+from ..kernels import launch, light, names, rules
+from ..treewalk import Entry, Skip, language_of, walk
 from ..writer import atomic_write, sweep_temps
 from . import pyfacts
-from .walker import Entry, Skip, language_of, walk
 
 CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 
@@ -23,27 +25,11 @@ CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 @functools.lru_cache(maxsize=1)
 def _cache_version() -> str:
     """Changes whenever the code that produces per-file facts changes, so stale facts are never reused."""
-    from .. import concepts, pysource
-    from . import pyfacts, walker
-
-    modules = [concepts, pysource, pyfacts, walker]
-    try:
-        from ..kernels import facts, light, rules
-        modules += [facts, light, rules]
-    except ImportError:
-        pass
+    modules = [concepts, pysource, pyfacts, treewalk, kernel_facts, launch, light, names, rules]
     h = hashlib.sha1(str(CACHE_VERSION).encode())
     for m in modules:
         h.update(Path(m.__file__).read_bytes())
     return h.hexdigest()[:16]
-
-
-def _kernel_analyzer() -> Callable[[str, bytes], dict] | None:
-    try:
-        from ..kernels.scan import analyze_file
-    except ImportError:
-        return None
-    return analyze_file
 
 
 def analyze_one(rel: str, role: str, data: bytes) -> dict:
@@ -54,9 +40,8 @@ def analyze_one(rel: str, role: str, data: bytes) -> dict:
             out.update(pyfacts.python_facts(rel, data))
             if out["errors"] and not out["symbols"] and not out["surfaces"]:
                 out["skip"] = out["errors"][0]
-            kernels = _kernel_analyzer()
-            if kernels is not None and (role == "python" or b"```" in data):
-                out["kernels"] = kf = kernels(rel, data)
+            if role == "python" or b"```" in data:
+                out["kernels"] = kf = kernel_facts.analyze_file(rel, data)
                 trouble = kf.get("warnings") or ([kf["error"]] if kf.get("error") and "skip" not in out else [])
                 if trouble and ("pallas" in str(kf.get("imports")) or b"pallas_call" in data):
                     out.setdefault("partial", f"kernel scan: {trouble[0]}")

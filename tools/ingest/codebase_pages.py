@@ -10,7 +10,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from .. import mdtext
+from .. import concepts, mdtext
 from ..concepts import CONCEPTS
 from ..gitinfo import GitInfo
 from ..pages import Page, region
@@ -449,31 +449,12 @@ def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, ov
 
 def concept_page(slug: str, repo: str, model: RepoModel | None, links: SourceLinks | None) -> Page:
     """The concept page's own text plus this repo's 'Where it appears' region (other repos' regions stay)."""
-    c = CONCEPTS[slug]
-    path = f"concepts/{slug}.md"
-    about = [c.about + "\n"]
-    if c.related:
-        about.append("Related: " + ", ".join(f"[{CONCEPTS[r].title}]({r}.md)" for r in c.related) + "\n")
-    about.append("## Where it appears\n")
     occ = model.surfaces.get(slug, []) if model else []
+    text = ""  # an empty region is dropped: this repo no longer shows the concept
     if occ and links:
-        link = links.for_page(path)
+        link = links.for_page(f"concepts/{slug}.md")
         files = len({o[0] for o in occ})
-        appears = [f"### [{mdtext.escape(repo)}](../codebases/{repo}/overview.md)\n",
-                   f"{len(occ)} sites in {files} files.\n",
-                   "\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n"]
-        text = "\n".join(appears)
-    else:
-        text = ""  # an empty region is dropped: this repo no longer shows the concept
-    body = f"# {c.title}\n\n" + region("about", "\n".join(about)) + "\n" + region(f"appears-{repo}", text)
-    return Page(path, {"title": c.title, "type": "concept", "tags": ["concept"], "summary": c.about.split(". ")[0] + "."},
-                body, keep_regions=True)
-
-
-def concepts_index_page() -> Page:
-    """concepts/index.md: every concept with its one-line summary."""
-    rows = [[f"[{c.title}]({slug}.md)", mdtext.escape(c.about.split(". ")[0] + ".")] for slug, c in CONCEPTS.items()]
-    body = "# Concepts\n\n" + region("concepts", "Performance concepts that ingest recognises in code; each page "
-                                       "lists where every ingested repository uses it.\n\n"
-                                       + mdtext.table(["Concept", "What it is"], rows))
-    return Page("concepts/index.md", {"title": "Concepts", "type": "index"}, body)
+        text = "\n".join([f"### [{mdtext.escape(repo)}](../codebases/{repo}/overview.md)\n",
+                          f"{len(occ)} sites in {files} files.\n",
+                          "\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n"])
+    return concepts.concept_page(slug, f"appears-{repo}", text)

@@ -11,8 +11,11 @@ from typing import Callable
 
 from .. import gitinfo, pages, safeio
 from .. import writer as writer_mod
-from ..concepts import CONCEPTS
+from ..concepts import CONCEPTS, concepts_index_page
 from ..errors import InputError
+from ..kernels.pages import directory_page, kernel_pages, page_paths
+from ..kernels.scan import resolve
+from ..kernels.vendored import link_vendored
 from ..project import Project
 from ..writer import Writer
 from . import analyze, codebase_pages, metadata
@@ -94,10 +97,6 @@ UPSTREAMS = ("jax", "tokamax")
 
 def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> list:
     """This repo's launch sites, with ``vendored_from`` set against every repo ingested so far."""
-    try:
-        from ..kernels.scan import link_vendored, resolve
-    except ImportError:
-        return []
     sites = resolve({rel: rec.facts["kernels"] for rel, rec in scan.files.items() if "kernels" in rec.facts})
     others = {}
     for other in all_targets(project):
@@ -116,10 +115,6 @@ def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> list:
 def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks) -> tuple[list[pages.Page], dict]:
     if not sites:
         return [], {}
-    try:
-        from ..kernels.pages import kernel_pages, page_paths
-    except ImportError:
-        return [], {}
     return (kernel_pages(sites, slug, links.git.commit, links.for_page(f"kernels/{slug}/kernel.md")),
             page_paths(sites, slug))
 
@@ -132,10 +127,6 @@ def _write(report: IngestReport, rel: str, write) -> None:
 
 
 def _kernel_directory(project: Project, writer: Writer) -> None:
-    try:
-        from ..kernels.pages import directory_page
-    except ImportError:
-        return
     with writer.exclusive():  # read every kernel page and write the directory as one step
         _write_kernel_directory(project, writer, directory_page)
 
@@ -194,7 +185,7 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     outputs = [p.path for p in out_pages]
     # Every concept page exists (they link to each other); each repo owns one region on each.
     out_pages += [codebase_pages.concept_page(concept, slug, model, links) for concept in CONCEPTS]
-    out_pages.append(codebase_pages.concepts_index_page())
+    out_pages.append(concepts_index_page())
 
     for page in out_pages:  # one page that cannot be written (a FIFO, someone's Latin-1 file) stops nothing
         _write(report, page.path, lambda page=page: writer.write_page(page))

@@ -15,61 +15,16 @@ from typing import Any
 
 from .. import pysource
 from . import rules
+from .launch import HINT_KWARGS, LaunchDetails, launcher_entry, short
 from .light import light_facts
+from .names import NameResolution, Scope, imports_of, module_name, top_statements
 
 VERSION = 3  # bump when the shape of the facts changes (cache key)
 
 _MENTIONS = re.compile(r"pallas|core_map|plgpu|pltpu")
 _PALLAS_IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+[^\n]*(?:pallas|pltpu|plgpu|core_map|mosaic)", re.MULTILINE)
 _LAUNCHY = re.compile(r"pallas_call|core_map|kernel\s*\(|\.kernel\b|_call\s*\(")
-_MAX_TEXT = 160
 _MAX_SIGNATURE = 2000  # signatures are shown whole; past this, parameter names only
-
-
-def module_name(relpath: str) -> str:
-    p = relpath.replace("\\", "/")
-    for suffix in (".py", ".ipynb", ".md", ".markdown"):
-        if p.endswith(suffix):
-            p = p[: -len(suffix)]
-            break
-    parts = [x for x in p.split("/") if x]
-    if parts and parts[0] in ("src", "lib"):
-        parts = parts[1:]
-    if parts and parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
-
-
-_LAUNCHER_MODULES = re.compile(
-    r"jax\.experimental\.pallas(?:\.(?:tpu|mosaic_gpu|gpu|triton|tpu_sc|fuser))?"
-    r"|jax\._src\.pallas(?:\.(?:core|helpers|pallas_call|mosaic_gpu\.core|mosaic\.core|mosaic\.helpers))?")
-
-
-def launcher_entry(qualified: str | None) -> str | None:
-    """The entry name when ``qualified`` names a Pallas launcher from JAX itself, else None."""
-    if not qualified or not qualified.startswith("jax"):
-        return None
-    module, _, last = qualified.rpartition(".")
-    if not _LAUNCHER_MODULES.fullmatch(module):
-        return None
-    if last == "pallas_call":
-        return "pallas_call"
-    if last == "core_map":
-        return "core_map"
-    if last == "kernel":
-        return "plgpu.kernel" if "mosaic_gpu" in qualified else "pl.kernel"
-    return None
-
-
-def _short(node: ast.AST | None) -> str | None:
-    if node is None:
-        return None
-    try:
-        text = ast.unparse(node)
-    except Exception:  # noqa: BLE001 - ast.unparse on repaired trees; a missing extra is fine
-        return None
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
 
 
 def _summary(doc: str | None) -> str | None:
@@ -80,16 +35,6 @@ def _summary(doc: str | None) -> str | None:
         if line:
             return line[:300]
     return None
-
-
-def _params(fn: ast.AST) -> list[str]:
-    a = fn.args
-    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
-    if a.vararg:
-        names.append(a.vararg.arg)
-    if a.kwarg:
-        names.append(a.kwarg.arg)
-    return names
 
 
 _TRAILING_COMMENT = re.compile(r"\s+#[^'\"]*$")
@@ -120,35 +65,14 @@ def _fingerprint(node: ast.AST, lines: list[str]) -> tuple[str, list[int]]:
     return h.hexdigest()[:16], sorted(shingles)[:600]
 
 
-_BODY_PARAMS = {"kernel", "body", "f", "fn", "fun", "func", "kernel_fn", "kernel_body", "kernel_func",
-                "body_fn", "kernel_function", "user_kernel", "inner_kernel"}
 _SKIP_CALLS = ("jax.numpy.", "jax.lax.", "numpy.", "math.", "functools.", "typing.", "dataclasses.", "itertools.",
                "collections.", "re.", "os.", "logging.", "abc.", "enum.", "jax.tree_util.", "jax.tree.",
                "jax.random.", "jax.nn.", "jax.experimental.pallas.", "jax.ShapeDtypeStruct", "jax.jit",
                "jax.named_scope", "jax.custom_vjp", "jax.vmap", "builtins.", "absl.", "chex.", "einops.")
-_HINT_KWARGS = {"compiler_params", "grid_spec", "mesh", "scratch_shapes", "in_specs", "out_specs", "backend"}
 _DEPRECATED = re.compile(r"\bdeprecat", re.IGNORECASE)
 
 
-class _Scope:
-    def __init__(self, name: str, node: ast.AST | None, kind: str, qual: str | None):
-        self.name, self.node, self.kind, self.qual = name, node, kind, qual
-        self.params = set(_params(node)) if kind == "def" else set()
-        self.aliases: dict[str, dict] = {}
-        self.assigns: dict[str, ast.AST] = {}
-        self.local_defs: dict[str, ast.AST] = {}
-        if node is not None and kind in ("def", "module"):
-            todo = list(ast.iter_child_nodes(node))
-            while todo:  # defs directly in this scope (nested scopes collect their own)
-                sub = todo.pop()
-                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    self.local_defs.setdefault(sub.name, sub)
-                elif isinstance(sub, (ast.stmt, ast.excepthandler, ast.match_case)) \
-                        and not isinstance(sub, ast.ClassDef):
-                    todo.extend(x for x in ast.iter_child_nodes(sub) if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
-
-
-class _Visitor(ast.NodeVisitor):
+class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
     def __init__(self, facts: dict, parsed: pysource.Parsed, lines: list[str]):
         self.f = facts
         self.p = parsed
@@ -157,7 +81,7 @@ class _Visitor(ast.NodeVisitor):
         self.imports: dict[str, str] = facts["imports"]
         self.top_defs: set[str] = set()
         self.top_bound: set[str] = set()  # module-level names bound to a call's result
-        self.stack: list[_Scope] = [_Scope("", parsed.tree, "module", None)]
+        self.stack: list[Scope] = [Scope("", parsed.tree, "module", None)]
         self.handled: set[int] = set()
         self.body_names: set[str] = set()
         self.outer_body: dict[int, ast.AST] = {}
@@ -178,255 +102,6 @@ class _Visitor(ast.NodeVisitor):
             sig = "(" + ", ".join(params) + ")"
         return f"{node.name}{sig}"
 
-    def finish(self) -> None:
-        """Backend hints of the functions the resolver may fall back on (launches, bodies, wrapper calls)."""
-        wanted = set()
-        for l in self.f["launches"]:
-            chain = l["chain"]
-            wanted.update(".".join(chain[:i]) for i in range(1, len(chain) + 1))
-            if l.get("body"):
-                wanted.add(l["body"].split(".")[-1])
-        for c in self.f["calls"]:
-            callee = c["callee"].lower()
-            if c["scope"] and ("call" in callee or "kernel" in callee or "pallas" in callee):
-                chain = c["scope"].split(".")
-                wanted.update(".".join(chain[:i]) for i in range(1, len(chain) + 1))
-        for qual in wanted:
-            node = self.fn_nodes.get(qual)
-            fn = self.f["functions"].get(qual)
-            if node is not None and fn is not None and "hints" not in fn:
-                text = self._text(node)
-                fn["hints"] = self.bk(text) if self.hinty(text) else None
-
-    def bk(self, text: str) -> str | None:
-        if self._matcher is None or self._matcher.size != len(self.imports):
-            self._matcher = rules.BackendMatcher(self.imports)
-        return self._matcher.hints(text)
-
-    def hinty(self, text: str) -> bool:
-        if self._hint_rx is None:
-            aliases = [re.escape(a) for a, t in self.imports.items() if rules._backend_of_module(t)]
-            self._hint_rx = re.compile(r"(?:\b(?:" + "|".join(aliases or ["$^"]) + r")\.)|mosaic|triton|Mesh|CompilerParams"
-                                       r"|GridSpec")
-        return bool(self._hint_rx.search(text))
-
-    # ------------------------------------------------------------ names
-    def line(self, n: int) -> int:
-        return self.p.file_line(n)
-
-    def resolve(self, dotted: str | None) -> str | None:
-        if not dotted:
-            return None
-        root, _, rest = dotted.partition(".")
-        if root in ("self", "cls"):
-            cls = next((s.name for s in reversed(self.stack) if s.kind == "class"), None)
-            return f"{self.module}.{cls}.{rest}" if cls and rest else None
-        for s in reversed(self.stack):
-            if root in s.local_defs and s.kind == "def":
-                return None  # a nested local function
-        if root in self.top_defs:
-            return f"{self.module}.{dotted}"
-        if root in self.imports:
-            target = self.imports[root]
-            return f"{target}.{rest}" if rest else target
-        return dotted
-
-    def scope_qual(self) -> str | None:
-        quals = [s for s in self.stack if s.kind in ("def", "class")]
-        return ".".join(s.name for s in quals) if quals else None
-
-    def def_chain(self) -> list[_Scope]:
-        return [s for s in self.stack if s.kind == "def"]
-
-    def find_alias(self, name: str) -> dict | None:
-        for s in reversed(self.stack):
-            if name in s.aliases:
-                return s.aliases[name]
-        return None
-
-    def find_assign(self, name: str) -> ast.AST | None:
-        for s in reversed(self.stack):
-            if name in s.assigns:
-                return s.assigns[name]
-        return None
-
-    # ------------------------------------------------------------ wrappers
-    def _param_owner(self, name: str) -> str | None:
-        """Outermost enclosing function that takes ``name`` as a parameter (qualname)."""
-        chain = self.def_chain()
-        for i, s in enumerate(chain):
-            if name in s.params and not any(name in t.assigns for t in chain[i:]):
-                return ".".join(x.name for x in self.stack[1:self.stack.index(s) + 1])
-        return None
-
-    def closure_body(self, owner: str, name: str) -> str | None:
-        """``owner`` is a function defined inside another (``call_kernel`` in ``flash_fwd``): only its enclosing
-        function can call it, so it is no wrapper. The kernel body it is given there (``call_kernel(kernel=
-        partial(_fwd, ...))``), by name; None when it is not a closure."""
-        bits = owner.split(".")
-        scopes = self.stack[1:len(bits) + 1]
-        if len(scopes) < 2 or [x.name for x in scopes] != bits or scopes[-1].kind != "def" \
-                or not any(x.kind == "def" for x in scopes[:-1]):
-            return None
-        inner, outer = scopes[-1].node, next(x for x in reversed(scopes[:-1]) if x.kind == "def").node
-        params = _params(inner)
-        position = params.index(name) if name in params else None
-        for sub in ast.walk(outer):
-            if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == bits[-1]):
-                continue
-            arg = next((k.value for k in sub.keywords if k.arg == name), None)
-            if arg is None and position is not None and position < len(sub.args):
-                arg = sub.args[position]
-            if isinstance(arg, ast.Call) and pysource.dotted_name(arg.func) in ("functools.partial", "partial") \
-                    and arg.args:
-                arg = arg.args[0]
-            if isinstance(arg, (ast.Name, ast.Attribute)):
-                return pysource.dotted_name(arg)
-        return ""
-
-    def _calls_param(self, node: ast.AST) -> str | None:
-        """A caller-supplied kernel body called from ``node`` (by its conventional names)."""
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in _BODY_PARAMS:
-                owner = self._param_owner(sub.func.id)
-                if owner:
-                    return owner
-        return None
-
-    def forwarded_body(self, body: ast.AST | None, _depth: int = 2) -> str | None:
-        """If the kernel body is a caller-supplied callable, the wrapper function that takes it."""
-        if body is None:
-            return None
-        if isinstance(body, ast.Starred):
-            body = body.value
-        if isinstance(body, ast.Call) and pysource.dotted_name(body.func) in ("functools.partial", "partial") and body.args:
-            body = body.args[0]
-        if isinstance(body, ast.Name):
-            owner = self._param_owner(body.id)
-            if owner:
-                return owner
-            assigned = self.find_assign(body.id)
-            if _depth > 0 and isinstance(assigned, (ast.Name, ast.Call, ast.Lambda)) \
-                    and not (isinstance(assigned, ast.Name) and assigned.id == body.id):
-                owner = self.forwarded_body(assigned, _depth - 1)  # fwd_kernel = partial(kernel, ...)
-                if owner:
-                    return owner
-            for s in reversed(self.stack):
-                if body.id in s.local_defs and s.kind == "def":
-                    return self._calls_param(s.local_defs[body.id])
-            return None
-        if isinstance(body, ast.Lambda):
-            return self._calls_param(body.body)
-        return None
-
-    # ------------------------------------------------------------ launch details
-    def _kw(self, call: ast.Call, name: str) -> ast.AST | None:
-        for k in call.keywords:
-            if k.arg == name:
-                v = k.value
-                if isinstance(v, ast.Name):
-                    return self.find_assign(v.id) or v
-                return v
-        return None
-
-    def _text(self, node: ast.AST) -> str:
-        a, b = node.lineno - 1, (getattr(node, "end_lineno", None) or node.lineno)
-        return "\n".join(self.lines[a:b])
-
-    def details(self, call: ast.Call | None, style_node: ast.AST) -> dict:
-        out: dict[str, Any] = {"grid": None, "block_shapes": [], "dimension_semantics": None}
-        texts = [self._text(style_node)]
-        if call is None:
-            return {**out, "hints": self.bk(texts[0]), "interpret": False}
-        grid = self._kw(call, "grid")
-        spec = self._kw(call, "grid_spec")
-        params = self._kw(call, "compiler_params")
-        for extra in (spec, params, self._kw(call, "mesh"), self._kw(call, "scratch_shapes")):
-            if extra is not None and extra not in call.keywords:
-                texts.append(_short(extra) or "")
-        if grid is None and isinstance(spec, ast.Call):
-            grid = self._kw(spec, "grid")
-        # A name no assignment in scope resolves (a parameter, a loop variable) is chosen at run time: say so
-        # rather than print the bare name as if it were the grid.
-        out["grid"] = f"{grid.id} (set at run time)" if isinstance(grid, ast.Name) else _short(grid)
-        shapes = []
-        for root in (call, spec):
-            if not isinstance(root, ast.AST):
-                continue
-            for sub in ast.walk(root):
-                if isinstance(sub, ast.Call) and (pysource.dotted_name(sub.func) or "").endswith("BlockSpec"):
-                    shape = sub.args[0] if sub.args else next(
-                        (k.value for k in sub.keywords if k.arg == "block_shape"), None)
-                    s = _short(shape)
-                    if s and s not in shapes:
-                        shapes.append(s)
-        out["block_shapes"] = shapes[:8]
-        if params is not None:
-            for sub in ast.walk(params):
-                if isinstance(sub, ast.keyword) and sub.arg == "dimension_semantics":
-                    out["dimension_semantics"] = _short(sub.value)
-                    break
-        interp = self._kw(call, "interpret")
-        out["interpret"] = isinstance(interp, ast.Constant) and interp.value is True
-        out["backend_note"] = self._run_time_params(call, params)
-        if out["backend_note"]:  # the launch names no backend that holds for every run: the rest of the code may
-            out["hints"] = None
-            return out
-        hint = self.bk(_short(params) or "") if params is not None else None
-        out["hints"] = hint or self.bk("\n".join(texts))
-        return out
-
-    def _run_time_params(self, call: ast.Call, params: ast.AST | None) -> str | None:
-        """Why the launch's ``compiler_params`` fix no backend: passed in by the caller, or chosen between
-        backends by a condition. None when they are written out (or absent)."""
-        given = next((k.value for k in call.keywords if k.arg == "compiler_params"), None)
-        if isinstance(given, ast.Name) and params is given and any(given.id in x.params for x in self.def_chain()):
-            return f"compiler_params come from the caller (parameter {given.id}, set at run time)"
-        if isinstance(params, ast.IfExp):
-            named = {self.bk(_short(x) or "") for x in (params.body, params.orelse)}
-            named.discard(None)
-            if len(named) > 1:
-                return "compiler_params chosen at run time: " + " or ".join(sorted(named))
-        return None
-
-    def add_launch(self, node: ast.AST, entry: str, body: ast.AST | None, call: ast.Call | None,
-                   style: str, decorated: ast.AST | None = None, extra_hint: str | None = None,
-                   interpret: bool = False) -> None:
-        chain_top = next((s.name for s in self.stack[1:]), None)
-        if chain_top and launcher_entry(f"{self.module}.{chain_top}"):
-            return  # the definition of a launcher itself (JAX's own sources)
-        tok_line = getattr(node, "end_lineno", None) if isinstance(node, ast.Attribute) else None
-        line = self.line(tok_line or node.lineno)
-        body_name = None
-        b = body
-        if isinstance(b, ast.Call) and pysource.dotted_name(b.func) in ("functools.partial", "partial") and b.args:
-            b = b.args[0]
-        if isinstance(b, (ast.Name, ast.Attribute)):
-            body_name = pysource.dotted_name(b)
-        if decorated is not None:
-            body_name = decorated.name
-            wrapper = self._calls_param(decorated)
-        else:
-            wrapper = self.forwarded_body(body)
-            if wrapper and isinstance(b, ast.Name):
-                local = self.closure_body(wrapper, b.id)
-                if local is not None:  # a closure taking the body: the launch is here, with the body it is given
-                    wrapper, body_name = None, local or body_name
-        if body_name:
-            self.body_names.add(body_name.rsplit(".", 1)[-1])
-        d = self.details(call, node if call is None else call)
-        if extra_hint and not d["hints"]:
-            d["hints"] = extra_hint
-        d["interpret"] = d["interpret"] or interpret
-        if entry == "plgpu.kernel" and not d["hints"]:
-            d["hints"] = "gpu-mosaic"
-        chain = [s.name for s in self.stack[1:] if s.kind in ("def", "class")]
-        self.f["launches"].append({
-            "line": line, "entry": entry, "scope": ".".join(chain) or None,
-            "chain": [s.name for s in self.stack[1:]], "body": body_name, "style": style,
-            "wrapper": wrapper, **d,
-        })
-
     # ------------------------------------------------------------ visiting
     def visit_Module(self, node: ast.Module) -> None:
         for st in node.body:
@@ -439,7 +114,7 @@ class _Visitor(ast.NodeVisitor):
 
     def _enter_def(self, node, kind: str) -> None:
         qual = ".".join([s.name for s in self.stack[1:]] + [node.name])
-        scope = _Scope(node.name, node, kind, qual)
+        scope = Scope(node.name, node, kind, qual)
         if kind == "def":
             doc = ast.get_docstring(node, clean=True)
             cls = self.stack[-1].name if self.stack[-1].kind == "class" else None
@@ -490,13 +165,13 @@ class _Visitor(ast.NodeVisitor):
             if entry:
                 self.handled.add(id(d))
                 if entry == "core_map" and (self._inside_kernel_body()
-                                            or "WarpMesh" in (_short(d.args[0]) if d.args else "") or ""):
+                                            or "WarpMesh" in (short(d.args[0]) if d.args else "") or ""):
                     continue
                 hint = None
                 if entry == "core_map" and d.args:
-                    hint = self.bk(_short(d.args[0]) or "")
+                    hint = self.bk(short(d.args[0]) or "")
                     if hint is None and isinstance(d.args[0], ast.Name):
-                        hint = self.bk(_short(self.find_assign(d.args[0].id)) or "")
+                        hint = self.bk(short(self.find_assign(d.args[0].id)) or "")
                 self.add_launch(d.func, entry, None, d, "decorator", decorated=node, extra_hint=hint)
 
     def _inside_kernel_body(self) -> bool:
@@ -533,7 +208,7 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.AST) -> None:
         if len(self.stack) > 1:
-            _imports([node], self.module, self.f["is_pkg"], self.imports)
+            imports_of([node], self.module, self.f["is_pkg"], self.imports)
 
     visit_ImportFrom = visit_Import
 
@@ -589,7 +264,7 @@ class _Visitor(ast.NodeVisitor):
                 (k.value for k in node.keywords if k.arg in ("kernel", "body", "f", "kernel_body")), None)
             if entry:
                 if entry == "core_map" and (self._inside_kernel_body()
-                                            or "WarpMesh" in (_short(body) or "")):
+                                            or "WarpMesh" in (short(body) or "")):
                     pass
                 else:
                     hint, interp = None, False
@@ -598,11 +273,11 @@ class _Visitor(ast.NodeVisitor):
                         hint, interp = ad["hints"], ad["interpret"]
                     if entry == "core_map" and body is not None:
                         mesh = self.find_assign(body.id) if isinstance(body, ast.Name) else body
-                        hint = hint or self.bk(_short(mesh) or "")
+                        hint = hint or self.bk(short(mesh) or "")
                         body = self.outer_body.get(id(node))
                     self.add_launch(node.func, entry, body, node, "call", extra_hint=hint, interpret=interp)
             elif resolved and ("." in resolved or fn in self.top_defs) and not resolved.startswith(_SKIP_CALLS):
-                hinted = any(k.arg in _HINT_KWARGS for k in node.keywords)
+                hinted = any(k.arg in HINT_KWARGS for k in node.keywords)
                 shape = {}  # grid, block shapes and semantics passed to a wrapper or a foreign pallas_call
                 if hinted or any(k.arg == "grid" for k in node.keywords):
                     d = self.details(node, node)
@@ -617,39 +292,6 @@ class _Visitor(ast.NodeVisitor):
                     **shape,
                 })
         self.generic_visit(node)
-
-
-def _top_statements(tree: ast.Module):
-    todo = list(tree.body)
-    while todo:
-        st = todo.pop(0)
-        yield st
-        if isinstance(st, (ast.If, ast.Try, ast.With)) or type(st).__name__ == "TryStar":
-            for name in ("body", "orelse", "finalbody"):
-                todo.extend(getattr(st, name, []) or [])
-            for h in getattr(st, "handlers", []) or []:
-                todo.extend(h.body)
-
-
-def _imports(nodes, module: str, is_pkg: bool, out: dict[str, str] | None = None) -> dict[str, str]:
-    out = {} if out is None else out
-    package = module.split(".") if is_pkg else module.split(".")[:-1]
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    out[a.asname] = a.name
-                else:
-                    out[a.name.split(".")[0]] = a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package[: len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
-                base = ".".join(up + ([base] if base else []))
-            for a in node.names:
-                if a.name != "*":
-                    out[a.asname or a.name] = f"{base}.{a.name}" if base else a.name
-    return out
 
 
 def analyze_file(relpath: str, data: bytes) -> dict:
@@ -690,7 +332,7 @@ def analyze_file(relpath: str, data: bytes) -> dict:
             errors.append(parsed.error)
             continue
         facts["repaired_lines"].extend(parsed.repaired_lines)
-        imports = _imports(_top_statements(parsed.tree), module, facts["is_pkg"])
+        imports = imports_of(top_statements(parsed.tree), module, facts["is_pkg"])
         facts["imports"].update(imports)
         if snip.origin == "python":
             doc = ast.get_docstring(parsed.tree, clean=True)

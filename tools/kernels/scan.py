@@ -1,7 +1,8 @@
 """Join per-file facts into kernel launch sites: wrappers, callers, names, backends, categories.
 
-``analyze_file`` (re-exported from ``facts``) is the pure per-file pass; ``resolve`` is the
-cross-file pass over the facts of one repository; ``scan_paths`` reads trees from disk.
+``facts.analyze_file`` is the pure per-file pass; ``resolve`` is the cross-file pass over the facts of one
+repository; ``scan_paths`` reads trees from disk (``treewalk``, the ingest's walker). Vendored copies are marked by
+``vendored``.
 """
 
 from __future__ import annotations
@@ -9,50 +10,19 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict, deque
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import pysource, safeio
+from .. import pysource, safeio, treewalk
 from . import rules
 from .facts import analyze_file
+from .site import KernelSite
+from .vendored import mark_vendored
 
 SCANNED_SUFFIXES = (".py", ".ipynb", ".md", ".markdown")
-SKIP_DIRS = {".git", "node_modules", "__pycache__", ".hg", ".svn", ".tox", ".venv", "venv", "site-packages"}
 MIN_VENDOR_LINES = 10  # functions shorter than this are too generic to call vendored
-VENDOR_SIMILARITY = 0.6  # Jaccard similarity of normalized source lines that marks a fork
 
 
 _SELF_TEST = re.compile(r"^(?:test|bench|main$)|_tests?$|_bench(?:mark)?$")  # self-checks in library modules
-
-
-@dataclass
-class KernelSite:
-    path: str
-    line: int
-    kernel: str
-    impl: str | None
-    backend: str
-    category: str
-    kind: str
-    entry: str
-    grid: str | None = None
-    block_shapes: list[str] = field(default_factory=list)
-    dimension_semantics: str | None = None
-    summary: str | None = None
-    stability: str = "stable"
-    vendored_from: str | None = None
-    signature: str | None = None
-    callers: list[str] = field(default_factory=list)
-    body: str | None = None
-    fingerprint: str | None = None
-    shingles: list[int] = field(default_factory=list, repr=False)  # normalized-line hashes (not in to_dict)
-    qualname: str | None = None  # module-qualified name of the kernel's public function or class
-    backend_note: str | None = None  # why the launch itself fixes no backend (compiler_params set at run time)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("shingles")
-        return d
 
 
 class _Index:
@@ -328,97 +298,20 @@ def resolve(facts_by_path: dict[str, dict]) -> list[KernelSite]:
                     and not c["target"].startswith("jax") and c["target"] != c["callee"]:
                 sites.append(_site(idx, f, {**c, "chain": c["scope"].split(".") if c["scope"] else []},
                                    c["callee"]))
-    _mark_vendored(sites)
+    mark_vendored(sites)
     sites.sort(key=lambda s: (s.path, s.line))
     return sites
 
 
-def _origin_rank(item: tuple[int, KernelSite]) -> tuple:
-    order, s = item
-    vendored_hint = any(w in s.path.lower() for w in ("vendor", "third_party", "thirdparty", "fork", "copy"))
-    return (order, vendored_hint, s.kind != "library", len(s.path), s.path, s.line)
-
-
-def _similar_groups(items: list[tuple[str, KernelSite]]) -> list[list[tuple[str, KernelSite]]]:
-    """Groups of launch functions whose normalized source is identical or nearly so (Jaccard of
-    line hashes >= VENDOR_SIMILARITY), found through an inverted index of line hashes."""
-    funcs: dict[tuple[str, str, str], list[tuple[str, KernelSite]]] = defaultdict(list)
-    for repo, s in items:
-        if s.fingerprint:
-            funcs[(repo, s.path, s.fingerprint)].append((repo, s))
-    keys = list(funcs)
-    sets = [set(funcs[k][0][1].shingles) for k in keys]
-    index: dict[int, list[int]] = defaultdict(list)
-    for i, sh in enumerate(sets):
-        for h in sh:
-            index[h].append(i)
-    parent = list(range(len(keys)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, sh in enumerate(sets):
-        shared: dict[int, int] = defaultdict(int)
-        for h in sh:
-            posting = index[h]
-            if len(posting) > 50:  # boilerplate lines say nothing
-                continue
-            for j in posting:
-                if j > i:
-                    shared[j] += 1
-        for j, n in shared.items():
-            same_place = keys[i][:2] == keys[j][:2]
-            union = len(sh) + len(sets[j]) - n
-            if not same_place and (keys[i][2] == keys[j][2] or union and n / union >= VENDOR_SIMILARITY):
-                parent[find(i)] = find(j)
-    groups: dict[int, list] = defaultdict(list)
-    for i, k in enumerate(keys):
-        groups[find(i)].extend(funcs[k])
-    return [g for g in groups.values() if len({(r, s.path) for r, s in g}) > 1]
-
-
-def _mark_vendored(sites: list[KernelSite]) -> None:
-    for group in _similar_groups([("", s) for s in sites]):
-        _, origin = min(((0, s) for _, s in group), key=_origin_rank)
-        for _, s in group:
-            if s.path != origin.path:
-                s.vendored_from = origin.path
-
-
-def link_vendored(sites_by_repo: dict[str, list[KernelSite]]) -> None:
-    """Across repositories: a kernel whose normalized source matches (or nearly matches) another
-    repository's records it as ``vendored_from: "<repo>:<path>"``. Earlier repositories in the
-    given order are taken as the origin (list upstreams such as jax first)."""
-    order = {r: i for i, r in enumerate(sites_by_repo)}
-    items = [(repo, s) for repo, sites in sites_by_repo.items() for s in sites]
-    for group in _similar_groups(items):
-        if len({r for r, _ in group}) < 2:
-            continue
-        o_order, origin = min(((order[r], s) for r, s in group), key=_origin_rank)
-        o_repo = next(r for r, o in order.items() if o == o_order)
-        for repo, s in group:
-            if repo != o_repo:
-                s.vendored_from = f"{o_repo}:{origin.path}"
-
-
 def iter_files(root: Path):
-    """(relative posix path, absolute path) of scannable files under root; no symlinks followed."""
+    """(relative posix path, absolute path) of scannable files under root (``treewalk``: no symlinks followed)."""
     if root.is_file():
         yield root.name, root
         return
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
-                             and not os.path.islink(os.path.join(dirpath, d)))
-        for name in sorted(filenames):
-            if name.startswith(".") or not name.endswith(SCANNED_SUFFIXES):
-                continue
-            full = Path(dirpath) / name
-            if full.is_symlink():
-                continue
-            yield full.relative_to(root).as_posix(), full
+    entries, _, _ = treewalk.walk(root)
+    for e in entries:
+        if e.rel.endswith(SCANNED_SUFFIXES) and not e.rel.rsplit("/", 1)[-1].startswith("."):
+            yield e.rel, root / e.rel
 
 
 def _analyze_path(args: tuple[str, str]) -> tuple[str, dict]:

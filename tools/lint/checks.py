@@ -6,7 +6,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from .. import pages, wikiindex
+from .. import mdrisk, pages, wikiindex
 from ..project import Project
 from ..wikiscan import Wiki, WikiPage
 from .issues import issue
@@ -190,11 +190,9 @@ def check_stale(project: Project, wiki: Wiki) -> list:
 
 def check_hostile(wiki: Wiki) -> list:
     """Entries the scan refused (symlinks out of wiki/, special files) and pages the site publishes as text."""
-    from ..sitegen.neutralise import problem
-
     out = [issue(f"wiki/{rel}", None, "not-followed", reason) for rel, reason in wiki.refused]
     for page in wiki:
-        reason = problem(page.text) if page.text is not None else None
+        reason = mdrisk.problem(page.text) if page.text is not None else None
         if reason:
             out.append(issue(f"wiki/{page.rel}", None, "pathological", f"{reason}; the site shows it as text"))
     return out

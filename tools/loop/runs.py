@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..experiments import filing
+from ..experiments.context import RunContext
 from ..experiments.runner import RunSpec, slugify
 from ..project import Project
 from ..writer import Writer
@@ -78,8 +79,8 @@ def file_unrunnable(project: Project, writer: Writer, spec: LoopSpec, p: Proposa
                "date": writer.today, "description": p.change.describe(), "command": command,
                "verdict": "invalid", "ledger_status": "discard", "role": "variant", "metrics": {},
                "reasons": [reason, "the change was not run"], "repeats": 0, **extra_keys(spec, p, n, cfg, pend)}
-        rec["page"] = filing.file_record(writer, lane, rec, {"command_line": command, "crash_reason": reason,
-                                                             "log_tail": reason})
+        rec["page"] = filing.file_record(writer, lane, rec, RunContext(command_line=command, crash_reason=reason,
+                                                                       log_tail=reason))
     return rec
 
 

@@ -1,8 +1,8 @@
 """A loop's state on disk: ``loops/<name>/state.json``, rewritten atomically after every step, so that a kill at
 any moment leaves the last completed step, and ``resume`` is reading it back.
 
-``pending`` holds the iteration in flight and how far it got (``proposed`` → ``prepared`` → ``running`` →
-``filed``); each later phase is idempotent given what the earlier one wrote.
+``LoopState`` names every key the file holds. ``pending`` lists the iterations in flight and how far each got
+(``proposed`` → ``running`` → ``filed``); each later phase is idempotent given what the earlier one wrote.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .. import safeio
@@ -60,12 +60,59 @@ class LoopPaths:
         return self.folder / "iterations" / f"{n:03d}"
 
 
-def new_state(spec) -> dict:
-    return {"name": spec.name, "model": spec.model, "lane": spec.lane, "variant": spec.variant,
-            "status": "running", "stop_reason": None, "started": now(), "updated": now(), "iteration": 0,
-            "trunk": None, "frontier": [], "history": [], "retrospectives": [],
-            "usage": {"runs": 0, "wall_s": 0.0, "llm_tokens": 0, "cost_usd": 0.0, "device_s": 0.0},
-            "pending": None}
+def _usage() -> dict[str, float]:
+    return {"runs": 0, "wall_s": 0.0, "llm_tokens": 0, "cost_usd": 0.0, "device_s": 0.0}
+
+
+@dataclass
+class LoopState:
+    """``state.json``, key by key. ``trunk``, the frontier rows, history entries and pending iterations are plain
+    records (their keys are written by ``learn``, ``runs`` and the engine)."""
+
+    name: str
+    model: str
+    lane: str
+    variant: str
+    status: str = "running"                # running | stopped
+    stop_reason: str | None = None
+    started: str = ""                      # this run of the loop (a ``--fresh`` start is another)
+    updated: str = ""
+    iteration: int = 0                     # the last iteration learnt from
+    trunk: dict | None = None              # the configuration every change is compared with
+    start_commit: str | None = None        # the model code's commit at the baseline
+    calibration: dict | None = None        # the A/A run: exp_id, pair_sd_pct, band_pct
+    frontier: list[dict] = field(default_factory=list)         # every trunk move, the baseline first
+    history: list[dict] = field(default_factory=list)          # every run, kept or not
+    retrospectives: list[dict] = field(default_factory=list)
+    usage: dict[str, float] = field(default_factory=_usage)    # runs, wall_s, llm_tokens, cost_usd, device_s
+    pending: list[dict] | None = None      # the iterations in flight
+    proposer_failures: int = 0             # in a row
+    # a stop decided during an iteration, taken by the next stop gate
+    plateau_stop: str | None = None
+    budget_hit: str | None = None
+    error_stop: str | None = None
+
+    @classmethod
+    def new(cls, spec) -> LoopState:
+        return cls(spec.name, spec.model, spec.lane, spec.variant, started=now(), updated=now())
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LoopState:
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in d.items() if k in names}
+        for k in ("name", "model", "lane", "variant"):
+            known.setdefault(k, "")
+        state = cls(**known)
+        state.usage = {**_usage(), **(state.usage or {})}
+        if isinstance(state.pending, dict):  # one iteration, as states before parallel loops held it
+            state.pending = [state.pending]
+        return state
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def pendings(self) -> list[dict]:
+        return self.pending or []
 
 
 def load(paths: LoopPaths) -> dict | None:
@@ -84,9 +131,14 @@ def load(paths: LoopPaths) -> dict | None:
     return state
 
 
-def save(paths: LoopPaths, state: dict) -> None:
-    state["updated"] = now()
-    atomic_write(paths.state, json.dumps(state, indent=1, sort_keys=True, default=str) + "\n")
+def read(paths: LoopPaths) -> LoopState | None:
+    d = load(paths)
+    return None if d is None else LoopState.from_dict(d)
+
+
+def save(paths: LoopPaths, state: LoopState) -> None:
+    state.updated = now()
+    atomic_write(paths.state, json.dumps(state.to_dict(), indent=1, sort_keys=True, default=str) + "\n")
 
 
 @contextlib.contextmanager

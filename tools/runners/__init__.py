@@ -2,7 +2,7 @@
 profile run) that one worker runs in order, so the two arms of an interleaved comparison always share a machine.
 
 A runner backend implements ``run_round``; remote ones (xpk, ray, template) do it with submit / poll / logs /
-fetch / cancel (``remote.RemoteRunner``). ``local`` is today's runner: each arm is ``command.run_command``.
+fetch / cancel (``remote.RemoteRunner``). ``local`` is today's runner: each arm is ``process.run_command``.
 Backends are chosen by name from a plain dict; heavy clients are imported inside the backend that needs them.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import ToolsError
-from ..experiments.command import Proc, env_with, run_command
+from .process import Proc, env_with, run_command
 
 
 @dataclass

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ToolsError
-from ..experiments import metrics
-from ..experiments.command import TAIL_LINES, Proc, Stop, stop_on_signals
+from .process import TAIL_LINES, Proc, Stop, stop_on_signals
 from . import Arm, roundscript
 
 PHASES = ("pending", "running", "succeeded", "failed", "gone", "unknown")
@@ -253,8 +252,7 @@ class RemoteRunner:
                 trailer.append(f"[tools runner] {where}, arm {i + 1}/{len(arms)} on {parts.worker or '?'}: "
                                f"exit {a.rc} after {a.seconds:g} s")
                 text = _write(arm.log, body + "\n".join(trailer) + "\n")
-                result = metrics.parse_result(text) if a.rc == 0 else None
-                procs.append(Proc(a.rc, timed_out, a.seconds, arm.log, result, last_lines(text)))
+                procs.append(Proc(a.rc, timed_out, a.seconds, arm.log, last_lines(text)))
                 continue
             if outcome.kind == "stopped" and current is not None and i > current:
                 break  # like the local runner: nothing after the arm that was stopped
@@ -264,7 +262,7 @@ class RemoteRunner:
                 reason = "the job finished without running this arm"
             text = _write(arm.log, body + f"[tools runner] {reason}\n")
             wall = time.monotonic() - w.begun[i] if i in w.begun else 0.0
-            procs.append(Proc(None, here and outcome.kind == "hung", wall, arm.log, None, last_lines(text),
+            procs.append(Proc(None, here and outcome.kind == "hung", wall, arm.log, last_lines(text),
                               outcome.stopped_by if here else None))
         if outcome.stopped_by and procs and not any(p.stopped_by for p in procs):
             procs[-1].stopped_by = outcome.stopped_by  # stopped after its last arm: the caller must still stop

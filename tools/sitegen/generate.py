@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from .. import mdrisk
 from ..wikiscan import Wiki, scan
 from . import neutralise
 from .dashboard import dashboard_md, fill
@@ -176,7 +177,7 @@ def _neutralised(pages: list, files: dict, warnings: list[str]) -> set[str]:
     for p in pages:
         text = p.page.text
         # a frontmatter our reader refused (bad YAML, an alias bomb) would be parsed again, unbounded, by the engine
-        reason = (p.page.error or "not UTF-8") if text is None or p.page.error else neutralise.problem(text)
+        reason = (p.page.error or "not UTF-8") if text is None or p.page.error else mdrisk.problem(text)
         if reason is None:
             continue
         if text is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import mdtext, safeio
-from ..concepts import CONCEPTS
+from ..concepts import CONCEPTS, concept_page, concepts_index_page
 from ..errors import InputError
 from ..pages import Page, region
 from ..project import Project
@@ -117,8 +117,6 @@ def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = Non
 
 def concept_regions(by_concept: dict[str, list[tuple[str, str, object]]]) -> list[Page]:
     """Each concept page's "Sources" region: the claims about it, with the page and where in the document."""
-    from ..ingest.codebase_pages import concept_page
-
     out = []
     for slug in CONCEPTS:
         items = by_concept.get(slug, [])
@@ -127,9 +125,7 @@ def concept_regions(by_concept: dict[str, list[tuple[str, str, object]]]) -> lis
             rows = [f"- [{mdtext.escape(title[:80])}](../{path}) ({mdtext.escape(c.where)}): "
                     f"{mdtext.escape(c.quote[:220])}" for path, title, c in items[:25]]
             text = "### Sources\n\n" + "\n".join(rows) + "\n"
-        base = concept_page(slug, "__sources__", None, None)
-        out.append(Page(base.path, base.meta, base.body.replace(
-            region("appears-__sources__", ""), "") + "\n" + region("sources", text), keep_regions=True))
+        out.append(concept_page(slug, "sources", text))
     return out
 
 
@@ -235,8 +231,6 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
         for c in d.get("claims", []):
             if c.get("concept"):
                 by_concept[c["concept"]].append((d["page"], d["title"], claims_mod.Claim(**c)))
-    from ..ingest.codebase_pages import concepts_index_page
-
     for p in concept_regions(by_concept) + [concepts_index_page()]:  # the index: no concept page is an orphan
         writer.write_page(p)
     writer.write_page(catalog(docs, skipped))

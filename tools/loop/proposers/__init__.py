@@ -15,10 +15,19 @@ from ..proposal import Proposal
 
 
 class Proposer(Protocol):
+    """Subclass it (the optional parts then come with their defaults) and add the class to ``PROPOSERS``."""
+
     name: str
+    serves_people: bool = False   # it proposes people's hypothesis pages itself (else the engine asks them first)
 
     def propose(self, priors: Priors, record: "RecordFn") -> Proposal | None:
         """The next hypothesis. ``record(name, text)`` saves an artefact (a prompt, a response) with the run."""
+        raise NotImplementedError
+
+    def untried(self, priors: Priors, n: int = 10) -> list[Proposal]:
+        """Optional: the best ideas not yet tried, for a retrospective; [] when the proposer cannot say (the
+        engine then lists the declared knob space's)."""
+        return []
 
 
 class RecordFn(Protocol):

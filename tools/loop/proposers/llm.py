@@ -20,7 +20,7 @@ from ..prompt import (TOOL_DESCRIPTION, TOOL_NAME, duplicate_feedback, render, r
                       tool_schema)
 from ..proposal import Proposal, ProposalError
 from ..spec import LoopSpec
-from . import BudgetExhausted, RecordFn
+from . import BudgetExhausted, Proposer, RecordFn
 
 DEFAULT_MODEL = llm.DEFAULT_MODELS["anthropic"]
 MODEL_SET = ("proposer", "hypothesis_page", "usage", "repeats")  # fields the loop sets, not the model
@@ -35,7 +35,7 @@ class MalformedProposal(ProposalError, ToolsError):
         super().__init__("the LLM proposed an unusable proposal twice: " + "; then: ".join(errors))
 
 
-class LLMProposer:
+class LLMProposer(Proposer):
     name = "llm"
 
     def __init__(self, provider: str = "anthropic", model: str = DEFAULT_MODEL, base_url: str | None = None,

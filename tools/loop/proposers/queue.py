@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from ..priors import Priors
 from ..proposal import Proposal, ProposalError
+from . import Proposer
 
 
-class QueueProposer:
+class QueueProposer(Proposer):
     name = "queue"
+    serves_people = True
 
     def __init__(self, people_only: bool = False):
         self.people_only = people_only

@@ -14,6 +14,7 @@ import json
 
 from ..priors import Attempt, Priors, run_key
 from ..proposal import Change, Proposal
+from . import Proposer
 
 UNKNOWN_GAIN_PCT = 2.0      # a move nobody has measured: worth a look, behind anything with evidence of a gain
 UNKNOWN_CONFIDENCE = 0.3
@@ -33,7 +34,7 @@ def shown(v) -> str:
     return "unset" if v in (None, "") else value_key(v)
 
 
-class SweepProposer:
+class SweepProposer(Proposer):
     name = "sweep"
 
     def __init__(self, promote: bool = True, seed: int | None = None):

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Stop  # the runners import it from here too
-from . import metrics
 
 
 TAIL_LINES = 40
 TAIL_LINE_CHARS = 400     # a longer log line is cut on the page (a 50 MB line must not become a 50 MB page)
 TAIL_BYTES = 8_000        # the whole tail, at most
+TAIL_SCAN_BYTES = 256_000  # the end of a log read for its tail (and searched for an out-of-memory message)
 KILL_GRACE_S = 3.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -36,8 +36,7 @@ class Proc:
     rc: int | None
     timed_out: bool
     wall_s: float
-    log: Path
-    result: dict | None
+    log: Path             # everything the command printed; ``experiments.arms`` reads its JSON result line
     tail: str
     stopped_by: str | None = None  # "Ctrl-C" or "SIGTERM" when the runner was told to stop
 
@@ -169,7 +168,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
         except OSError as e:
             why = start_problem(cmd, cwd, env) or str(e)
             f.write(f"could not start {cmd[0]!r}: {why}\n".encode())
-            return Proc(127, False, 0.0, log, None, f"could not start {cmd[0]!r}: {why}")
+            return Proc(127, False, 0.0, log, f"could not start {cmd[0]!r}: {why}")
         try:
             timed_out = _pump(p, f, t0 + timeout, echo)
         except KeyboardInterrupt:
@@ -193,10 +192,18 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"\n[tools exp run] killed {left} process(es) the command left running in other sessions\n"
                     .encode())
     wall = time.perf_counter() - t0
-    text = log.read_text(encoding="utf-8", errors="replace")
-    tail = cap_tail(text)
-    result = None if timed_out or stopped_by else metrics.parse_result(text)
-    return Proc(rc, timed_out, wall, log, result, tail, stopped_by)
+    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by)
+
+
+def log_end(log: Path, size: int = TAIL_SCAN_BYTES) -> str:
+    """The last ``size`` bytes of a log as text ("" when it cannot be read)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def cap_tail(text: str, lines: int = TAIL_LINES) -> str:

@@ -1,4 +1,5 @@
-"""Walk a code tree without following symlinks; say why each skipped file was skipped."""
+"""Walk a code tree without following symlinks; say why each skipped file was skipped. The one walker and skip list
+of the ingest and the kernel scanner."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..safeio import kind
+from .safeio import kind
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".tox", ".nox", ".venv", "venv",
-             ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", ".eggs"}
+             ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", ".eggs", "site-packages"}
 KEEP_HIDDEN = {".github", ".buildkite", ".circleci", ".gitlab"}
 
 PYTHON_EXT = (".py", ".pyi", ".ipynb")

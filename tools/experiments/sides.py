@@ -1,0 +1,131 @@
+"""The two sides of a comparison: the command each arm runs, with which environment and from where.
+
+A variant runs its own command with its variables on top of the runner's (flag variables appended); a baseline
+reruns a filed record as it ran: its command (its saved script copy when the script changed since), the folder it
+ran in and the environment it kept, with every other ``ENV_KEYS`` variable unset. Secrets are never recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..runners import Arm
+
+ENV_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
+FLAG_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS")   # a run's own flags are appended to these, never replace them
+PROFILE_ENV = "AUTORESEARCH_PROFILE_DIR"
+HLO_ENV = "AUTORESEARCH_HLO_DIR"  # names the dump folder so a remote runner brings it back (tools/runners)
+SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+REDACTED = "<redacted>"
+
+
+# ----------------------------------------------------------------------------- environments
+
+def merged_env(extra: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
+    """``extra`` over the runner's environment: flag variables are appended to its value (the later flag wins)."""
+    base = os.environ if base is None else base
+    return {k: (f"{base[k]} {v}".strip() if k in FLAG_KEYS and base.get(k) else str(v)) for k, v in extra.items()}
+
+
+def recorded_env(own: dict[str, str], unset: list[str] | tuple = ()) -> dict[str, str]:
+    """What a run's record keeps: this environment's ``ENV_KEYS`` (less ``unset``) plus the run's own variables
+    (secrets redacted)."""
+    env = {k: os.environ[k] for k in ENV_KEYS if os.environ.get(k) and k not in unset}
+    env.update(own)
+    return {k: (REDACTED if SECRET.search(k) else str(v)) for k, v in sorted(env.items())}
+
+
+def restored_env(rec: dict) -> tuple[dict[str, str], list[str], str]:
+    """How to rerun a record as it ran: (variables on top of the runner's, ``ENV_KEYS`` to unset, a note).
+    The baseline environment is the runner's minus ``ENV_KEYS``, plus what the record kept."""
+    env = rec.get("env")
+    if not isinstance(env, dict):
+        return {}, [], (f"`{rec.get('exp_id')}` kept no environment (filed before runs recorded one): "
+                        "its reruns inherit this runner's")
+    keep = {str(k): str(v) for k, v in env.items() if v != REDACTED}
+    return keep, [k for k in ENV_KEYS if k in os.environ and k not in keep], ""
+
+
+def with_unset(cmd: list[str], unset: list[str]) -> list[str]:
+    """``cmd`` run through ``env -u`` so the listed variables are absent (not empty) on whichever worker runs it."""
+    return ["env", *[a for k in unset for a in ("-u", k)], "--", *cmd] if unset else list(cmd)
+
+
+def profile_env(raw_dir: Path, module_re: str, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the XLA flags that dump optimized HLO as text appended to its (merged) XLA_FLAGS."""
+    flags = f"--xla_dump_to={raw_dir / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re={module_re}"
+    xla = env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+    return dict(env, XLA_FLAGS=f"{xla} {flags}".strip())
+
+
+# ----------------------------------------------------------------------------- the two sides
+
+@dataclass
+class Side:
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)   # on top of the runner's environment
+    cwd: Path | None = None
+    unset: list[str] = field(default_factory=list)
+
+    def arm(self, name: str, raw_dir: Path, timeout: float, env: dict[str, str] | None = None,
+            artefacts: dict[str, Path] | None = None):
+        return Arm(name, with_unset(self.command, self.unset), raw_dir / f"{name}.log",
+                   dict(self.env if env is None else env), self.cwd, timeout, dict(artefacts or {}))
+
+
+def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None) -> tuple[Side, list[str]]:
+    """How to rerun a filed record: its command (its saved script copy when the script changed since), from
+    ``cwd`` or the folder it ran in, with the environment it kept. Returns the side and notes for the page."""
+    if cwd is None:
+        c = Path(str(rec.get("cwd") or ""))
+        c = c if c.is_absolute() else project.root / c
+        cwd = c if rec.get("cwd") and c.is_dir() else fallback_cwd
+    cmd = shlex.split(rec["command"])
+    notes = []
+    copy, script = rec.get("script_copy"), script_of(cmd, cwd)
+    if copy and script and rec.get("script_sha256") and code_commit(script)[1] != rec["script_sha256"]:
+        saved = project.root / copy
+        if saved.is_file():
+            cmd[next(i for i, a in enumerate(cmd) if a.endswith(".py"))] = str(saved)
+            notes.append(f"the script of `{rec['exp_id']}` changed since: its saved copy `{copy}` was rerun")
+        else:
+            notes.append(f"the script of `{rec['exp_id']}` changed since and its saved copy is missing: "
+                         "the current script was rerun")
+    env, unset, note = restored_env(rec)
+    if note:
+        notes.append(note)
+    elif unset:
+        notes.append(f"reruns of `{rec['exp_id']}` ran with its recorded environment (unset: {', '.join(unset)})")
+    return Side(cmd, env, cwd, unset), notes
+
+
+def script_of(cmd: list[str], cwd: Path | None) -> Path | None:
+    for a in cmd:
+        if a.endswith(".py"):
+            p = Path(a) if Path(a).is_absolute() else (cwd or Path.cwd()) / a
+            if p.is_file():
+                return p
+    return None
+
+
+def code_commit(script: Path | None) -> tuple[str, str]:
+    """(commit of the repo holding the model script, plus '-dirty' if it differs; sha256 of the script)."""
+    if script is None:
+        return "", ""
+    sha = hashlib.sha256(script.read_bytes()).hexdigest()[:16]
+    try:
+        head = subprocess.run(["git", "-C", str(script.parent), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=False)
+        if head.returncode != 0:
+            return "", sha
+        dirty = subprocess.run(["git", "-C", str(script.parent), "status", "--porcelain", "--", script.name],
+                               capture_output=True, text=True, timeout=10, check=False)
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else ""), sha
+    except (OSError, subprocess.TimeoutExpired):
+        return "", sha

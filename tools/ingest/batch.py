@@ -1,0 +1,113 @@
+"""`tools ingest` as one call: code trees (``run.ingest_repo``) and documents (``sources.run``) named on the command
+line or found by ``--all``, each in its own writer, the index rebuilt after each, one bad tree never stopping the
+others; trees whose raw/code folder is gone removed with ``--all``. The faces print the ``IngestBatch`` it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import EXIT_SKIPS, InputError
+from ..project import Project
+from ..sources.run import SourcesReport, ingest_sources, is_source_target
+from ..writer import Writer
+from .remove import remove_codebase, vanished
+from .run import IngestReport, all_targets, ingest_repo, rebuild_index
+
+
+@dataclass
+class Vanished:
+    slug: str
+    files: int         # files removed
+    regions: int       # concept pages whose region for it was removed
+
+
+@dataclass
+class IngestBatch:
+    repos: list[IngestReport] = field(default_factory=list)
+    sources: SourcesReport | None = None
+    failed: list[dict] = field(default_factory=list)       # {"target", "error"}: a tree that could not be ingested
+    vanished: list[Vanished] = field(default_factory=list)
+    code_targets: bool = True                               # a tree was named (or --all): else sources alone
+
+    @property
+    def unwritten(self) -> list[tuple[str, str]]:
+        return [w for r in self.repos for w in r.unwritten]
+
+    @property
+    def repos_skipped(self) -> bool:
+        return any(r.skipped for r in self.repos)
+
+    @property
+    def sources_skipped(self) -> bool:
+        return bool(self.sources and (self.sources.skipped or (self.sources.summary_failed and not self.code_targets)))
+
+    def exit_code(self) -> int:
+        """1: a tree failed; ``EXIT_SKIPS``: done, with files skipped or pages left alone; 0: everything."""
+        if self.failed:
+            return 1
+        if self.repos_skipped or self.sources_skipped or self.unwritten:
+            return EXIT_SKIPS
+        return 0
+
+    def to_dict(self) -> dict | list:
+        """The JSON report: one object for one tree or the sources alone, else a list of them."""
+        out = [r.to_dict() for r in self.repos] + self.failed + ([self.sources.to_dict()] if self.sources else [])
+        return out if len(out) != 1 else out[0]
+
+
+def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int = 0, llm_provider=None,
+           progress: Callable[[int, int], None] | None = None,
+           on_sources: Callable[[SourcesReport], None] | None = None,
+           on_repo: Callable[[IngestReport], None] | None = None,
+           on_vanished: Callable[[Vanished], None] | None = None,
+           on_failed: Callable[[dict], None] | None = None) -> IngestBatch:
+    """Ingest every target. Raises InputError when the sources cannot be read at all (nothing else is done then);
+    a tree that fails is listed in ``failed`` and the others go on. The ``on_*`` hooks report as it goes."""
+    project.require_wiki()
+    targets = list(targets)
+    if all_:  # trees --all cannot take (symlinks, names that are not plain) go through resolve_target's refusal
+        plain = all_targets(project)
+        others = sorted(p.name for p in project.raw_code.iterdir() if not p.name.startswith(".")
+                        and p.name not in plain and (p.is_dir() or p.is_symlink())) if project.raw_code.is_dir() else []
+        targets += plain + [str(project.raw_code / n) for n in others]
+    if not targets and not all_:
+        raise InputError("tools ingest", "name a tree (raw/code/<slug>), sources (raw/sources/...) or pass --all")
+    sources = [t for t in targets if is_source_target(project, t)]
+    trees = [t for t in targets if t not in sources]
+    if all_ and project.raw_sources.is_dir():
+        sources.append(str(project.raw_sources))
+    batch = IngestBatch(code_targets=bool(trees) or all_)
+    if sources:
+        writer = Writer(project.wiki)
+        batch.sources = ingest_sources(project, sources, writer, llm_provider)
+        _finish(project, writer, "raw/sources")
+        if on_sources:
+            on_sources(batch.sources)
+    if all_:  # trees ingested here whose raw/code/<slug> is gone leave the wiki with them
+        for slug in vanished(project):
+            r = remove_codebase(project, slug, Writer(project.wiki))
+            batch.vanished.append(Vanished(slug, len(r.removed), len(r.regions)))
+            if on_vanished:
+                on_vanished(batch.vanished[-1])
+    for target in trees:
+        writer = Writer(project.wiki)
+        try:
+            report = ingest_repo(project, target, writer, jobs=jobs, progress=progress)
+        except InputError as e:  # one bad target never stops the others
+            batch.failed.append({"target": target, "error": str(e)})
+            if on_failed:
+                on_failed(batch.failed[-1])
+            continue
+        _finish(project, writer, report.slug)
+        batch.repos.append(report)
+        if on_repo:
+            on_repo(report)
+    return batch
+
+
+def _finish(project: Project, writer: Writer, what: str) -> None:
+    rebuild_index(project, writer)
+    if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
+        writer.log_changes("ingest", what)

@@ -1,0 +1,35 @@
+"""One kernel launch site of the catalog: where it is, what it launches, on which backend, with what shapes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class KernelSite:
+    path: str
+    line: int
+    kernel: str
+    impl: str | None
+    backend: str
+    category: str
+    kind: str
+    entry: str
+    grid: str | None = None
+    block_shapes: list[str] = field(default_factory=list)
+    dimension_semantics: str | None = None
+    summary: str | None = None
+    stability: str = "stable"
+    vendored_from: str | None = None
+    signature: str | None = None
+    callers: list[str] = field(default_factory=list)
+    body: str | None = None
+    fingerprint: str | None = None
+    shingles: list[int] = field(default_factory=list, repr=False)  # normalized-line hashes (not in to_dict)
+    qualname: str | None = None  # module-qualified name of the kernel's public function or class
+    backend_note: str | None = None  # why the launch itself fixes no backend (compiler_params set at run time)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("shingles")
+        return d

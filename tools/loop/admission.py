@@ -1,0 +1,68 @@
+"""Whether a proposal may run, and why not: a knob or value outside the declared space, a configuration already
+running, already the trunk's or already tried, a change refuted before, or a third run in a row from one category.
+Pure: spec, state and priors in, a reason (or None) out."""
+
+from __future__ import annotations
+
+from .priors import Priors, run_key
+from .proposal import Proposal
+from .spec import LoopSpec
+from .state import LoopState
+
+REFUTED = ("refuted", "invalid")
+
+
+def config_of(spec: LoopSpec, trunk: dict, p: Proposal) -> tuple[dict, dict]:
+    """The proposal's knobs and environment on top of the trunk's."""
+    start = spec.start_config()  # knobs added to the loop file since: their starting value
+    cfg = {k: trunk["config"].get(k, v) for k, v in start.items()} | p.change.knobs
+    env = dict(trunk.get("env") or {})
+    for k, v in p.change.env.items():
+        env[k] = f"{env[k]} {v}".strip() if k in env and k.endswith("_FLAGS") else v
+    return cfg, env
+
+
+def key_of(spec: LoopSpec, trunk: dict, p: Proposal, cfg: dict, env: dict) -> str:
+    """What makes two runs the same run: knobs, environment, the trunk's code and the patch."""
+    return run_key(cfg, spec.env_for(cfg, env), trunk.get("commit", ""),
+                   p.change.fingerprint() if p.change.kind == "patch" else "")
+
+
+def refuse(spec: LoopSpec, state: LoopState, p: Proposal, priors: Priors, inflight: set[str] = frozenset()
+           ) -> str | None:
+    """Why this proposal may not run, else None."""
+    knobs = spec.knobs
+    for k, v in p.change.knobs.items():
+        if k not in knobs:
+            return f"unknown knob {k!r} (declared: {', '.join(knobs)})"
+        if v not in knobs[k].values:
+            return f"value {v!r} of knob {k!r} is outside the declared space {knobs[k].values}"
+    cfg, env = config_of(spec, state.trunk, p)
+    key = key_of(spec, state.trunk, p, cfg, env)
+    if key in inflight:
+        return "the same configuration is already running in this batch"
+    for f in state.frontier:
+        if f.get("run_key") == key:
+            return f"the trunk already ran this configuration: {f.get('page') or f['exp_id']}"
+    fp = p.change.fingerprint()
+    for h in state.history:  # a refuted change stays refuted, whatever the trunk has become since
+        if h.get("fingerprint") == fp and h.get("verdict") in REFUTED:
+            return f"refuted by {h['page']} ({h['verdict']}, hypothesis {h.get('hypothesis_page')})"
+    for h in state.history:
+        if h.get("run_key") != key or (h.get("verdict") == "crash" and h.get("interrupted")):
+            continue
+        if h["verdict"] in REFUTED:
+            return f"refuted by {h['page']} ({h['verdict']}, hypothesis {h.get('hypothesis_page')})"
+        if h["verdict"] == "inconclusive" and p.repeats > int(h.get("repeats") or 0):
+            continue  # successive halving: re-measure with more repeats
+        return f"duplicate of {h['page']} ({h['verdict']}): the same configuration already ran"
+    if priors.avoid_category and p.category == priors.avoid_category:
+        return f"three runs in a row from category {p.category!r}: switch category"
+    return None
+
+
+def closes_page(why: str) -> str | None:
+    """The status a refused hypothesis page of a person gets, or None when the refusal only defers it."""
+    if "in a row from category" in why:
+        return None
+    return "refuted" if why.startswith("refuted by") else "abandoned"
