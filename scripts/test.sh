@@ -11,4 +11,4 @@ if ((${#need[@]})); then
   apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 export NO_MKDOCS_2_WARNING=1 TF_CPP_MIN_LOG_LEVEL=3
-python -m pytest -q "$@"
+python -m pytest -q -n auto "$@"

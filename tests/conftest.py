@@ -7,6 +7,13 @@ from pathlib import Path
 import pytest
 
 
+FIRST = ("tests/test_readme.py",)  # the longest tests start at once, so the other workers take the rest around them
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
+
+
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch, tmp_path):
     monkeypatch.delenv("AUTORESEARCH_ROOT", raising=False)

@@ -79,6 +79,9 @@ def test_readme_main_job_in_a_fresh_clone(tmp_path):
     filed = sorted((kb / "wiki/experiments/llama/cpu-loop").glob("20*.md"))
     verdicts = [pages.split(p.read_text())[0]["verdict"] for p in filed]
     assert verdicts[0] == "baseline" and len(verdicts) == 4, verdicts
+    assert any((kb / ".tools-cache" / "jax-compile").iterdir()), "the timed rounds share JAX's compile cache"
+    profiled = [pages.split(p.read_text())[0].get("hlo_fingerprint") for p in filed]
+    assert all(profiled), "each run's profiled run compiled and dumped its optimized HLO"
     assert (kb / "wiki" / "loops" / "llama-cpu.md").is_file()
     index = (kb / "wiki" / "index.md").read_text()
     assert "loops/llama-cpu.md" in index

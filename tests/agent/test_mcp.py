@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -47,11 +48,18 @@ def test_every_read_operation_over_mcp_equals_the_cli(kb):
     from tools.cli.agent import OPS
 
     ops = load()
-    # The CLI declares exactly the registry's operations (loop.* are MCP-only: `tools loop ...` exists; they are
-    # called in test_loop_ops.py)
+    # The CLI's index is what scripts/ops_index.py generates from the registry: every operation, the loop's too
+    # (`tools loop start/resume/status/stop` are the CLI's own foreground commands; the rest come from the index)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import ops_index
+
+    assert OPS == ops_index.index(), "run `python scripts/ops_index.py`"
+    assert {f"{g}.{o.replace('-', '_')}" for g, names in OPS.items() for o in names} == set(ops)
     loop_ops = {o for o in ops if o.startswith("loop.")}
-    assert {f"{g}.{o.replace('-', '_')}" for g, names in OPS.items() for o in names} == set(ops) - loop_ops
     assert loop_ops == {"loop.status", "loop.retrospective", "loop.start", "loop.resume", "loop.stop"}
+    from tools.cli import cli
+
+    assert {"retrospective", "retro", "status"} <= set(cli.commands["loop"].commands)
     assert set(CALLS) | {"exp.get", "hypotheses.file"} == {o for o in ops if not o.startswith(("profile.", "loop."))}
     assert {o for o in ops if ops[o].runs} == {"loop.start", "loop.resume"}
 

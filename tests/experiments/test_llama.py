@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -104,11 +105,22 @@ def loop_like(tmp_path_factory):
     (root / "wiki").mkdir()
     project = Project(root)
     kw = dict(model="llama", lane="cpu", variant="tiny/cpu")
-    base = run_experiment(project, RunSpec(command=[PY, LLAMA, *TINY], baseline=True, profile=True, **kw))
-    longer = [PY, LLAMA, "--preset", "tiny", "--steps", "16"]
-    var = run_experiment(project, RunSpec(command=longer, repeats=2, env={"XLA_FLAGS": FLAG}, **kw))
-    noop = run_experiment(project, RunSpec(command=longer, repeats=2, profile=True,
-                                           parent_fingerprint=base.hlo_fingerprint, **kw))
+    # a person's own persistent compile cache, as TPU setups often have: the base's profiled run fills it with the
+    # very program the no-op run profiles again, which must still compile (a cache hit dumps no optimized HLO)
+    cache = {"JAX_COMPILATION_CACHE_DIR": str(root / "user-jax-cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    saved = {k: os.environ.get(k) for k in cache}
+    os.environ.update(cache)
+    try:
+        base = run_experiment(project, RunSpec(command=[PY, LLAMA, *TINY], baseline=True, profile=True, **kw))
+        longer = [PY, LLAMA, "--preset", "tiny", "--steps", "16"]
+        var = run_experiment(project, RunSpec(command=longer, repeats=2, env={"XLA_FLAGS": FLAG},
+                                              compile_cache=True, **kw))
+        noop = run_experiment(project, RunSpec(command=longer, repeats=2, profile=True, compile_cache=True,
+                                               parent_fingerprint=base.hlo_fingerprint, **kw))
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     return project, base, var, noop
 
 
@@ -133,6 +145,16 @@ def test_the_baseline_arm_never_gets_the_variants_xla_flags(loop_like):
         assert _json_line(project, var.record, f"run-{i}.log")["xla_flags"] == FLAG
     m = var.metrics
     assert m["flops_per_step_causal"] > 0 and "MFU by hand" not in (project.wiki / var.page).read_text()  # CPU
+
+
+def test_timed_runs_share_the_compile_cache_and_the_profiled_run_never_does(loop_like):
+    project, base, var, noop = loop_like
+    assert var.record["compile_cache"] is True and base.record.get("compile_cache") is None
+    assert any((project.root / "user-jax-cache").iterdir())  # a cache the environment names is the one used
+    assert not (project.cache / "jax-compile").exists()
+    assert "JAX_COMPILATION_CACHE_DIR" not in var.record["env"]  # the timed arms' setting, never replayed
+    dumped = list((project.root / noop.record["raw_dir"] / "hlo").rglob("*train_step*after_optimizations.txt"))
+    assert dumped and noop.hlo_fingerprint == base.hlo_fingerprint
 
 
 def test_an_identical_program_is_a_no_op(loop_like):

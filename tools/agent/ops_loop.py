@@ -33,7 +33,17 @@ class LoopIn(BaseModel):
 class LoopOut(BaseModel):
     name: str
     driver_running: bool
-    state: dict[str, Any]
+    status: str = Field(description="running | stopped")
+    stop_reason: str | None
+    iteration: int
+    usage: dict[str, float] = Field(description="runs, wall_s, llm_tokens, cost_usd, device_s")
+    trunk: dict[str, Any] = Field(description="the configuration every change is compared with")
+    frontier: list[dict[str, Any]] | None
+    pending: list[str] = Field(description="the phase of each iteration in flight")
+    categories: dict[str, Any] = Field(description="per category: tried, supported, refuted, best gain, closed")
+    history: list[dict[str, Any]]
+    retrospectives: list[str]
+    state: dict[str, Any] = Field(description="the whole state file (loops/<name>/state.json)")
 
 
 def _paths(project: Project, name: str):
@@ -56,8 +66,11 @@ def loop_status(project: Project, a: LoopIn) -> dict:
     """A loop's state (trunk, frontier, history with verdicts, usage, stop reason) and whether its driver runs."""
     from ..loop.state import driver_alive
 
+    from ..loop.status import summary
+
     paths = _paths(project, a.name)
-    return {"name": a.name, "driver_running": driver_alive(paths), "state": _state(paths)}
+    state = _state(paths)
+    return {**summary(state), "name": a.name, "driver_running": driver_alive(paths), "state": state}
 
 
 class RetroOut(BaseModel):

@@ -69,7 +69,7 @@ class BacklinksOut(BaseModel):
 
 
 class LintIn(BaseModel):
-    limit: int = Field(50, ge=0, le=5000)
+    limit: int | None = Field(50, ge=0, description="problems to list at most (null: all of them)")
 
 
 class LintProblem(BaseModel):
@@ -78,14 +78,18 @@ class LintProblem(BaseModel):
     code: str
     severity: str
     message: str
+    fixable: bool = False
 
 
 class LintOut(BaseModel):
     pages: int
     errors: int
     warnings: int
+    ok: bool = Field(description="no errors (warnings allowed): `tools lint` exits 0")
+    seconds: float
     by_code: dict[str, int]
     problems: list[LintProblem]
+    fixed: list[str] = Field([], description="what `tools lint --fix` repaired before this check")
 
 
 class KernelsIn(BaseModel):
@@ -233,14 +237,17 @@ def backlinks(project: Project, a: ReadIn) -> dict:
 @op("wiki.lint", LintIn, LintOut)
 def lint_summary(project: Project, a: LintIn) -> dict:
     """`tools lint` as data: counts by code and the first problems."""
-    from collections import Counter
-
     from .. import lint
 
-    report = lint.run(project)
-    by_code = Counter(i.code for i in report.issues)
-    return {"pages": report.pages, "errors": report.errors, "warnings": report.warnings, "by_code": dict(by_code),
-            "problems": [i.as_dict() for i in report.issues[: a.limit]]}
+    return lint_out(lint.run(project), a.limit)
+
+
+def lint_out(report, limit: int | None = None) -> dict:
+    """A lint report as ``LintOut`` data (the CLI's `tools lint --json` prints the same)."""
+    from collections import Counter
+
+    return {**report.as_dict(), "by_code": dict(Counter(i.code for i in report.issues)),
+            "problems": [i.as_dict() for i in report.issues[:limit]]}
 
 
 # ---------------------------------------------------------------- kernels

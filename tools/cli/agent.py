@@ -9,34 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import resources
 
 import click
 
 from .common import pass_project
 
-# group -> operations, as in tools/agent (checked by a test)
-OPS = {
-    "wiki": {"search": "Pages holding every word of QUERY, ranked, with a snippet.",
-             "read": "One page: frontmatter as data, body, the pages it links to.",
-             "list": "Pages by type, folder (under=) and frontmatter values (where=).",
-             "backlinks": "Pages that link to PATH.",
-             "lint": "`tools lint` as data: counts by code and the first problems."},
-    "kernels": {"list": "The kernel catalog, filtered by backend, category, repo, kind, name.",
-                "get": "One kernel page with its catalog fields, frontmatter and body."},
-    "exp": {"history": "A lane's runs with keep rate, frontier, plateau and per-category counts.",
-            "get": "One experiment's whole record.",
-            "best": "The current best run of each variant of a lane."},
-    "profile": {"overview": "Step breakdown, slowest ops with their source lines, time by category and line (exp=ID).",
-                "op-source": "The source line an op's time is credited to (exp=ID op=NAME).",
-                "line-ops": "The ops credited to a source line (exp=ID location=file:line).",
-                "hlo-op": "One op of the optimized HLO with operands, users and fusion body (exp=ID op=NAME).",
-                "compare": "Per-step deltas from run a= to run b= by source line, op and category.",
-                "hlo-compare": "Whether a change reached the compiler: optimized HLO of a= and b=, ids stripped.",
-                "xprof": "xprof's view of the trace (tool=overview_page|op_profile|roofline_model|memory_profile|"
-                         "hlo_stats), or 'no data on this backend'."},
-    "hypotheses": {"file": "File a structured hypothesis for a loop's queue (writes a page).",
-                   "list": "Hypothesis pages, highest priority first."},
-}
+# group -> operation -> help: generated from the registry (`python scripts/ops_index.py`; a test keeps it current)
+OPS: dict[str, dict[str, dict]] = json.loads(resources.files("tools").joinpath("cli/ops.json").read_text(encoding="utf-8"))
 
 
 def parse_pairs(pairs: tuple[str, ...], args_json: str | None) -> dict:
@@ -54,8 +34,10 @@ def parse_pairs(pairs: tuple[str, ...], args_json: str | None) -> dict:
     return out
 
 
-def op_command(group: str, name: str, help_text: str) -> click.Command:
-    @click.command(name=name, help=help_text + "\n\nArguments: key=value pairs (see `tools mcp --list`).")
+def op_command(group: str, name: str, help_text: str, args: list[str] = ()) -> click.Command:
+    listed = " ".join(f"{a}=..." if not a.startswith("[") else f"[{a[1:-1]}=...]" for a in args)
+    @click.command(name=name, help=help_text + f"\n\nArguments as key=value pairs: {listed or 'none'} "
+                                              "(their types: `tools mcp --list`).")
     @click.argument("pairs", nargs=-1)
     @click.option("--args", "args_json", default=None, help="All arguments as one JSON object.")
     @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the MCP tool's structured result).")
@@ -76,8 +58,9 @@ def attach(cli: click.Group) -> None:
             target = click.Group(name=group, help=f"{group.capitalize()} operations of the agent registry "
                                                   "(also MCP tools: `tools mcp`).")
             cli.add_command(target)
-        for name, help_text in ops.items():
-            target.add_command(op_command(group, name, help_text))
+        for name, about in ops.items():
+            if name not in target.commands:  # `tools loop start` runs in the foreground; the registry's starts a driver
+                target.add_command(op_command(group, name, about["help"], about["args"]))
 
 
 @click.command(name="mcp")

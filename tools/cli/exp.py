@@ -45,6 +45,9 @@ def exp() -> None:
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
               help="Environment of this run only (XLA_FLAGS: appended); recorded, never given to the baseline.")
 @click.option("--profile", is_flag=True, help="Capture a jax.profiler trace and an optimized-HLO dump.")
+@click.option("--compile-cache", is_flag=True,
+              help="Timed runs share JAX's persistent compile cache (.tools-cache/jax-compile): each program "
+                   "compiles once across rounds. The profiled run always compiles (its HLO dump is evidence).")
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
 @click.option("--peak-flops", type=float, default=None, help="Peak FLOP/s per device (overrides the device table).")
 @click.option("--loss-tol", default=0.025, show_default=True, type=float,
@@ -79,14 +82,7 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
                                           env=env, **opts))
     m = out.metrics
     if as_json:
-        r = out.record
-        click.echo(json.dumps({"exp_id": out.exp_id, "page": f"wiki/{out.page}", "verdict": out.verdict,
-                               "status": out.status, "role": r.get("role"), "metrics": m, "reasons": out.reasons,
-                               "gain_pct": r.get("gain_pct"), "noise_band_pct": r.get("noise_band_pct"),
-                               "interval_pct": (r.get("timing") or {}).get("interval_pct"),
-                               "rounds": (r.get("timing") or {}).get("rounds"), "baseline": r.get("baseline"),
-                               "hlo_fingerprint": out.hlo_fingerprint, "raw_dir": str(out.raw_dir),
-                               "stopped_by": out.stopped_by}, sort_keys=True, default=str))
+        click.echo(json.dumps(out.summary(), sort_keys=True, default=str))
     else:
         click.echo(f"{out.exp_id}: {out.verdict} ({out.status})  tokens/s {m.get('tokens_per_s', '—')}  "
                    f"MFU {m.get('mfu_percent', '—')} ({m.get('mfu_basis') or m.get('mfu_note', '')})")

@@ -22,8 +22,10 @@ def lint(project, fix: bool, as_json: bool, quiet: bool) -> None:
     from ..lint import ERROR, run
 
     report = run(project, fix=fix)
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=1, default=str))
+    if as_json:  # the registry's `wiki.lint` output, every problem listed
+        from ..agent.ops_wiki import LintOut, lint_out
+
+        click.echo(json.dumps(LintOut(**lint_out(report)).model_dump(), indent=1, default=str))
     else:
         for line in report.fixed:
             click.echo(f"fixed {printable(line)}")

@@ -33,7 +33,9 @@ def _interruptible():
 
 def _print_end(state: dict, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(_status(state), sort_keys=True))
+        from ..loop.status import summary
+
+        click.echo(json.dumps(summary(state), sort_keys=True))
         return
     t = state.get("trunk") or {}
     click.echo(f"loop {state['name']}: {state['status']} after {state['iteration']} iterations"
@@ -77,38 +79,19 @@ def resume(project, name, iterations, as_json, quiet) -> None:
         _print_end(run(project, name, _say(quiet or as_json), iterations), as_json)
 
 
-def _status(state: dict) -> dict:
-    from ..loop import memory
-
-    t = state.get("trunk") or {}
-    return {"name": state["name"], "status": state["status"], "stop_reason": state.get("stop_reason"),
-            "iteration": state["iteration"], "usage": state["usage"], "trunk": t,
-            "frontier": state.get("frontier"), "pending": [x.get("phase") for x in ([state["pending"]] if isinstance(state.get("pending"), dict)
-                                                 else state.get("pending") or [])],
-            "categories": memory.compute(state.get("history") or []),
-            "history": [{k: h.get(k) for k in ("iteration", "exp_id", "category", "describe", "verdict", "gain_pct",
-                                                "kept")} for h in state.get("history") or []],
-            "retrospectives": [r["page"] for r in state.get("retrospectives") or []]}
-
-
 @loop.command(name="status")
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @pass_project
 def status(project, name, as_json) -> None:
     """Where loop NAME stands: trunk, frontier, each iteration's verdict, budgets used."""
-    from ..errors import InputError
-    from ..loop import state as st
+    from ..agent.registry import call
 
-    paths = st.LoopPaths(project, name)
-    state = st.load(paths)
-    if state is None:
-        raise InputError(paths.state, "no such loop state (`tools loop start` first)")
-    s = _status(state)
-    s["driver_running"] = st.driver_alive(paths)
+    s = call(project, "loop.status", {"name": name})  # the registry's answer, the same for an agent
     if as_json:
         click.echo(json.dumps(s, sort_keys=True))
         return
+    state = s["state"]
     _print_end(state, False)
     click.echo(f"  driver {'running' if s['driver_running'] else 'not running'}; pending {', '.join(s['pending']) or '—'}; "
                f"usage " + ", ".join(f"{k} {v:g}" for k, v in state["usage"].items()))

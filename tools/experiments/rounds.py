@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import arms, comparison, records, stats, verdict
 from .arms import ArmResult
-from .sides import HLO_ENV, PROFILE_ENV, Side, merged_env, profile_env, record_side
+from .sides import HLO_ENV, PROFILE_ENV, Side, compile_cache_env, merged_env, profile_env, record_side
 
 
 # ----------------------------------------------------------------------------- what ran
@@ -130,20 +130,27 @@ class Schedule:
             return False
         return True
 
+    def _timed_env(self, side: Side) -> dict[str, str]:
+        """A timed arm's environment: the side's own, with the shared compile cache when the run asks for it."""
+        if not self.spec.compile_cache:
+            return dict(side.env)
+        return compile_cache_env(self.project.cache / "jax-compile", side.env)
+
     def _timed_round(self, i: int, single: bool) -> bool:
         r, spec = self.runs, self.spec
         name = "run" if single else f"run-{i}"
         if r.calibration:
-            arm_list = [self.base.arm(f"baseline-{i}", self.raw_dir, spec.timeout),
-                        self.base.arm(f"run-{i}", self.raw_dir, spec.timeout)]
+            arm_list = [self.base.arm(f"baseline-{i}", self.raw_dir, spec.timeout, self._timed_env(self.base)),
+                        self.base.arm(f"run-{i}", self.raw_dir, spec.timeout, self._timed_env(self.base))]
         elif r.traced:
             env = profile_env(self.raw_dir, spec.hlo_module_re, self.variant.env)
             arm_list = [self.variant.arm(name, self.raw_dir, spec.timeout, env,
                                          {PROFILE_ENV: self.raw_dir / "trace", HLO_ENV: self.raw_dir / "hlo"})]
         else:
-            arm_list = [self.variant.arm(name, self.raw_dir, spec.timeout)]
+            arm_list = [self.variant.arm(name, self.raw_dir, spec.timeout, self._timed_env(self.variant))]
             if r.interleaved:
-                arm_list.insert(0, self.base.arm(f"baseline-{i}", self.raw_dir, spec.timeout))
+                arm_list.insert(0, self.base.arm(f"baseline-{i}", self.raw_dir, spec.timeout,
+                                                 self._timed_env(self.base)))
         kinds = ["base", "var"] if len(arm_list) == 2 else ["var"]
         if len(arm_list) == 2 and not r.calibration and i % 2 == 0:  # B A: the position effect cancels in pairs
             arm_list, kinds = arm_list[::-1], kinds[::-1]

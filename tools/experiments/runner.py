@@ -29,7 +29,7 @@ SLUG = re.compile(r"[^a-z0-9]+")
 RUNNER_KEYS = frozenset(
     "title type tags model lane variant hypothesis commit exp_id status version slug date description command "
     "script_sha256 script_copy raw_dir cwd runner env repeats run_wall_s wall_s_total interleaved stop config shape "
-    "shape_key loss_trajectory metrics role baseline best gain_vs_best_pct semantics runs_tokens_per_s calibration "
+    "shape_key loss_trajectory metrics compile_cache role baseline best gain_vs_best_pct semantics runs_tokens_per_s calibration "
     "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
     "reference_run notes page".split())
 
@@ -69,6 +69,8 @@ class RunSpec:
     calibrate: bool = False              # A/A: the baseline's command against itself, filed with role calibration
     statistic: str = "median"            # a run's tokens/s in comparisons: its median steady step, or ``min``
     on_reserved: Callable[[str], None] | None = None  # called with the exp_id once reserved, before anything runs
+    compile_cache: bool = False          # timed arms share JAX's compile cache (.tools-cache/jax-compile), never
+                                         # the profiled run (its optimized-HLO dump is evidence)
 
 
 @dataclass
@@ -83,6 +85,15 @@ class Outcome:
     stopped_by: str | None = None  # "Ctrl-C" or "SIGTERM": the run was filed as a crash, then the runner stops
     record: dict = field(default_factory=dict)   # the filed frontmatter
     hlo_fingerprint: str | None = None
+
+    def summary(self) -> dict:
+        """The run as `tools exp run --json` prints it: verdict, metrics, the comparison and where it is filed."""
+        r, timing = self.record, self.record.get("timing") or {}
+        return {"exp_id": self.exp_id, "page": f"wiki/{self.page}", "verdict": self.verdict, "status": self.status,
+                "role": r.get("role"), "metrics": self.metrics, "reasons": self.reasons, "gain_pct": r.get("gain_pct"),
+                "noise_band_pct": r.get("noise_band_pct"), "interval_pct": timing.get("interval_pct"),
+                "rounds": timing.get("rounds"), "baseline": r.get("baseline"), "hlo_fingerprint": self.hlo_fingerprint,
+                "raw_dir": str(self.raw_dir), "stopped_by": self.stopped_by}
 
 
 def slugify(text: str) -> str:
@@ -242,7 +253,7 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
            "description": spec.description or None, "command": command_line, "script_sha256": sha or None,
            "raw_dir": rel(raw_dir, project.root), "cwd": rel(spec.cwd or Path.cwd(), project.root),
            "runner": abandoned.stamp(spec.timeout * n_runs, spec.timeout), "env": env,
-           "role": "calibration" if spec.calibrate else None}
+           "role": "calibration" if spec.calibrate else None, "compile_cache": spec.compile_cache or None}
     if script is not None:  # a copy of the model code, so a later interleaved rerun can use this exact code
         atomic_write(raw_dir / "code" / script.name, script.read_bytes())
         rec["script_copy"] = rel(raw_dir / "code" / script.name, project.root)

@@ -58,10 +58,23 @@ def with_unset(cmd: list[str], unset: list[str]) -> list[str]:
 
 
 def profile_env(raw_dir: Path, module_re: str, env: dict[str, str]) -> dict[str, str]:
-    """``env`` with the XLA flags that dump optimized HLO as text appended to its (merged) XLA_FLAGS."""
+    """``env`` with the XLA flags that dump optimized HLO as text appended to its (merged) XLA_FLAGS, and JAX's
+    persistent compile cache off: a cache hit compiles nothing, so it would dump no optimized HLO (the no-op check's
+    and the profile's evidence), whatever cache the runner's environment names."""
     flags = f"--xla_dump_to={raw_dir / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re={module_re}"
     xla = env.get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
-    return dict(env, XLA_FLAGS=f"{xla} {flags}".strip())
+    return dict(env, XLA_FLAGS=f"{xla} {flags}".strip(), JAX_ENABLE_COMPILATION_CACHE="false")
+
+
+def compile_cache_env(folder: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with JAX's persistent compile cache in ``folder`` for a timed arm: every round reruns the same two
+    programs, so each compiles once. The cache key holds the program, XLA_FLAGS, LIBTPU_INIT_ARGS and the jax
+    version, so a changed program or flag compiles anew; step times are of the same executable either way. A cache
+    the runner's environment already names is kept."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or env.get("JAX_COMPILATION_CACHE_DIR"):
+        return dict(env)
+    return dict(env, JAX_COMPILATION_CACHE_DIR=str(folder), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 
 # ----------------------------------------------------------------------------- the two sides

@@ -9,6 +9,7 @@ import os
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,8 @@ def _cache_version() -> str:
     h = hashlib.sha1(str(CACHE_VERSION).encode())
     for m in modules:
         h.update(Path(m.__file__).read_bytes())
+    for data in (concepts.DATA, rules.CATEGORY_DATA):  # the tables the detectors read
+        h.update(resources.files("tools").joinpath(data).read_bytes())
     return h.hexdigest()[:16]
 
 

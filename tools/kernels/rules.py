@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from importlib import resources
 from pathlib import PurePosixPath
+
+import yaml
 
 # ---------------------------------------------------------------- kind
 
@@ -100,58 +103,32 @@ def path_backend(relpath: str) -> str | None:
 
 # ---------------------------------------------------------------- category
 
-# Ordered: the first category whose words occur wins (most specific first). Words are matched in
-# names normalized to snake_case with "_" at both ends; (?<![a-z]) / (?![a-z]) mark word edges.
+# Ordered: the first category whose words occur wins (most specific first): tools/data/kernel_categories.yaml.
+# Words are matched in names normalized to snake_case with "_" at both ends; (?<![a-z]) / (?![a-z]) mark word edges
+# ("<" and ">" in the file).
 _W = r"(?<![a-z])"  # start of a word
 _E = r"(?![a-z])"  # end of a word
-_DATA_MOVES = "(?:copy|memcpy|memset|fill|zeros?|zero_out|iota|cast|pad|clear)"
-_CATEGORY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("paged/ragged attention", ("paged", "page_attention", "varlen", "var_len", _W + "page_ids", "page_table",
-                                _W + "pages" + _E, r"ragged_(?:\w*_)?(?:attention|attn|mla)", _W + "rpa" + _E,
-                                "ragged_decode", "ragged_paged", "kv_cache_update", "ragged_kv")),
-    ("cross-entropy/loss", ("cross_entropy", "xent", "kl_div", _W + "loss" + _E, "logsumexp_loss",
-                            r"log_?probs?" + _E, "token_logprob", "selective_log_softmax")),
-    # Linear attention is a linear recurrence: these words go before the generic "attention".
-    ("ssm/scan/linear-recurrence", ("linear_attention", "linear_attn", _W + "gla" + _E, "gated_linear_attention",
-                                    "lightning_attn", "lightning_attention", "retention", "delta_rule", "deltanet",
-                                    "gated_delta", _W + "kda" + _E, _W + "gdn")),
-    # MoE token routing: gathers, scatters and reductions that move tokens to and from experts.
-    ("moe routing/dispatch", ("gather_reduce", "ragged_gather", "ragged_scatter", "scatter_reduce", "token_dispatch",
-                              _W + "dispatch" + _E, "combine_tokens", "permute_tokens", "unpermute", "token_sort",
-                              "sort_tokens", _W + "router" + _E, _W + "routing" + _E, "expert_choice",
-                              "sparse_core_gather", "sc_gather", "gather_sum")),
-    ("sampling/top-k", ("speculative", "spec_decode", "rejection_sampl", "verify_draft", "draft_verif",
-                        "tree_verif", "eagle")),
-    ("attention", ("attention", _W + "attn", "flash", "splash", _W + "mha" + _E, _W + "mqa", _W + "gqa",
-                   _W + "mla" + _E, "decode_attention", "sparse_mla", "mla_swa")),
-    ("moe/grouped matmul", (_W + "t?gmm", "grouped_matmul", "grouped_mm", "ragged_dot", _W + "moe" + _E,
-                            "fused_moe", "megablox", "expert", r"ragged_(?:\w*_)?dot")),
-    ("quantized matmul", (r"quant\w*_?(?:matmul|mm|dot|gemm)", "(?:int8|int4|fp8|w8a8|w4a8)_?(?:matmul|mm|gemm)",
-                          "(?:matmul|mm|gemm)_?(?:int8|fp8|quant)",
-                          r"(?:nf4|int4|int8|fp8|w8a8|w4a16|awq|gptq)\w*(?:matmul|gemm|dot)",
-                          r"(?:matmul|gemm|dot)\w*(?:nf4|int4|int8|fp8|w8a8|w4a16|awq|gptq)")),
-    ("collective/communication", ("all_gather", "allgather", "reduce_scatter", "all_reduce", "allreduce",
-                                  "all_to_all", "collective", "ppermute", "kv_transfer", _W + "send", _W + "recv",
-                                  "remote_copy", "hierrs")),
-    ("ssm/scan/linear-recurrence", (_W + "rnn", "linear_rnn", _W + "lru", _W + "ssm", "mamba", "recurren",
-                                    _W + "scan", "delta_rule", _W + "gdn", "linear_attention", _W + "rwkv", "cumsum",
-                                    _W + "kda" + _E, "deltanet", "gated_delta")),
-    ("normalization", ("norm", _W + "rms", "layernorm")),
-    ("activation/GLU", (_W + "glu", "swiglu", "geglu", "gated_linear", "gelu", "silu", "activation", "softmax")),
-    ("rotary/positional", (_W + "rope" + _E, "rotary", "positional", "cos_sin", "sin_cos")),
-    ("sampling/top-k", ("top_?k", "sampling", "sampler", _W + "sort", "argmax", _W + "topp")),
-    ("fft/convolution", (_W + "fft", "conv(?:olution|1d|2d|3d)?" + _E, "causal_conv")),
-    ("matmul/gemm", ("matmul", "gemm", _W + "dot" + _E, _W + "mm" + _E, "spmm", _W + "gemv", "o_projection",
-                     _W + "proj")),
-    ("residual/hyper-connections", (_W + "mhc" + _E, "hyper_?conn", "manifold_hc", _W + "hc_(?:pre|post|res)",
-                                    "residual_stream", "sinkhorn")),
-    # named, but none of the above: linear algebra, layout shuffles, and data-movement helpers (copy, fill,
-    # zero, cast, pad), which are named for what they do: the file they sit in (flash_attention.py) is not theirs
-    ("crypto/fhe/other", (_W + "x?pose" + _E, _W + "xpose", "transpose(?!d)",
-                          _W + _DATA_MOVES + _E,
-                          _W + "(?:lu|det|slogdet|pf|slogpf|qr|svd|eigh?)" + _E, "pfaffian", "determinant",
-                          "cholesky")),
-)
+CATEGORY_DATA = "data/kernel_categories.yaml"
+
+
+def load_categories(data: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(category, word patterns) in order, from the file's data: fragments substituted, word edges spelled out."""
+    frags = {k: str(v) for k, v in (data.get("fragments") or {}).items()}
+
+    def word(w: str) -> str:
+        w = str(w)
+        start, end = w.startswith("<"), w.endswith(">")
+        core = w[1 if start else 0:len(w) - 1 if end else len(w)]
+        for k, v in frags.items():
+            core = core.replace("{" + k + "}", v)
+        return (_W if start else "") + core + (_E if end else "")
+
+    return tuple((str(c["category"]), tuple(word(w) for w in c["words"])) for c in data["categories"])
+
+
+_CATEGORY_FILE = yaml.safe_load(resources.files("tools").joinpath(CATEGORY_DATA).read_text(encoding="utf-8"))
+_CATEGORY_WORDS = load_categories(_CATEGORY_FILE)
+_DATA_MOVES = str(_CATEGORY_FILE["fragments"]["data_moves"])  # copy, fill, cast...: helpers named for what they do
 _MOVES_DATA = re.compile(_W + _DATA_MOVES + _E)
 CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
     (c, re.compile("|".join(words))) for c, words in _CATEGORY_WORDS)

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .. import plugins
 from ..errors import ToolsError
 
 
@@ -101,10 +102,7 @@ PROVIDERS = {
 
 
 def get(name: str, **opts: Any) -> Provider:
-    if name not in PROVIDERS:
-        raise LLMError(f"unknown LLM provider {name!r} (expected one of {', '.join(PROVIDERS)})")
-    mod, cls = PROVIDERS[name].split(":")
-    return getattr(importlib.import_module(mod), cls)(**opts)
+    return plugins.load(PROVIDERS, name, "LLM provider", opts, LLMError)
 
 
 def from_options(name: str, model: str | None = None, base_url: str | None = None,

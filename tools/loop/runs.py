@@ -24,7 +24,8 @@ def runspec(spec: LoopSpec, cfg: dict, env: dict, cwd: Path, *, description: str
                    hypothesis=hypothesis, description=description, slug=slug, profile=spec.profile,
                    timeout=spec.timeout_s, repeats=lo, min_repeats=lo, max_repeats=max(lo, spec.max_repeats),
                    baseline=baseline, env=spec.env_for(cfg, env), cwd=cwd, runner=spec.runner,
-                   runner_options=spec.runner_options, statistic=spec.statistic, extra=extra, **kw)
+                   runner_options=spec.runner_options, statistic=spec.statistic, extra=extra,
+                   compile_cache=spec.compile_cache and spec.runner == "local", **kw)
 
 
 def reference(spec: LoopSpec, cfg: dict) -> tuple[list[str] | None, dict]:

@@ -22,6 +22,7 @@ runner: local
 repeats: {min: 2, max: 5}
 calibrate: 5                         # A/A rounds after the baseline (0: the default noise floor)
 statistic: min                       # read each run by its fastest steady step (a shared machine); default median
+compile_cache: true                  # timed runs share JAX's compile cache (.tools-cache/jax-compile); default true
 ```
 The first value of each knob is the trunk's starting value.
 """
@@ -105,6 +106,7 @@ class LoopSpec:
     description: str = ""
     calibrate: int = 0                # A/A rounds after the baseline: the lane's measured noise sets the bands
     statistic: str = "median"         # a run's tokens/s in comparisons: median steady step, or ``min`` (fastest)
+    compile_cache: bool = True        # timed arms share JAX's compile cache (the profiled run never does)
 
     def start_config(self) -> dict[str, Any]:
         return {k.name: k.start for k in self.knobs.values()}
@@ -213,7 +215,8 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         min_repeats=int(rep.get("min", 2)), max_repeats=int(rep.get("max", 5)),
         timeout_s=float(data.get("timeout_s", 1800)), profile=bool(data.get("profile", True)),
         parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
-        calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"))
+        calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"),
+        compile_cache=bool(data.get("compile_cache", True)))
     if spec.min_repeats < 2:
         raise InputError(path, "repeats.min must be at least 2: a verdict needs interleaved repeats")
     if spec.max_repeats < spec.min_repeats:

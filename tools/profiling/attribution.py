@@ -59,10 +59,10 @@ class SourceLines:
     def line(self, file: str, line: int) -> str:
         if file not in self._files:
             self._files[file] = None
-            cands = [(d / Path(file).name, d) for d in self.search] + [(Path(file), self.confine)]
+            # unconfined (a person's own `tools profile`), the recorded path may be a link (the repository's
+            # experiments/llama_train.py is one); special files are refused either way
+            cands = [(d / Path(file).name, d) for d in self.search] + [(Path(file), self.confine or Path("/"))]
             for cand, within in cands:
-                if within is None and self.confine is not None:
-                    continue
                 try:
                     data = safeio.read_bytes(cand, SOURCE_LIMIT, within=within)
                 except OSError:  # absent, or refused (a FIFO, a link out, outside the knowledge base)

@@ -8,11 +8,11 @@ Backends are chosen by name from a plain dict; heavy clients are imported inside
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from .. import plugins
 from ..errors import ToolsError
 from .process import Proc, env_with, run_command
 
@@ -61,7 +61,4 @@ RUNNERS = {
 
 
 def get(name: str, options: dict | None = None) -> Runner:
-    if name not in RUNNERS:
-        raise ToolsError(f"unknown runner {name!r} (expected one of {', '.join(RUNNERS)})")
-    mod, cls = RUNNERS[name].split(":")
-    return getattr(importlib.import_module(mod), cls)(**(options or {}))
+    return plugins.load(RUNNERS, name, "runner", options)

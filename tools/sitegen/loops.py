@@ -15,6 +15,7 @@ import json
 import posixpath
 import re
 
+from ..htmlpage import plotly_page
 from .explorers import PLOTLY_ASSET, json_str, plotly_js
 from .links import page_url, rel_url
 from .pages_view import SitePage
@@ -86,8 +87,7 @@ def staircase_data(loop: SitePage, runs: list[SitePage], url) -> dict:
 
 def staircase_html(data: dict, plotly_src: str) -> str:
     blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
-    return (_TEMPLATE.replace("__TITLE__", html.escape(f"{data['loop']}: frontier staircase"))
-            .replace("__PLOTLY__", html.escape(plotly_src, quote=True)).replace("__DATA__", blob))
+    return plotly_page("staircase", f"{data['loop']}: frontier staircase", plotly_src, blob)
 
 
 def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: list[str] | None = None) -> dict[str, str]:
@@ -139,57 +139,4 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
     return out
 
 
-_TEMPLATE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
- body{font:14px system-ui,sans-serif;margin:0;padding:8px;color:#222}
- #plot{width:100%;height:440px} .muted{color:#777}
-</style>
-<script src="__PLOTLY__"></script>
-</head><body>
-<div class="muted" id="note">Every run of the loop by iteration, coloured by verdict; the line is the frontier
-(the trunk after each kept change). Click a point to open its experiment page.</div>
-<div id="plot"></div>
-<script id="staircase-data" type="application/json">__DATA__</script>
-<script>
-(function(){
- const D = JSON.parse(document.getElementById('staircase-data').textContent);
- const order = ['baseline','supported','inconclusive','refuted','invalid','crash'];
- const color = {baseline:'#1f77b4', supported:'#2ca02c', inconclusive:'#7f7f7f', refuted:'#d62728',
-                invalid:'#9467bd', crash:'#111111'};
- const symbol = {baseline:'star', supported:'circle', inconclusive:'diamond', refuted:'triangle-down',
-                 invalid:'square-x', crash:'x'};
- const fmt = (g, b) => (g === null || g === undefined) ? '—' :
-   (g > 0 ? '+' : '') + g.toFixed(2) + ' %' + ((b === null || b === undefined) ? '' : ' ± ' + b.toFixed(2));
- const traces = [];
- const groups = [...new Set(D.points.map(p => p.verdict))].sort((a, b) => order.indexOf(a) - order.indexOf(b));
- groups.forEach(v => {
-  const pts = D.points.filter(p => p.verdict === v && (p.tps !== null || v === 'crash'));
-  if (!pts.length) return;
-  traces.push({type:'scatter', mode:'markers', name: v, x: pts.map(p => p.iteration),
-   y: pts.map(p => p.tps === null ? 0 : p.tps),
-   marker:{color: color[v] || '#444', size: 11, symbol: symbol[v] || 'circle',
-           line:{width: pts.map(p => p.kept ? 2 : 0), color:'#ff7f0e'}},
-   customdata: pts.map(p => [p.url, p.exp_id, v + (p.kept ? ' (kept)' : ''), fmt(p.gain, p.band), p.category, p.change,
-                             p.mfu === null ? '—' : p.mfu.toFixed(2) + ' %']),
-   hovertemplate: '<b>%{customdata[1]}</b><br>iteration %{x}: %{customdata[2]}<br>gain %{customdata[3]}' +
-     '<br>%{customdata[4]} %{customdata[5]}<br>tokens/s %{y:,.1f}, MFU %{customdata[6]}<extra></extra>'});
- });
- if (D.frontier.length) {
-  const last = Math.max(...D.points.map(p => p.iteration));
-  const fx = D.frontier.map(f => f.iteration), fy = D.frontier.map(f => f.tps);
-  if (last > fx[fx.length - 1]) { fx.push(last); fy.push(fy[fy.length - 1]); }
-  traces.push({type:'scatter', mode:'lines', name:'frontier', x: fx, y: fy,
-               line:{shape:'hv', color:'#ff7f0e', width:2.5}, hoverinfo:'skip'});
- }
- Plotly.newPlot('plot', traces, {title:{text: D.loop + ': frontier staircase (' + (D.model || '') + ', ' + (D.lane || '') + ')'},
-   hovermode:'closest', xaxis:{title:{text:'iteration'}, dtick: 1}, yaxis:{title:{text:'tokens/s'}, rangemode:'tozero'},
-   margin:{t:40, r:20}, legend:{orientation:'h', y:-0.22}}, {displaylogo:false, responsive:true});
- document.getElementById('plot').on('plotly_click', ev => { const p = ev.points && ev.points[0];
-   if (p && p.customdata && p.customdata[0]) window.top.location.href = p.customdata[0]; });
- window.staircaseReady = true;
-})();
-</script>
-</body></html>
-"""
+

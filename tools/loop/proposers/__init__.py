@@ -6,9 +6,9 @@ already tried (the engine then writes a retrospective and, on a double plateau, 
 
 from __future__ import annotations
 
-import importlib
 from typing import Protocol
 
+from ... import plugins
 from ...errors import ToolsError
 from ..priors import Priors
 from ..proposal import Proposal
@@ -42,10 +42,7 @@ PROPOSERS = {
 
 
 def get(name: str, options: dict | None = None) -> Proposer:
-    if name not in PROPOSERS:
-        raise ToolsError(f"unknown proposer {name!r} (expected one of {', '.join(PROPOSERS)})")
-    mod, cls = PROPOSERS[name].split(":")
-    return getattr(importlib.import_module(mod), cls)(**(options or {}))
+    return plugins.load(PROPOSERS, name, "proposer", options)
 
 
 class BudgetExhausted(ToolsError):
