@@ -13,6 +13,8 @@ import pytest
 
 from .conftest import tools
 
+pytestmark = pytest.mark.slow  # two real profiled runs of the reference model (about a minute)
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--preset", "tiny", "--steps", "6"]
 

@@ -86,7 +86,6 @@ class LintOut(BaseModel):
     errors: int
     warnings: int
     ok: bool = Field(description="no errors (warnings allowed): `tools lint` exits 0")
-    seconds: float
     by_code: dict[str, int]
     problems: list[LintProblem]
     fixed: list[str] = Field([], description="what `tools lint --fix` repaired before this check")
@@ -246,7 +245,8 @@ def lint_out(report, limit: int | None = None) -> dict:
     """A lint report as ``LintOut`` data (the CLI's `tools lint --json` prints the same)."""
     from collections import Counter
 
-    return {**report.as_dict(), "by_code": dict(Counter(i.code for i in report.issues)),
+    out = {k: v for k, v in report.as_dict().items() if k != "seconds"}  # the same question, the same answer
+    return {**out, "by_code": dict(Counter(i.code for i in report.issues)),
             "problems": [i.as_dict() for i in report.issues[:limit]]}
 
 
