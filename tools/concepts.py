@@ -56,10 +56,6 @@ def load(text: str) -> dict[str, Concept]:
 CONCEPTS: dict[str, Concept] = load(resources.files("tools").joinpath(DATA).read_text(encoding="utf-8"))
 
 
-def by_slug(slug: str) -> Concept:
-    return CONCEPTS[slug]
-
-
 def concept_page(slug: str, owner: str, text: str) -> Page:
     """A concept page: its own text, then ``owner``'s region (``appears-<repo>``, ``sources``) holding ``text``;
     the other owners' regions stay as they are (an empty region is dropped)."""

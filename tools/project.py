@@ -9,7 +9,6 @@ from pathlib import Path
 from .errors import ProjectError
 
 ROOT_ENV = "AUTORESEARCH_ROOT"
-MARKERS = ("wiki", "mkdocs.yml")
 
 
 @dataclass(frozen=True)

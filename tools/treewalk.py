@@ -18,7 +18,6 @@ PYTHON_EXT = (".py", ".pyi", ".ipynb")
 MARKDOWN_EXT = (".md", ".markdown")
 CONFIG_EXT = (".yml", ".yaml", ".toml", ".cfg", ".ini", ".sh", ".bash", ".env", ".json", ".txt", ".gin")
 CONFIG_NAMES = {"Dockerfile", "Makefile", "BUILD", "WORKSPACE"}
-MAX_CONFIG_BYTES = 512 * 1024
 
 LANGUAGES = {
     ".py": "Python", ".pyi": "Python", ".ipynb": "Jupyter", ".md": "Markdown", ".markdown": "Markdown",

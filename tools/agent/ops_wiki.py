@@ -166,10 +166,6 @@ def _ref(p: wikiscan.WikiPage) -> dict:
     return {"path": p.rel, "title": p.title, "type": meta.get("type") if isinstance(meta.get("type"), str) else None}
 
 
-def _text_of(meta: dict) -> str:
-    return " ".join(str(v) for v in meta.values() if isinstance(v, (str, int, float)))
-
-
 # ---------------------------------------------------------------- wiki
 
 @op("wiki.search", SearchIn, SearchOut)

@@ -45,9 +45,6 @@ class Runs:
     error: Exception | None = None       # the runner backend raised: filed as a crash, then raised again
     notes: list[str] = field(default_factory=list)
 
-    def first_result(self) -> ArmResult | None:
-        return next((a for a in [self.profile, *self.var] if a is not None and a.result is not None), None)
-
 
 @dataclass
 class Schedule:

@@ -43,7 +43,6 @@ def _backend_of_module(qualified: str) -> str | None:
     return None
 
 
-_DOTTED = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
 _LITERAL = (
     (re.compile(r"\bmosaic\s*=\s*(?:dict|\{)|['\"]mosaic['\"]\s*:|TPUCompilerParams|PrefetchScalarGridSpec"
                 r"|TPUMemorySpace|create_tensorcore_mesh|SparseCore\w*Mesh|VectorSubcoreMesh"), "tpu"),
@@ -77,11 +76,6 @@ class BackendMatcher:
         if not votes:
             return None
         return max(sorted(votes), key=lambda b: votes[b])
-
-
-def backend_hints(text: str, imports: dict[str, str]) -> str | None:
-    """The backend named by compiler parameters, grid specs, memory spaces or meshes in ``text``."""
-    return BackendMatcher(imports).hints(text)
 
 
 def import_backends(imports: dict[str, str]) -> list[str]:

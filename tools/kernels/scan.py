@@ -95,12 +95,6 @@ class _Index:
         return None
 
 
-def _function(idx: _Index, facts: dict, qual: str | None) -> dict | None:
-    if not qual:
-        return None
-    return facts["functions"].get(qual)
-
-
 def _name_site(idx: _Index, facts: dict, chain: list[str], kind: str) -> tuple[str, str | None, str | None, str]:
     """(kernel, impl, qualified function of the kernel, qualified name of the kernel) for a launch in ``chain``."""
     mod = facts["module"]

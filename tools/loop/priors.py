@@ -62,9 +62,6 @@ class Priors:
     refusals: list[dict] = field(default_factory=list)          # this iteration's refused proposals and why
     trunk_keys: list[str] = field(default_factory=list)         # run keys of every configuration the trunk held
 
-    def tried_fingerprints(self) -> set[str]:
-        return {a.fingerprint for a in self.attempts}
-
     @property
     def trunk_exp(self) -> str:
         return str((self.best or {}).get("exp_id") or "")

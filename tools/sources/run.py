@@ -1,6 +1,6 @@
 """`tools ingest raw/sources/...`: one page per document under wiki/sources/, claims linked to concept pages.
 
-Incremental by content hash (``.cache/sources.json``); a document that cannot be read (encrypted, no text layer,
+Incremental by content hash (``.tools-cache/sources.json``); a document that cannot be read (encrypted, no text layer,
 broken) is reported with its reason and never stops the others; raw/ is only read.
 """
 
