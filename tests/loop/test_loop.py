@@ -342,9 +342,10 @@ def test_sigterm_stops_the_loop_and_resume_runs_the_cut_off_experiment_again(tmp
     paths = st.LoopPaths(Project(root), "fake-loop")
     p = _driver(root, "start", "fake-loop")
 
-    def first_iteration_running():
+    def first_iteration_running():  # its experiment reserved and started (a SIGTERM before that files nothing)
         s = st.load(paths) if paths.state.exists() else None
-        return bool(s and any(x.get("phase") == "running" for x in s.get("pending") or []))
+        return bool(s and any(x.get("phase") == "running" for x in s.get("pending") or [])
+                    and any(r.get("status") == "in_progress" and r.get("iteration") == 1 for r in lane(root)))
     assert _wait_for(first_iteration_running)
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=60) == 143
