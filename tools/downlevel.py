@@ -7,7 +7,8 @@ interpreter) finds those constructs and they are rewritten the same way on every
 the same trees, the same facts and the same pages:
 
 - ``type Name[T] = value`` becomes ``Name = value`` (an alias is a module-level name, as a 3.11 alias is);
-- type parameter lists on ``def``/``class`` (``def f[T](x: T)``) are dropped;
+- type parameter lists on ``def``/``class`` (``def f[T](x: T)``) are dropped; one spread over several lines leaves
+  its line breaks inside the brackets that follow;
 - an f-string 3.11 might refuse (a replacement field holding a quote, a backslash, a comment, a newline in a
   single-quoted string, or fields nested two deep) becomes an empty string of the same line count: its text is
   lost (the facts never came from f-string text), the file is kept.
@@ -93,8 +94,7 @@ def rewrite(source: str) -> str:
         if t in ("function_definition", "class_definition"):
             params = node.child_by_field_name("type_parameters")
             if params is not None:
-                edits.append((params.start_byte, params.end_byte,
-                              _blank_keeping_lines(src, params.start_byte, params.end_byte, b"")))
+                edits += _drop_type_parameters(node, params, src)
         if t == "string" and _fstring_needs_312(node, src):
             n = src.count(b"\n", node.start_byte, node.end_byte)
             edits.append((node.start_byte, node.end_byte, b'""' if n == 0 else b'"""' + b"\n" * n + b'"""'))
@@ -110,6 +110,19 @@ def rewrite(source: str) -> str:
         last = end
     out.append(src[last:])
     return b"".join(out).decode("utf-8")
+
+
+def _drop_type_parameters(node, params, src: bytes) -> list[tuple[int, int, bytes]]:
+    """Edits removing a ``[T, ...]`` list. One that spans lines (``def f[\n Q: (A, B),\n](q: Q)``) leaves its
+    newlines inside the brackets that follow (the parameters, or the bases; ``()`` when a class has none), where
+    a line break is legal, so every later line keeps its number."""
+    n = src.count(b"\n", params.start_byte, params.end_byte)
+    if not n:
+        return [(params.start_byte, params.end_byte, b"")]
+    after = node.child_by_field_name("parameters" if node.type == "function_definition" else "superclasses")
+    if after is None:  # a class without bases
+        return [(params.start_byte, params.end_byte, b"(" + b"\n" * n + b")")]
+    return [(params.start_byte, params.end_byte, b""), (after.start_byte + 1, after.start_byte + 1, b"\n" * n)]
 
 
 def _walk(node):

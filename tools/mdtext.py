@@ -3,6 +3,8 @@
 One function per output context, so a new page type cannot forget one:
 
 - ``escape``: inline markdown text (HTML escaped, markdown and attribute-list specials neutralised);
+- ``prose``: the same for text written as markdown prose (an LLM's summary): its code spans stay code, and an
+  underscore inside a word (``dots_with_no_batch_dims``, never emphasis) is left as it is;
 - ``code``: an inline code span that survives any run of backticks and pipes inside table cells;
 - ``url``: a link target (percent-encoded; a scheme other than http, https or mailto is refused);
 - ``link``: ``[label](url)`` from an already-escaped label and a raw target;
@@ -23,15 +25,31 @@ import re
 from urllib.parse import quote, urlsplit
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|{}!#])")
+_PROSE_SPECIAL = re.compile(r"([\\`*\[\]|{}!#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _BACKTICKS = re.compile(r"`+")
 SAFE_SCHEMES = {"http", "https", "mailto"}
 MAX_SLUG = 100
+PROSE_LIMIT = 4000  # characters of one prose sentence read for code spans
 
 
 def escape(text: str) -> str:
     """Inline text from a source: HTML escaped (a `<script>` shows as text), markdown specials neutralised."""
     text = " ".join(str(text).split())
     return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
+
+
+def prose(text: str) -> str:
+    """Inline markdown prose from a writer we do not trust to be safe but do trust to mean its code spans."""
+    text = " ".join(str(text).split())
+    if len(text) > PROSE_LIMIT:  # the span search backtracks on a long line of lone backticks: plain escape then
+        return escape(text)
+    out, last = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [_PROSE_SPECIAL.sub(r"\\\1", html.escape(text[last:m.start()], quote=False)), code(m.group(2).strip())]
+        last = m.end()
+    out.append(_PROSE_SPECIAL.sub(r"\\\1", html.escape(text[last:], quote=False)))
+    return "".join(out)
 
 
 def code(text: str) -> str:

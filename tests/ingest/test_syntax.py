@@ -56,6 +56,43 @@ def test_modern_syntax_parses_whole_with_lines_kept():
     assert facts["errors"] == [] and not facts.get("partial")
 
 
+MULTILINE = '''import jax
+
+
+def cast_qkv[
+    Q: (jax.Array, QArray),
+    K: (jax.Array, QArray),
+    V: (jax.Array, QArray),
+](q: Q, k: K, v: V) -> tuple[Q, K, V]:
+    return jax.checkpoint(lambda x: x)(q), k, v
+
+
+class Cache[
+    T: (int, str),
+]:
+    def get(self) -> T: ...
+
+
+class Paged[K](
+    Cache,
+):
+    pass
+'''
+
+
+def test_type_parameters_over_several_lines_keep_the_def_and_its_lines():
+    # tokamax's pallas_mosaic_gpu_common.py (PEP 695 constrained type parameters, one per line) was lost under 3.11
+    out = downlevel.rewrite(MULTILINE)
+    assert out.count("\n") == MULTILINE.count("\n")
+    parsed = pysource.parse(pysource.Snippet(MULTILINE))
+    assert parsed.tree is not None and parsed.repaired_lines == [] and parsed.error is None
+    facts = pyfacts.python_facts("ops/pallas_mosaic_gpu_common.py", MULTILINE.encode())
+    lines = {s[0]: s[2] for s in facts["symbols"]}
+    assert lines["cast_qkv"] == 4 and lines["Cache"] == 12 and lines["Cache.get"] == 15 and lines["Paged"] == 18
+    assert "rematerialization" in {c for c, _, _ in facts["surfaces"]}
+    assert facts["errors"] == [] and not facts.get("partial")
+
+
 def test_code_every_python_reads_is_unchanged():
     plain = "import jax\n\n\ndef f(x, type=1):\n    type = x\n    return f'{x}' + f\"{type:>4}\"\n"
     assert downlevel.rewrite(plain) == plain
@@ -104,13 +141,14 @@ def test_facts_are_identical_under_a_newer_python(tmp_path):
     """The reader's facts for 3.12+ code under this Python equal those under 3.12+ (its ast, our rewrite):
     the rewrite, not the interpreter, decides what is read."""
     newer = _with_reader_deps(NEWER[0])
-    (tmp_path / "modern.py").write_text(MODERN)
-    code = ("import json, sys; sys.path.insert(0, %r); from tools.ingest import pyfacts; "
-            "print(json.dumps(pyfacts.python_facts('pkg/modern.py', open(%r, 'rb').read())))"
-            % (str(Path(__file__).resolve().parents[2]), str(tmp_path / "modern.py")))
-    r = subprocess.run([newer, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    ours = json.loads(json.dumps(pyfacts.python_facts("pkg/modern.py", MODERN.encode())))
-    assert json.loads(r.stdout) == ours
+    for text in (MODERN, MULTILINE):
+        (tmp_path / "modern.py").write_text(text)
+        code = ("import json, sys; sys.path.insert(0, %r); from tools.ingest import pyfacts; "
+                "print(json.dumps(pyfacts.python_facts('pkg/modern.py', open(%r, 'rb').read())))"
+                % (str(Path(__file__).resolve().parents[2]), str(tmp_path / "modern.py")))
+        r = subprocess.run([newer, "-c", code], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        ours = json.loads(json.dumps(pyfacts.python_facts("pkg/modern.py", text.encode())))
+        assert json.loads(r.stdout) == ours
     v = subprocess.run([newer, "-c", "import sys; print(sys.version_info >= (3, 12))"], capture_output=True, text=True)
     assert v.stdout.strip() == "True" or sys.version_info >= (3, 12)

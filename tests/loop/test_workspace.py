@@ -93,3 +93,25 @@ def test_strays_of_an_earlier_version_are_listed_refused_and_removed(tmp_path):
     tools(kb, "loop", "start", "fake-loop", "--fresh", "-q")
     assert "no stray" in tools(kb, "loop", "strays")
     assert sorted(git(outer, "branch", "--format=%(refname:short)").split()) == ["loop/someone-elses/trunk", "main"]
+
+
+def test_a_bare_python_in_the_loop_file_is_the_interpreter_running_tools(tmp_path):
+    """`tools` started by its path from a venv nobody activated: the first `python` on PATH is another one (here
+    one that cannot run anything), and the loop's `python model.py` must still be this interpreter."""
+    import os
+
+    kb = tmp_path / "kb"
+    make_kb(kb, budget={"runs": 1}, command=["python", "fake_model.py", "--sleep-ms", "5"])
+    bin_dir = tmp_path / "elsewhere"
+    bin_dir.mkdir()
+    for name in ("python", "python3"):
+        (bin_dir / name).write_text("#!/bin/sh\necho 'ModuleNotFoundError: no module named jax' >&2\nexit 1\n")
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env.pop("VIRTUAL_ENV", None)
+    code = "import sys; from tools.cli import main; sys.argv = ['tools'] + sys.argv[1:]; main()"
+    r = subprocess.run([sys.executable, "-c", code, "--root", str(kb), "loop", "start", "fake-loop", "-q"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = st.load(st.LoopPaths(Project(kb), "fake-loop"))
+    assert s["trunk"] and len(s["history"]) == 1 and s["history"][0]["verdict"] != "crash", s["history"]

@@ -42,7 +42,7 @@ def summarize(doc: Document, provider: llm.Provider) -> dict:
 
 def markdown(summary: dict) -> str:
     """The summary's sentences, each followed by where it comes from: "... (p. 3, p. 4)"."""
-    text = " ".join(f"{mdtext.escape(s['text'])} ({mdtext.escape(', '.join(dict.fromkeys(s['where'])))})"
+    text = " ".join(f"{mdtext.prose(s['text'])} ({mdtext.escape(', '.join(dict.fromkeys(s['where'])))})"
                     for s in summary["sentences"])
     return (f"{text}\n\n_Written by {mdtext.escape(summary['model'] or 'an LLM')} from the extracted text; each "
             f"sentence names the page or section it cites"
