@@ -54,7 +54,7 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
     say = (lambda *a: None) if as_json else None
     try:
         batch = ingest_all(project, list(targets), all_, jobs,
-                           llm.from_options(provider, model, base_url, api_key_env) if use_llm else None,
+                           (lambda: llm.from_options(provider, model, base_url, api_key_env)) if use_llm else None,
                            progress=_progress_bar(not quiet and not as_json and sys.stderr.isatty()),
                            on_sources=say or (lambda r: _print_sources(r, use_llm)),
                            on_repo=say or (lambda r: _print_report(r, quiet)),
@@ -63,20 +63,12 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
     except InputError as e:  # the sources could not be read at all
         click.echo(f"error: {printable(e)}", err=True)
         sys.exit(1)
-    if as_json:
-        click.echo(json.dumps(_printable_failures(batch.to_dict()), indent=2))
+    if as_json:  # failed targets' names and errors made safe for a terminal, as the text report has them
+        batch.failed = [{k: printable(v) for k, v in f.items()} for f in batch.failed]
+        click.echo(json.dumps(batch.to_dict(), indent=2))
     else:
         _print_ending(batch)
     sys.exit(batch.exit_code())
-
-
-def _printable_failures(out):
-    """The JSON report with the failed targets' names and errors safe for a terminal, as the text report has them."""
-    items = out if isinstance(out, list) else [out]
-    for x in items:
-        if set(x) == {"target", "error"}:
-            x.update(target=printable(x["target"]), error=printable(x["error"]))
-    return out
 
 
 def _print_sources(r, use_llm: bool) -> None:

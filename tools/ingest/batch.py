@@ -57,14 +57,16 @@ class IngestBatch:
         return out if len(out) != 1 else out[0]
 
 
-def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int = 0, llm_provider=None,
+def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int = 0,
+           summarizer: Callable[[], object] | None = None,
            progress: Callable[[int, int], None] | None = None,
            on_sources: Callable[[SourcesReport], None] | None = None,
            on_repo: Callable[[IngestReport], None] | None = None,
            on_vanished: Callable[[Vanished], None] | None = None,
            on_failed: Callable[[dict], None] | None = None) -> IngestBatch:
     """Ingest every target. Raises InputError when the sources cannot be read at all (nothing else is done then);
-    a tree that fails is listed in ``failed`` and the others go on. The ``on_*`` hooks report as it goes."""
+    a tree that fails is listed in ``failed`` and the others go on. ``summarizer`` makes the LLM provider that
+    writes source summaries, called only when there are sources. The ``on_*`` hooks report as it goes."""
     project.require_wiki()
     targets = list(targets)
     if all_:  # trees --all cannot take (symlinks, names that are not plain) go through resolve_target's refusal
@@ -81,7 +83,7 @@ def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int =
     batch = IngestBatch(code_targets=bool(trees) or all_)
     if sources:
         writer = Writer(project.wiki)
-        batch.sources = ingest_sources(project, sources, writer, llm_provider)
+        batch.sources = ingest_sources(project, sources, writer, summarizer() if summarizer else None)
         _finish(project, writer, "raw/sources")
         if on_sources:
             on_sources(batch.sources)
