@@ -18,7 +18,7 @@ FLOORS = [
     ["kernels", "llm", "search", "runners"],
     ["sources", "query", "lint", "profiling"],
     ["ingest"],
-    ["experiments"],
+    ["experiments", "gap"],
     ["loop"],
     ["sitegen"],
     ["scaffold", "answer"],

@@ -27,6 +27,7 @@ CALLS = {  # one call per read operation
     "kernels.get": {"path": "kernels/tiny/fused_rms.md"},
     "exp.history": {"model": "m", "lane": "l"},
     "exp.best": {"model": "m", "lane": "l"},
+    "exp.crashes": {"model": "m"},
     "hypotheses.list": {},
 }
 
@@ -60,7 +61,7 @@ def test_every_read_operation_over_mcp_equals_the_cli(kb):
     from tools.cli import cli
 
     assert {"retrospective", "retro", "status"} <= set(cli.commands["loop"].commands)
-    assert set(CALLS) | {"exp.get", "hypotheses.file"} == {o for o in ops if not o.startswith(("profile.", "loop."))}
+    assert set(CALLS) | {"exp.get", "hypotheses.file"} == {o for o in ops if not o.startswith(("profile.", "loop.", "gap."))}
     assert {o for o in ops if ops[o].runs} == {"loop.start", "loop.resume"}
 
     async def body(c):

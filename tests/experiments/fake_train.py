@@ -2,8 +2,8 @@
 
 Knobs for the failure modes the runner must file honestly: ``--crash``, ``--hang``, ``--exit-after-json N``,
 ``--nan`` (a NaN loss), ``--bad-step-times zero|empty|text|nan``, ``--huge-line N`` (one N-character log line),
-``--noise-pct P`` (random step-time noise), ``--interference-pct P`` (each step, by chance, delayed by up to P %:
-another job on a shared machine), ``--batch B`` (another shape). ``XLA_FLAGS=--fake_speedup=F`` makes the
+``--noise-pct P`` (random step-time noise), ``--interference-pct P`` (70 % of the steps, drawn at random, delayed by up to
+P %: another job on a shared machine), ``--batch B`` (another shape). ``XLA_FLAGS=--fake_speedup=F`` makes the
 steps F times faster, and the JSON line reports the XLA_FLAGS it saw, so tests can tell which arm got which flags;
 with ``--xla_dump_to=DIR`` in XLA_FLAGS it writes a one-op "optimized HLO" module there (the op: ``--hlo``).
 """
@@ -58,8 +58,9 @@ rng = random.Random()
 noise = (lambda: rng.lognormvariate(0, a.noise_pct / 100)) if a.noise_pct else (lambda: 1.0)
 step_s = a.step_ms / 1e3 / speedup
 times = [1.0] + [step_s * noise()] * (a.steps - 1)  # one noise draw per run: run-to-run noise
-if a.interference_pct:  # delays only: most steps wait for another job, by up to P %
-    times = [times[0]] + [t * (1 + (rng.random() < 0.7) * rng.uniform(0, a.interference_pct / 100)) for t in times[1:]]
+if a.interference_pct:  # delays only: 70 % of the steps, drawn at random, wait for another job, by up to P %
+    delayed = set(rng.sample(range(1, len(times)), round(0.7 * (len(times) - 1))))
+    times = [t * (1 + rng.uniform(0, a.interference_pct / 100)) if i in delayed else t for i, t in enumerate(times)]
 losses = [round(5.0 - 0.1 * i + 0.01 * (a.batch - 4) * i + (a.loss_shift * i / a.steps), 6) for i in range(a.steps)]
 if a.nan:
     losses[2] = float("nan")

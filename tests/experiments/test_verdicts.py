@@ -263,3 +263,20 @@ def test_a_shape_change_is_judged_against_a_reference_run(project):
     assert judged.verdict == "supported", judged.reasons
     assert r["semantics"]["status"] == "ok" and "reference run" in r["semantics"]["reference"]
     assert "reference.log" in logs(project, r) and r["reference_run"]["command"].endswith("--step-ms 20")
+
+
+def test_a_memory_regression_holds_a_gain_back_unless_the_peak_fits_a_declared_limit(project):
+    """Twice as fast at twice the memory: inconclusive by default; supported with --memory-max-gb above the peak
+    (the reason says so); still inconclusive, naming the limit, when the peak is over it."""
+    cli_run(project, "--baseline", "-m", "base", command=fake("--memory-gb", "2"))
+    fast = fake("--step-ms", "5", "--memory-gb", "4")
+    cli_run(project, "-m", "bigger", "--repeats", "2", "--max-repeats", "4", command=fast)
+    cli_run(project, "-m", "bigger, allowed", "--repeats", "2", "--max-repeats", "4", "--memory-max-gb", "8",
+            command=fast)
+    cli_run(project, "-m", "bigger, over", "--repeats", "2", "--max-repeats", "4", "--memory-max-gb", "3",
+            command=fast)
+    _, default, allowed, over = lane(project)
+    assert default["verdict"] == "inconclusive" and "peak memory regressed +100.0 % (> 5 %)" in default["reasons"]
+    assert allowed["verdict"] == "supported", allowed["reasons"]
+    assert any("within the declared limit: 4.0 GB ≤ 8 GB" in r for r in allowed["reasons"])
+    assert over["verdict"] == "inconclusive" and any("over the declared limit 3 GB" in r for r in over["reasons"])

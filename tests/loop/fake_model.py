@@ -2,7 +2,7 @@
 
 Known answers: bf16 1.5x faster, remat full 0.7x, accum 2 1.2x, shape 8x64 1.1x (same tokens), FAKE_FAST=1 in the
 environment 1.3x, --decoy 1.4x but the loss trajectory moves (semantics). --sleep-ms makes each step really take
-that long (for kill tests). The file SPEED_FILE (optional) multiplies the speed (a code patch can edit it).
+that long (for kill tests); --oom-batch N fails as XLA does, out of memory, at batch >= N unless remat is full. The file SPEED_FILE (optional) multiplies the speed (a code patch can edit it).
 """
 
 import argparse
@@ -21,9 +21,15 @@ p.add_argument("--seq", type=int, default=128)
 p.add_argument("--decoy", action=argparse.BooleanOptionalAction, default=False)
 p.add_argument("--steps", type=int, default=14)
 p.add_argument("--sleep-ms", type=float, default=0.0)
+p.add_argument("--oom-batch", type=int, default=0)  # batch >= this without full remat: out of memory
 a = p.parse_args()
 print(f"t0 {time.time():.6f}", flush=True)  # wall-clock start and end: tests check runs in flight together
 
+if a.oom_batch and a.batch >= a.oom_batch and a.remat != "full":
+    need = a.batch * a.seq * 2 ** 20
+    print("Traceback (most recent call last):\n  File \"fake_model.py\", line 1, in <module>\n"
+          f"jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating {need} bytes.", flush=True)
+    raise SystemExit(1)
 speed = 1.0
 speed *= 1.5 if a.dtype == "bf16" else 1.0
 speed *= 0.7 if a.remat == "full" else 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -145,6 +146,11 @@ def test_bad_loop_files_name_the_file_and_the_problem(tmp_path):
     assert "knob `x`" in tools(root, "loop", "start", "fake-loop", code=1)
     make_kb(root, statistic="mean")
     assert "statistic must be one of median, min" in tools(root, "loop", "start", "fake-loop", code=1)
+    make_kb(root, memory={"max_gb": "lots"})
+    assert "`memory`: tolerance_pct and max_gb are non-negative numbers" in tools(root, "loop", "start", "fake-loop",
+                                                                                 code=1)
+    make_kb(root, memory={"limit": 3})
+    assert "`memory` is a mapping {tolerance_pct: PCT, max_gb: GB}" in tools(root, "loop", "start", "fake-loop", code=1)
 
 
 def test_the_loop_files_its_comparisons_by_the_declared_statistic(tmp_path):
@@ -394,3 +400,31 @@ def test_a_persons_unusable_page_is_closed_and_the_loop_goes_on(kb):
     assert len(s["history"]) == 2 and all(h["hypothesis_page"] != "hypotheses/bad.md" for h in s["history"])
     meta = pages.split(page.read_text())[0]
     assert meta["status"] == "abandoned" and "unknown knob 'warp'" in meta["refused"]
+
+
+def test_after_an_oom_the_sweep_never_asks_for_more_memory_and_tries_a_memory_fix(tmp_path):
+    root = tmp_path / "kb"
+    knobs = {"batch": {"flag": "--batch", "values": [4, 8, 16], "category": "shape"},
+             "remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"}}
+    make_kb(root, knobs=knobs, command=[sys.executable, "fake_model.py", "--oom-batch", "8"], budget={"runs": 4})
+    tools(root, "loop", "start", "fake-loop", "-q")
+    s = loop_state(root)
+    ooms = [h for h in s["history"] if h["verdict"] == "crash"]
+    assert ooms and all((h["crash"] or {}).get("kind") == "oom" for h in ooms)
+    for h in s["history"]:
+        for o in ooms:
+            if h["iteration"] > o["iteration"] and h["config"]["remat"] == o["config"]["remat"]:
+                assert h["config"]["batch"] < o["config"]["batch"], (h["describe"], o["describe"])
+    cands = [json.loads(p.read_text()) for p in sorted((root / "loops" / "fake-loop").rglob("candidates.json"))]
+    seen = [c for cs in cands for c in cs]
+    fixes = [c for c in seen if "memory fix for the OOM of" in (c.get("why") or "")]
+    assert fixes and all("remat=full" in c["change"] for c in fixes)
+    refused = [c for c in seen if c.get("refused")]
+    if len(s["history"]) > 1 and ooms[0]["config"]["batch"] == 8:  # batch 16 then needs more: refused, said why
+        assert any(c["change"] == "batch=16" and "ran out of memory" in c["why"] for c in refused)
+    sig = ooms[0]["crash"]["signature"]
+    meta, body = pages.split((root / "wiki" / "observations" / "crashes" / f"{sig}.md").read_text())
+    fixed = next((h for h in s["history"] if h["iteration"] > ooms[0]["iteration"] and h["verdict"] != "crash"
+                  and h["config"]["batch"] == ooms[0]["config"]["batch"]), None)
+    if fixed:  # the OOM's move with remat=full ran through: the signature page names it as the first fix
+        assert meta["fix"] == fixed["exp_id"] and "remat" in body.split("## First fix")[1]

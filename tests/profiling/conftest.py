@@ -30,7 +30,7 @@ def _env(folder: Path) -> dict:
 def _prune(folder: Path) -> None:
     """Keep the HLO text only, as the runner does (the CPU backend also dumps LLVM IR and objects)."""
     for p in (folder / "hlo").rglob("*"):
-        if p.is_file() and not p.name.endswith("after_optimizations.txt"):
+        if p.is_file() and not p.name.endswith(("after_optimizations.txt", "before_optimizations.txt")):
             p.unlink()
 
 

@@ -135,6 +135,37 @@ def best(project: Project, a: LaneIn) -> dict:
     return {"model": a.model, "lane": a.lane, "best": out}
 
 
+class CrashesIn(BaseModel):
+    model: str | None = Field(None, description="only this model")
+    lane: str | None = Field(None, description="only this lane (with model)")
+
+
+class Signature(BaseModel):
+    signature: str
+    kind: str | None = None
+    count: int
+    message: str = ""
+    last_seen: str
+    lanes: list[str]
+    page: str = Field(description="the signature page: every run that hit it, what they share, the first fix")
+
+
+class CrashesOut(BaseModel):
+    signatures: list[Signature]
+
+
+@op("exp.crashes", CrashesIn, CrashesOut)
+def crashes(project: Project, a: CrashesIn) -> dict:
+    """Crash signatures (kind, normalized message, innermost model and framework frame) with their counts, kinds,
+    lanes and last run, most frequent first; each has a page under observations/crashes/."""
+    from ..experiments.crash_pages import signatures
+
+    if a.lane and not a.model:
+        raise AgentError("lane needs model")
+    under = f"{_name(a.model, 'model')}/{_name(a.lane, 'lane')}" if a.lane else _name(a.model, "model") if a.model else ""
+    return {"signatures": signatures(records.load_experiments(project.wiki, under))}
+
+
 # ---------------------------------------------------------------- hypotheses
 
 class HypothesisIn(BaseModel):

@@ -16,7 +16,8 @@ from typing import Any, Callable
 from ..errors import ToolsError
 from ..project import Project
 
-OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_profiles", "tools.agent.ops_loop")
+OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_profiles", "tools.agent.ops_loop",
+              "tools.agent.ops_gap")
 
 
 class AgentError(ToolsError):

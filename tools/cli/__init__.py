@@ -35,7 +35,7 @@ def main() -> None:
     cli(prog_name="tools")
 
 
-from . import agent, demo, exp, ingest, init, kernels, lint, loop, profile, query, remove, search, site, wiki  # noqa: E402
+from . import agent, demo, exp, gap, ingest, init, kernels, lint, loop, profile, query, remove, search, site, wiki  # noqa: E402
 
 cli.add_command(demo.demo)
 cli.add_command(init.init)
@@ -47,6 +47,7 @@ cli.add_command(kernels.kernels)
 cli.add_command(exp.exp)
 cli.add_command(loop.loop)
 cli.add_command(profile.profile)
+cli.add_command(gap.gap)
 cli.add_command(site.site)
 cli.add_command(search.search)
 cli.add_command(query.query)

@@ -54,6 +54,8 @@ def attach(cli: click.Group) -> None:
     """Add the operations to their groups (creating `tools wiki` and `tools hypotheses`)."""
     for group, ops in OPS.items():
         target = cli.commands.get(group)
+        if target is not None and not isinstance(target, click.Group):
+            continue  # a face of its own (`tools gap OURS REF` calls gap.analyze)
         if target is None:
             target = click.Group(name=group, help=f"{group.capitalize()} operations of the agent registry "
                                                   "(also MCP tools: `tools mcp`).")

@@ -49,9 +49,18 @@ def exp() -> None:
               help="Timed runs share JAX's persistent compile cache (.tools-cache/jax-compile): each program "
                    "compiles once across rounds. The profiled run always compiles (its HLO dump is evidence).")
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
+@click.option("--hang-after", "hang_s", type=float, default=None,
+              help="Seconds without output after which a run is hung: its Python stack is taken, then it is killed.")
 @click.option("--peak-flops", type=float, default=None, help="Peak FLOP/s per device (overrides the device table).")
 @click.option("--loss-tol", default=0.025, show_default=True, type=float,
               help="Semantics check: max |Δloss| over the early trajectory.")
+@click.option("--memory-tol", "memory_tol_pct", default=5.0, show_default=True, type=float,
+              help="Peak memory may grow this many percent over the baseline before a gain is held back.")
+@click.option("--memory-max-gb", type=float, default=None,
+              help="Peak memory may grow by any amount while it stays under this (e.g. the device's HBM).")
+@click.option("--protect", "protected", multiple=True, metavar="PATH[::NAME]",
+              help="A file (or one top-level function or class of a Python file, PATH::NAME) hashed with the run: "
+                   "a change since the baseline files the run invalid (docs/integrity.md). Repeatable.")
 @click.option("--hlo-module-re", default=".*train_step.*", show_default=True, help="Which jitted modules to dump.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not echo the command's output.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (implies --quiet).")
@@ -78,6 +87,7 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
         env[k] = v
     if not opts.get("calibrate"):  # a calibration reruns the baseline's own command
         _must_start(list(command), env)
+    opts["protected"] = list(opts.get("protected") or ())
     out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
                                           env=env, **opts))
     m = out.metrics
@@ -156,3 +166,31 @@ def explorer(project, model, out_path, plotly_src) -> None:
 
     n = write_explorer(project.wiki, model, Path(out_path), plotly_src)
     click.echo(f"{out_path}: {n} experiments")
+
+
+@exp.command(name="crashes")
+@click.option("--model", default=None, help="Only this model.")
+@click.option("--lane", default=None, help="Only this lane (with --model).")
+@click.option("--args", "args_json", default=None, help="The arguments as one JSON object (as for every registry op).")
+@click.option("--json", "as_json", is_flag=True, help="Print the registry's exp.crashes output.")
+@pass_project
+def crashes(project, model, lane, args_json, as_json) -> None:
+    """Crash signatures, most frequent first: kind, count, last run, lanes, and the signature page (every run that
+    hit it, the configuration they share, the first fix)."""
+    import json
+
+    from ..agent.registry import call
+    from .agent import parse_pairs
+
+    args = {"model": model, "lane": lane} | parse_pairs((), args_json)
+    out = call(project, "exp.crashes", args)
+    if as_json:
+        click.echo(json.dumps(out, default=str))
+        return
+    if not out["signatures"]:
+        click.echo("no crashes filed")
+    for s in out["signatures"]:
+        click.echo(printable(f"{s['signature']}  {s['kind']}  x{s['count']}  last {s['last_seen']}  "
+                             f"{', '.join(s['lanes'])}"))
+        click.echo(printable(f"  {s['message'][:160]}"))
+        click.echo(f"  wiki/{s['page']}")

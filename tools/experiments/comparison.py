@@ -6,7 +6,8 @@ from __future__ import annotations
 import shlex
 import statistics
 
-from . import metrics, records, stats, verdict
+from ..runners.process import log_end
+from . import crash_facts, crash_pages, integrity, metrics, records, stats, verdict
 from .arms import ArmResult
 from .context import RunContext
 
@@ -60,6 +61,30 @@ def check_semantics(spec, key: str, result: dict, r, prior: list[dict]) -> verdi
     return verdict.semantics(ref, result.get("losses"), name, spec.semantics_steps, spec.loss_tol)
 
 
+def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: str | None,
+           role: str) -> integrity.Integrity:
+    """The integrity checks of the variant's good arms (``integrity``): each arm's step lines on the runner's clock,
+    the profiled arm's compiled step, the loss falling as the reference's, the protected files against the
+    baseline's; a check the baseline passed and this run gives no evidence for."""
+    out = integrity.Integrity()
+    arms_ok = [a for a in ([r.profile] if r.profile is not None else []) + list(r.var) if a is not None and a.ok]
+    for a in arms_ok:
+        integrity.clock_check(a.result, integrity.step_lines(a.proc.log, a.proc.clock), out, a.name)
+    prof = r.profile if r.profile is not None else (r.var[0] if r.traced and r.var else None)
+    if prof is not None and prof.ok:
+        integrity.hlo_check(prof.result, r.hlo_facts, out, bool((base_rec or {}).get("hlo_fingerprint")))
+    else:
+        out.add("hlo", None, "the run was not profiled (no HLO dump)")
+    if arms_ok and key is not None and role == "variant":
+        ref, _ = reference_losses(key, r, prior)
+        integrity.learning_check(ref, arms_ok[-1].result.get("losses"), spec.semantics_steps, out)
+    integrity.protected_check(rec.get("protected") or {}, (base_rec or {}).get("protected") if base_rec else None,
+                              out)
+    if role == "variant":
+        integrity.evidence_check(out, (base_rec or {}).get("integrity"))
+    return out
+
+
 def _role(spec, r, prior: list[dict], ran: bool) -> str:
     if spec.calibrate:
         return "calibration"
@@ -104,6 +129,14 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
         ctx.log_tail = last.proc.tail if last is not None else ""
         ctx.crash_reason = crash or bad.bad_loss
         ctx.crash_log = last.proc.log.name if last is not None else ""
+        if last is not None and r.error is None:
+            facts = crash_facts.analyze(log_end(last.proc.log), ctx.crash_reason, last.proc.rc,
+                                        tuple(str(d) for d in (spec.cwd, rec.get("cwd")) if d),
+                                        (last.result or {}).get("losses"))
+            n = crash_pages.MAX_FRAMES  # the innermost frames, and the model's own outer ones (a deep import)
+            outer = [f for f in facts.frames[:-n] if f.role in ("model", "ingested")][-3:]
+            facts.frames = outer + facts.frames[-n:]
+            rec["crash"] = facts.as_record()
     m: dict = {}
     key = None
     role = _role(spec, r, prior, bool(primary) and not crash)
@@ -191,9 +224,16 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
             rec["gain_vs_best_pct"] = round(100 * (m["tokens_per_s"] / best["metrics"]["tokens_per_s"] - 1), 3)
     if sem is not None:
         rec["semantics"] = {k: v for k, v in vars(sem).items() if v not in ("", None)}
-    d = verdict.decide(crash=crash, bad_loss=None if crash else (bad.bad_loss if bad else None),
+    check = None
+    if m and not crash and role != "calibration":
+        check = assess(spec, rec, r, prior, base_rec, key, role)
+        rec["integrity"] = check.as_record()
+    d = verdict.decide(crash=crash, violations=[f.reason() for f in check.findings] if check else None,
+                       bad_loss=None if crash else (bad.bad_loss if bad else None),
                        sem=None if role == "calibration" else sem, role=role,
-                       timing=timing, gain_pct=gain, band_pct=band, memory_delta_pct=mem_delta, noop=r.noop,
+                       timing=timing, gain_pct=gain, band_pct=band, memory_delta_pct=mem_delta,
+                       memory_gb=(m or {}).get("memory_gb"), memory_tol_pct=spec.memory_tol_pct,
+                       memory_max_gb=spec.memory_max_gb, noop=r.noop,
                        single_reason=single)
     if role == "baseline" and d.verdict == "invalid":
         d.reasons.append("not used as a baseline: baselines and comparisons skip invalid runs")

@@ -14,7 +14,7 @@ from .. import pages, safeio
 from ..errors import InputError
 from ..project import Project
 from ..writer import Writer, locked
-from . import ledger, metrics, records, report
+from . import crash_pages, ledger, metrics, records, report
 from .context import RunContext
 
 
@@ -58,9 +58,13 @@ def file_record(w: Writer, lane: Lane, rec: dict, ctx: RunContext, prior: list[d
     """Write a filed run: its page, its ledger row (once per exp_id), the model page. Call with the lane lock held;
     ``prior``: the lane's records read under this same hold (saves reading the lane again)."""
     rec = metrics.finite(rec)  # never a NaN in frontmatter or the ledger
+    if rec.get("crash"):
+        ctx.crash_frames = crash_pages.link_frames(lane.project.wiki, rec)
     page = report.experiment_page(rec, ctx)
     refuse_filed(w, page.path)
     w.write_page(page)
+    if rec.get("crash"):
+        write_signature_page(w, lane.project.wiki, dict(rec, page=page.path), rec["crash"]["signature"])
     rows = lane.ledger_rows()
     if not any(r.get("exp_id") == rec["exp_id"] for r in rows):
         rows.append(ledger.row_for(rec))
@@ -71,10 +75,25 @@ def file_record(w: Writer, lane: Lane, rec: dict, ctx: RunContext, prior: list[d
         recs = sorted([r for r in prior if r.get("exp_id") != rec["exp_id"]] + [dict(rec, page=page.path)],
                       key=lambda r: (int(r.get("version") or 0), r["page"]))
     w.write_page(report.model_page(lane.model, lane.lane, recs))
+    if not rec.get("crash"):  # a run one knob away from a crashed one that passed: the first fix of its signature
+        mine = dict(rec, page=page.path)
+        for sig in sorted({c["crash"]["signature"] for c in recs if (c.get("crash") or {}).get("signature")
+                           and crash_pages.first_fix([c], [mine])}):
+            write_signature_page(w, lane.project.wiki, None, sig)
     from ..wikiindex import rebuild
 
     rebuild(lane.project.wiki, w, log=False)  # the index counts the new page: lint finds no drift after a run
     return page.path
+
+
+def write_signature_page(w: Writer, wiki: Path, rec: dict | None, sig: str) -> str:
+    """The page of crash signature ``sig``, from every run of this knowledge base that hit it (``rec``: one being
+    filed now, not yet readable from its page)."""
+    recs = records.load_experiments(wiki)
+    if rec is not None:
+        recs = [r for r in recs if r.get("exp_id") != rec["exp_id"]] + [rec]
+    runs = [r for r in recs if (r.get("crash") or {}).get("signature") == sig]
+    return w.write_page(crash_pages.signature_page(sig, runs, recs))
 
 
 def refuse_filed(w: Writer, rel: str) -> None:

@@ -6,6 +6,7 @@ import json
 
 from .. import mdtext, pages
 from ..runners.process import cap_tail
+from . import crash_pages
 from . import records as rec_mod
 from .context import RunContext
 
@@ -95,6 +96,7 @@ def experiment_body(r: dict, ctx: RunContext) -> str:
         what = "The run crashed" if r.get("verdict") == "crash" else "The run gave no usable result"
         out += [f"{what}: {ctx.crash_reason or 'see log'}. Last lines of the log{log}:", "",
                 "```text", cap_tail(ctx.log_tail).rstrip(), "```", ""]
+        out += crash_pages.crash_section(r, ctx.crash_frames, experiment_path(r["model"], r["lane"], r["exp_id"]))
     else:
         out += _metrics_table(m) + [""]
         base, best = r.get("baseline"), r.get("best")
@@ -129,6 +131,7 @@ def experiment_body(r: dict, ctx: RunContext) -> str:
         if r.get("loss_trajectory"):
             out.append("- loss trajectory: " + ", ".join(_fmt(x, 4) for x in r["loss_trajectory"]))
         out.append("")
+    out += integrity_section(r.get("integrity"))
     out += ["## Profile", ""]
     if ctx.profile_md:
         out += [ctx.profile_md, "Open the trace in xprof (it serves on all interfaces; run it on your machine):", "",
@@ -220,4 +223,31 @@ def model_page(model: str, lane: str, records: list[dict]) -> pages.Page:
             "(`- {label, tokens_per_s | mfu_percent, basis, variant}`).\n\n"
             "## Variants\n\n" + pages.region("variants", "\n".join(lines) + "\n")
             + "\n## Experiments\n\n" + pages.region("experiments", "\n".join(runs) + "\n"))
-    return pages.Page(model_path(model, lane), {k: v for k, v in meta.items() if v is not None}, body)
+    # keep_regions: a loop with a reference adds its "gap to reference" region (tools/loop/reference_lane.py)
+    return pages.Page(model_path(model, lane), {k: v for k, v in meta.items() if v is not None}, body,
+                      keep_regions=True)
+
+
+def integrity_section(integ: dict | None) -> list[str]:
+    """What the run's evidence said about its own report (``integrity``): each check, each finding's signature."""
+    if not integ:
+        return []
+    out = ["## Integrity", "", f"Status **{integ.get('status')}** (docs/integrity.md): evidence the measured "
+           "program cannot fake, against what it reported.", ""]
+    for name, state in (integ.get("checks") or {}).items():
+        out.append(f"- {name}: {state}")
+    for f in integ.get("findings") or []:
+        out.append(f"- **`{f.get('signature')}`**: {f.get('detail')}")
+    facts = integ.get("facts") or {}
+    for arm, c in (facts.get("clock") or {}).items():
+        least, most = (c.get("runner_s") or [None, None])[:2]
+        first, last = (c.get("window") or [None, None])[:2]
+        out.append(f"- clock ({arm}): steps {first}+1 to {last} "
+                   f"reported {c.get('reported_s')} s; on the runner's clock their lines were {least}-{most} s "
+                   f"apart (median single-step ratio {c.get('median_ratio')})")
+    h = facts.get("hlo") or {}
+    if h.get("module"):
+        out.append(f"- compiled step `{h['module']}`: token input {h.get('token_input') or '—'}"
+                   + (f", matmul FLOPs {h['matmul_flops']:.4g} = {h['ratio']} × the reported model FLOPs"
+                      if h.get("ratio") is not None else ""))
+    return out + [""]

@@ -39,6 +39,7 @@ class Runs:
     early_semantics: verdict.Semantics | None = None
     noop: bool = False
     fingerprint: str | None = None
+    hlo_facts: dict | None = None        # the profiled arm's compiled step (``gap.facts.run_facts``)
     timing: stats.Timing | None = None
     looks: int = 1                       # how often the interval may be looked at (adaptive: once per round)
     stop: str = ""                       # why the rounds ended
@@ -61,6 +62,8 @@ class Schedule:
     runner: object = None
 
     def _round(self, arm_list, kinds: list[str]) -> list[ArmResult]:
+        for arm in arm_list:
+            arm.hang_s = self.spec.hang_s
         procs = self.runner.run_round(arm_list, self.spec.echo)
         out = []
         for arm, kind, p in zip(arm_list, kinds, procs):

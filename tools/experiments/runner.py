@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..project import Project
 from ..runners.process import Stop, deferred_signals, stop_on_signals
 from ..writer import Writer, atomic_write
-from . import abandoned, comparison, filing, records, rounds, stats, verdict
+from . import abandoned, comparison, filing, integrity, records, rounds, stats, verdict
 from .context import RunContext
 from .filing import rel
 from .sides import Side, code_commit, merged_env, record_side, recorded_env, script_of
@@ -31,7 +31,7 @@ RUNNER_KEYS = frozenset(
     "script_sha256 script_copy raw_dir cwd runner env repeats run_wall_s wall_s_total interleaved stop config shape "
     "shape_key loss_trajectory metrics compile_cache role baseline best gain_vs_best_pct semantics runs_tokens_per_s calibration "
     "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
-    "reference_run notes page".split())
+    "reference_run notes page crash protected integrity".split())
 
 
 @dataclass
@@ -45,11 +45,14 @@ class RunSpec:
     slug: str = ""
     profile: bool = False
     timeout: float = 1800.0
+    hang_s: float | None = None          # no output for this long: hung (stack taken, then killed; kind ``hang``)
     repeats: int = 1                     # fixed count of timed rounds (back-compat); see min/max_repeats
     peak_flops: float | None = None
     baseline: bool = False
     loss_tol: float = verdict.SEMANTICS_TOL
     semantics_steps: int = verdict.SEMANTICS_STEPS
+    memory_tol_pct: float = verdict.MEMORY_TOL_PCT   # peak memory may grow this much before a gain is held back
+    memory_max_gb: float | None = None               # ... or any amount while the peak stays under this
     hlo_module_re: str = ".*train_step.*"
     echo: bool = False
     cwd: Path | None = None
@@ -69,6 +72,8 @@ class RunSpec:
     calibrate: bool = False              # A/A: the baseline's command against itself, filed with role calibration
     statistic: str = "median"            # a run's tokens/s in comparisons: its median steady step, or ``min``
     on_reserved: Callable[[str], None] | None = None  # called with the exp_id once reserved, before anything runs
+    protected: list[str] = field(default_factory=list)  # files (``path``) or functions (``path::name``) hashed
+                                         # with the run; a change since the baseline files it invalid
     compile_cache: bool = False          # timed arms share JAX's compile cache (.tools-cache/jax-compile), never
                                          # the profiled run (its optimized-HLO dump is evidence)
 
@@ -205,6 +210,9 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
     raw_dir = project.root / rec["raw_dir"]
     if spec.profile and runs.error is None and runs.stopped_by is None:
         _profile(project, raw_dir, ctx, runs)
+        from ..gap.facts import run_facts
+
+        runs.hlo_facts = run_facts(raw_dir / "hlo") if (raw_dir / "hlo").is_dir() else {"stage": "none", "modules": []}
 
     # 3. metrics, verdict, page, ledger row, model page: under the lane lock, signals held back until filed
     failure = None
@@ -253,7 +261,8 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
            "description": spec.description or None, "command": command_line, "script_sha256": sha or None,
            "raw_dir": rel(raw_dir, project.root), "cwd": rel(spec.cwd or Path.cwd(), project.root),
            "runner": abandoned.stamp(spec.timeout * n_runs, spec.timeout), "env": env,
-           "role": "calibration" if spec.calibrate else None, "compile_cache": spec.compile_cache or None}
+           "role": "calibration" if spec.calibrate else None, "compile_cache": spec.compile_cache or None,
+           "protected": integrity.protected_hashes(spec.protected, spec.cwd or Path.cwd()) or None}
     if script is not None:  # a copy of the model code, so a later interleaved rerun can use this exact code
         atomic_write(raw_dir / "code" / script.name, script.read_bytes())
         rec["script_copy"] = rel(raw_dir / "code" / script.name, project.root)

@@ -60,15 +60,22 @@ class Decision:
     reasons: list[str] = field(default_factory=list)
 
 
-def decide(*, crash: str | None = None, bad_loss: str | None = None, sem: Semantics | None = None,
+def decide(*, crash: str | None = None, violations: list[str] | None = None, bad_loss: str | None = None, sem: Semantics | None = None,
            role: str = "variant", timing: Timing | None = None, gain_pct: float | None = None,
-           band_pct: float | None = None, memory_delta_pct: float | None = None, noop: bool = False,
+           band_pct: float | None = None, memory_delta_pct: float | None = None, memory_gb: float | None = None,
+           memory_tol_pct: float = MEMORY_TOL_PCT, memory_max_gb: float | None = None, noop: bool = False,
            no_comparison: str = "no baseline measurement to compare against",
            single_reason: str = SINGLE_RUN_REASON) -> Decision:
     """The verdict. A speed verdict (supported, refuted) needs ``timing``: interleaved paired rounds whose
-    interval is decided (``stats.paired``); a single run against a stored number is at most inconclusive."""
+    interval is decided (``stats.paired``); a single run against a stored number is at most inconclusive. Peak
+    memory up by more than ``memory_tol_pct`` holds a gain back, unless ``memory_max_gb`` is declared and the run's
+    peak stays under it (a larger batch is a trade the user allowed)."""
     if crash:
         return Decision("crash", "crash", [crash])
+    if violations:  # evidence the program cannot fake disagrees with what it reported (``integrity``)
+        also = [f"semantics changed: {sem.reason}"] if sem and sem.status == "changed" else []
+        return Decision("invalid", "discard", violations + also + [
+            "a speedup here is not a win: what the run reported is not what ran"])
     if bad_loss:
         return Decision("invalid", "discard", [bad_loss])
     if sem and sem.status == "changed":
@@ -98,9 +105,12 @@ def decide(*, crash: str | None = None, bad_loss: str | None = None, sem: Semant
         why = ("the arms overlap (in some round the baseline beat the variant)" if timing.separated == 0
                else "the interval is not decided")
         return Decision("inconclusive", "discard", reasons + [f"{why}: more rounds (--max-repeats) or calibrate"])
-    if memory_delta_pct is not None and memory_delta_pct > MEMORY_TOL_PCT:
-        return Decision("inconclusive", "discard",
-                        reasons + [f"peak memory regressed {memory_delta_pct:+.1f} % (> {MEMORY_TOL_PCT} %)"])
+    if memory_delta_pct is not None and memory_delta_pct > memory_tol_pct:
+        grew = f"peak memory regressed {memory_delta_pct:+.1f} % (> {memory_tol_pct:g} %)"
+        if memory_max_gb is None or memory_gb is None or memory_gb > memory_max_gb:
+            limit = "" if memory_max_gb is None else f", and {memory_gb} GB is over the declared limit {memory_max_gb:g} GB"
+            return Decision("inconclusive", "discard", reasons + [grew + limit])
+        reasons = reasons + [f"{grew}, within the declared limit: {memory_gb} GB ≤ {memory_max_gb:g} GB"]
     if not sem or sem.status != "ok":
         why = sem.reason if sem else "not run"
         return Decision("inconclusive", "discard", reasons + [f"semantics check did not run: {why}"])

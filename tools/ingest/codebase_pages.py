@@ -223,6 +223,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
     body.append(region("overview", "\n".join(g)))
     fm = {"title": f"{slug} codebase", "type": "codebase", "tags": ["codebase"], "repo": slug,
           "commit": git.commit, "remote": _public_remote(git.remote), "path": f"raw/code/{slug}",
+          "version": str(meta["version"]) if meta.get("version") else None,
           "summary": (meta.get("description") or (meta.get("summary") or "").split("\n")[0])[:200] or None}
     return Page(path, {k: v for k, v in fm.items() if v is not None}, "\n".join(body))
 

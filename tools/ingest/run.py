@@ -164,6 +164,9 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
                         key=lambda s: s.rel)
     model = analyze.build_model(scan)
     meta = metadata.package_metadata(root)
+    if not meta.get("version") and (prov := gitinfo.provenance(root)):  # a copy of an installed release
+        if m := re.search(r"(\d+(?:\.\d+)+\w*)$", prov[1]):
+            meta["version"] = m.group(1)
     links = codebase_pages.SourceLinks(slug, gitinfo.read(root))
 
     sites = _kernel_sites(project, slug, scan)

@@ -4,12 +4,31 @@ Pure: spec, state and priors in, a reason (or None) out."""
 
 from __future__ import annotations
 
+import fnmatch
+import re
+
 from .priors import Priors, run_key
 from .proposal import Proposal
 from .spec import LoopSpec
 from .state import LoopState
 
 REFUTED = ("refuted", "invalid")
+# what no patch may touch, whatever the loop file says: the runner's own code (it measures and judges the run)
+RUNNER_FILES = ("tools/experiments/*", "tools/runners/*", "tools/loop/*", ".tools-cache/*")
+_DIFF_PATH = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(\S+)", re.M)
+
+
+def patch_files(patch: str) -> list[str]:
+    """The files a unified diff touches (``/dev/null`` left out)."""
+    return sorted({m for m in _DIFF_PATH.findall(patch) if m != "/dev/null"})
+
+
+def protected_touched(patch: str, protected: list[str]) -> list[str]:
+    """The files of ``patch`` that a protected entry covers: the runner's own files, and the loop file's
+    ``protected:`` paths and globs. An entry ``path::function`` is not refused here (a patch may change the rest
+    of the file); the run's hash of that function files the run invalid when the patch changed it."""
+    globs = list(RUNNER_FILES) + [e for e in protected if "::" not in e]
+    return [f for f in patch_files(patch) if any(fnmatch.fnmatchcase(f, g) or f == g for g in globs)]
 
 
 def config_of(spec: LoopSpec, trunk: dict, p: Proposal) -> tuple[dict, dict]:
@@ -37,6 +56,13 @@ def refuse(spec: LoopSpec, state: LoopState, p: Proposal, priors: Priors, inflig
             return f"unknown knob {k!r} (declared: {', '.join(knobs)})"
         if v not in knobs[k].values:
             return f"value {v!r} of knob {k!r} is outside the declared space {knobs[k].values}"
+    if p.repair_of and (why := repair_refusal(state.history, p)):
+        return why
+    if p.change.kind == "patch":
+        hit = protected_touched(p.change.patch, spec.protected)
+        if hit:
+            return (f"the patch touches protected files ({', '.join(hit)}): the metric code and the runner are "
+                    "not the model's to change")
     cfg, env = config_of(spec, state.trunk, p)
     key = key_of(spec, state.trunk, p, cfg, env)
     if key in inflight:
@@ -58,6 +84,22 @@ def refuse(spec: LoopSpec, state: LoopState, p: Proposal, priors: Priors, inflig
         return f"duplicate of {h['page']} ({h['verdict']}): the same configuration already ran"
     if priors.avoid_category and p.category == priors.avoid_category:
         return f"three runs in a row from category {p.category!r}: switch category"
+    return None
+
+
+def repair_refusal(history: list[dict], p: Proposal) -> str | None:
+    """A patch repairs one crashed patch, once: not a run that did not crash, not a repair that crashed itself."""
+    target = next((h for h in history if h.get("exp_id") == p.repair_of), None)
+    if p.change.kind != "patch":
+        return "repair_of: only a code patch repairs a crashed patch"
+    if target is None or target.get("verdict") != "crash" or (target.get("change") or {}).get("kind") != "patch":
+        return f"repair_of {p.repair_of!r} names no crashed patch of this loop"
+    if target.get("repair_of"):
+        return (f"{p.repair_of} was itself the repair of {target['repair_of']} and crashed: a crashed patch is "
+                "retried at most once")
+    done = next((h for h in history if h.get("repair_of") == p.repair_of), None)
+    if done is not None:
+        return f"{p.repair_of} was repaired once already ({done.get('exp_id')}, {done.get('verdict')})"
     return None
 
 

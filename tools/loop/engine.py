@@ -27,7 +27,7 @@ from ..project import Project
 from ..runners import process
 from ..runners.process import start_problem
 from ..writer import Writer, atomic_write
-from . import admission, gates, gather, hypotheses, learn, memory, report, retro, runs, state as st
+from . import admission, gates, gather, hypotheses, learn, memory, reference_lane, report, retro, runs, state as st
 from .gates import StopGate
 from .priors import Attempt, Priors
 from .proposal import Proposal
@@ -118,6 +118,8 @@ class Loop:
             self._baseline()
         if self.spec.calibrate and not self.state.calibration:
             self._calibrate()
+        if self.spec.reference:
+            self._reference_steps()
         done = 0
         while True:
             gate = self.stop_gate()
@@ -188,6 +190,13 @@ class Loop:
         self.save()
         self.writer.append_log("loop start", self.spec.name, [f"baseline {out.exp_id}: tokens/s "
                                                               f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])
+
+    def _reference_steps(self) -> None:
+        """The reference run (once), the gap page of this trunk against it, the interleaved check for the target."""
+        reference_lane.ensure_reference(self)
+        reference_lane.write_gap_page(self)
+        reference_lane.check(self)
+        reference_lane.write_model_gap(self)
 
     def _loop_keys(self) -> dict:
         return {"loop": self.spec.name, "iteration": 0, "loop_started": self.state.started}
@@ -446,6 +455,8 @@ class Loop:
             "kept: the trunk moved" if lesson.kept else "discarded: the trunk is unchanged", f"page {rec.get('page')}"])
         self.say(f"  → {rec.get('verdict')}" + (f" {rec['gain_pct']:+.2f} %" if rec.get("gain_pct") is not None else "")
                  + (" KEPT" if lesson.kept else "") + f"  wiki/{rec.get('page')}")
+        if lesson.moved and self.spec.reference:
+            self._reference_steps()
         self._write_loop_page()
         why = retro.due(self.state)
         if why:

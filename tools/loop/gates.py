@@ -38,6 +38,22 @@ def stop_gate(state: LoopState, budget: dict[str, float], target: dict[str, floa
     for key, what in TARGETS:
         if key in target and (trunk.get(key) or 0) >= target[key]:
             return StopGate(f"target reached: {what} {trunk.get(key):g} ≥ {target[key]:g}", "target")
+    ref = reference_reached(state, target)
+    if ref:
+        return StopGate(ref, "target")
+    return None
+
+
+def reference_reached(state: LoopState, target: dict[str, float]) -> str | None:
+    """``target: {reference: PCT}``: the latest interleaved check of this trunk against the reference says the
+    trunk runs at PCT % of the reference's tokens/s or more."""
+    check = (state.reference or {}).get("check") or {}
+    if "reference" not in target or check.get("trunk_exp") != (state.trunk or {}).get("exp_id"):
+        return None
+    pct = check.get("ratio_pct")
+    if pct is not None and pct >= target["reference"]:
+        return f"target reached: the trunk runs at {pct:.1f} % of the reference's tokens/s (≥ {target['reference']:g} %, " \
+               f"measured interleaved in {check.get('exp_id')})"
     return None
 
 

@@ -69,7 +69,7 @@ def attempt_from_history(h: dict) -> Attempt:
     return Attempt(h.get("exp_id", ""), h.get("category", "other"), h.get("change") or {}, h.get("fingerprint", ""),
                    h.get("verdict", ""), h.get("gain_pct"), bool(h.get("kept")), h.get("hypothesis_page", ""),
                    h.get("statement", ""), h.get("config") or {}, "", h.get("run_key", ""), h.get("trunk_exp", ""),
-                   int(h.get("repeats") or 0))
+                   int(h.get("repeats") or 0), dict(h.get("crash") or {}), str(h.get("repair_of") or ""))
 
 
 def other_lanes(project: Project, spec: LoopSpec) -> list[Attempt]:
@@ -168,6 +168,7 @@ def gather(project: Project, spec: LoopSpec, state: dict, budget_left: dict[str,
     mem = memory.compute(history)
     cat, n = memory.streak(history)
     hw = hardware(spec, best)
+    gap, gap_summary = _gap(project, spec, state, best, trunk)
     return Priors(
         spec=spec, trunk=dict(trunk.get("config") or spec.start_config()), trunk_env=dict(trunk.get("env") or {}),
         trunk_commit=str(trunk.get("commit") or ""), best=best, attempts=attempts,
@@ -179,4 +180,29 @@ def gather(project: Project, spec: LoopSpec, state: dict, budget_left: dict[str,
         avoid_category=cat if n >= 3 else "",
         prefer_switch=memory.since_frontier_move(history) >= 2,
         budget_left=budget_left, knob_effects=knob_effects(hw),
-        trunk_keys=[f["run_key"] for f in state.get("frontier") or [] if f.get("run_key")])
+        trunk_keys=[f["run_key"] for f in state.get("frontier") or [] if f.get("run_key")],
+        gap=gap, gap_summary=gap_summary)
+
+
+def reference_record(project: Project, spec: LoopSpec, state: dict) -> dict | None:
+    ref = state.get("reference") or {}
+    if not ref.get("exp_id"):
+        return None
+    lane = ref.get("lane") or spec.reference_lane
+    model = ref.get("model") or spec.model
+    return next((r for r in records.lane_records(project.wiki, model, lane) if r.get("exp_id") == ref["exp_id"]),
+                None)
+
+
+def _gap(project: Project, spec: LoopSpec, state: dict, best: dict | None, trunk: dict) -> tuple[list, dict]:
+    from .reference import gap_against, measured
+
+    if not spec.reference:
+        return [], {}
+    analysis = gap_against(project, spec, best, reference_record(project, spec, state),
+                           dict(trunk.get("config") or spec.start_config()), kernels(project, ""),
+                           measured(state.get("reference"), (best or {}).get("exp_id")))
+    if not analysis:
+        return [], {}
+    return analysis["items"], {k: analysis.get(k) for k in ("ours", "ref", "gap_pct", "reference_faster", "verdict")} | {
+        "unexplained_us_per_token": (analysis.get("estimate") or {}).get("unexplained_us_per_token")}

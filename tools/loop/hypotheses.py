@@ -55,7 +55,8 @@ def hypothesis_page(spec: LoopSpec, proposal: Proposal, hid: str, status: str, e
         line = f"Testing in {_link(src, exp_id, exp_page)}." if exp_page else "Testing."
     else:
         line = f"**{verdict or hstatus}**" + (f" in {_link(src, exp_id, exp_page)}" if exp_page else "") + "."
-    line += f" Loop {_link(src, spec.name, loop_path(spec.name))}."
+    if spec.name:  # a page filed outside a loop (``tools gap``) names none
+        line += f" Loop {_link(src, spec.name, loop_path(spec.name))}."
     c = proposal
     text = ["## Statement", "", _prose(c.statement), "", "## Mechanism", "", _prose(c.mechanism), "",
             "## Predicted signal", "", _prose(c.predicted_signal), "", "## Falsification", "", _prose(c.falsification),
@@ -67,7 +68,7 @@ def hypothesis_page(spec: LoopSpec, proposal: Proposal, hid: str, status: str, e
     body = (f"# {_prose(title)}\n\n" + pages.region("hypothesis", "\n".join(text) + "\n") + "\n"
             + pages.region("hypothesis-verdict", "## Verdict\n\n" + line + "\n"))
     meta = {"title": title, "type": "hypothesis", "tags": _tags("hypothesis", "loop", spec.model, spec.lane),
-            "model": spec.model, "lane": spec.lane, "loop": spec.name, "status": hstatus,
+            "model": spec.model, "lane": spec.lane, "loop": spec.name or None, "status": hstatus,
             "priority": round(proposal.score, 3), "expected_gain": proposal.expected_gain_pct,
             "category": proposal.category, "author": proposal.proposer or None, "confidence": proposal.confidence,
             "effort": proposal.effort, "change": _change_dict(proposal.change), "experiment": exp_id or None,

@@ -36,6 +36,8 @@ class Attempt:
     run_key: str = ""                           # see run_key
     trunk_exp: str = ""                         # the trunk it was compared against
     repeats: int = 0
+    crash: dict = field(default_factory=dict)   # a crash's kind, signature, message, memory figures, frames
+    repair_of: str = ""                         # the crashed patch (exp_id) this attempt repaired
 
 
 @dataclass
@@ -61,6 +63,8 @@ class Priors:
     knob_effects: dict[str, Any] = field(default_factory=dict)  # shipped table of knob effects by hardware
     refusals: list[dict] = field(default_factory=list)          # this iteration's refused proposals and why
     trunk_keys: list[str] = field(default_factory=list)         # run keys of every configuration the trunk held
+    gap: list[dict] = field(default_factory=list)               # gap items of the trunk against the reference
+    gap_summary: dict = field(default_factory=dict)             # the reference, the gap %, what is unexplained
 
     @property
     def trunk_exp(self) -> str:

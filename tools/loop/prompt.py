@@ -102,6 +102,7 @@ def _state(p: Priors) -> str:
         out.append(f"Model code commit: {p.trunk_commit}")
     if p.best:
         out += ["Best record:", _dump(p.best)]
+    out += _repairs(p)
     out += ["", "## Refuted: never propose these again", ""]
     out += [_attempt_line(a) for a in p.refuted] or ["(none)"]
     out += ["", "## Already tried in this loop (oldest first; refuted ones are listed above): do not repeat", ""]
@@ -126,11 +127,52 @@ def _state(p: Priors) -> str:
             rest = {k: v for k, v in h.items() if k not in ("title", "body") and v not in (None, "", [], {})}
             out.append(f"- {head}: {_json(rest)}")
         out += _more(p.open_hypotheses, MAX_HYPOTHESES)
+    if p.gap_summary:
+        out += ["", f"## Gap to the reference `{p.gap_summary.get('ref')}` (trunk `{p.gap_summary.get('ours')}`): "
+                    f"{p.gap_summary.get('verdict')}", "",
+                "Measured differences, ranked by the share of the trunk's step each accounts for; closing them is "
+                "the shortest way to the reference's speed:", ""]
+        for it in p.gap[:MAX_HYPOTHESES]:
+            change = _json(it["knobs"]) if it.get("knobs") else "a code change (no declared knob produces it)"
+            ev = "; ".join(f"{e['side']}: {e['text']}" for e in it.get("evidence") or [])
+            out.append(f"- {it.get('rank')}. {it['what']} [{it['basis']}; {it.get('share_pct')} % of the step, "
+                       f"about {it.get('gain_pct')} % if closed] → {change}. Evidence: {ev}")
+        out += _more(p.gap, MAX_HYPOTHESES)
+        mapped: dict = {}
+        for it in p.gap:
+            if it.get("knobs") and not set(it["knobs"]) & set(mapped):
+                mapped.update(it["knobs"])
+        if len(mapped) > 1:
+            out += ["", f"All mapped items at once, one run (each alone may sit inside the noise band): "
+                        f"{_json(mapped)}"]
     if p.profile:
         out += ["", "## Latest profile of the trunk", "", _dump(p.profile)]
     if p.retrospective.strip():
         out += ["", "## Last retrospective", "", p.retrospective.strip()]
     return "\n".join(out)
+
+
+def repairable(p: Priors) -> list[Attempt]:
+    """Crashed patches of this loop that may still be repaired (once each; a repair that crashed may not)."""
+    repaired = {a.repair_of for a in p.attempts if a.repair_of}
+    return [a for a in p.attempts if a.verdict == "crash" and (a.change or {}).get("kind") == "patch"
+            and not a.repair_of and a.exp_id not in repaired and not a.lane]
+
+
+def _repairs(p: Priors) -> list[str]:
+    todo = repairable(p)
+    if not todo:
+        return []
+    out = ["", "## Crashed patches you may repair once (set `repair_of` to the exp_id)", ""]
+    for a in todo[-3:]:
+        c = a.crash or {}
+        out.append(f"- `{a.exp_id}`: {c.get('kind', 'crash')}: {c.get('message', '')[:300]}")
+        for f in c.get("frames") or []:
+            where = f"{f['package']}/" if f.get("package") else ""
+            out.append(f"    - {f.get('role')} `{where}{f.get('rel')}:{f.get('line')}` in `{f.get('func')}`"
+                       + (f": `{f['code']}`" if f.get("code") else ""))
+        out.append("  the patch:\n\n```diff\n" + str((a.change or {}).get("patch", ""))[:4000] + "\n```")
+    return out
 
 
 def _ask(p: Priors) -> str:

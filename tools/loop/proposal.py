@@ -63,6 +63,7 @@ class Proposal:
     usage: dict[str, float] = field(default_factory=dict)  # llm: input_tokens, output_tokens, cost_usd
     notes: str = ""
     repeats: int = 0               # > 0: re-measure with at least this many interleaved repeats (successive halving)
+    repair_of: str = ""            # the exp_id of a crashed patch this patch repairs (at most one repair each)
 
     @property
     def score(self) -> float:
@@ -102,7 +103,7 @@ class Proposal:
         return cls(str(d["statement"]), str(d["mechanism"]), str(d["predicted_signal"]), str(d["falsification"]),
                    change, d["category"], gain, conf, effort, str(d.get("proposer") or ""),
                    str(d.get("hypothesis_page") or ""), dict(d.get("usage") or {}), str(d.get("notes") or ""),
-                   int(d.get("repeats") or 0))
+                   int(d.get("repeats") or 0), str(d.get("repair_of") or ""))
 
 
 # The JSON schema an LLM fills in (a forced tool call); Proposal.from_dict checks the rest.
@@ -132,5 +133,7 @@ PROPOSAL_SCHEMA: dict = {
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
         "effort": {"type": "number", "minimum": 1, "maximum": 5},
         "notes": {"type": "string"},
+        "repair_of": {"type": "string", "description": "the exp_id of a crashed patch this patch repairs, read from "
+                      "its linked frames (a crashed patch is repaired at most once)"},
     },
 }

@@ -17,6 +17,7 @@ from ..experiments.report import experiment_path
 from ..mdtext import code, escape
 from . import memory as mem
 from .proposal import CATEGORIES, Proposal
+from .reference import gap_section
 from .spec import LoopSpec
 
 EXPLORER = "explore/loops/{name}/"  # the built site's page for one loop (tools/sitegen/loops.py)
@@ -273,6 +274,7 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
     src = loop_path(name)
     body = (f"# Loop: {name}\n\n" + pages.region("loop-status", _status(spec, state))
             + "\n" + pages.region("loop-best", _best(spec, state, src))
+            + ("\n" + pages.region("loop-gap", gap) if (gap := gap_section(state, src)) else "")
             + "\n" + pages.region("loop-frontier", _frontier(spec, state, src, name))
             + "\n" + pages.region("loop-hypotheses", _hypotheses(spec, state, src))
             + "\n" + pages.region("loop-categories", _categories(state, memory))
@@ -347,7 +349,7 @@ def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], unt
            f"{kinds['env']} env changes, {kinds['patch']} code patches; single-knob : structural = "
            f"{kinds['single_knob']} : {structural}"
            + (f" ({kinds['single_knob'] / structural:.1f})." if structural else " (no structural change tried yet)."),
-           "", "## Categories", ""] + _category_table(memory)
+           ""] + ([gap_section(state, src)] if gap_section(state, src) else []) + ["## Categories", ""] + _category_table(memory)
     closed = mem.closed_topics(memory)
     never = [c for c in CATEGORIES if memory.get(c, {}).get("tried", 0) == 0]
     out += ["", f"Closed topics: {', '.join(closed) or 'none'}. Never tried: {', '.join(never) or 'none'}.", "",

@@ -25,6 +25,8 @@ def runspec(spec: LoopSpec, cfg: dict, env: dict, cwd: Path, *, description: str
                    timeout=spec.timeout_s, repeats=lo, min_repeats=lo, max_repeats=max(lo, spec.max_repeats),
                    baseline=baseline, env=spec.env_for(cfg, env), cwd=cwd, runner=spec.runner,
                    runner_options=spec.runner_options, statistic=spec.statistic, extra=extra,
+                   memory_tol_pct=spec.memory_tol_pct, memory_max_gb=spec.memory_max_gb, hang_s=spec.hang_s,
+                   protected=[e for e in spec.protected if not any(c in e for c in "*?[")],
                    compile_cache=spec.compile_cache and spec.runner == "local", **kw)
 
 
@@ -61,7 +63,21 @@ def history_entry(p: Proposal, rec: dict, n: int, kept: bool, pend: dict) -> dic
             "proposer": p.proposer, "statement": p.statement, "expected_gain_pct": p.expected_gain_pct,
             "confidence": p.confidence, "effort": p.effort, "reasons": rec.get("reasons") or [],
             "config": pend["config"], "trunk_exp": pend["trunk_exp"], "repeats": rec.get("repeats"),
-            "interrupted": pend.get("interrupted", 0)}
+            "interrupted": pend.get("interrupted", 0),
+            "crash": _crash_brief(rec.get("crash")), "repair_of": p.repair_of or None}
+
+
+def _crash_brief(crash: dict | None) -> dict | None:
+    """What the loop keeps of a crash: kind, signature, message, memory figures, and the innermost frames that
+    are the model's or an ingested codebase's (a repair proposal reads them)."""
+    if not crash:
+        return None
+    out = {k: v for k, v in crash.items() if k in ("kind", "signature", "message", "oom")}
+    frames = [f for f in crash.get("frames") or [] if f.get("role") in ("model", "ingested", "framework")][-4:]
+    if frames:
+        out["frames"] = [{k: f.get(k) for k in ("role", "package", "rel", "line", "func", "code") if f.get(k)}
+                         for f in frames]
+    return out
 
 
 def file_unrunnable(project: Project, writer: Writer, spec: LoopSpec, p: Proposal, cfg: dict, reason: str, n: int,

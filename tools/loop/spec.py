@@ -23,7 +23,14 @@ repeats: {min: 2, max: 5}
 calibrate: 5                         # A/A rounds after the baseline (0: the default noise floor)
 statistic: min                       # read each run by its fastest steady step (a shared machine); default median
 compile_cache: true                  # timed runs share JAX's compile cache (.tools-cache/jax-compile); default true
+reference: python experiments/llama_train.py --preset small --batch 32   # or an experiment id (docs/gap.md)
+hang_s: 300                          # silent this long: hung (its Python stack taken, then killed)
+memory: {tolerance_pct: 5, max_gb: 16}   # a gain with peak memory up > 5 % counts only while the peak is <= 16 GB
 ```
+With ``reference:`` the loop runs that command once (profiled, on the lane ``<lane>-reference``), and every
+iteration's priors get the gap items of the current trunk against it; ``target: reference`` (or
+``{reference: 95}``: percent of the reference's tokens/s) stops the loop when the trunk reaches it, measured
+interleaved.
 The first value of each knob is the trunk's starting value.
 """
 
@@ -44,7 +51,7 @@ from .proposal import CATEGORIES
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 BUDGET_KEYS = ("runs", "wall_s", "llm_tokens", "cost_usd", "device_s")
-TARGET_KEYS = ("tokens_per_s", "mfu_percent")
+TARGET_KEYS = ("tokens_per_s", "mfu_percent", "reference")
 
 
 @dataclass
@@ -107,6 +114,25 @@ class LoopSpec:
     calibrate: int = 0                # A/A rounds after the baseline: the lane's measured noise sets the bands
     statistic: str = "median"         # a run's tokens/s in comparisons: median steady step, or ``min`` (fastest)
     compile_cache: bool = True        # timed arms share JAX's compile cache (the profiled run never does)
+    reference: str = ""               # an experiment id, or a command run once as the reference (docs/gap.md)
+    hang_s: float | None = None       # no output for this long: the run is hung (stack taken, killed)
+    memory_tol_pct: float = 5.0       # peak memory growth that holds a gain back ...
+    memory_max_gb: float | None = None  # ... unless the peak stays under this (a batch move is a trade)
+    protected: list[str] = field(default_factory=list)  # files (globs) no patch may touch; hashed with every run
+
+    @property
+    def reference_command(self) -> list[str]:
+        """The reference as a command ([] when it names an experiment: one word without a path separator)."""
+        words = shlex.split(self.reference) if self.reference else []
+        if len(words) <= 1 and not any("/" in w for w in words):
+            return []
+        if self.runner == "local" and words[0] in ("python", "python3"):
+            words[0] = sys.executable
+        return words
+
+    @property
+    def reference_lane(self) -> str:
+        return f"{self.lane}-reference"
 
     def start_config(self) -> dict[str, Any]:
         return {k.name: k.start for k in self.knobs.values()}
@@ -153,6 +179,14 @@ def load(path: Path) -> LoopSpec:
     return parse(data, path)
 
 
+def _positive(path, key: str, v) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise InputError(path, f"`{key}` is a positive number of seconds, not {v!r}")
+    return float(v)
+
+
 def parse(data: Any, path: Path) -> LoopSpec:
     try:
         return _parse(data, path)
@@ -190,7 +224,13 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         knobs[str(kname)] = Knob(str(kname), list(k["values"]), str(k.get("flag") or ""), dict(k.get("flags") or {}),
                                  str(k.get("env") or ""), cat, bool(k.get("semantics", False)),
                                  k.get("reference", k["values"][0]))
-    target = {str(k): float(v) for k, v in (data.get("target") or {}).items()}
+    raw_target = data.get("target") or {}
+    if raw_target == "reference":
+        raw_target = {"reference": 100}
+    if not isinstance(raw_target, dict):
+        raise InputError(path, "`target` is a mapping ({tokens_per_s: N}, {mfu_percent: N}, {reference: PCT}) or "
+                               "`reference`")
+    target = {str(k): float(v) for k, v in raw_target.items()}
     budget = {str(k): float(v) for k, v in (data.get("budget") or {}).items()}
     for k in target:
         if k not in TARGET_KEYS:
@@ -201,6 +241,12 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     if not budget:
         raise InputError(path, "give a `budget` (runs, wall_s, llm_tokens, cost_usd or device_s): "
                                "the loop stops only on a budget, the target or a double plateau")
+    mem = data.get("memory") or {}
+    if not isinstance(mem, dict) or set(mem) - {"tolerance_pct", "max_gb"}:
+        raise InputError(path, "`memory` is a mapping {tolerance_pct: PCT, max_gb: GB}")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in mem.values()
+               if v is not None):
+        raise InputError(path, f"`memory`: tolerance_pct and max_gb are non-negative numbers, not {mem}")
     rep = data.get("repeats") or {}
     rep = {"min": rep, "max": rep} if isinstance(rep, int) else rep
     prop, runner = data.get("proposer") or "sweep", data.get("runner") or "local"
@@ -216,7 +262,15 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         timeout_s=float(data.get("timeout_s", 1800)), profile=bool(data.get("profile", True)),
         parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
         calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"),
-        compile_cache=bool(data.get("compile_cache", True)))
+        compile_cache=bool(data.get("compile_cache", True)),
+        hang_s=_positive(path, "hang_s", data.get("hang_s")),
+        memory_tol_pct=float(mem.get("tolerance_pct", 5.0)),
+        memory_max_gb=None if mem.get("max_gb") is None else float(mem["max_gb"]),
+        protected=_protected(path, data.get("protected")),
+        reference=" ".join(map(shlex.quote, data["reference"])) if isinstance(data.get("reference"), list)
+        else str(data.get("reference") or ""))
+    if "reference" in spec.target and not spec.reference:
+        raise InputError(path, "`target: reference` needs a `reference:` (an experiment id or a command)")
     if spec.min_repeats < 2:
         raise InputError(path, "repeats.min must be at least 2: a verdict needs interleaved repeats")
     if spec.max_repeats < spec.min_repeats:
@@ -226,3 +280,15 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     if spec.statistic not in STATISTICS:
         raise InputError(path, f"statistic must be one of {', '.join(STATISTICS)}, not {spec.statistic!r}")
     return spec
+
+
+def _protected(path: Path, value) -> list[str]:
+    """``protected:``: paths relative to ``cwd`` (``path::name`` for one function of a Python file); globs are
+    allowed for the patch check, plain paths are also hashed with every run."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InputError(path, f"`protected` is a list of paths (path or path::function), not {value!r}")
+    return [v.strip() for v in value]

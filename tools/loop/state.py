@@ -81,6 +81,8 @@ class LoopState:
     trunk: dict | None = None              # the configuration every change is compared with
     start_commit: str | None = None        # the model code's commit at the baseline
     calibration: dict | None = None        # the A/A run: exp_id, pair_sd_pct, band_pct
+    reference: dict | None = None          # the reference run (exp_id, page, tokens_per_s), its gap pages and the
+    #                                        latest interleaved check of the trunk against it (``check``)
     frontier: list[dict] = field(default_factory=list)         # every trunk move, the baseline first
     history: list[dict] = field(default_factory=list)          # every run, kept or not
     retrospectives: list[dict] = field(default_factory=list)

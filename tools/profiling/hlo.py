@@ -29,6 +29,7 @@ class Instr:
     operands: list[str] = field(default_factory=list)
     target: str = ""  # custom_call_target
     pos: int = 0  # order in the module text
+    attrs: str = ""  # the text after the opcode (operands, dims, backend_config), kept for ops that need it
 
 
 @dataclass
@@ -36,6 +37,7 @@ class HloModule:
     name: str
     instrs: dict[str, Instr]
     computations: dict[str, list[str]]  # computation -> instruction names in order
+    entry: str = ""  # the ENTRY computation
     _users: dict[str, list[str]] | None = field(default=None, repr=False)
 
     def category(self, op: str) -> str:
@@ -93,7 +95,7 @@ _COMP = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s.*\{\s*$")
 _INSTR = re.compile(r"^\s+(?P<root>ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<rest>.*)$")
 _OPCODE = re.compile(r"(?:^|[\s)\]}])(?P<op>[a-z][a-z0-9\-]*)\(")
 _META = re.compile(r"metadata=\{(?P<m>[^}]*)\}")
-_CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?(?P<c>%?[\w.\-]+(?:,\s*%?[\w.\-]+)*)")
+_CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?(?P<c>%?[\w.\-]+(?:,\s*%?[\w.\-]+(?![\w.\-]*=))*)")
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 _TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
@@ -108,6 +110,7 @@ _MOVEMENT = {"copy", "copy-start", "copy-done", "transpose", "dynamic-slice", "d
              "gather", "scatter", "concatenate", "slice", "pad", "bitcast", "reshape", "broadcast",
              "bitcast-convert", "iota", "constant", "parameter", "get-tuple-element", "tuple"}
 _CONTROL = {"while", "conditional", "call", "async-start", "async-done"}
+_KEEP_ATTRS = _MATMUL | {"while", "custom-call", "fusion"}
 
 
 def categorize(mod: HloModule, ins: Instr) -> str:
@@ -198,13 +201,15 @@ def parse_hlo(text: str) -> HloModule:
     resolve = _frames_resolver(_tables(lines))
     instrs: dict[str, Instr] = {}
     comps: dict[str, list[str]] = {}
-    comp = ""
+    comp = entry = ""
     for ln in lines:
         if not ln.startswith((" ", "\t")):
             m = _COMP.match(ln)
             if m and not ln.startswith("HloModule"):
                 comp = m.group("name")
                 comps.setdefault(comp, [])
+                if ln.startswith("ENTRY"):
+                    entry = comp
             continue
         m = _INSTR.match(ln)
         if not m or not comp:
@@ -218,6 +223,8 @@ def parse_hlo(text: str) -> HloModule:
         ins = Instr(m.group("name"), op_m.group("op"), comp, root=bool(m.group("root")),
                     shape=_LAYOUT.sub("", body[:op_m.start("op")]).strip(), pos=len(instrs))
         ins.operands = _operand_names(body, op_m.end())
+        if ins.opcode in _KEEP_ATTRS or ins.opcode.startswith(_COLLECTIVE):
+            ins.attrs = body[op_m.end():] + (rest[meta_m.end():] if meta_m else "")  # backend_config follows metadata
         if ins.opcode == "custom-call":
             t = _TARGET.search(body)
             ins.target = t.group(1) if t else ""
@@ -234,7 +241,7 @@ def parse_hlo(text: str) -> HloModule:
         comps[comp].append(ins.name)
     for ins in instrs.values():  # keep operand names that are instructions (not literals or types)
         ins.operands = [o for o in ins.operands if o in instrs and o != ins.name]
-    return HloModule(mname, instrs, comps)
+    return HloModule(mname, instrs, comps, entry)
 
 
 def _operand_names(body: str, start: int) -> list[str]:

@@ -26,6 +26,7 @@ class Arm:
     cwd: Path | None = None
     timeout: float = 1800.0
     artefacts: dict[str, Path] = field(default_factory=dict)  # env var -> local folder the arm's files must reach
+    hang_s: float | None = None    # no output for this long: hung (the local runner takes its stack, then kills it)
 
 
 class Runner(Protocol):
@@ -46,7 +47,7 @@ class LocalRunner:
         out = []
         for arm in arms:
             env = env_with(dict(arm.env, **{k: str(v) for k, v in arm.artefacts.items()}))
-            out.append(run_command(arm.command, arm.log, env, arm.timeout, arm.cwd, echo))
+            out.append(run_command(arm.command, arm.log, env, arm.timeout, arm.cwd, echo, arm.hang_s))
             if out[-1].stopped_by:
                 break
         return out

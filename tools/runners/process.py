@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Stop  # the runners import it from here too
@@ -26,6 +26,7 @@ TAIL_LINE_CHARS = 400     # a longer log line is cut on the page (a 50 MB line m
 TAIL_BYTES = 8_000        # the whole tail, at most
 TAIL_SCAN_BYTES = 256_000  # the end of a log read for its tail (and searched for an out-of-memory message)
 KILL_GRACE_S = 3.0
+CLOCK_ENTRIES = 100_000   # chunks timed per run, at most (a chatty log keeps its first ones: the steps come early)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -39,6 +40,9 @@ class Proc:
     log: Path             # everything the command printed; ``experiments.arms`` reads its JSON result line
     tail: str
     stopped_by: str | None = None  # "Ctrl-C" or "SIGTERM" when the runner was told to stop
+    hung_s: float | None = None    # killed after this many seconds without output (a stack was taken first)
+    clock: list[tuple[float, int]] = field(default_factory=list)  # the runner's own clock: (seconds since the
+    # start, bytes of the log written by then) per chunk of output; ``experiments.integrity`` times step lines by it
 
 
 def _in_main_thread() -> bool:
@@ -150,17 +154,24 @@ def _python_script(args: list[str]) -> str | None:
     return None
 
 
-def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path | None, echo: bool) -> Proc:
+def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path | None, echo: bool,
+                hang_s: float | None = None) -> Proc:
     """Run ``cmd`` in a new session, streaming stdout+stderr into ``log`` (and to our stdout with ``echo``).
 
     Timeout, Ctrl-C (KeyboardInterrupt) and ``Stop`` (SIGTERM under ``stop_on_signals``) kill the command's
-    whole process group and return what was logged; the interruption is reported in ``stopped_by``."""
+    whole process group and return what was logged; the interruption is reported in ``stopped_by``. With
+    ``hang_s``, a command silent that long is hung: its Python stack goes into the log (``take_stack``), then the
+    group is killed (``hung_s``)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     timed_out = False
     stopped_by = None
     token = f"{os.getpid()}-{time.time_ns()}-{threading.get_ident()}"
     env = dict(env, **{RUN_TOKEN: token})  # inherited by every process the command starts, whatever its session
+    if hang_s:
+        env.setdefault("PYTHONFAULTHANDLER", "1")  # a SIGABRT then prints every thread's stack (take_stack)
+    hung = None
+    clock: list[tuple[float, int]] = []
     with open(log, "wb") as f:
         try:
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
@@ -170,12 +181,18 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"could not start {cmd[0]!r}: {why}\n".encode())
             return Proc(127, False, 0.0, log, f"could not start {cmd[0]!r}: {why}")
         try:
-            timed_out = _pump(p, f, t0 + timeout, echo)
+            state = _pump(p, f, t0 + timeout, echo, hang_s, clock, t0)
+            timed_out = state == "timeout"
+            if state == "hang":
+                hung = hang_s
+                f.write(f"\n[tools exp run] no output for {hang_s:g} s: the stack of the hung process\n".encode())
+                f.flush()
+                take_stack(p, f)
         except KeyboardInterrupt:
             stopped_by = "Ctrl-C"
         except Stop as e:
             stopped_by = e.how
-        if timed_out or stopped_by:
+        if timed_out or stopped_by or hung:
             kill_group(p)
         # what it started in a session of its own (setsid, a daemon) ends with it, before the rest of the output is
         # read: such a process holds the pipe open, and the read would wait for it
@@ -192,7 +209,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"\n[tools exp run] killed {left} process(es) the command left running in other sessions\n"
                     .encode())
     wall = time.perf_counter() - t0
-    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by)
+    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by, hung, clock)
 
 
 def log_end(log: Path, size: int = TAIL_SCAN_BYTES) -> str:
@@ -232,22 +249,65 @@ def stop_all_runs(how: str) -> None:
     STOP_ALL.set()
 
 
-def _pump(p: subprocess.Popen, f, deadline: float, echo: bool) -> bool:
-    """Copy the child's output until it exits (False) or the deadline passes (True)."""
+def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | None = None,
+          clock: list | None = None, t0: float = 0.0) -> str | None:
+    """Copy the child's output until it exits (None), the deadline passes ("timeout") or, with ``hang_s``, it has
+    printed nothing for that long ("hang"). ``clock`` gets (seconds since ``t0``, log bytes) as each chunk arrives."""
     os.set_blocking(p.stdout.fileno(), False)
+    heard = time.perf_counter()
     with selectors.DefaultSelector() as sel:
         sel.register(p.stdout, selectors.EVENT_READ)
         while True:
-            left = deadline - time.perf_counter()
+            now = time.perf_counter()
+            left = deadline - now
             if left <= 0:
-                return True
+                return "timeout"
+            if hang_s and now - heard > hang_s:
+                return "hang"
             for _ in sel.select(timeout=min(left, 0.5)):
-                _copy(p.stdout.read(), f, echo)
+                chunk = p.stdout.read()
+                if chunk:
+                    heard = time.perf_counter()
+                _copy(chunk, f, echo)
+                if chunk and clock is not None and len(clock) < CLOCK_ENTRIES:
+                    clock.append((round(heard - t0, 6), f.tell()))
             if STOP_ALL.is_set():
                 raise Stop(STOP_ALL.how)  # type: ignore[attr-defined]
             if p.poll() is not None:
-                _copy(p.stdout.read(), f, echo)
-                return False
+                chunk = p.stdout.read()
+                _copy(chunk, f, echo)
+                if chunk and clock is not None and len(clock) < CLOCK_ENTRIES:
+                    clock.append((round(time.perf_counter() - t0, 6), f.tell()))
+                return None
+
+
+STACK_WAIT_S = 5.0
+
+
+def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
+    """The Python stack of a hung command, written into its log: ``py-spy dump`` when installed, else SIGABRT,
+    which ``faulthandler`` (PYTHONFAULTHANDLER, set for hang-watched runs) answers with every thread's stack
+    before the process dies. Returns how it was taken."""
+    spy = shutil.which("py-spy")
+    if spy:
+        try:
+            out = subprocess.run([spy, "dump", "--full-filenames", "--pid", str(p.pid)], capture_output=True, timeout=wait_s * 3)
+            f.write(out.stdout + out.stderr)
+            f.flush()
+            if out.returncode == 0:
+                return "py-spy"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(p.pid, signal.SIGABRT)
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end and p.poll() is None:
+        with contextlib.suppress(BlockingIOError, ValueError, OSError):
+            _copy(p.stdout.read(), f, False)
+        time.sleep(0.05)
+    with contextlib.suppress(ValueError, OSError):
+        _copy(p.stdout.read(), f, False)
+    return "faulthandler"
 
 
 def _copy(chunk: bytes | None, f, echo: bool) -> None:

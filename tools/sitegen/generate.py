@@ -26,6 +26,7 @@ from .landing import ROOT_NAV, wiki_files
 from .headsafe import needs_change, theme_safe
 from .inertmd import inert
 from .links import Sources, page_url, rewrite_raw_links
+from .gaps import gap_files
 from .loops import loop_files
 from .pages_view import SitePage, site_pages
 
@@ -100,11 +101,12 @@ def explore_index(n_kernels: int, stats: dict) -> str:
         f"- [Kernel directory](kernels/index.md): {n_kernels} kernels, sortable and filterable.",
         "- [Experiments](experiments/index.md): one interactive explorer per model.",
         "- [Loops](loops/index.md): the frontier staircase of each autoresearch loop.",
+        "- [Gaps](gaps/index.md): time per token by op category, each run against its reference.",
         "- [Wiki](../wiki/index.md): every page, by section.", ""])
 
 
 EXPLORE_NAV = ("title: Explore\nnav:\n  - index.md\n  - Concept graph: graph/index.md\n"
-               "  - Kernel directory: kernels/index.md\n  - Experiments: experiments\n  - Loops: loops\n")
+               "  - Kernel directory: kernels/index.md\n  - Experiments: experiments\n  - Loops: loops\n  - Gaps: gaps\n")
 
 
 def nav_files(wiki: Wiki) -> set[str]:
@@ -141,6 +143,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     files["explore/.nav.yml"] = EXPLORE_NAV
     files.update(explorer_files(pages, wiki_dir, directory_urls, warnings))
     files.update(loop_files(pages, directory_urls, warnings))
+    files.update(gap_files(pages, directory_urls))
     files.update(asset_files())
     if docs_dir is None or not (docs_dir / ".nav.yml").is_file():
         files[".nav.yml"] = ROOT_NAV

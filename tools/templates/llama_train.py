@@ -2,7 +2,7 @@
 
 Runs on CPU in seconds at ``--preset tiny`` and unchanged on TPU/GPU. It prints a readable card,
 then ONE final JSON line with its metrics (the contract in experiments/README.md), which
-``tools exp run`` reads.
+``tools exp run`` reads; before it, one step line per step, which the runner times with its own clock.
 
     python experiments/llama_train.py --preset tiny
     python experiments/llama_train.py --preset small --compute-dtype bfloat16 --remat full --scan
@@ -325,6 +325,27 @@ def peak_memory(compiled) -> tuple[int | None, str]:
 
 # ----------------------------------------------------------------------------- main
 
+def run_steps(step, params, opt, batches, profile_dir: str | None) -> tuple[list[float], list[float]]:
+    """Run and time every step: each one synchronised (``block_until_ready``) before its clock stops, then a step
+    line ``{"step": i, "loss": ..., "step_time_s": ...}``, which the runner times with its own clock (the
+    integrity check: reported step times against the intervals it saw). With ``profile_dir``, the steps after the
+    first are traced."""
+    losses, step_times = [], []
+    for i in range(len(batches)):
+        if profile_dir and i == 1:  # trace the steady-state steps, not the first one
+            jax.profiler.start_trace(profile_dir)
+        t = time.perf_counter()
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            params, opt, loss = step(params, opt, batches[i])
+            loss = float(jax.block_until_ready(loss))
+        step_times.append(time.perf_counter() - t)
+        losses.append(loss)
+        print(json.dumps({"step": i, "loss": round(loss, 6), "step_time_s": round(step_times[-1], 6)}), flush=True)
+    if profile_dir and len(batches) > 1:
+        jax.profiler.stop_trace()
+    return losses, step_times
+
+
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_args(argv)
     params = init_params(cfg, jax.random.PRNGKey(cfg.seed))
@@ -337,23 +358,18 @@ def main(argv: list[str] | None = None) -> dict:
     compile_s = time.perf_counter() - t0
     flops_xla = xla_flops(compiled)
 
-    profile_dir = os.environ.get("AUTORESEARCH_PROFILE_DIR")
-    losses, step_times = [], []
-    for i in range(cfg.steps):
-        if profile_dir and i == 1:  # trace the steady-state steps, not the first one
-            jax.profiler.start_trace(profile_dir)
-        t = time.perf_counter()
-        with jax.profiler.StepTraceAnnotation("train", step_num=i):
-            params, opt, loss = step(params, opt, batches[i])
-            loss = float(jax.block_until_ready(loss))
-        step_times.append(time.perf_counter() - t)
-        losses.append(loss)
-    if profile_dir and cfg.steps > 1:
-        jax.profiler.stop_trace()
+    losses, step_times = run_steps(step, params, opt, batches, os.environ.get("AUTORESEARCH_PROFILE_DIR"))
 
+    result = report(cfg, compiled, flops_xla, compile_s, step_times, losses)
+    print_card(cfg, result, statistics.median(result["step_times_s"][1:] or result["step_times_s"]))
+    print(json.dumps(result), flush=True)  # the contract: the LAST stdout line, one JSON object
+    return result
+
+
+def report(cfg: Config, compiled, flops_xla, compile_s: float, step_times: list[float], losses: list[float]) -> dict:
+    """The JSON line's fields (experiments/README.md): what ran, how long each step took, the losses, FLOPs and
+    memory. The metric code: a loop file protects it (``protected: [experiments/llama_train.py::report]``)."""
     mem, mem_source = peak_memory(compiled)
-    steady = step_times[1:] or step_times
-    med = statistics.median(steady)
     flops = model_flops(cfg)
     dev = jax.devices()[0]
     result = {
@@ -379,8 +395,6 @@ def main(argv: list[str] | None = None) -> dict:
         "jax_version": jax.__version__,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
-    print_card(cfg, result, med)
-    print(json.dumps(result), flush=True)  # the contract: the LAST stdout line, one JSON object
     return result
 
 

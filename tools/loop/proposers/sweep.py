@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from .. import crash_lessons
 from ..priors import Attempt, Priors, run_key
 from ..proposal import Change, Proposal
 from . import Proposer
@@ -19,6 +20,8 @@ from . import Proposer
 UNKNOWN_GAIN_PCT = 2.0      # a move nobody has measured: worth a look, behind anything with evidence of a gain
 UNKNOWN_CONFIDENCE = 0.3
 OWN_WEIGHT, OTHER_WEIGHT = 1.0, 0.5
+GAP_NOTE = "measured gap to the reference"
+ADOPT_NOTE = f"{GAP_NOTE}, every mapped item at once"
 
 
 def norm(name: str) -> str:
@@ -73,8 +76,20 @@ class SweepProposer(Proposer):
                 out.append(float(a.gain_pct))
         return out
 
+    @staticmethod
+    def _gap_items(priors: Priors, knob, value) -> list[dict]:
+        """The measured gap items (trunk against the loop's reference) this move closes."""
+        return [it for it in priors.gap if (it.get("knobs") or {}).keys() == {knob.name}
+                and value_key(it["knobs"][knob.name]) == value_key(value)]
+
     def score(self, priors: Priors, knob, value) -> tuple[float, float, str]:
-        """(expected gain %, confidence, where the prior comes from) for setting ``knob`` to ``value``."""
+        """(expected gain %, confidence, where the prior comes from) for setting ``knob`` to ``value``. A move that
+        closes a measured gap to the reference takes that gap's estimate (and is ranked before table priors)."""
+        gap = self._gap_items(priors, knob, value)
+        if gap:
+            gain = max(sum(float(it.get("gain_pct") or 0) for it in gap), UNKNOWN_GAIN_PCT)
+            what = "; ".join(it["what"] for it in gap)
+            return gain, 0.7, f"{GAP_NOTE} {priors.gap_summary.get('ref')}: {what}"
         own = self._evidence(priors.attempts, knob.name, value)
         other = self._evidence(priors.other_lanes, knob.name, value)
         if own or other:
@@ -91,6 +106,7 @@ class SweepProposer(Proposer):
 
     def candidates(self, priors: Priors) -> list[Proposal]:
         spec, trunk = priors.spec, priors.trunk
+        self.refused: list[dict] = []  # moves a crash rules out, and why (candidates.json)
         tried = {a.run_key for a in priors.attempts if a.run_key} | set(priors.trunk_keys)
         refuted_here = {a.run_key for a in priors.attempts if a.verdict in ("refuted", "invalid", "crash")}
         refuted_changes = {a.fingerprint for a in priors.attempts if a.verdict in ("refuted", "invalid")}
@@ -104,6 +120,9 @@ class SweepProposer(Proposer):
                 change = Change("knobs", knobs={knob.name: value})
                 if key in tried or key in refuted_here or change.fingerprint() in refuted_changes:
                     continue
+                if why := crash_lessons.refusal(priors, cfg):
+                    self.refused.append({"change": change.describe(), "why": why})
+                    continue
                 gain, conf, why = self.score(priors, knob, value)
                 out.append(Proposal(
                     statement=f"Setting {knob.name} to {shown(value)} (from {shown(trunk.get(knob.name))}) "
@@ -116,14 +135,84 @@ class SweepProposer(Proposer):
                     change=change, category=knob.category,
                     expected_gain_pct=round(gain, 2), confidence=round(conf, 2), effort=1.0, proposer=self.name,
                     notes=why))
+        adopt = self._adopt_reference(priors, tried | refuted_here, refuted_changes)
+        if adopt and (why := crash_lessons.refusal(priors, dict(trunk, **adopt.change.knobs))):
+            self.refused.append({"change": adopt.change.describe(), "why": why})
+        elif adopt:
+            out.append(adopt)
+        out += self._memory_moves(priors, tried | refuted_here, refuted_changes)
         if self.promote:
             out += self._promotions(priors, tried)
+        # adopting the reference's whole mapped side goes first, then closing one measured gap, then the rest
+        gap_last = lambda p: 0 if p.notes.startswith(ADOPT_NOTE) else 1 if p.notes.startswith(GAP_NOTE) else 2  # noqa: E731
         if self.seed is not None:
             import random
             random.Random(self.seed).shuffle(out)
-            out.sort(key=lambda p: (-round(p.score, 6), -p.expected_gain_pct))
+            out.sort(key=lambda p: (gap_last(p), -round(p.score, 6), -p.expected_gain_pct))
         else:
-            out.sort(key=lambda p: (-round(p.score, 6), -p.expected_gain_pct, p.change.describe()))
+            out.sort(key=lambda p: (gap_last(p), -round(p.score, 6), -p.expected_gain_pct, p.change.describe()))
+        return out
+
+    def _adopt_reference(self, priors: Priors, skip: set[str], refuted_changes: set[str]) -> Proposal | None:
+        """"Do what the reference does, and measure": every gap item a knob can close, in one run. Composed, the
+        moves are measured once against the trunk instead of one by one, each inside the noise band on its own;
+        if the whole is not kept, the single moves follow. None with fewer than two mapped knobs."""
+        knobs: dict = {}
+        items = []
+        for it in priors.gap:
+            ch = it.get("knobs") or {}
+            if ch and not set(ch) & set(knobs):
+                knobs.update(ch)
+                items.append(it)
+        if len(knobs) < 2:
+            return None
+        spec = priors.spec
+        cfg = dict(priors.trunk, **knobs)
+        change = Change("knobs", knobs=knobs)
+        if run_key(cfg, spec.env_for(cfg, priors.trunk_env), priors.trunk_commit) in skip \
+                or change.fingerprint() in refuted_changes:
+            return None
+        # every difference found maps to a knob: expect the whole measured gap; else the mapped items' estimates
+        gain = sum(float(it.get("gain_pct") or 0) for it in items)
+        whole = priors.gap_summary.get("gap_pct")
+        if whole:
+            gain = float(whole) if len(items) == len(priors.gap) else min(gain, float(whole))
+        top = max(items, key=lambda it: float(it.get("gain_pct") or 0))
+        ref = priors.gap_summary.get("ref")
+        return Proposal(
+            statement=f"Doing what the reference {ref} does on {len(items)} measured differences at once "
+                      f"({change.describe()}) raises tokens/s by about {gain:+.0f} %.",
+            mechanism="measured differences to the reference, each mapped to a declared knob: "
+                      + "; ".join(it["what"] for it in items),
+            predicted_signal="tokens/s beyond the noise band against the trunk, toward the reference's; the gap page "
+                             "after the keep lists none of these items",
+            falsification="tokens/s within the noise band or slower, or the early loss trajectory moves beyond the "
+                          "tolerance",
+            change=change, category=top.get("category") or spec.knobs[next(iter(top["knobs"]))].category,
+            expected_gain_pct=round(max(gain, UNKNOWN_GAIN_PCT), 2), confidence=0.7, effort=1.0,
+            proposer=self.name, notes=f"{ADOPT_NOTE} ({ref}): {len(items)} items")
+
+    def _memory_moves(self, priors: Priors, skip: set[str], refuted_changes: set[str]) -> list[Proposal]:
+        """After an out-of-memory move: the same move with one memory-side knob, the allocator's figures said."""
+        out = []
+        for knobs, a in crash_lessons.memory_moves(priors):
+            cfg = dict(priors.trunk, **knobs)
+            change = Change("knobs", knobs=knobs)
+            if run_key(cfg, priors.spec.env_for(cfg, priors.trunk_env), priors.trunk_commit) in skip or \
+                    change.fingerprint() in refuted_changes or crash_lessons.refusal(priors, cfg):
+                continue
+            moved = Change("knobs", knobs=(a.change or {}).get("knobs") or {}).describe()
+            gain = max(self.score(priors, priors.spec.knobs[k], v)[0] for k, v in a.change["knobs"].items()
+                       if k in priors.spec.knobs)
+            out.append(Proposal(
+                statement=f"{moved} ran out of memory in {a.exp_id}; with {change.describe()} it fits and raises "
+                          f"tokens/s by about {gain:+.0f} %.",
+                mechanism=f"memory-side fix for an out-of-memory crash ({crash_lessons.figures(a)}): the memory "
+                          "knob trades compute or steps for the bytes the move needs",
+                predicted_signal="the run completes, peak memory under the device's, tokens/s above the trunk's",
+                falsification="it runs out of memory again, or is no faster than the trunk",
+                change=change, category="memory", expected_gain_pct=round(gain, 2), confidence=0.4, effort=1.0,
+                proposer=self.name, notes=f"memory fix for the OOM of {a.exp_id} ({a.crash.get('signature')})"))
         return out
 
     def _promotions(self, priors: Priors, tried: set[str]) -> list[Proposal]:
@@ -159,7 +248,8 @@ class SweepProposer(Proposer):
         cands = self.candidates(priors)
         record("candidates.json", json.dumps([{"change": c.change.describe(), "category": c.category,
                                                "score": round(c.score, 3), "expected_gain_pct": c.expected_gain_pct,
-                                               "confidence": c.confidence, "why": c.notes} for c in cands], indent=1))
+                                               "confidence": c.confidence, "why": c.notes} for c in cands]
+                                             + [dict(r, refused=True) for r in self.refused], indent=1))
         if not cands:
             return None
         last = priors.attempts[-1].category if priors.attempts else ""

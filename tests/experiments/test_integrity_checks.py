@@ -1,0 +1,192 @@
+"""The integrity checks on their own: the runner's clock on step lines, the compiled step's facts, learning,
+protected hashes, evidence a baseline had; and the loop's refusal of a patch to protected files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tools.experiments import integrity
+from tools.loop.admission import patch_files, protected_touched
+
+
+def _log(tmp_path, steps: list[tuple[float, float, float]], result: dict):
+    """A log and the runner's clock: one step line per (arrival time, loss, reported time), then the result. Lines
+    arriving at one time came in one chunk (one read of the pipe)."""
+    log = tmp_path / "run.log"
+    clock, data = [], b""
+    for i, (t, loss, dt) in enumerate(steps):
+        data += json.dumps({"step": i, "loss": loss, "step_time_s": dt}).encode() + b"\n"
+        if clock and clock[-1][0] == t:
+            clock.pop()
+        clock.append((t, len(data)))
+    data += json.dumps(result).encode() + b"\n"
+    clock.append((steps[-1][0] + 0.001, len(data)))
+    log.write_bytes(data)
+    return log, clock
+
+
+def _result(times, losses):
+    return {"step_times_s": times, "losses": losses, "tokens_per_step": 128, "warmup_steps": 1}
+
+
+def test_step_lines_are_timed_by_the_chunk_that_carried_them(tmp_path):
+    log, clock = _log(tmp_path, [(1.0, 5.0, 0.5), (1.01, 4.9, 0.01), (1.02, 4.8, 0.01)], {"x": 1})
+    lines = integrity.step_lines(log, clock)
+    assert [(ln.step, ln.loss, ln.t) for ln in lines] == [(0, 5.0, 1.0), (1, 4.9, 1.01), (2, 4.8, 1.02)]
+
+
+def _check(tmp_path, arrivals, reported, losses=None):
+    losses = losses or [5.0 - 0.1 * i for i in range(len(arrivals))]
+    log, clock = _log(tmp_path, list(zip(arrivals, losses, reported)), {})
+    out = integrity.Integrity()
+    integrity.clock_check(_result(reported, losses), integrity.step_lines(log, clock), out)
+    return out
+
+
+def test_an_honest_clock_passes_and_a_scaled_one_is_caught(tmp_path):
+    arrivals = [1.0 + 0.02 * i for i in range(12)]
+    honest = _check(tmp_path, arrivals, [0.5] + [0.0195] * 11)
+    assert honest.checks == {"clock": "ok"} and honest.facts["clock"]["run"]["median_ratio"] > 0.95
+    scaled = _check(tmp_path, arrivals, [0.3] + [0.012] * 11)
+    assert [f.signature for f in scaled.findings] == ["clock-slow"]
+    assert "at least 200.0 ms apart" in scaled.findings[0].detail
+
+
+def test_lines_printed_at_once_are_a_replay(tmp_path):
+    out = _check(tmp_path, [1.0 + 0.00001 * i for i in range(12)], [0.5] + [0.01] * 11)
+    assert [f.signature for f in out.findings] == ["clock-replay"]
+
+
+def test_more_steps_reported_than_printed_and_losses_that_differ(tmp_path):
+    log, clock = _log(tmp_path, [(1.0 + 0.01 * i, 5.0, 0.01) for i in range(5)], {})
+    out = integrity.Integrity()
+    integrity.clock_check(_result([0.005] * 10, [5.0] * 10), integrity.step_lines(log, clock), out)
+    assert out.findings[0].signature == "step-count" and "10 step times" in out.findings[0].detail
+    out = integrity.Integrity()
+    integrity.clock_check(_result([0.01] * 5, [5.0, 5.0, 4.0, 5.0, 5.0]), integrity.step_lines(log, clock), out)
+    assert out.findings[0].signature == "step-losses" and "step 2" in out.findings[0].detail
+
+
+def test_no_step_lines_is_unchecked_and_losing_them_since_the_baseline_is_a_finding(tmp_path):
+    out = integrity.Integrity()
+    integrity.clock_check(_result([0.01] * 5, [5.0] * 5), [], out)
+    assert out.checks["clock"].startswith("unchecked") and out.status == "partial"
+    integrity.evidence_check(out, {"checks": {"clock": "ok"}})
+    assert [f.signature for f in out.findings] == ["evidence-lost"] and out.status == "violated"
+
+
+def _facts(token="s32[1,4,33]", flops=None, custom=()):
+    return {"stage": "optimized", "modules": ["jit_train_step"], "module": "jit_train_step", "token_input": token,
+            "matmul_flops": flops or {"f32": 100.0}, "requested_flops": flops or {"f32": 100.0},
+            "custom_calls": list(custom)}
+
+
+def _hlo(result_extra, facts, baseline_had_hlo=True):
+    out = integrity.Integrity()
+    r = {"tokens_per_step": 128, "flops_per_step": {"causal": 90.0, "noncausal": 100.0}, "n_devices": 1,
+         "config": {"compute_dtype": "bfloat16"}} | result_extra
+    integrity.hlo_check(r, facts, out, baseline_had_hlo)
+    return out
+
+
+def test_the_compiled_step_against_what_was_reported():
+    assert _hlo({}, _facts()).checks == {"hlo": "ok"}
+    assert _hlo({"tokens_per_step": 256}, _facts()).findings[0].signature == "hlo-tokens"
+    assert _hlo({}, _facts(token="s32[1,2,33]")).findings[0].signature == "hlo-tokens"
+    assert _hlo({}, _facts(flops={"f32": 60.0})).findings[0].signature == "hlo-flops"
+    assert _hlo({}, _facts(flops={"f32": 60.0}, custom=[{"kernel": "flash"}])).findings == []  # hidden in a kernel
+    narrow = _hlo({}, _facts(flops={"f32": 50.0, "s8": 50.0}))
+    assert [f.signature for f in narrow.findings] == ["precision"] and "50 %" in narrow.findings[0].detail
+    assert _hlo({"config": {"compute_dtype": "int8"}}, _facts(flops={"s8": 100.0})).findings == []
+    none = {"stage": "none", "modules": []}
+    assert _hlo({}, none).findings[0].signature == "no-program"
+    assert _hlo({}, none, baseline_had_hlo=False).checks["hlo"].startswith("unchecked")
+
+
+def test_learning_needs_the_loss_to_fall_as_the_references_does():
+    ref = [6.0, 5.8, 5.6, 5.5, 5.4]
+    out = integrity.Integrity()
+    integrity.learning_check(ref, [6.0, 5.81, 5.61, 5.52, 5.41], 12, out)
+    assert out.checks == {"learning": "ok"}
+    out = integrity.Integrity()
+    integrity.learning_check(ref, [6.0, 6.1, 5.95, 6.02, 5.99], 12, out)
+    assert out.findings[0].signature == "frozen"
+
+
+def test_protected_hashes_hold_a_function_and_see_it_change(tmp_path):
+    f = tmp_path / "train.py"
+    f.write_text("def report(x):\n    return x\n\n\ndef step(x):\n    return x + 1\n")
+    before = integrity.protected_hashes(["train.py::report", "train.py", "gone.py", "train.py::nope"], tmp_path)
+    assert before["gone.py"] == before["train.py::nope"] == "missing"
+    f.write_text("def report(x):\n    return x\n\n\ndef step(x):\n    return x + 2\n")
+    after = integrity.protected_hashes(["train.py::report", "train.py"], tmp_path)
+    assert after["train.py::report"] == before["train.py::report"] and after["train.py"] != before["train.py"]
+    out = integrity.Integrity()
+    integrity.protected_check(after, before, out)
+    assert out.findings[0].signature == "protected" and "train.py changed" in out.findings[0].detail
+
+
+def test_the_loop_refuses_a_patch_to_the_runner_or_a_protected_file():
+    patch = ("--- a/tools/experiments/metrics.py\n+++ b/tools/experiments/metrics.py\n@@ -1 +1 @@\n-a\n+b\n"
+             "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert patch_files(patch) == ["tools/experiments/metrics.py", "train.py"]
+    assert protected_touched(patch, []) == ["tools/experiments/metrics.py"]
+    assert protected_touched(patch, ["train.py"]) == ["tools/experiments/metrics.py", "train.py"]
+    assert protected_touched(patch.split("--- a/train.py")[0].replace("tools/experiments/metrics.py", "m.py"),
+                             ["train.py::report"]) == []
+
+
+def test_the_reference_model_prints_a_step_line_per_step(tmp_path):
+    from pathlib import Path
+
+    script = Path(integrity.__file__).parents[1] / "templates" / "llama_train.py"
+    p = subprocess.run([sys.executable, str(script), "--preset", "tiny", "--steps", "3"], capture_output=True,
+                       text=True, timeout=300)
+    lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith('{"step"')]
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert [ln["step"] for ln in lines] == [0, 1, 2]
+    assert [ln["loss"] for ln in lines] == result["losses"]
+
+
+def test_a_script_logging_every_few_steps_is_timed_between_its_lines(tmp_path):
+    """Other people's scripts log every k steps: sparse lines are no step-count finding, and the steps between two
+    lines are timed against the clock between them."""
+    def check(every_step_s):
+        log = tmp_path / "run.log"
+        data, clock = b"", []
+        for i in range(0, 41, 5):
+            data += json.dumps({"step": i, "loss": 5.0}).encode() + b"\n"
+            clock.append((1.0 + i * 0.01, len(data)))
+        log.write_bytes(data)
+        out = integrity.Integrity()
+        integrity.clock_check(_result([every_step_s] * 41, [5.0] * 41), integrity.step_lines(log, clock), out)
+        return out
+    assert check(0.01).findings == [] and check(0.01).checks["clock"] == "ok"
+    assert [f.signature for f in check(0.006).findings] == ["clock-slow"]
+
+
+def test_late_reads_on_a_loaded_machine_convict_no_honest_program(tmp_path):
+    """Seen on a loaded 2-core CI machine: the runner reads the pipe late, so lines arrive in bunches and single-step
+    intervals look long or short (a median per step of 0.77 once convicted an honest baseline). A read drains the
+    pipe, so a line was printed between the read before the one carrying it and that one: bounds no late read can
+    make damning. A timer running at 0.7x loses 30 % of every step, more over enough steps than any read is late."""
+    import random
+
+    def arrivals(printed, seed):
+        rng, out, j = random.Random(seed), [], 0
+        while j < len(printed):  # the reader wakes a while after the first unread line, and drains the pipe
+            r = printed[j] + rng.choice([0.0, 0.004, 0.012, 0.03, 0.05])
+            while j < len(printed) and printed[j] <= r:
+                out.append(r)
+                j += 1
+        return out
+
+    steps = [0.5] + [0.01] * 39
+    printed = [1.0 + sum(steps[:i + 1]) for i in range(len(steps))]
+    for seed in range(20):
+        late = arrivals(printed, seed)
+        assert _check(tmp_path, late, steps).findings == [], seed
+        assert [f.signature for f in _check(tmp_path, late, [t * 0.7 for t in steps]).findings] == ["clock-slow"]
+        assert [f.signature for f in _check(tmp_path, late, [t * 1.5 for t in steps]).findings] == ["clock-replay"]

@@ -1,0 +1,127 @@
+"""`tools gap` on real profiles of the reference model: the differences named from the HLO alone (no command
+line), mapped to a loop file's knobs; an A/A pair gives none; a slower reference files nothing; a real Pallas kernel
+lowered for TPU is named and matched to its source file."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tools.gap import compare, facts, sides
+from tools.loop import reference, spec as spec_mod
+
+KNOBS = {
+    "model": "llama", "lane": "cpu", "variant": "tiny/cpu", "command": "python experiments/llama_train.py",
+    "budget": {"runs": 4},
+    "knobs": {"compute_dtype": {"flag": "--compute-dtype", "values": ["float32", "bfloat16"], "category": "precision"},
+              "grad_accum": {"flag": "--grad-accum", "values": [1, 2], "category": "shape"},
+              "remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"}},
+}
+
+
+@pytest.fixture(scope="module")
+def side(profiles):
+    return {name: sides.from_folder(folder) for name, folder in profiles.items()}
+
+
+def test_differences_come_from_the_hlo_alone(side):
+    kinds = {d["kind"]: d for d in compare.differences(side["fp32"], side["bf16_ga2"])}
+    assert {"precision", "accumulation"} <= set(kinds)
+    assert kinds["precision"]["property"] == {"dtype": "bfloat16"}
+    assert kinds["accumulation"]["property"] == {"grad_accum": 2}
+    assert all(d["basis"] == "hlo" for d in kinds.values())  # folders carry no command line
+    assert any("micro-batch loop" in e["text"] for e in kinds["accumulation"]["evidence"])
+    remat = {d["kind"]: d for d in compare.differences(side["fp32"], side["fp32_remat"])}
+    assert remat["remat"]["property"] == {"remat": "full"}
+
+
+def test_an_identical_pair_has_no_difference(side):
+    assert compare.differences(side["fp32"], side["fp32_again"]) == []
+    a = compare.analyze(side["fp32"], side["fp32_again"])
+    assert a["items"] == []
+
+
+def test_the_items_map_to_the_loop_knobs(side, tmp_path):
+    spec = spec_mod.parse(KNOBS, tmp_path / "cpu.yml")
+    items = compare.differences(side["fp32"], side["bf16_ga2"])
+    for it in items:
+        it["basis"] = it.get("basis", "hlo")
+    reference.map_items(items, spec, spec.start_config())
+    knobs = {it["kind"]: it["knobs"] for it in items}
+    assert knobs["precision"] == {"compute_dtype": "bfloat16"}
+    assert knobs["accumulation"] == {"grad_accum": 2}
+    p = reference.proposal(items[0], "ref")
+    assert p.change.kind == "knobs" and p.proposer == "tools gap"
+
+
+def test_a_slower_reference_files_nothing(side):
+    a, b = side["fp32"], side["fp32_remat"]
+    fast, slow = (a, b) if a.tokens_per_s >= b.tokens_per_s else (b, a)
+    out = compare.analyze(fast, slow)
+    assert out["items"] == [] and not out["reference_faster"]
+    assert "not faster" in out["verdict"]
+    back = compare.analyze(slow, fast)
+    if back["gap_pct"] > compare.MIN_GAP_PCT:  # a real gap: ranked items with a share of the step each
+        assert back["items"] and all(it["share_pct"] is not None for it in back["items"])
+        assert [it["rank"] for it in back["items"]] == list(range(1, len(back["items"]) + 1))
+
+
+def test_a_pallas_kernel_lowered_for_tpu_is_named(tmp_path):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.tpu import flash_attention as fa
+
+    q = jnp.zeros((1, 2, 128, 128), jnp.float32)
+    low = jax.jit(lambda q, k, v: fa.flash_attention(q, k, v)).trace(q, q, q).lower(lowering_platforms=("tpu",))
+    (tmp_path / "flash.hlo.txt").write_text(low.as_text(dialect="hlo"))
+    f = facts.run_facts(tmp_path)
+    assert f["stage"] == "pre-optimization"
+    call = next(c for c in f["custom_calls"] if c["target"] == "tpu_custom_call")
+    assert "flash_attention" in call["kernel"]
+    assert call["file"].endswith("jax/experimental/pallas/ops/tpu/flash_attention.py")
+    catalog = [{"kernel": "flash_attention", "path": "jax/experimental/pallas/ops/tpu/flash_attention.py:100",
+                "page": "kernels/jax/flash-attention.md"}, {"kernel": "other", "path": "x/y.py:1", "page": "k.md"}]
+    assert compare.match_kernel(call, catalog)["page"] == "kernels/jax/flash-attention.md"
+    ours = sides.Side("ours", {"custom_calls": []})
+    items = compare._kernels(ours, sides.Side("ref", f), catalog)
+    assert items and items[0]["property"]["page"] == "kernels/jax/flash-attention.md"
+    assert Path(call["file"]).name == "flash_attention.py"
+
+
+def _priors(spec, items, trunk, summary):
+    from tools.loop.priors import Priors
+
+    return Priors(spec=spec, trunk=trunk, trunk_env={}, trunk_commit="", best={"exp_id": "trunk"}, attempts=[],
+                  other_lanes=[], refuted=[], memory={}, open_hypotheses=[], profile=None, concepts=[], kernels=[],
+                  retrospective="", guidance="", gap=items, gap_summary=summary)
+
+
+def test_the_sweep_adopts_every_mapped_difference_at_once_then_one_by_one(side, tmp_path):
+    """Two knob-mapped items against a faster reference: the first candidate runs the reference's side of both
+    (composed, measured once); once that is refuted, the single moves that close a gap come first."""
+    from tools.loop.priors import Attempt
+    from tools.loop.proposers.sweep import ADOPT_NOTE, GAP_NOTE, SweepProposer
+
+    spec = spec_mod.parse(KNOBS, tmp_path / "cpu.yml")
+    trunk = dict(spec.start_config(), compute_dtype="bfloat16", grad_accum=2)
+    items = compare.differences(side["bf16_ga2"], side["fp32"])  # what differs, whichever run is faster today
+    for n, it in enumerate(items):
+        it["gain_pct"] = 10.0 - n
+    reference.map_items(items, spec, trunk)
+    a = {"items": items, "gap_pct": 30.0}
+    summary = {"ref": "ref", "ours": "trunk", "gap_pct": a["gap_pct"]}
+    first = SweepProposer().candidates(_priors(spec, a["items"], trunk, summary))
+    mapped = {k: v for it in a["items"] for k, v in (it["knobs"] or {}).items()}
+    assert mapped == {"compute_dtype": "float32", "grad_accum": 1}
+    assert first[0].notes.startswith(ADOPT_NOTE) and first[0].change.knobs == mapped
+    assert 0 < first[0].expected_gain_pct <= max(a["gap_pct"], 2.0)
+    assert all(c.notes.startswith(GAP_NOTE) for c in first[1:3])
+    assert not any(c.notes.startswith(ADOPT_NOTE) for c in first[1:])
+    refuted = Attempt("e1", "precision", dataclasses.asdict(first[0].change), first[0].change.fingerprint(), "refuted", -4.0)
+    pri = _priors(spec, a["items"], trunk, summary)
+    pri.attempts = [refuted]
+    again = SweepProposer().candidates(pri)
+    assert not any(c.notes.startswith(ADOPT_NOTE) for c in again)
+    assert {tuple(c.change.knobs) for c in again[:2]} == {("compute_dtype",), ("grad_accum",)}

@@ -1,0 +1,47 @@
+"""`tools gap OURS REF`: why is the reference faster? (the registry's gap.analyze, which also takes folders here)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .common import pass_project, printable
+
+
+@click.command(name="gap")
+@click.argument("ours")
+@click.argument("ref")
+@click.option("--loop", "loop_name", default=None, help="Map the items to this loop's knobs (loops/<name>.yml).")
+@click.option("--no-file", is_flag=True, help="Only print: write no analysis or hypothesis page.")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (the gap.analyze output).")
+@pass_project
+def gap(project, ours, ref, loop_name, no_file, as_json) -> None:
+    """Compare OURS with the reference REF (experiment ids, or profile/HLO folders) on evidence: step time and time
+    per token by op category, and from the HLO the matmul dtypes, accumulation and layer loops, batch shape, remat,
+    fusions, kernels (looked up in the kernel catalog) and collectives; flags and environment as a separate
+    source. Each difference becomes a gap item ranked by the share of our step it accounts for, mapped to a knob
+    of --loop when one produces it, and filed as an open hypothesis page (author `tools gap`) beside the analysis
+    page wiki/analyses/gap-OURS-vs-REF.md. A reference that is not faster files nothing."""
+    from ..agent.ops_gap import analyze
+    from ..agent.registry import AgentError
+
+    try:
+        out = analyze(project, ours, ref, loop_name, not no_file, folders=True)
+    except AgentError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(out, indent=1, default=str))
+        return
+    click.echo(printable(out["verdict"]))
+    for it in out["items"]:
+        change = ", ".join(f"{k}={v}" for k, v in (it.get("knobs") or {}).items()) or "code change"
+        share = f"{it['share_pct']:.1f} %" if it.get("share_pct") is not None else "—"
+        click.echo(printable(f"  {it['rank']}. {it['what']}  [{it['basis']}; {share} of our step] → {change}"))
+    est = out["estimate"]
+    if est.get("unexplained_us_per_token") is not None and out["items"]:
+        click.echo(f"  unexplained: {est['unexplained_us_per_token']:.4f} of {est['gap_us_per_token']:.4f} µs/token")
+    for why in out["not_filed"]:
+        click.echo(printable(f"  not filed: {why}"))
+    if out["page"]:
+        click.echo(f"page wiki/{out['page']} ({len(out['hypotheses'])} hypothesis pages)")

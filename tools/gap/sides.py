@@ -1,0 +1,85 @@
+"""A run as one side of a gap: from an experiment record (its profile folder under raw/, its metrics, its command
+and environment) or from a bare profile/HLO folder (no command line: items then rest on the HLO and profile alone)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import safeio
+from ..errors import InputError
+from ..experiments import records
+from ..project import Project
+from ..profiling import summary as summary_mod
+from .compare import FLAG_ENV, Side, command_flags, flag_parts
+from .facts import run_facts
+
+SUMMARY_LIMIT = 64 * 1024 * 1024
+
+
+def _summary(folder: Path) -> dict | None:
+    """The run's profile summary: the runner's summary.json, else made from the trace (None without one)."""
+    p = folder / "summary.json"
+    if p.is_file():
+        try:
+            return json.loads(safeio.read_text(p, SUMMARY_LIMIT, within=folder))
+        except (ValueError, safeio.Refused, OSError):
+            pass
+    if not (folder / "trace").is_dir():
+        return None
+    try:
+        return summary_mod.summarize(folder, use_xprof=False, confine=folder)
+    except InputError:
+        return None
+
+
+def _hlo_folder(folder: Path) -> Path:
+    return folder / "hlo" if (folder / "hlo").is_dir() else folder
+
+
+def from_folder(folder: Path, label: str = "") -> Side:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(folder, "not a folder (give an experiment id, or a profile/HLO folder)")
+    facts = run_facts(_hlo_folder(folder))
+    if facts["stage"] == "none":
+        raise InputError(folder, "no HLO here (*after_optimizations.txt, *before_optimizations.txt or *.hlo.txt); "
+                                 "run with --profile, or XLA_FLAGS=--xla_dump_to=... --xla_dump_hlo_as_text")
+    return Side(label or folder.name, facts, _summary(folder), folder=str(folder))
+
+
+def from_record(project: Project, rec: dict) -> Side:
+    raw = rec.get("raw_dir")
+    folder = (project.root / str(raw)).resolve() if raw else None
+    if folder is None or not folder.is_relative_to(project.raw.resolve()) or not folder.is_dir():
+        raise InputError(str(rec.get("page") or rec.get("exp_id")), "no profile folder under raw/: run it with "
+                                                                     "--profile to compare it")
+    side = from_folder(folder, str(rec.get("exp_id")))
+    side.metrics = dict(rec.get("metrics") or {})
+    side.flags = command_flags(str(rec.get("command") or ""))
+    env = dict(rec.get("env") or {})
+    xla = env.get("XLA_FLAGS", (rec.get("metrics") or {}).get("xla_flags", ""))
+    parts: dict[str, str] = {}
+    for name in FLAG_ENV:
+        value = xla if name == "XLA_FLAGS" else env.get(name, "")
+        parts.update({k: v for k, v in flag_parts(value).items() if not k.startswith("--xla_dump")})
+    side.env_flags = parts
+    side.page = str(rec.get("page") or "")
+    return side
+
+
+def find_record(project: Project, exp_id: str) -> dict | None:
+    for r in records.load_experiments(project.wiki):
+        if exp_id in (r.get("exp_id"), Path(str(r.get("page") or "")).stem):
+            return r
+    return None
+
+
+def resolve(project: Project, name: str, folders: bool = True) -> Side:
+    """An experiment id of this knowledge base, else (``folders``: the CLI, never an agent) a folder path."""
+    rec = find_record(project, name)
+    if rec is not None:
+        return from_record(project, rec)
+    if folders and Path(name).is_dir():
+        return from_folder(Path(name))
+    raise InputError(name, "no experiment with this id here" + (", and not a folder" if folders else ""))
