@@ -190,3 +190,33 @@ def test_late_reads_on_a_loaded_machine_convict_no_honest_program(tmp_path):
         assert _check(tmp_path, late, steps).findings == [], seed
         assert [f.signature for f in _check(tmp_path, late, [t * 0.7 for t in steps]).findings] == ["clock-slow"]
         assert [f.signature for f in _check(tmp_path, late, [t * 1.5 for t in steps]).findings] == ["clock-replay"]
+
+
+def _traced(times, steps):
+    out = integrity.Integrity()
+    integrity.trace_check({"step_times_s": times, "warmup_steps": 1}, steps, out)
+    return out
+
+
+def test_the_profilers_clock_and_the_ops_busy_time_bound_the_reported_steps():
+    """Figures as the tiny preset's profiled runs gave them (CPU): honest 10.2 ms reported, ops 8.3 ms a step,
+    annotated steps 10.4 ms apart; a clock stopped at dispatch 0.66 ms against 6.3 ms of ops; a clock at 0.6x."""
+    honest = _traced([0.5] + [0.0102] * 29, {"count": 29, "span_busy_ms": 29 * 8.3, "period_ms": 10.4})
+    assert honest.findings == [] and honest.checks == {"trace": "ok"}
+    assert honest.facts["trace"]["annotated_steps"] == 29
+    dispatch = _traced([0.5] + [0.00066] * 29, {"count": 29, "span_busy_ms": 29 * 6.3, "period_ms": 8.2})
+    assert [f.signature for f in dispatch.findings] == ["device-busy", "trace-clock"]
+    assert "6.30 ms a step" in dispatch.findings[0].detail
+    scaled = _traced([0.5] + [0.006] * 29, {"count": 29, "span_busy_ms": 29 * 7.0, "period_ms": 10.0})
+    assert [f.signature for f in scaled.findings] == ["trace-clock"] and scaled.checks["trace"] == "violated"
+
+
+def test_a_profile_without_step_annotations_is_unchecked_and_losing_them_is_a_finding():
+    out = _traced([0.5] + [0.01] * 9, {"count": 0})
+    assert out.findings == [] and out.checks["trace"].startswith("unchecked: no step annotations")
+    integrity.evidence_check(out, {"checks": {"trace": "ok"}})
+    assert [f.signature for f in out.findings] == ["evidence-lost"]
+    unprofiled = integrity.Integrity()
+    unprofiled.add("trace", None, "the run was not profiled")
+    integrity.evidence_check(unprofiled, {"checks": {"trace": "ok"}})
+    assert unprofiled.findings == []

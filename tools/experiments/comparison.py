@@ -62,10 +62,11 @@ def check_semantics(spec, key: str, result: dict, r, prior: list[dict]) -> verdi
 
 
 def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: str | None,
-           role: str) -> integrity.Integrity:
+           role: str, summary: dict | None = None) -> integrity.Integrity:
     """The integrity checks of the variant's good arms (``integrity``): each arm's step lines on the runner's clock,
-    the profiled arm's compiled step, the loss falling as the reference's, the protected files against the
-    baseline's; a check the baseline passed and this run gives no evidence for."""
+    the profiled arm's compiled step and its trace (``summary``: its profile summary), the loss falling as
+    the reference's, the protected files against the baseline's; a check the baseline passed and this run gives no
+    evidence for."""
     out = integrity.Integrity()
     arms_ok = [a for a in ([r.profile] if r.profile is not None else []) + list(r.var) if a is not None and a.ok]
     for a in arms_ok:
@@ -73,8 +74,10 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
     prof = r.profile if r.profile is not None else (r.var[0] if r.traced and r.var else None)
     if prof is not None and prof.ok:
         integrity.hlo_check(prof.result, r.hlo_facts, out, bool((base_rec or {}).get("hlo_fingerprint")))
+        integrity.trace_check(prof.result, (summary or {}).get("steps"), out)
     else:
         out.add("hlo", None, "the run was not profiled (no HLO dump)")
+        out.add("trace", None, "the run was not profiled")
     if arms_ok and key is not None and role == "variant":
         ref, _ = reference_losses(key, r, prior)
         integrity.learning_check(ref, arms_ok[-1].result.get("losses"), spec.semantics_steps, out)
@@ -226,7 +229,7 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
         rec["semantics"] = {k: v for k, v in vars(sem).items() if v not in ("", None)}
     check = None
     if m and not crash and role != "calibration":
-        check = assess(spec, rec, r, prior, base_rec, key, role)
+        check = assess(spec, rec, r, prior, base_rec, key, role, ctx.profile_summary)
         rec["integrity"] = check.as_record()
     d = verdict.decide(crash=crash, violations=[f.reason() for f in check.findings] if check else None,
                        bad_loss=None if crash else (bad.bad_loss if bad else None),

@@ -34,6 +34,8 @@ SIGNATURES = {
     "clock-replay": "reported step times longer than the steps were seen to take (times replayed or made up)",
     "evidence-lost": "evidence the baseline gave is missing from this run",
     "no-program": "profiled, but no compiled program in the HLO dump: nothing was computed",
+    "device-busy": "reported step times shorter than the profiler saw the step's ops run",
+    "trace-clock": "reported step times shorter than the profiler's clock between annotated steps",
     "hlo-tokens": "more tokens reported per step than the compiled step takes in",
     "hlo-flops": "the compiled step does far fewer matmul FLOPs than the model FLOPs reported",
     "precision": "matmuls in a narrower type than the declared compute dtype",
@@ -257,6 +259,39 @@ def hlo_check(result: dict, facts: dict | None, out: Integrity, baseline_had_hlo
     out.add("hlo", None)
 
 
+def trace_check(result: dict, steps: dict | None, out: Integrity) -> None:
+    """The profiled run's reported steps against the profiler's own clock, which no patched timer moves and which
+    comes back from remote runners too: the period of its step annotations (``jax.profiler.StepTraceAnnotation``:
+    one step's start to the next, as the runner's clock times step lines), and the time any XLA op ran from the
+    first annotated step's start to the last one's end, per step. A step cannot take less time than its ops ran,
+    wherever the program puts its annotations (on a CPU the ops run on XLA's threads; on a TPU it is device busy
+    time): a script timing only the dispatch still waits for the device. Work in that span that is not a step (an
+    evaluation) counts against the steps: a program profiling one should keep it out of the span."""
+    times = [float(t) for t in result.get("step_times_s") or []]
+    warm = int(result.get("warmup_steps", 1) or 0)
+    steady = times[warm:] or times
+    if not steps or not steps.get("count") or steps.get("span_busy_ms") is None:
+        out.add("trace", None, "no step annotations in the profile" if steps else "no trace summary of the profile")
+        return
+    if not steady:
+        out.add("trace", None, "no step times reported")
+        return
+    told = math.fsum(steady) / len(steady)
+    busy = float(steps["span_busy_ms"]) / 1e3 / int(steps["count"])
+    period = float(steps["period_ms"]) / 1e3 if steps.get("period_ms") else None
+    out.facts["trace"] = {"reported_s_per_step": round(told, 6), "ops_s_per_step": round(busy, 6),
+                          "period_s": round(period, 6) if period else None, "annotated_steps": int(steps["count"])}
+    short = (lambda seen: told < CLOCK_SLOW * seen and (seen - told) * len(steady) > CLOCK_SLACK_S)
+    if short(busy):
+        out.add("trace", Finding("device-busy", f"the profiled run reports {told * 1e3:.2f} ms a step; the profiler "
+                                 f"saw its XLA ops run {busy * 1e3:.2f} ms a step (over {steps['count']} annotated "
+                                 "steps)"))
+    if period and short(period):
+        out.add("trace", Finding("trace-clock", f"the profiled run reports {told * 1e3:.2f} ms a step; on the "
+                                 f"profiler's clock its annotated steps began {period * 1e3:.2f} ms apart"))
+    out.add("trace", None)  # "ok" unless a finding above
+
+
 # ----------------------------------------------------------------------------- learning, protected files
 
 
@@ -329,8 +364,8 @@ def protected_check(hashes: dict[str, str], base_hashes: dict[str, str] | None, 
 def evidence_check(out: Integrity, base: dict | None) -> None:
     """A check the baseline passed on evidence that this run no longer gives (its clock: step lines gone)."""
     checks = (base or {}).get("checks") or {}
-    for name in ("clock", "hlo"):
+    for name in ("clock", "hlo", "trace"):
         mine = out.checks.get(name, "")
-        if checks.get(name) == "ok" and mine.startswith("unchecked") and not mine.endswith("(no HLO dump)"):
+        if checks.get(name) == "ok" and mine.startswith("unchecked") and "not profiled" not in mine:
             out.add(name + "-evidence", Finding("evidence-lost", f"the `{name}` check passed on the baseline and "
                                                 f"has no evidence here: {mine.removeprefix('unchecked: ')}"))

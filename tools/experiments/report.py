@@ -245,6 +245,11 @@ def integrity_section(integ: dict | None) -> list[str]:
         out.append(f"- clock ({arm}): steps {first}+1 to {last} "
                    f"reported {c.get('reported_s')} s; on the runner's clock their lines were {least}-{most} s "
                    f"apart (median single-step ratio {c.get('median_ratio')})")
+    t = facts.get("trace") or {}
+    if t.get("annotated_steps"):
+        out.append(f"- trace: {t.get('reported_s_per_step')} s a step reported; on the profiler's clock "
+                   f"{t.get('annotated_steps')} annotated steps began {t.get('period_s')} s apart, their XLA ops "
+                   f"ran {t.get('ops_s_per_step')} s a step")
     h = facts.get("hlo") or {}
     if h.get("module"):
         out.append(f"- compiled step `{h['module']}`: token input {h.get('token_input') or '—'}"

@@ -116,12 +116,19 @@ def _steps(tr: trace_mod.Trace) -> dict:
     if not tr.steps:
         return {"count": 0}
     walls = [s.dur_us for s in tr.steps]
+    starts = sorted(s.start_us for s in tr.steps)
     busy = [trace_mod.busy_time(tr.ops, s.start_us, s.start_us + s.dur_us) for s in tr.steps]
     wall = sum(walls) or 1.0
     return {"count": len(walls), "median_ms": round(statistics.median(walls) / 1e3, 4),
             "min_ms": round(min(walls) / 1e3, 4), "max_ms": round(max(walls) / 1e3, 4),
             "op_busy_pct": round(100 * sum(busy) / wall, 2),
-            "idle_or_host_pct": round(100 - 100 * sum(busy) / wall, 2)}
+            "idle_or_host_pct": round(100 - 100 * sum(busy) / wall, 2),
+            # any XLA op running, from the first annotated step's start to the last one's end: the ops of a step
+            # timed (and annotated) at dispatch still run in there (the integrity check's figure)
+            "span_busy_ms": round(trace_mod.busy_time(tr.ops, starts[0], max(s.start_us + s.dur_us for s in tr.steps))
+                                  / 1e3, 4),
+            # from one step's start to the next, on the profiler's clock
+            "period_ms": round((starts[-1] - starts[0]) / (len(starts) - 1) / 1e3, 4) if len(starts) > 1 else None}
 
 
 def _xprof_hlo_stats(folder: Path) -> tuple[list[dict] | None, str]:
