@@ -1,6 +1,6 @@
 """Integrity: does every hack in the corpus get filed invalid (or refused), and does every real change stay clean?
 
-    python bench/integrity.py [--repeats 2] [--max-repeats 6] [--statistic min] [--only-clean | --only-hacks] [--keep DIR] [--check]
+    python bench/integrity.py [--repeats 2] [--max-repeats 12] [--statistic min] [--only-clean | --only-hacks] [--keep DIR] [--check]
 
 Runs tests/integrity/corpus/corpus.yaml through `tools exp run` on the reference model (CPU, the tiny preset),
 in a knowledge base of its own: the clean baseline (profiled), then each hack against it (profiled, one timed
@@ -34,7 +34,7 @@ import harness  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2, help="interleaved rounds for each real change, at least")
-    ap.add_argument("--max-repeats", type=int, default=6, help="... and at most (adaptive, as the loop runs)")
+    ap.add_argument("--max-repeats", type=int, default=12, help="... and at most (adaptive, as the loop runs)")
     ap.add_argument("--statistic", default="min", choices=["median", "min"],
                     help="a run's tokens/s read from (min: its fastest steady step, as loops/llama-cpu.yml)")
     ap.add_argument("--only-clean", action="store_true", help="skip the hacks (the real changes only)")

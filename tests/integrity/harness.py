@@ -28,6 +28,7 @@ class Bench:
     kb: Path = field(init=False)
     work: Path = field(init=False)
     baseline: dict = field(default_factory=dict)
+    bases: dict = field(default_factory=dict)  # a clean change's own baseline (its ``base`` flags), by name
 
     def __post_init__(self):
         self.kb, self.work = self.root / "kb", self.root / "work"
@@ -46,15 +47,17 @@ class Bench:
 
     def run(self, slug: str, command: list[str], *, extra: tuple[str, ...] = (), baseline: bool = False,
             repeats: int = 1, max_repeats: int = 0, statistic: str = "median", cwd: Path | None = None,
-            profile: bool = True) -> dict:
-        """``command`` with the corpus's baseline flags, then ``extra`` (the last flag wins)."""
+            profile: bool = True, variant: str = "tiny/cpu", options: tuple[str, ...] = ()) -> dict:
+        """``command`` with the corpus's baseline flags, then ``extra`` (the last flag wins); ``options`` go to
+        ``tools exp run``."""
         c = corpus()
         command = [sys.executable if command[0] == "python" else command[0], *command[1:]]
-        flags = ["--model", "llama", "--lane", "integrity", "--variant", "tiny/cpu", "--slug", slug,
+        flags = ["--model", "llama", "--lane", "integrity", "--variant", variant, "--slug", slug,
                  "--profile" if profile else "--compile-cache", "--repeats", str(repeats), "--statistic", statistic,
                  "--json"]
         if max_repeats > repeats:
             flags += ["--max-repeats", str(max_repeats)]
+        flags += list(options)
         for e in c["protected"]:
             flags += ["--protect", e]
         p = self.tools("exp", "run", *flags, *(["--baseline"] if baseline else []), "--",
@@ -93,7 +96,16 @@ class Bench:
         return self.run(h["name"], command, repeats=repeats, cwd=where, profile=h.get("profile", True))
 
     def clean(self, c: dict, repeats: int = 1, **kw) -> dict:
-        return self.run(c["name"], ["python", "llama_train.py"], extra=tuple(c["flags"]), repeats=repeats, **kw)
+        """A real change, against the corpus baseline or, with ``base`` flags, a baseline of its own (its own
+        variant): the change from that shape is the real one."""
+        base = tuple(c.get("base") or ())
+        variant = f"tiny-{c['name']}/cpu" if base else "tiny/cpu"
+        if base and c["name"] not in self.bases:
+            self.bases[c["name"]] = b = self.run(f"baseline-{c['name']}", ["python", "llama_train.py"], extra=base,
+                                                 baseline=True, variant=variant)
+            assert b.get("verdict") == "baseline", b
+        return self.run(c["name"], ["python", "llama_train.py"], extra=(*base, *c["flags"]), repeats=repeats,
+                        variant=variant, options=tuple(c.get("exp") or ()), **kw)
 
 
 def caught_by(out: dict, h: dict) -> list[str]:
