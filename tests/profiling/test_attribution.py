@@ -139,3 +139,18 @@ def test_library_frames_and_loop_lines_on_a_real_program(tmp_path):
     assert att.credit(while_op.name).via == "control flow"
     dot = next(i for i in mod.instrs.values() if i.opcode == "dot")
     assert att.credit(dot.name).frame[1] == line_of("jnp.sin(x) @ x")
+
+
+QK, PV = '"btgrk,bsgk->bgrts"', '"bgrts,bsgk->btgrk"'
+
+
+@pytest.mark.parametrize("run", ["fp32", "bf16_ga2"])
+def test_attention_dots_are_their_own_category(summaries, run):
+    """QKᵀ and PV (dots batched over batch × kv-heads) are `attention`; the weight matmuls stay `matmul`."""
+    s = summaries[run]
+    cats = {c["category"]: c["self_us"] for c in s["categories"]}
+    assert cats.get("attention", 0) > 0 and cats.get("matmul", 0) > 0, cats
+    for text in (QK, PV):
+        assert line_row(s, text)["categories"].get("attention", 0) > 0, text
+    for text in MATMUL_LINES + [UNEMBED]:
+        assert "attention" not in line_row(s, text)["categories"], text

@@ -88,6 +88,11 @@ def test_a_pallas_kernel_lowered_for_tpu_is_named(tmp_path):
     items = compare._kernels(ours, sides.Side("ref", f), catalog)
     assert items and items[0]["property"]["page"] == "kernels/jax/flash-attention.md"
     assert Path(call["file"]).name == "flash_attention.py"
+    # the op category follows the kernel the Mosaic call runs (its target, tpu_custom_call, names none)
+    from tools.profiling import hlo
+
+    mod = hlo.parse_hlo((tmp_path / "flash.hlo.txt").read_text())
+    assert mod.category(call["op"]) == "attention"
 
 
 def _priors(spec, items, trunk, summary):

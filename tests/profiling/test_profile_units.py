@@ -96,3 +96,40 @@ def test_new_commands_have_help_and_imports_stay_light():
             "print([m for m in ('jax', 'xprof') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+ATTN = """HloModule m, entry_computation_layout={()->f32[2,2,8,8]}
+
+%fused_qk (p0: f32[2,8,2,4], p1: f32[2,8,2,4]) -> f32[2,2,8,8] {
+  %p0 = f32[2,8,2,4]{3,2,1,0} parameter(0)
+  %p1 = f32[2,8,2,4]{3,2,1,0} parameter(1)
+  %t0 = f32[2,2,8,4]{3,2,1,0} transpose(%p0), dimensions={0,2,1,3}
+  %t1 = f32[2,2,4,8]{3,2,1,0} transpose(%p1), dimensions={0,2,3,1}
+  ROOT %dot.1 = f32[2,2,8,8]{3,2,1,0} dot(%t0, %t1), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+}
+
+ENTRY %main () -> f32[2,2,8,8] {
+  %q = f32[2,8,2,4]{3,2,1,0} parameter(0)
+  %k = f32[2,8,2,4]{3,2,1,0} parameter(1)
+  %w = f32[4,16]{1,0} parameter(2)
+  %x = f32[16,4]{1,0} parameter(3)
+  %e = f32[4,16,16]{2,1,0} parameter(4)
+  %proj = f32[16,16]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %expert = f32[4,16,16]{2,1,0} dot(%e, %e), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  %fmha = (f32[2,2,8,4]{3,2,1,0}, u8[0]{0}) custom-call(%q, %k), custom_call_target="__cudnn$fmhaSoftmax"
+  %splash = f32[2,2,8,4]{3,2,1,0} custom-call(%q, %k), custom_call_target="tpu_custom_call", backend_config="splash_mha_fwd"
+  %gemm = f32[16,16]{1,0} custom-call(%x, %w), custom_call_target="__cublas$gemm"
+  ROOT %fusion.2 = f32[2,2,8,8]{3,2,1,0} fusion(%q, %k), kind=kOutput, calls=%fused_qk
+}
+"""
+
+
+def test_attention_is_told_from_weight_matmuls():
+    """A dot batched over batch × heads is attention, a weight matmul or a per-expert (one batch dim) dot is a
+    matmul; cuDNN's fused attention is attention by its target, a GEMM call a matmul; a fusion holding an
+    attention dot is attention."""
+    mod = hlo.parse_hlo(ATTN)
+    assert mod.category("proj") == "matmul" and mod.category("expert") == "matmul"
+    assert mod.category("fmha") == "attention" and mod.category("gemm") == "matmul"
+    assert mod.category("fusion.2") == "attention"
+    assert mod.category("splash") == "custom-call"  # a Mosaic call's target names no kernel: the catalog does

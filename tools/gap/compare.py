@@ -146,7 +146,7 @@ def _precision(o: Side, r: Side) -> list[dict]:
         return f"matmul FLOPs per step by dtype: {parts} ({side.facts.get('requested_from')})"
     where = lambda s: (s.facts.get("top_dots") or [{}])[0].get("line", "")  # noqa: E731
     return [_item("precision", f"matmuls in {dtype}: {sr:.0%} of the reference's matmul FLOPs are 16-bit, "
-                               f"{so:.0%} of ours", "precision", ["matmul", "elementwise fusion", "data movement"],
+                               f"{so:.0%} of ours", "precision", ["matmul", "attention", "elementwise fusion", "data movement"],
                   {"dtype": dtype}, [_ev("ours", line(o), where(o)), _ev("ref", line(r), where(r))],
                   ours=f"{so:.0%} 16-bit", ref=f"{sr:.0%} 16-bit")]
 
@@ -200,7 +200,7 @@ def _remat(o: Side, r: Side) -> list[dict]:
     ev = [_ev(s, f"{side.facts.get('remat_ops', 0)} ops recomputed in the backward pass (op names under "
                  f"`checkpoint`/`remat` inside `transpose(...)`), {side.facts.get('remat_dots', 0)} of them matmuls")
           for s, side in (("ours", o), ("ref", r))]
-    return [_item("remat", f"rematerialization {kr} (ours: {ko})", "memory", ["matmul", "elementwise fusion"],
+    return [_item("remat", f"rematerialization {kr} (ours: {ko})", "memory", ["matmul", "attention", "elementwise fusion"],
                   {"remat": kr}, ev, ours=ko, ref=kr)]
 
 
@@ -223,7 +223,7 @@ def _fusions(o: Side, r: Side) -> list[dict]:
         if (a == 0) == (b == 0):
             continue
         out.append(_item("fusion", f"{b} `{kind}` fusions (ours {a}): a fusion emitter the reference's compile used",
-                         "compiler", ["matmul", "elementwise fusion"], {"fusion": kind, "on": b > 0},
+                         "compiler", ["matmul", "attention", "elementwise fusion"], {"fusion": kind, "on": b > 0},
                          [_ev("ours", f"{a} fusions of kind {kind} in {o.facts.get('module')}"),
                           _ev("ref", f"{b} fusions of kind {kind} in {r.facts.get('module')}")], ours=a, ref=b))
     return out
@@ -248,7 +248,7 @@ def _kernels(o: Side, r: Side, catalog: list[dict]) -> list[dict]:
                                                         "the same work is compiled from plain HLO ops")))
         out.append(_item("kernel", f"the reference runs kernel `{name}`" + (f" ({hit['kernel']} in the catalog)"
                                                                             if hit else ""), "kernel",
-                         ["matmul", "elementwise fusion", "reduction", "custom-call"],
+                         ["matmul", "attention", "elementwise fusion", "reduction", "custom-call"],
                          {"kernel": name, "file": c.get("file", ""), "page": (hit or {}).get("page", "")}, ev,
                          ours="—", ref=name))
     return out
@@ -293,7 +293,7 @@ def _config(o: Side, r: Side) -> list[dict]:
             continue
         shown = lambda v: "unset" if v is None else (f"{k}={v}" if v else k)  # noqa: E731
         out.append(_item("xla_flag", f"compiler flag {shown(b)} (ours: {shown(a)})", "compiler",
-                         ["matmul", "elementwise fusion", "data movement", "collective"],
+                         ["matmul", "attention", "elementwise fusion", "data movement", "collective"],
                          {"xla_flag": k, "value": b}, [_ev("ours", shown(a)), _ev("ref", shown(b))], basis="config",
                          ours=shown(a), ref=shown(b)))
     for k in sorted(set(o.flags) | set(r.flags)):

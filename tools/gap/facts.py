@@ -5,8 +5,6 @@ and Triton kernels by name), collectives, parameter bytes. Plain data, so two ru
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections import Counter
@@ -20,10 +18,6 @@ _SHAPE = re.compile(r"^\(?([a-z]+\d*)\[([\d,]*)\]")
 _TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 _FUSION_KIND = re.compile(r"kind=(k[A-Za-z]+)")
 _CUSTOM_FUSION = re.compile(r'"fusion_config":\{"kind":"([^"]+)"')
-_BODY = re.compile(r'"body":\s*"([A-Za-z0-9+/=]+)"')
-_TRITON_NAME = re.compile(r'"name":\s*"([^"]+)"')
-_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{3,}")
-_PYFILE = re.compile(rb"[\w./\-]+\.py")
 _INT_TYPES = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
           "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
@@ -144,29 +138,6 @@ def _reachable(mod: HloModule, comp: str) -> list[str]:
     return out
 
 
-def kernel_of(ins: Instr) -> dict:
-    """A custom call's kernel: for Mosaic (``tpu_custom_call``) the strings of its serialized body (the kernel
-    function and the .py file it came from); for Triton the kernel name in its backend config."""
-    out = {"target": ins.target, "op": ins.name, "op_name": ins.op_name, "kernel": "", "file": ""}
-    m = _BODY.search(ins.attrs)
-    if m:
-        try:
-            blob = base64.b64decode(m.group(1), validate=False)
-        except (binascii.Error, ValueError):
-            blob = b""
-        words = [w.decode() for w in _WORD.findall(blob)]
-        kernels = [w for w in words if "kernel" in w.lower() and not w.startswith(("tpu", "func"))]
-        files = [f.decode() for f in _PYFILE.findall(blob)]
-        out["kernel"] = min(kernels, key=len) if kernels else ""
-        out["file"] = files[0] if files else ""
-    elif "triton" in ins.target.lower():
-        t = _TRITON_NAME.search(ins.attrs)
-        out["kernel"] = t.group(1) if t else ""
-    if not out["kernel"] and ins.op_name:
-        out["kernel"] = ins.op_name.rsplit("/", 1)[-1]
-    return out
-
-
 def module_facts(mod: HloModule) -> dict:
     mult = multiplicity(mod)
     flops: Counter = Counter()
@@ -193,7 +164,7 @@ def module_facts(mod: HloModule) -> dict:
             if c:
                 custom_fusions[c.group(1).strip("_")] += 1
         elif ins.opcode == "custom-call" and not hlo_mod._GEMM_TARGET.search(ins.target):
-            customs.append(kernel_of(ins))
+            customs.append(hlo_mod.custom_call_kernel(ins))
         elif ins.opcode.startswith(hlo_mod._COLLECTIVE):
             kind = ins.opcode.removesuffix("-start").removesuffix("-done")
             if not ins.opcode.endswith("-done"):

@@ -7,6 +7,8 @@ module header (jax >= 0.8.3), where the printed ``parent_frame_id`` is the real 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +102,13 @@ _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 _TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
 _GEMM_TARGET = re.compile(r"gemm|matmul|cublas|\bdot\b|_dot_|convolution|cudnn\$conv", re.I)
+# attention kernels by name: cuDNN's fused MHA, flash/splash/ragged-paged attention (Pallas, Mosaic, Triton)
+_ATTENTION_TARGET = re.compile(r"attention|attn|flash|splash|fmha|sdpa|\bmha\b", re.I)
+_BATCH_DIMS = re.compile(r"lhs_batch_dims=\{([\d,]*)\}")
+_BODY = re.compile(r'"body":\s*"([A-Za-z0-9+/=]+)"')
+_TRITON_NAME = re.compile(r'"name":\s*"([^"]+)"')
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{3,}")
+_PYFILE = re.compile(rb"[\w./\-]+\.py")
 _LAYOUT = re.compile(r"\{[^{}]*\}|/\*[^*]*\*/")
 _OPERAND = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 
@@ -116,11 +125,11 @@ _KEEP_ATTRS = _MATMUL | {"while", "custom-call", "fusion"}
 def categorize(mod: HloModule, ins: Instr) -> str:
     op = ins.opcode
     if op in _MATMUL:
-        return "matmul"
+        return _dot_category(ins)
     if op.startswith(_COLLECTIVE):
         return "collective"
     if op == "custom-call":
-        return "matmul" if _GEMM_TARGET.search(ins.target) else "custom-call"
+        return _call_category(ins)
     if op in _MOVEMENT:
         return "data movement"
     if op in _CONTROL:
@@ -130,7 +139,11 @@ def categorize(mod: HloModule, ins: Instr) -> str:
     if op == "fusion":
         fused = mod.fused(ins)
         inner = {i.opcode for i in fused}
-        if inner & _MATMUL or any(i.opcode == "custom-call" and _GEMM_TARGET.search(i.target) for i in fused):
+        kinds = [_dot_category(i) if i.opcode in _MATMUL else _call_category(i) for i in fused
+                 if i.opcode in _MATMUL or i.opcode == "custom-call"]
+        if "attention" in kinds:
+            return "attention"
+        if "matmul" in kinds:
             return "matmul"
         if "custom-call" in inner:
             return "custom-call"
@@ -140,6 +153,44 @@ def categorize(mod: HloModule, ins: Instr) -> str:
             return "data movement"
         return "elementwise fusion"
     return "elementwise"
+
+
+def _dot_category(ins: Instr) -> str:
+    """``attention`` for a dot batched over two or more dimensions (batch × heads: QKᵀ and PV, whose operands are
+    both activations), ``matmul`` for the rest (a weight matmul has no batch dimension; one, as in a per-expert
+    einsum, stays a matmul)."""
+    m = _BATCH_DIMS.search(ins.attrs)
+    return "attention" if m and len([d for d in m.group(1).split(",") if d]) >= 2 else "matmul"
+
+
+def _call_category(ins: Instr) -> str:
+    """A custom call by its target, else by the kernel it runs (a Mosaic call's target names none)."""
+    if _ATTENTION_TARGET.search(ins.target) or _ATTENTION_TARGET.search(custom_call_kernel(ins)["kernel"]):
+        return "attention"
+    return "matmul" if _GEMM_TARGET.search(ins.target) else "custom-call"
+
+
+def custom_call_kernel(ins: Instr) -> dict:
+    """A custom call's kernel: for Mosaic (``tpu_custom_call``) the strings of its serialized body (the kernel
+    function and the .py file it came from); for Triton the kernel name in its backend config."""
+    out = {"target": ins.target, "op": ins.name, "op_name": ins.op_name, "kernel": "", "file": ""}
+    m = _BODY.search(ins.attrs)
+    if m:
+        try:
+            blob = base64.b64decode(m.group(1), validate=False)
+        except (binascii.Error, ValueError):
+            blob = b""
+        words = [w.decode() for w in _WORD.findall(blob)]
+        kernels = [w for w in words if "kernel" in w.lower() and not w.startswith(("tpu", "func"))]
+        files = [f.decode() for f in _PYFILE.findall(blob)]
+        out["kernel"] = min(kernels, key=len) if kernels else ""
+        out["file"] = files[0] if files else ""
+    elif "triton" in ins.target.lower():
+        t = _TRITON_NAME.search(ins.attrs)
+        out["kernel"] = t.group(1) if t else ""
+    if not out["kernel"] and ins.op_name:
+        out["kernel"] = ins.op_name.rsplit("/", 1)[-1]
+    return out
 
 
 def _unquote(v: str) -> str:
