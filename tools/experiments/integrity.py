@@ -120,9 +120,9 @@ def step_lines(log: Path, clock: list[tuple[float, int]]) -> list[StepLine]:
 
 
 def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = "run") -> None:
-    """Reported step times against the intervals between step lines on the runner's clock, step by step (the
-    median ratio: one late read of the pipe moves one interval, not the verdict), and the lines against the
-    reported step count and losses. A line carries its step's loss, so it cannot be printed before the step ran."""
+    """Reported step times against the runner's clock between step lines (bounds a late read cannot make damning:
+    ``_windows``), and the lines against the reported step count and losses. A line carries its step's loss, so it
+    cannot be printed before the step ran. The median single-step ratio is kept as a fact, not a verdict."""
     times = [float(t) for t in result.get("step_times_s") or []]
     prefix = f"{arm}: "
     if not lines:
