@@ -14,3 +14,15 @@ PY = sys.executable
 
 def fake(*args: str) -> list[str]:
     return [PY, FAKE, *args]
+
+
+def exp_run(project, *args, command, code=0, model="m", lane="l", variant="s/tpu") -> str:
+    """``tools exp run`` in-process, asserting its exit code; the output."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", model, "--lane", lane,
+                                   "--variant", variant, "-q", *args, "--", *command])
+    assert res.exit_code == code, res.output + repr(res.exception)
+    return res.output

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _exp_helpers import FAKE, LLAMA, PY, fake
+from _exp_helpers import FAKE, LLAMA, PY, exp_run, fake
 from click.testing import CliRunner
 
 from tools import pages
@@ -23,10 +23,7 @@ LIMIT_KB = 6_000_000  # ulimit -v: the address space the OOM runs get
 
 
 def run(project, *args, command, code=0):
-    res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "llama", "--lane", "cpu",
-                                   "--variant", "tiny/cpu", "-q", *args, "--", *command])
-    assert res.exit_code == code, res.output + repr(res.exception)
-    return res.output
+    return exp_run(project, *args, command=command, code=code, model="llama", lane="cpu", variant="tiny/cpu")
 
 
 def lane(project):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from _exp_helpers import HERE, PY, fake
+from _exp_helpers import HERE, PY, exp_run, fake
 from click.testing import CliRunner
 
 from tools import pages
@@ -18,11 +18,7 @@ from tools.experiments.context import RunContext
 from tools.experiments.runner import RunSpec, run_experiment
 
 
-def run(project, *args, command, code=0):
-    res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
-                                   "--variant", "s/tpu", "-q", *args, "--", *command])
-    assert res.exit_code == code, res.output + repr(res.exception)
-    return res.output
+run = exp_run
 
 
 def lane(project):

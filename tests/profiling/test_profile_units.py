@@ -133,3 +133,13 @@ def test_attention_is_told_from_weight_matmuls():
     assert mod.category("fmha") == "attention" and mod.category("gemm") == "matmul"
     assert mod.category("fusion.2") == "attention"
     assert mod.category("splash") == "custom-call"  # a Mosaic call's target names no kernel: the catalog does
+
+
+def test_the_step_period_is_not_stretched_by_a_traced_first_step_that_compiles():
+    from tools.profiling import summary, trace
+
+    steps = [trace.StepEvent(0, 0.0, 500e3)] + [trace.StepEvent(i, 500e3 + (i - 1) * 10e3, 9e3) for i in range(1, 6)]
+    ops = [trace.OpEvent("dot.1", "jit_step", "t0", s.start_us, 8e3) for s in steps]
+    st = summary._steps(trace.Trace(ops, steps, "test", []))
+    assert st["period_ms"] == 10.0  # a mean of the starts would say 108 ms
+    assert st["span_busy_ms"] == 6 * 8.0

@@ -127,8 +127,10 @@ def _steps(tr: trace_mod.Trace) -> dict:
             # timed (and annotated) at dispatch still run in there (the integrity check's figure)
             "span_busy_ms": round(trace_mod.busy_time(tr.ops, starts[0], max(s.start_us + s.dur_us for s in tr.steps))
                                   / 1e3, 4),
-            # from one step's start to the next, on the profiler's clock
-            "period_ms": round((starts[-1] - starts[0]) / (len(starts) - 1) / 1e3, 4) if len(starts) > 1 else None}
+            # from one step's start to the next, on the profiler's clock (the median: a traced first step that
+            # compiles is one long interval, not the period)
+            "period_ms": round(statistics.median(b - a for a, b in zip(starts, starts[1:])) / 1e3, 4)
+            if len(starts) > 1 else None}
 
 
 def _xprof_hlo_stats(folder: Path) -> tuple[list[dict] | None, str]:
