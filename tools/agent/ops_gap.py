@@ -21,6 +21,10 @@ class GapIn(BaseModel):
     ref: str = Field(description="experiment id of the reference run (profiled)")
     loop: str | None = Field(None, description="a loop whose knobs the items are mapped to (loops/<name>.yml)")
     file: bool = Field(True, description="write the analysis page and one hypothesis page per item")
+    ref_codebase: str | None = Field(None, description="the ingested codebase (raw/code/<slug>) the reference runs: "
+                                                       "its knob defaults join the evidence (found from the run's "
+                                                       "command or folder when not given)")
+    ours_codebase: str | None = Field(None, description="the same for our run")
 
 
 class GapOut(BaseModel):
@@ -33,6 +37,8 @@ class GapOut(BaseModel):
     categories_us_per_token: list[dict[str, Any]]
     estimate: dict[str, Any]
     items: list[dict[str, Any]] = Field(description="ranked: what, evidence, basis, share_pct, gain_pct, knobs")
+    codebases: dict[str, Any] = Field(default_factory=dict, description="per side (ours, ref) whose code is an ingested "
+                                      "codebase: its performance settings as run (key, concept, value, source, where)")
     differences: list[dict[str, Any]] = Field(description="what differs when the reference is not faster")
     page: str | None = Field(description="the analysis page written (wiki-relative), null when not filed")
     hypotheses: list[str]
@@ -41,7 +47,7 @@ class GapOut(BaseModel):
 
 
 def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file: bool = True,
-            folders: bool = False) -> dict:
+            folders: bool = False, ref_codebase: str | None = None, ours_codebase: str | None = None) -> dict:
     """``folders``: ``ours``/``ref`` may be profile folders (the CLI; never an agent)."""
     import time
 
@@ -52,6 +58,9 @@ def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file
     t0 = time.perf_counter()
     try:
         a, b = sides.resolve(project, ours, folders), sides.resolve(project, ref, folders)
+        for side, slug in ((a, ours_codebase), (b, ref_codebase)):
+            if slug:
+                sides.with_codebase(project, side, slug, side.command)
     except InputError as e:
         raise AgentError(str(e)) from None
     catalog = gather.kernels(project, "")
@@ -142,6 +151,7 @@ def _status(project: Project, rel: str) -> str | None:
 def gap_analyze(project: Project, a: GapIn) -> dict:
     """Why is the reference faster? Two profiled runs compared on evidence (step time and time per token by op
     category; matmul dtypes, accumulation and layer loops, batch shape, remat, fusions, kernels and collectives from
-    the HLO; flags as a separate source), each difference a gap item ranked by the share of our step it accounts for,
-    mapped to a loop's knobs when ``loop`` is given, and filed as an analysis page with one hypothesis page per item."""
-    return analyze(project, a.ours, a.ref, a.loop, a.file)
+    the HLO; flags, and an ingested codebase's knob defaults, as a separate source), each difference a gap item ranked
+    by the share of our step it accounts for, mapped to a loop's knobs when ``loop`` is given, and filed as an
+    analysis page with one hypothesis page per item."""
+    return analyze(project, a.ours, a.ref, a.loop, a.file, ref_codebase=a.ref_codebase, ours_codebase=a.ours_codebase)

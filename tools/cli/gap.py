@@ -14,9 +14,13 @@ from .common import pass_project, printable
 @click.argument("ref")
 @click.option("--loop", "loop_name", default=None, help="Map the items to this loop's knobs (loops/<name>.yml).")
 @click.option("--no-file", is_flag=True, help="Only print: write no analysis or hypothesis page.")
+@click.option("--ref-codebase", default=None, metavar="SLUG",
+              help="The ingested codebase (raw/code/SLUG) the reference runs: its knob defaults join the evidence "
+                   "(found from the run's command or folder when not given).")
+@click.option("--ours-codebase", default=None, metavar="SLUG", help="The same for our run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (the gap.analyze output).")
 @pass_project
-def gap(project, ours, ref, loop_name, no_file, as_json) -> None:
+def gap(project, ours, ref, loop_name, no_file, ref_codebase, ours_codebase, as_json) -> None:
     """Compare OURS with the reference REF (experiment ids, or profile/HLO folders) on evidence: step time and time
     per token by op category, and from the HLO the matmul dtypes, accumulation and layer loops, batch shape, remat,
     fusions, kernels (looked up in the kernel catalog) and collectives; flags and environment as a separate
@@ -27,7 +31,8 @@ def gap(project, ours, ref, loop_name, no_file, as_json) -> None:
     from ..agent.registry import AgentError
 
     try:
-        out = analyze(project, ours, ref, loop_name, not no_file, folders=True)
+        out = analyze(project, ours, ref, loop_name, not no_file, folders=True, ref_codebase=ref_codebase,
+                      ours_codebase=ours_codebase)
     except AgentError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
@@ -41,6 +46,9 @@ def gap(project, ours, ref, loop_name, no_file, as_json) -> None:
     est = out["estimate"]
     if est.get("unexplained_us_per_token") is not None and out["items"]:
         click.echo(f"  unexplained: {est['unexplained_us_per_token']:.4f} of {est['gap_us_per_token']:.4f} µs/token")
+    for role, cb in (out.get("codebases") or {}).items():
+        shown = ", ".join(f"{s['key']}={s['value']}" for s in cb["settings"][:8])
+        click.echo(printable(f"  {role} codebase {cb['codebase']}: {shown or 'no performance settings listed'}"))
     for why in out["not_filed"]:
         click.echo(printable(f"  not filed: {why}"))
     if out["page"]:

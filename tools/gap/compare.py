@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from . import config
 from .facts import low_precision_share, shape_of
 
 MIN_GAP_PCT = 3.0          # a reference less than this much faster (tokens/s, its own runs) has no gap to close
@@ -29,6 +30,9 @@ class Side:
     env_flags: dict = field(default_factory=dict)  # XLA_FLAGS / LIBTPU_INIT_ARGS parts: name -> value
     page: str = ""                               # wiki-relative experiment page ("" for a folder)
     folder: str = ""
+    command: str = ""                            # the record's command line ("" for a folder)
+    codebase: str = ""                           # the ingested codebase its code is ("" when not known)
+    config: list = field(default_factory=list)   # that codebase's performance settings as run (gap/config.py)
 
     @property
     def tokens_per_step(self) -> float | None:
@@ -65,22 +69,6 @@ def flag_parts(value: str) -> dict[str, str]:
     for tok in shlex.split(value or ""):
         k, _, v = tok.partition("=")
         out[k] = v
-    return out
-
-
-def command_flags(command: str) -> dict[str, str]:
-    """The ``--flag value`` / ``--flag=value`` / ``--flag`` pairs of a command line (the script's last one wins)."""
-    toks = shlex.split(command or "")
-    out: dict[str, str] = {}
-    i = 0
-    while i < len(toks):
-        t = toks[i]
-        if t.startswith("--"):
-            k, eq, v = t.partition("=")
-            if not eq and i + 1 < len(toks) and not toks[i + 1].startswith("--"):
-                v, i = toks[i + 1], i + 1
-            out[k] = v
-        i += 1
     return out
 
 
@@ -309,7 +297,8 @@ def _config(o: Side, r: Side) -> list[dict]:
 def differences(ours: Side, ref: Side, catalog: list[dict] | None = None) -> list[dict]:
     items = (_precision(ours, ref) + _accumulation(ours, ref) + _shape(ours, ref) + _remat(ours, ref)
              + _scan(ours, ref) + _fusions(ours, ref) + _kernels(ours, ref, catalog or []) + _collectives(ours, ref))
-    return items + _config(ours, ref)
+    config.attach_evidence(items, ours, ref)
+    return items + _config(ours, ref) + config.items(ours, ref)
 
 
 # ----------------------------------------------------------------------------- the estimate
@@ -384,4 +373,6 @@ def analyze(ours: Side, ref: Side, catalog: list[dict] | None = None, measured: 
             "step": step_rows(ours, ref), "categories_us_per_token": cats, "estimate": est,
             "items": items, "differences": diffs if not faster else [],
             "stages": {"ours": ours.facts.get("stage"), "ref": ref.facts.get("stage")},
-            "config_items": [i["what"] for i in items if i["basis"] == "config"]}
+            "config_items": [i["what"] for i in items if i["basis"] == "config"],
+            "codebases": {role: {"codebase": side.codebase, "settings": config.table(side)}
+                          for role, side in (("ours", ours), ("ref", ref)) if side.codebase}}

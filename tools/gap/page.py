@@ -42,6 +42,26 @@ def _bars(cats: list[dict]) -> list[str]:
     return out + ["```"]
 
 
+def _settings(codebases: dict) -> list[str]:
+    """Each side's performance settings when its code is an ingested codebase (its overview's knob defaults, and
+    what its command overrides)."""
+    out = []
+    for role, label in (("ref", "the reference"), ("ours", "ours")):
+        cb = codebases.get(role)
+        if not cb:
+            continue
+        out += ["", f"## Configuration of {label}: codebase {code(cb['codebase'])}", ""]
+        if not cb["settings"]:
+            out.append("Its overview lists no setting of remat, scan, attention, accumulation or sharding.")
+            continue
+        out += ["| setting | concept | value | from |", "|---|---|---|---|"]
+        for st in cb["settings"]:
+            frm = "the command" if st["source"] == "command" else (
+                f"default, {code(st['where'])}" if st.get("where") else "default")
+            out.append(f"| {code(st['key'])} | {escape(st['concept'])} | {code(st['value'])} | {frm} |")
+    return out
+
+
 def render(analysis: dict, hypothesis_pages: dict[int, str], model: str = "", lane: str = "") -> pages.Page:
     """``hypothesis_pages``: item rank -> wiki-relative page (items not filed have none)."""
     a = analysis
@@ -89,6 +109,7 @@ def render(analysis: dict, hypothesis_pages: dict[int, str], model: str = "", la
         if a.get("config_items"):
             lines += ["", "Items that rest on the command line or environment (a reference from another codebase "
                           "may not share these names): " + "; ".join(escape(x) for x in a["config_items"]) + "."]
+    lines += _settings(a.get("codebases") or {})
     if est.get("gap_us_per_token") is not None:
         lines += ["", "## How the shares were estimated", "", escape(est["how"]) + ".", "",
                   f"Ours {_num(est['ours_us_per_token'], 4)} µs per token, the reference "

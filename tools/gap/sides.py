@@ -4,6 +4,7 @@ and environment) or from a bare profile/HLO folder (no command line: items then 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from .. import safeio
@@ -11,7 +12,8 @@ from ..errors import InputError
 from ..experiments import records
 from ..project import Project
 from ..profiling import summary as summary_mod
-from .compare import FLAG_ENV, Side, command_flags, flag_parts
+from . import config
+from .compare import FLAG_ENV, Side, flag_parts
 from .facts import run_facts
 
 SUMMARY_LIMIT = 64 * 1024 * 1024
@@ -56,7 +58,8 @@ def from_record(project: Project, rec: dict) -> Side:
                                                                      "--profile to compare it")
     side = from_folder(folder, str(rec.get("exp_id")))
     side.metrics = dict(rec.get("metrics") or {})
-    side.flags = command_flags(str(rec.get("command") or ""))
+    side.command = str(rec.get("command") or "")
+    side.flags = config.command_flags(side.command)
     env = dict(rec.get("env") or {})
     xla = env.get("XLA_FLAGS", (rec.get("metrics") or {}).get("xla_flags", ""))
     parts: dict[str, str] = {}
@@ -65,6 +68,51 @@ def from_record(project: Project, rec: dict) -> Side:
         parts.update({k: v for k, v in flag_parts(value).items() if not k.startswith("--xla_dump")})
     side.env_flags = parts
     side.page = str(rec.get("page") or "")
+    slug = codebase_of(project, rec)
+    if slug:
+        with_codebase(project, side, slug, side.command)
+    return side
+
+
+def codebase_of(project: Project, rec: dict) -> str:
+    """The ingested codebase a record's program lives in: its working folder or a path in its command under
+    ``raw/code/<slug>/`` ("" when none, or when that codebase has no knob table)."""
+    code = (project.raw / "code").resolve()
+    words = [str(rec.get("cwd") or "")] + config.tokens(str(rec.get("command") or ""))
+    cwd = project.root / str(rec.get("cwd") or ".")
+    for w in words:
+        if not w or w.startswith("-") or "=" in w:
+            continue
+        for base in (project.root, cwd):
+            p = Path(os.path.normpath(base / w))
+            if p.is_relative_to(code) and p != code:
+                slug = p.relative_to(code).parts[0]
+                if (project.wiki / "codebases" / slug / "knobs.json").is_file():
+                    return slug
+    return ""
+
+
+def codebase_knobs(project: Project, slug: str) -> list[dict]:
+    """The knob table the ingest wrote for ``slug`` (``wiki/codebases/<slug>/knobs.json``)."""
+    rel = f"wiki/codebases/{slug}/knobs.json"
+    if not slug or "/" in slug or "\\" in slug or slug.startswith("."):
+        raise InputError(slug or "''", "not a codebase name (the folder under raw/code/)")
+    path = project.wiki / "codebases" / slug / "knobs.json"
+    if not path.is_file():
+        raise InputError(rel, f"no knob table for codebase {slug!r}: ingest it first (tools ingest raw/code/{slug})")
+    try:
+        data = json.loads(safeio.read_text(path, SUMMARY_LIMIT, within=project.wiki))
+    except (ValueError, safeio.Refused, OSError) as e:
+        raise InputError(rel, f"unreadable knob table ({e}); re-ingest raw/code/{slug}") from None
+    if not isinstance(data, list) or not all(isinstance(k, dict) for k in data):
+        raise InputError(rel, "not a list of knobs; re-ingest the codebase")
+    return data
+
+
+def with_codebase(project: Project, side: Side, slug: str, command: str = "") -> Side:
+    """``side`` with the performance settings of codebase ``slug`` as this run used them."""
+    side.codebase = slug
+    side.config = config.settings(codebase_knobs(project, slug), command, slug)
     return side
 
 

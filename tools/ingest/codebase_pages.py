@@ -14,6 +14,8 @@ from .. import concepts, mdtext
 from ..concepts import CONCEPTS
 from ..gitinfo import GitInfo
 from ..pages import Page, region
+from . import config_knobs
+from .config_knobs import is_test
 from .analyze import RepoModel
 
 CENTRAL_MODULES = 12
@@ -110,13 +112,6 @@ def deciding_functions(model: RepoModel, occ, n: int = 3) -> list[tuple[str, str
 
 def module_page_path(slug: str, module: str) -> str:
     return f"codebases/{slug}/modules/{mdtext.slugify(module)}.md"
-
-
-_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*$|_test\.py$|(?:^|/)conftest\.py$")
-
-
-def is_test(rel: str) -> bool:
-    return bool(_TEST_PATH.search(rel))
 
 
 def central_modules(model: RepoModel, n: int = CENTRAL_MODULES) -> list[tuple[str, int]]:
@@ -309,43 +304,26 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
 
 
 def _config_knobs(model: RepoModel, link) -> str:
-    """Settings in config files that move performance (remat policy, scan, parallelism axes, ...)."""
-    knobs: dict[str, dict] = {}
-    for slug, occ in model.surfaces.items():
-        if slug == "xla-flags":
-            continue  # they have their own table
-        for rel, line, label in occ:
-            if model.scan.files[rel].facts.get("lang") != "config":
-                continue
-            key, _, value = label.partition(": ")
-            k = knobs.setdefault(key, {"concept": slug, "values": Counter(), "files": set(), "first": (rel, line),
-                                       "default": None})
-            if value:
-                k["values"][value] += 1
-                if k["default"] is None and _DEFAULTS_FILE.search(rel):
-                    k["default"] = (value, rel, line)
-            k["files"].add(rel)
-            if is_test(k["first"][0]) and not is_test(rel):
-                k["first"] = (rel, line)
+    knobs = config_knobs.config_knobs(model)
     if not knobs:
         return ""
     rows = []
-    for key, k in sorted(knobs.items(), key=lambda kv: (kv[1]["concept"], kv[0])):
-        values = ", ".join(mdtext.code(v) for v, _ in k["values"].most_common(4))
+    for k in knobs:
+        values = ", ".join(mdtext.code(v) for v in k["values"][:4])
         more = f" +{len(k['values']) - 4}" if len(k["values"]) > 4 else ""
-        rel, line = k["first"]
+        rel, _, line = k["example"].rpartition(":")
         default = "—"
         if k["default"]:
-            v, drel, dline = k["default"]
-            default = f"[{mdtext.code(v)}]({link(drel, dline)})"
-        rows.append([mdtext.code(key), CONCEPTS[k["concept"]].title, default, (values + more) or "—",
-                     str(len(k["files"])), f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"])
+            drel, _, dline = k["default_at"].rpartition(":")
+            default = f"[{mdtext.code(k['default'])}]({link(drel, int(dline))})"
+        rows.append([mdtext.code(k["key"]), CONCEPTS[k["concept"]].title, default, (values + more) or "—",
+                     str(k["files"]), f"[{mdtext.code(k['example'])}]({link(rel, int(line))})"])
     return ("### Configuration knobs\n\nSettings in config and launch files that move performance (the default "
-            "is the value in the repository's base or default config file):\n\n"
+            "is the value in the repository's base or default config file; every knob in "
+            "[knobs.json](knobs.json)):\n\n"
             + mdtext.table(["Setting", "Concept", "Default", "Values seen", "Files", "Example"], rows[:60]))
 
 
-_DEFAULTS_FILE = re.compile(r"(?:^|/)(?:base|defaults?|config)(?:[._-][^/]*)?\.(?:ya?ml|toml|gin|cfg|ini|json)$")
 _MESH_BUILD = re.compile(r"(?:^|\.)(?:Mesh|AbstractMesh|make_mesh|create_device_mesh|create_hybrid_device_mesh)$")
 FLAGS_SHOWN = 60
 _FLAG = re.compile(r"--?((?:xla|libtpu|tpu|megascale)_[a-z0-9_]+)")

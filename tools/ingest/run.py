@@ -18,7 +18,7 @@ from ..kernels.scan import resolve
 from ..kernels.vendored import link_vendored
 from ..project import Project
 from ..writer import Writer
-from . import analyze, codebase_pages, metadata
+from . import analyze, codebase_pages, config_knobs, metadata
 
 
 @dataclass
@@ -193,7 +193,8 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     for page in out_pages:  # one page that cannot be written (a FIFO, someone's Latin-1 file) stops nothing
         _write(report, page.path, lambda page=page: writer.write_page(page))
     files = {f"codebases/{slug}/symbols.tsv": codebase_pages.symbols_tsv(model),
-             f"codebases/{slug}/skipped.tsv": codebase_pages.skipped_tsv(model)}
+             f"codebases/{slug}/skipped.tsv": codebase_pages.skipped_tsv(model),
+             f"codebases/{slug}/knobs.json": config_knobs.knobs_json(model)}
     for rel, text in files.items():
         _write(report, rel, lambda rel=rel, text=text: writer.write_file(rel, text))
     outputs += list(files)

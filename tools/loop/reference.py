@@ -85,6 +85,8 @@ def _value(knob: Knob, kind: str, prop: dict, trunk: dict) -> Any:
         if "attention" in parts and "attention" in words or parts & set(re.split(r"[_\W]+", words)):
             return next((v for v in vals if isinstance(v, str) and set(re.split(r"[_\W]+", v.lower())) & parts),
                         _NONE)
+    if kind == "config_knob" and prop.get("setting") in (knob.name, knob.flag.lstrip("-").replace("-", "_")):
+        return next((v for v in vals if _same(v, prop.get("value"))), _NONE)
     if kind == "flag" and knob.flag == prop.get("flag"):
         return next((v for v in vals if _same(v, prop.get("value"))), _NONE)
     return _NONE
@@ -165,6 +167,8 @@ def gap_against(project: Project, spec: LoopSpec, trunk_rec: dict | None, ref_re
     if key not in _CACHE:
         try:
             ours, ref = sides.from_record(project, trunk_rec), sides.from_record(project, ref_rec)
+            if spec.reference_codebase and ref.codebase != spec.reference_codebase:
+                sides.with_codebase(project, ref, spec.reference_codebase, ref.command)
         except InputError:
             return None
         analysis = compare.analyze(ours, ref, catalog or [], interleaved)

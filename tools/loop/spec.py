@@ -24,6 +24,7 @@ calibrate: 5                         # A/A rounds after the baseline (0: the def
 statistic: min                       # read each run by its fastest steady step (a shared machine); default median
 compile_cache: true                  # timed runs share JAX's compile cache (.tools-cache/jax-compile); default true
 reference: python experiments/llama_train.py --preset small --batch 32   # or an experiment id (docs/gap.md)
+reference_codebase: maxtext          # the ingested codebase the reference runs (found from its command if not given)
 hang_s: 300                          # silent this long: hung (its Python stack taken, then killed)
 memory: {tolerance_pct: 5, max_gb: 16}   # a gain with peak memory up > 5 % counts only while the peak is <= 16 GB
 ```
@@ -115,6 +116,7 @@ class LoopSpec:
     statistic: str = "median"         # a run's tokens/s in comparisons: median steady step, or ``min`` (fastest)
     compile_cache: bool = True        # timed arms share JAX's compile cache (the profiled run never does)
     reference: str = ""               # an experiment id, or a command run once as the reference (docs/gap.md)
+    reference_codebase: str = ""      # the ingested codebase the reference runs (its knob defaults in the gap)
     hang_s: float | None = None       # no output for this long: the run is hung (stack taken, killed)
     memory_tol_pct: float = 5.0       # peak memory growth that holds a gain back ...
     memory_max_gb: float | None = None  # ... unless the peak stays under this (a batch move is a trade)
@@ -268,7 +270,8 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         memory_max_gb=None if mem.get("max_gb") is None else float(mem["max_gb"]),
         protected=_protected(path, data.get("protected")),
         reference=" ".join(map(shlex.quote, data["reference"])) if isinstance(data.get("reference"), list)
-        else str(data.get("reference") or ""))
+        else str(data.get("reference") or ""),
+        reference_codebase=str(data.get("reference_codebase") or ""))
     if "reference" in spec.target and not spec.reference:
         raise InputError(path, "`target: reference` needs a `reference:` (an experiment id or a command)")
     if spec.min_repeats < 2:
