@@ -22,8 +22,17 @@ _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
 _RULE = re.compile(r" {0,3}([-*_=])(?:[ \t]*\1)*[ \t]*$")
 
 
+def _clearly_safe(text: str) -> bool:
+    """Whole-text counts under every per-line or per-paragraph limit: no line can break one (most pages; C-speed)."""
+    return (len(text) <= MAX_LINE_CHARS and text.count("[") <= MAX_BRACKETS_PER_BLOCK
+            and text.count("<") <= MAX_TAGS_PER_BLOCK and text.count(">") <= MAX_QUOTE_DEPTH
+            and text.count("\n") < MAX_RULES_PER_BLOCK and " " * MAX_LIST_INDENT not in text)
+
+
 def problem(text: str) -> str | None:
     """Why ``text`` would be unsafe to hand to the markdown engine, or None."""
+    if _clearly_safe(text):
+        return None
     brackets = tags = rules = 0
     fence = ""
     for n, line in enumerate(text.split("\n"), 1):

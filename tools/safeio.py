@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 DEFAULT_LIMIT = 64 * 1024 * 1024
@@ -40,9 +41,23 @@ def kind(mode: int) -> str:
 
 def _inside(path: Path, within: Path) -> bool:
     try:
-        return path.resolve().is_relative_to(within.resolve())
-    except (OSError, RuntimeError):  # a symlink loop
+        real, top = os.path.realpath(path, strict=False), _real(str(within))
+    except (OSError, RuntimeError, ValueError):  # a symlink loop
         return False
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _real(folder: str) -> str:
+    """``folder`` with every link resolved, remembered for a moment (a scan checks thousands of files against one
+    folder; a folder moved in the meantime is seen within a second)."""
+    now = time.monotonic()
+    hit = _REAL.get(folder)
+    if hit is None or now - hit[1] > 1.0:
+        hit = _REAL[folder] = (os.path.realpath(folder), now)
+    return hit[0]
+
+
+_REAL: dict[str, tuple[str, float]] = {}
 
 
 def read_bytes(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Path | None = None) -> bytes:

@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 import yaml
@@ -34,8 +34,7 @@ REF_KEYS = {"model": "models", "hypothesis": "hypotheses", "repo": "codebases",
             "experiment": "experiments", "source": "sources"}
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):  # a tuple: 160,000 of them are made per lint of a large wiki
     target: str  # as written, e.g. "../concepts/remat.md#policies"
     line: int  # 1-based line in the file
     kind: str  # "md" ([t](x) or ![t](x)), "ref" ([t]: x), "wiki" ([[x]]), "auto" (<scheme:...>)
@@ -151,46 +150,65 @@ def first_heading(body: str) -> str | None:
 
 # ---------------------------------------------------------------- anchors
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_ATTR_ID = re.compile(r"\{[^}]*#([\w.:-]+)[^}]*\}\s*$")
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+ATTR_ID = re.compile(r"\{[^}]*#([\w.:-]+)[^}]*\}\s*$")
 _HTML_ID = re.compile(r"""<[a-zA-Z][^>]*\s(?:id|name)\s*=\s*["']([^"']+)["']""")
+
+
+_NOT_SLUG = re.compile(r"[^\w\s-]")
+_SLUG_GAPS = re.compile(r"[-\s]+")
 
 
 def heading_slug(text: str) -> str:
     """The id Python-Markdown's toc extension gives a heading (its default ``slugify``)."""
     text = _INLINE_MD.sub(lambda m: m.group(1) or m.group(2) or "", text)
-    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
-    return re.sub(r"[-\s]+", "-", text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return _SLUG_GAPS.sub("-", _NOT_SLUG.sub("", text).strip().lower())
 
 
 _INLINE_MD = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)|`([^`\n]*)`")  # linear: a label holds no "["
 
 
-def anchors(body: str) -> set[str]:
-    """Ids a link can target in this page: heading slugs (deduplicated like toc: x, x_1), {#ids}, html ids."""
-    out: set[str] = set()
+@dataclass(frozen=True)
+class Heading:
+    index: int      # body line index
+    text: str       # as written, an explicit {#id} included
+    id: str         # the id the page gives it: its {#id}, else its slug (deduplicated like toc: x, x_1)
+    explicit: bool  # the id is written ({#id})
+
+
+def headings(body: str) -> tuple[list[Heading], set[str]]:
+    """The page's headings outside code blocks, and every id a link can target in it (heading ids, html ids)."""
+    out: list[Heading] = []
+    ids: set[str] = set()
     lines = body.split("\n")
     mask = code_mask(lines) if ("```" in body or "~~~" in body) else None
     for i, ln in enumerate(lines):
         if mask is not None and mask[i]:
             continue
-        m = _HEADING.match(ln)
+        m = HEADING.match(ln) if ln[:1] == "#" or ln[:1] == " " else None
         if m:
             text = m.group(2)
-            explicit = _ATTR_ID.search(text)
+            explicit = ATTR_ID.search(text)
             if explicit:
-                out.add(explicit.group(1))
-                continue
-            base = heading_slug(_ATTR_ID.sub("", text))
-            slug, n = base, 0
-            while slug in out:
-                n += 1
-                slug = f"{base}_{n}"
-            out.add(slug)
+                ident = explicit.group(1)
+            else:
+                base = heading_slug(text)
+                ident, n = base, 0
+                while ident in ids:
+                    n += 1
+                    ident = f"{base}_{n}"
+            ids.add(ident)
+            out.append(Heading(i, text, ident, bool(explicit)))
         if "<" in ln:
-            out.update(_HTML_ID.findall(ln))
-    return out
+            ids.update(_HTML_ID.findall(ln))
+    return out, ids
+
+
+def anchors(body: str) -> set[str]:
+    """Ids a link can target in this page: heading slugs (deduplicated like toc: x, x_1), {#ids}, html ids."""
+    return headings(body)[1]
 
 
 # ---------------------------------------------------------------- links
@@ -298,12 +316,15 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 def is_external(target: str) -> bool:
     """A URL with a scheme (https:, mailto:, file:) or a protocol-relative //host link."""
-    return bool(_SCHEME.match(target)) or target.startswith("//")
+    if target.startswith("//"):
+        return True
+    return ":" in target and bool(_SCHEME.match(target))
 
 
 def split_target(target: str) -> tuple[str, str]:
     """("path", "#anchor?query") with the path URL-decoded."""
-    cut = min((k for k in (target.find("#"), target.find("?")) if k != -1), default=len(target))
+    h, q = target.find("#"), target.find("?")
+    cut = len(target) if h == q == -1 else h if q == -1 or -1 < h < q else q
     return unquote(target[:cut]), target[cut:]
 
 
@@ -311,8 +332,8 @@ def resolve(page_rel: str, path: str) -> str:
     """Wiki-relative path of link ``path`` from page ``page_rel`` ('/' = wiki root; '../' kept in front)."""
     if path.startswith("/"):
         return posixpath.normpath(path.lstrip("/"))
-    base = posixpath.dirname(page_rel)
-    return posixpath.normpath(posixpath.join(base, path) if base else path)
+    base = page_rel.rpartition("/")[0]
+    return posixpath.normpath(f"{base}/{path}" if base else path)
 
 
 def slug(text: Any) -> str:

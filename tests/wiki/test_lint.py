@@ -253,7 +253,7 @@ def test_exit_codes_and_output(kb, invoke):
     assert data["errors"] == 2 and data["warnings"] == 1 and data["ok"] is False
     assert data["problems"][1] == {"path": "wiki/concepts/a.md", "line": 8, "code": "broken-link",
                                    "severity": "error", "message": "nope.md -> wiki/concepts/nope.md does not exist",
-                                   "fixable": False}
+                                   "fixable": False, "cause": "missing:wiki/concepts/nope.md"}
     fixed = invoke("lint", "--fix", root=kb.root)
     assert "fixed wiki/index.md: updated (1 pages)" in fixed.output and fixed.exit_code == 1
     (kb.wiki / "concepts/a.md").write_text(page("A", "concept", "# A\n"))  # link gone: warnings only
@@ -342,3 +342,48 @@ def test_links_into_an_absent_code_tree_are_one_problem_with_a_count(kb):
     broken = [i for i in report.issues if i.code == "broken-link"]
     assert [(i.path, i.line) for i in broken] == [("wiki/concepts/a.md", 58)]  # a file missing from a tree that is here
     assert set(report.as_dict()) == {"pages", "errors", "warnings", "ok", "seconds", "fixed", "problems"}
+
+
+CATALOG = "\n".join(["# Cache", "", "### `TransformerCache` · implements/extends BaseCache", "", "Keeps K and V.", "",
+                     "### `KVCache` · implements/extends BaseCache", "", "```python",
+                     "### `NotAHeading` inside code", "```", "", "### `BaseCache`", ""])
+
+
+def test_symbol_anchors_are_one_finding_and_fixed_with_heading_ids(kb, invoke):
+    """The hand-kept catalog shape: links name `#Symbol`, headings read "`Symbol` · implements/extends Base"."""
+    import markdown
+
+    write(kb.wiki, "concepts/cache.md", page("Cache", "concept", CATALOG))
+    for n in range(12):  # 24 links naming symbols no heading id carries, from 12 pages (and #BaseCache below)
+        write(kb.wiki, f"concepts/user{n}.md", page(f"U{n}", "concept", f"# U{n}\n\n[t](cache.md#TransformerCache) "
+                                                                       f"[k](cache.md#KVCache) [c](cache.md)\n"))
+    write(kb.wiki, "concepts/old.md", page("Old", "concept", "# Old\n\n"
+                                           "[by its id](cache.md#transformercache-implementsextends-basecache) "
+                                           "[base](cache.md#BaseCache) [gone](cache.md#Nope)\n"))
+    linked(kb, *[f"concepts/user{n}.md" for n in range(12)], "concepts/old.md")
+    report = lint.run(kb)
+    anchors = [i for i in report.issues if i.code == "broken-anchor"]
+    assert len(anchors) == 26 and sum(i.cause == "symbol-anchor" and i.fixable for i in anchors) == 25
+    assert {i.cause for i in anchors} == {"symbol-anchor", "anchor-into:concepts/cache.md"}  # #Nope: no heading
+    out = invoke("lint", root=kb.root).output.splitlines()
+    head = [ln for ln in out if ln.startswith("broken-anchor x25 in 13 pages (warnings): links name `#Symbol`")]
+    assert len(head) == 1 and "tools lint --fix" in out[out.index(head[0]) + 1]
+    assert sum(ln.startswith("  e.g. wiki/concepts/") for ln in out) == 3
+    assert not any("cache.md#KVCache" in ln and not ln.startswith("  e.g.") for ln in out)  # no line per link
+    assert sum("cache.md#Nope" in ln for ln in out) == 1  # a cause with one instance stays a line
+    data = json.loads(invoke("lint", "--json", root=kb.root).output)
+    assert sum(p["code"] == "broken-anchor" for p in data["problems"]) == 26  # every instance kept
+    assert [(g["code"], g["cause"], g["count"], g["pages"]) for g in data["groups"]] == [
+        ("broken-anchor", "symbol-anchor", 25, 13)]
+
+    fixed = invoke("lint", "--fix", root=kb.root)
+    assert "heading id `TransformerCache` (its old id `transformercache-implementsextends-basecache` kept)" \
+        in fixed.output and "heading id `KVCache`" in fixed.output
+    text = (kb.wiki / "concepts/cache.md").read_text()
+    assert '### `KVCache` · implements/extends BaseCache {#KVCache}' in text
+    assert "### `NotAHeading` inside code\n" in text and "### `BaseCache` {#BaseCache}\n" in text  # code: untouched
+    left = [i for i in lint.run(kb).issues if i.code == "broken-anchor"]
+    assert [i.message.split(":")[0] for i in left] == ["cache.md#Nope"]
+    html = markdown.markdown(text.split("---\n", 2)[2], extensions=["toc", "attr_list"])
+    for ident in ("TransformerCache", "transformercache-implementsextends-basecache", "KVCache", "BaseCache"):
+        assert f'id="{ident}"' in html  # what the site will have, both the new id and the one links used

@@ -79,6 +79,19 @@ class LintProblem(BaseModel):
     severity: str
     message: str
     fixable: bool = False
+    cause: str | None = Field(None, description="what many instances share (symbol-anchor, missing:<target>, ...)")
+
+
+class LintGroup(BaseModel):
+    code: str
+    severity: str
+    cause: str
+    count: int
+    pages: int = Field(description="pages holding an instance")
+    what: str
+    fix: str
+    fixable: bool
+    examples: list[LintProblem]
 
 
 class LintOut(BaseModel):
@@ -88,6 +101,8 @@ class LintOut(BaseModel):
     ok: bool = Field(description="no errors (warnings allowed): `tools lint` exits 0")
     by_code: dict[str, int]
     problems: list[LintProblem]
+    groups: list[LintGroup] = Field([], description="causes with many instances, biggest first (every instance "
+                                                    "is also in problems)")
     fixed: list[str] = Field([], description="what `tools lint --fix` repaired before this check")
 
 
@@ -242,8 +257,11 @@ def lint_out(report, limit: int | None = None) -> dict:
     from collections import Counter
 
     out = {k: v for k, v in report.as_dict().items() if k != "seconds"}  # the same question, the same answer
+    from ..lint.groups import grouped
+
     return {**out, "by_code": dict(Counter(i.code for i in report.issues)),
-            "problems": [i.as_dict() for i in report.issues[:limit]]}
+            "problems": [i.as_dict() for i in report.issues[:limit]],
+            "groups": [g.as_dict() for g in grouped(report.issues)[0]]}
 
 
 # ---------------------------------------------------------------- kernels

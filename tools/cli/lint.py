@@ -17,9 +17,12 @@ from .common import pass_project, printable
 def lint(project, fix: bool, as_json: bool, quiet: bool) -> None:
     """Check wiki/: broken links, orphans, frontmatter, experiment ids, index drift, stale pages.
 
-    Prints `path:line: code: message` lines and a summary; exits 1 when errors remain.
+    Prints `path:line: code: message` lines and a summary; a cause with many instances (links naming `#Symbol`
+    anchors no heading defines, links to one missing page) is printed once, with its count, first examples and
+    the fix. Exits 1 when errors remain.
     """
     from ..lint import ERROR, run
+    from ..lint.groups import grouped
 
     report = run(project, fix=fix)
     if as_json:  # the registry's `wiki.lint` output, every problem listed
@@ -29,7 +32,12 @@ def lint(project, fix: bool, as_json: bool, quiet: bool) -> None:
     else:
         for line in report.fixed:
             click.echo(f"fixed {printable(line)}")
-        for i in report.issues:
+        groups, single = grouped(report.issues)
+        for g in groups:  # one finding per cause with many instances (--json lists every one)
+            if not quiet or g.severity == ERROR:
+                for line in g.lines():
+                    click.echo(printable(line))
+        for i in single:
             if not quiet or i.severity == ERROR:
                 click.echo(printable(str(i)))
         click.echo(report.summary())

@@ -6,7 +6,9 @@ bad page. Fixes go through the writer and are followed by a fresh scan, so the r
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..project import Project
@@ -51,8 +53,9 @@ def check(project: Project, wiki: Wiki | None = None) -> list[Issue]:
     """All problems, sorted by path, line and code."""
     wiki = wiki if wiki is not None else scan(project.wiki)
     out: list[Issue] = []
-    resolved = links.resolve_all(wiki, links.Resolver(project, wiki))
-    out += links.check_links(resolved, project.root)
+    res = links.Resolver(project, wiki)
+    resolved = links.resolve_all(wiki, res)
+    out += links.check_links(resolved, project.root, res)
     out += links.check_orphans(wiki, resolved)
     out += checks.check_frontmatter(wiki)
     out += checks.check_experiment_ids(wiki)
@@ -62,9 +65,27 @@ def check(project: Project, wiki: Wiki | None = None) -> list[Issue]:
     return sorted(set(out))
 
 
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off for one lint: a large wiki makes ~10^6 short-lived tuples and strings and
+    no cycles, and the collector's passes over the whole scan took a third of the time (measured at 4,000 pages)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def run(project: Project, fix: bool = False, today: str | None = None) -> Report:
     """Lint the project's wiki; with ``fix``, repair what is mechanical first and report what remains."""
     project.require_wiki()
+    with _collector_paused():
+        return _run(project, fix, today)
+
+
+def _run(project: Project, fix: bool, today: str | None) -> Report:
     t0 = time.perf_counter()
     wiki = scan(project.wiki)
     issues = check(project, wiki)

@@ -4,7 +4,9 @@
 - file:// and absolute-path links to files inside the project -> relative links;
 - missing frontmatter -> ``type`` from the folder, ``title`` from the first heading or file name;
 - missing ``title`` / ``type`` keys -> the same inference;
-- index missing, drifted or stale -> rebuilt.
+- index missing, drifted or stale -> rebuilt;
+- links naming ``#Symbol`` where a heading of the target starts with that symbol -> the heading gets the id
+  (``{#Symbol}``; an id other links already use is kept as an inline anchor).
 
 Link rewrites change only the link text on its line (frontmatter bytes untouched); frontmatter
 additions re-render the frontmatter (created/updated stamped as for any page write).
@@ -114,6 +116,62 @@ def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
     return [f"wiki/{page.rel}: {what} ({', '.join(added)})"]
 
 
+def _symbol_targets(wiki: Wiki, res: links.Resolver) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(page -> the ``#Symbol`` fragments links name that a heading of it starts with; page -> the heading ids
+    links already use, which must keep working)."""
+    want: dict[str, set[str]] = {}
+    used: dict[str, set[str]] = {}
+    for _page, link, t in links.resolve_all(wiki, res):
+        if t.rel is None or t.status not in (links.ANCHOR, links.OK):
+            continue
+        frag = links.fragment(link.target)
+        if not frag:
+            continue
+        if t.status == links.ANCHOR and res.symbol_heading(t.rel, frag):
+            want.setdefault(t.rel, set()).add(frag)
+        elif t.status == links.OK:
+            used.setdefault(t.rel, set()).add(frag)
+    return want, used
+
+
+def _with_ids(text: str, rel: str, frags: set[str], used: set[str]) -> tuple[str | None, list[str]]:
+    """Each heading starting with one of ``frags`` gets that id (``{#Symbol}``, attr_list); a heading whose own id
+    links already use keeps it as an inline anchor."""
+    page = parse_page(rel, text, links=False)
+    if page.text is None or page.error:
+        return None, []
+    offset = page.body_line - 1
+    lines = text.split("\n")
+    done = []
+    for sym, i in links.symbol_headings(page.body).items():
+        if sym not in frags:
+            continue
+        n = offset + i
+        m = links.HEADING.match(lines[n])
+        if not m:
+            continue
+        old_id = links.heading_slug(m.group(2))
+        keep = f' <a id="{old_id}"></a>' if old_id in used else ""
+        lines[n] = f"{lines[n].rstrip()}{keep} {{#{sym}}}"
+        done.append(f"wiki/{rel}:{n + 1}: heading id `{sym}`" + (f" (its old id `{old_id}` kept)" if keep else ""))
+    return ("\n".join(lines) if done else None), done
+
+
+def fix_symbol_anchors(wiki: Wiki, res: links.Resolver, writer: Writer) -> list[str]:
+    want, used = _symbol_targets(wiki, res)
+    fixed: list[str] = []
+    for rel, frags in sorted(want.items()):
+        done: list[str] = []
+
+        def change(text: str, rel=rel, frags=frags) -> str | None:
+            new, lines = _with_ids(text, rel, frags, used.get(rel, set()))
+            done[:] = lines
+            return new
+        if writer.update_file(rel, change) != UNCHANGED:
+            fixed += done
+    return fixed
+
+
 def apply(project: Project, wiki: Wiki, issues: list[Issue], today: str | None = None) -> list[str]:
     """Repair the fixable issues; return one line per repair (also logged to wiki/log.md)."""
     writer = Writer(project.wiki, today=today)
@@ -129,6 +187,8 @@ def apply(project: Project, wiki: Wiki, issues: list[Issue], today: str | None =
             fixed += fix_links(wiki.by_rel[rel], res, writer)
     for rel in sorted(set().union(*(by_code.get(c, set()) for c in META_CODES))):
         fixed += fix_meta(wiki.by_rel[rel], writer)
+    if "broken-anchor" in by_code:
+        fixed += fix_symbol_anchors(wiki, links.Resolver(project, wiki), writer)
     if fixed or any(c in by_code for c in INDEX_CODES):
         fresh = scan(project.wiki, links=False)  # repairs above can move counts and summaries
         if any(c in by_code for c in INDEX_CODES) or check_index(fresh):
@@ -136,7 +196,7 @@ def apply(project: Project, wiki: Wiki, issues: list[Issue], today: str | None =
             if result.status != UNCHANGED:
                 fixed.append(f"wiki/{wikiindex.INDEX}: {result.status} ({result.pages} pages)")
     if fixed:
-        kinds = Counter("frontmatter" if ": frontmatter " in ln else
+        kinds = Counter("frontmatter" if ": frontmatter " in ln else "heading id" if ": heading id " in ln else
                         "index" if ln.startswith(f"wiki/{wikiindex.INDEX}: ") else "link" for ln in fixed)
         head = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
         more = [f"... (+{len(fixed) - LOG_LIMIT} more)"] if len(fixed) > LOG_LIMIT else []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 ERROR, WARNING = "error", "warning"
 
@@ -18,7 +18,8 @@ CODES: dict[str, tuple[str, str]] = {
     "no-metrics": (ERROR, "an experiment with verdict `supported` has no metrics"),
     "missing-section": (WARNING, "a section the page type expects is missing"),
     "broken-link": (ERROR, "a relative link whose target does not exist"),
-    "broken-anchor": (WARNING, "a link to a page that exists, with a #fragment that names no heading or id there"),
+    "broken-anchor": (WARNING, "a link to a page that exists, with a #fragment that names no heading or id there "
+                               "(fixable when the fragment is the symbol a heading starts with: `{#Symbol}`)"),
     "wikilink": (ERROR, "a [[wikilink]] (fixable when the target resolves to one page)"),
     "file-link": (ERROR, "an absolute file:// link (fixable when it points inside the project)"),
     "absolute-link": (ERROR, "a link with an absolute path (fixable when the target exists)"),
@@ -35,23 +36,25 @@ CODES: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True, order=True)
-class Issue:
+class Issue(NamedTuple):  # a tuple: ordered, hashable, and cheap at the 70,000 findings of a large hand-kept wiki
     path: str  # relative to the project root, posix
     line: int  # 0 when the problem has no line
     code: str
     message: str
     severity: str = ERROR
     fixable: bool = False
+    cause: str = ""  # what many instances share (``symbol-anchor``, ``missing:<target>``): shown as one group
+
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.code}: {self.message}"
 
     def as_dict(self) -> dict:
-        return {"path": self.path, "line": self.line or None, "code": self.code, "severity": self.severity,
-                "message": self.message, "fixable": self.fixable}
+        out = {"path": self.path, "line": self.line or None, "code": self.code, "severity": self.severity,
+               "message": self.message, "fixable": self.fixable}
+        return {**out, "cause": self.cause} if self.cause else out
 
 
-def issue(path: str, line: int | None, code: str, message: str, fixable: bool = False) -> Issue:
-    return Issue(path, line or 0, code, message, CODES[code][0], fixable)
+def issue(path: str, line: int | None, code: str, message: str, fixable: bool = False, cause: str = "") -> Issue:
+    return Issue(path, line or 0, code, message, CODES[code][0], fixable, cause)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..project import Project
-from ..wikiscan import Link, Wiki, WikiPage, anchors, heading_slug, is_external, resolve, slug, split_target
+from ..wikiscan import (HEADING, Heading, Link, Wiki, WikiPage, heading_slug, headings, is_external, resolve, slug,
+                        split_target)
 from .issues import issue
 
 NOT_COUNTED = ("index.md", "log.md")  # their links do not save a page from being an orphan
@@ -19,8 +21,7 @@ OK, EXTERNAL, BROKEN, WIKI, FILE, ABSOLUTE, SKIP = "ok", "external", "broken", "
 ANCHOR = "anchor"  # the page exists, the #fragment names no heading or id in it
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     status: str  # one of the constants above
     rel: str | None = None  # wiki-relative page/file it points at (internal targets)
     fix: str | None = None  # a replacement target, when one is known
@@ -36,7 +37,10 @@ class Resolver:
         self.wiki_abs = str(Path(wiki.root).resolve())
         self._exists: dict[str, bool] = {}
         self._names: dict[str, dict[str, list[str]]] | None = None
-        self._anchors: dict[str, set[str]] = {}
+        self._headings: dict[str, tuple[list[Heading], set[str]]] = {}
+        self._symbols: dict[str, set[str]] = {}
+        self._targets: dict[tuple[str, str, str], Target] = {}
+        self._dirs: dict[tuple[str, str], str] = {}
 
     # --------------------------------------------------------- helpers
 
@@ -65,6 +69,15 @@ class Resolver:
     # --------------------------------------------------------- resolution
 
     def resolve(self, page: WikiPage, link: Link) -> Target:
+        """What ``link`` on ``page`` points at. The answer depends on the page's folder and the link alone, so it
+        is computed once per (folder, kind, target): catalog pages of one folder link the same targets."""
+        key = (page.rel.rpartition("/")[0], link.kind, link.target)
+        hit = self._targets.get(key)
+        if hit is None:
+            hit = self._targets[key] = self._resolve(page, link)
+        return hit
+
+    def _resolve(self, page: WikiPage, link: Link) -> Target:
         raw = link.target.strip()
         if link.kind == "wiki":
             hit = self.wikilink(link.target)
@@ -93,7 +106,7 @@ class Resolver:
                 if self.internal(inside):
                     fix = self.relative_from(page.rel, inside)
             return Target(ABSOLUTE, None, fix + anchor if fix else None)
-        joined = resolve(page.rel, path)
+        joined = self._join(page.rel.rpartition("/")[0], path)
         if not joined.startswith("../") and joined != "..":
             if not self.internal(joined):
                 return Target(BROKEN, "wiki/" + joined)
@@ -103,15 +116,42 @@ class Resolver:
         root_rel = posixpath.normpath("wiki/" + joined)
         return Target(OK) if self.exists_outside(root_rel) else Target(BROKEN, root_rel)
 
-    def has_anchor(self, rel: str, anchor: str) -> bool:
+    def _page_headings(self, rel: str) -> tuple[list[Heading], set[str]] | None:
         page = self.wiki.by_rel.get(rel)
         if page is None or page.text is None:
+            return None
+        hit = self._headings.get(rel)
+        if hit is None:
+            hit = self._headings[rel] = headings(page.body)
+        return hit
+
+    def _join(self, base: str, path: str) -> str:
+        """``resolve(page, path)`` with the folder part normalised once per (page folder, link folder): a page's
+        links point into few folders, and ``posixpath.normpath`` is most of a link's cost."""
+        folder, _, name = path.rpartition("/")
+        if name in ("", ".", "..") or path.startswith("/"):
+            return resolve(base + "/x" if base else "x", path)
+        key = (base, folder)
+        hit = self._dirs.get(key)
+        if hit is None:
+            hit = self._dirs[key] = posixpath.normpath(f"{base}/{folder}" if base else folder or ".")
+        return name if hit == "." else f"{hit}/{name}"
+
+    def has_anchor(self, rel: str, anchor: str) -> bool:
+        found = self._page_headings(rel)
+        if found is None:
             return True  # not a page we can read (an image, a folder): nothing to check
-        ids = self._anchors.get(rel)
-        if ids is None:
-            ids = self._anchors[rel] = anchors(page.body)
         frag = unquote(anchor[1:].split("?", 1)[0])
-        return frag in ids  # fragments are case-sensitive in browsers
+        return frag in found[1]  # fragments are case-sensitive in browsers
+
+    def symbol_heading(self, rel: str, frag: str) -> bool:
+        """Does a heading of ``rel`` start with the symbol ``frag`` (``### `Frag` · implements ...``) while its id
+        is something else? Then links naming ``#Frag`` follow a scheme the page's headings do not carry."""
+        syms = self._symbols.get(rel)
+        if syms is None:
+            found = self._page_headings(rel)
+            syms = self._symbols[rel] = set(_symbols(found[0])) if found else set()
+        return frag in syms
 
     def _name_maps(self) -> dict[str, dict[str, list[str]]]:
         if self._names is None:
@@ -143,6 +183,29 @@ class Resolver:
         return None
 
 
+_SYMBOL = re.compile(r"^`?([A-Za-z_][\w.]*)`?(?=\s|$|\(|\[)")
+
+
+def _symbols(heads: list[Heading]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for h in heads:
+        if h.explicit:
+            continue
+        sym = _SYMBOL.match(h.text)
+        if sym and h.id != sym.group(1):
+            out.setdefault(sym.group(1), h.index)
+    return out
+
+
+def symbol_headings(body: str) -> dict[str, int]:
+    """Headings that start with a symbol and carry no explicit id: symbol -> body line index (the first one)."""
+    return _symbols(headings(body)[0])
+
+
+def fragment(target: str) -> str:
+    return unquote(split_target(target)[1][1:].split("?", 1)[0])
+
+
 Resolved = list[tuple[WikiPage, Link, Target]]
 
 
@@ -162,8 +225,9 @@ def _absent_tree(rel: str | None, root: Path | None) -> str | None:
     return tree if not (root / tree).exists() else None
 
 
-def check_links(resolved: Resolved, root: Path | None = None) -> list:
-    """Link problems, one per link; links into a code tree absent from this clone are one problem per tree."""
+def check_links(resolved: Resolved, root: Path | None = None, res: Resolver | None = None) -> list:
+    """Link problems, one per link, each with its cause (``issues.Issue.cause``) where many can share one; links
+    into a code tree absent from this clone are one problem per tree."""
     out = []
     absent: dict[str, list[tuple[str, int]]] = {}
     for page, link, t in resolved:
@@ -174,13 +238,18 @@ def check_links(resolved: Resolved, root: Path | None = None) -> list:
             absent.setdefault(tree, []).append((where, link.line))
             continue
         if t.status == BROKEN:
-            out.append(issue(where, link.line, "broken-link", f"{link.target} -> {t.rel} does not exist"))
+            out.append(issue(where, link.line, "broken-link", f"{link.target} -> {t.rel} does not exist",
+                             cause=f"missing:{t.rel}"))
         elif t.status == ANCHOR:
+            symbol = res is not None and res.symbol_heading(t.rel, fragment(link.target))
             out.append(issue(where, link.line, "broken-anchor",
-                             f"{link.target}: no such heading or id in wiki/{t.rel}"))
+                             f"{link.target}: no such heading or id in wiki/{t.rel}"
+                             + (" (a heading starts with that symbol: --fix gives it the id)" if symbol else ""),
+                             fixable=symbol, cause="symbol-anchor" if symbol else f"anchor-into:{t.rel}"))
         elif t.status == WIKI:
             how = f"use [{_label(link)}]({t.fix})" if t.fix else "no unique page matches; use a relative link"
-            out.append(issue(where, link.line, "wikilink", f"[[{link.target}]]: {how}", bool(t.fix)))
+            out.append(issue(where, link.line, "wikilink", f"[[{link.target}]]: {how}", bool(t.fix),
+                             cause="wikilink" if t.fix else ""))
         elif t.status == FILE:
             how = f"use {t.fix}" if t.fix else "outside the project or missing"
             out.append(issue(where, link.line, "file-link", f"{link.target}: {how}", bool(t.fix)))
