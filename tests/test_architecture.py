@@ -14,7 +14,7 @@ DOC = TOOLS.parent / "docs" / "architecture.md"
 # lowest first; a package may import its own floor's packages and any lower floor's, never a higher one
 FLOORS = [
     ["errors", "safeio", "mdtext", "mdrisk", "downlevel", "pysource", "pages", "project", "gitinfo", "writer",
-     "wikiscan", "wikiindex", "concepts", "treewalk", "plugins", "htmlpage"],
+     "wikiscan", "mdsections", "wikiindex", "concepts", "treewalk", "plugins", "htmlpage"],
     ["kernels", "llm", "search", "runners"],
     ["sources", "query", "lint", "profiling"],
     ["ingest"],

@@ -176,6 +176,7 @@ class Heading:
     text: str       # as written, an explicit {#id} included
     id: str         # the id the page gives it: its {#id}, else its slug (deduplicated like toc: x, x_1)
     explicit: bool  # the id is written ({#id})
+    level: int = 1  # 1 for #, 6 for ######
 
 
 def headings(body: str) -> tuple[list[Heading], set[str]]:
@@ -200,7 +201,7 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
                     n += 1
                     ident = f"{base}_{n}"
             ids.add(ident)
-            out.append(Heading(i, text, ident, bool(explicit)))
+            out.append(Heading(i, text, ident, bool(explicit), len(m.group(1))))
         if "<" in ln:
             ids.update(_HTML_ID.findall(ln))
     return out, ids

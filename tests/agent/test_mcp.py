@@ -29,6 +29,7 @@ CALLS = {  # one call per read operation
     "exp.best": {"model": "m", "lane": "l"},
     "exp.crashes": {"model": "m"},
     "hypotheses.list": {},
+    "raw.read": {"path": "code/tiny/tinymodel/layers.py", "line": 2, "context": 1},
 }
 
 
@@ -88,6 +89,7 @@ def test_every_read_operation_over_mcp_equals_the_cli(kb):
     assert hist["filed"] == 2 and hist["verdicts"]["supported"] == 1 and hist["keep_rate"] == 1.0
     assert [r["verdict"] for r in hist["frontier"]][1:] == ["supported"] and hist["frontier"][0]["role"] == "baseline"
     assert hist["plateau"] == 0
+    assert results["raw.read"]["start"] == 1 and results["raw.read"]["path"] == "code/tiny/tinymodel/layers.py"
     assert results["exp.best"]["best"]["s/cpu"]["verdict"] == "supported"
 
 
@@ -103,6 +105,24 @@ def test_traversal_is_refused(kb, path):
     assert is_error and ("not a path inside" in text or "leaves wiki/" in text or "symlink" in text), text
     cli = tools(kb, "wiki", "read", "--args", json.dumps({"path": path}))
     assert cli.returncode == 1 and "root:x:0:0" not in cli.stdout + cli.stderr
+
+
+@pytest.mark.parametrize("path", ["../wiki/index.md", "/etc/passwd", "code/tiny/../../mkdocs.yml", "code/passwd",
+                                  "raw/\x00x.py"])
+def test_raw_reads_stay_in_raw(kb, path):
+    import os
+
+    from tools.agent.server import build
+
+    if not (kb / "raw/code/passwd").is_symlink():
+        os.symlink("/etc/passwd", kb / "raw/code/passwd")
+
+    async def body(c):
+        r = await c.call_tool("raw_read", {"path": path})
+        return r.is_error, r.content[0].text
+    is_error, text = run(_session(build(Project(kb)), body))
+    assert is_error and ("not a path inside" in text or "leaves raw/" in text), text
+    assert "root:x:0:0" not in text
 
 
 def test_resource_template_reads_pages_and_refuses_traversal(kb):

@@ -123,3 +123,37 @@ def test_config_knobs_show_defaults_and_whole_lists(tmp_path):
     assert "| [`full`](" in remat and "configs/base.yml#L1" in remat  # the default, from the base config
     mesh = next(ln for ln in knobs.splitlines() if ln.startswith("| `mesh_axes`"))
     assert "['data', 'fsdp', 'tensor']" in mesh  # the whole flow list, not "["
+
+
+def test_knobs_read_every_value_multiline_lists_offers_and_families(tmp_path):
+    """The shapes of MaxText's configs (labelled facts): a default the concept pattern does not match, a list of
+    rules over many lines, values offered by a comment, a second family's base file, golden test data."""
+    import json
+
+    kb = new_kb(tmp_path)
+    repo = kb / "raw/code/cfg"
+    for d in ("configs/models", "configs/gpu", "tests/golden_data", "testdata"):
+        (repo / d).mkdir(parents=True)
+    (repo / "configs/base.yml").write_text(
+        "# Choose 'remat_policy' between 'minimal', 'save_dot_except_mlp' and 'full'.\n"
+        "remat_policy: 'full'\n"
+        "attention: 'autoselected' # Supported attention: autoselected, dot_product, flash, cudnn_flash_te\n"
+        "logical_axis_rules: [\n  ['embed', ['fsdp', 'sequence']],\n  # a comment inside\n"
+        "  ['vocab', ['tensor']],\n]\n")
+    (repo / "configs/models/big.yml").write_text("attention: flash\nremat_policy: minimal\n")
+    (repo / "configs/gpu/base.yml").write_text("attention: cudnn_flash_te\n")
+    (repo / "testdata/base.yml").write_text("remat_policy: nothing_from_testdata\n")
+    (repo / "tests/golden_data/dump.yml").write_text("attention: golden_value\n")
+    assert run(kb, "ingest", "raw/code/cfg", "-q").exit_code in (0, 3)
+    knobs = {k["key"]: k for k in json.loads((kb / "wiki/codebases/cfg/knobs.json").read_text())}
+    att = knobs["attention"]
+    assert att["default"] == "autoselected" and att["default_at"] == "configs/base.yml:3"
+    assert att["offered"] == ["autoselected", "dot_product", "flash", "cudnn_flash_te"]
+    assert set(att["values"]) == {"autoselected", "flash", "cudnn_flash_te"}  # no golden dump
+    assert att["defaults"] == [{"file": "configs/gpu/base.yml", "value": "cudnn_flash_te"}]
+    remat = knobs["remat_policy"]
+    assert remat["offered"] == ["minimal", "save_dot_except_mlp", "full"]
+    assert "nothing_from_testdata" not in remat["values"]
+    assert knobs["logical_axis_rules"]["default"] == "[['embed', ['fsdp', 'sequence']], ['vocab', ['tensor']]]"
+    overview = (kb / "wiki/codebases/cfg/overview.md").read_text()
+    assert "(its comment offers `autoselected`, `dot_product`, `flash`, `cudnn_flash_te`)" in overview

@@ -44,11 +44,25 @@ class ReadIn(BaseModel):
     path: str = Field(description="wiki-relative page path")
 
 
+class PageReadIn(ReadIn):
+    section: str | None = Field(None, description="one section only: a heading's id (as in page.md#id) or its "
+                                                  "title; `sections` in the answer lists them")
+    offset: int = Field(0, ge=0, description="where the body (or the section) starts being returned, in "
+                                             "characters: the `next_offset` of the previous answer")
+    limit: int = Field(20_000, ge=200, le=400_000, description="characters of body returned at most")
+
+
 class ReadOut(PageRef):
     meta: dict[str, Any]
-    body: str
+    body: str = Field(description="the body (or the section) from `offset`, at most `limit` characters, cut at a "
+                                  "line end where one is near")
     links: list[str]
     problem: str | None = Field(None, description="why the frontmatter could not be read (then meta is {})")
+    section: str | None = Field(None, description="the id of the section returned (null: the whole body)")
+    sections: list[dict[str, Any]] = Field(default_factory=list, description="the page's headings: title, id, "
+                                                                             "level, line")
+    total_chars: int = Field(0, description="characters of the body (or the section)")
+    next_offset: int | None = Field(None, description="the offset to ask for next; null when nothing is left")
 
 
 class ListIn(BaseModel):
@@ -195,9 +209,11 @@ def search(project: Project, a: SearchIn) -> dict:
     return {"query": a.query, "total": total, "hits": [h.as_dict() for h in hits]}
 
 
-@op("wiki.read", ReadIn, ReadOut)
-def read(project: Project, a: ReadIn) -> dict:
-    """One page: frontmatter as data, the body as markdown, and the wiki pages it links to."""
+@op("wiki.read", PageReadIn, ReadOut)
+def read(project: Project, a: PageReadIn) -> dict:
+    """One page: frontmatter as data, the body as markdown (or one ``section`` of it, by heading id or title),
+    bounded to ``limit`` characters with ``next_offset`` to go on, the page's headings, and the wiki pages it
+    links to."""
     rel = safe_rel(project, a.path)
     path = project.wiki / rel
     try:
@@ -210,8 +226,33 @@ def read(project: Project, a: ReadIn) -> dict:
     links = sorted({wikiscan.resolve(rel, wikiscan.split_target(ln.target)[0]) for ln in p.links
                     if ln.kind in ("md", "ref") and not wikiscan.is_external(ln.target)
                     and wikiscan.split_target(ln.target)[0].endswith(".md")})
-    return {**_ref(p), "meta": p.meta or {}, "body": p.body, "links": [x for x in links if not x.startswith("..")],
-            "problem": p.error or None}
+    from .. import mdsections
+
+    body, chosen = p.body, None
+    if a.section:
+        chosen = mdsections.find(p.body, a.section)
+        if chosen is None:
+            raise AgentError(f"{rel}: no section {a.section!r} (its headings are in `sections` of a read without "
+                             "one)")
+        body = mdsections.text_of(p.body, chosen)
+    part, nxt = bounded(body, a.offset, a.limit)
+    return {**_ref(p), "meta": p.meta or {}, "body": part, "links": [x for x in links if not x.startswith("..")],
+            "problem": p.error or None, "section": chosen.id if chosen else None,
+            "sections": [x.as_dict() for x in mdsections.sections(p.body)], "total_chars": len(body),
+            "next_offset": nxt}
+
+
+def bounded(text: str, offset: int, limit: int) -> tuple[str, int | None]:
+    """``text[offset:]`` up to ``limit`` characters, cut after a line end in the last fifth when there is one; and
+    the next offset (None at the end)."""
+    if offset >= len(text):
+        return "", None
+    end = offset + limit
+    if end >= len(text):
+        return text[offset:], None
+    cut = text.rfind("\n", offset + limit * 4 // 5, end)
+    end = cut + 1 if cut != -1 else end
+    return text[offset:end], end
 
 
 @op("wiki.list", ListIn, ListOut)
@@ -294,7 +335,7 @@ def kernels_list(project: Project, a: KernelsIn) -> dict:
 @op("kernels.get", KernelIn, KernelOut)
 def kernels_get(project: Project, a: KernelIn) -> dict:
     """One kernel page: its catalog fields, frontmatter and body (launch sites, signature, callers)."""
-    page = read(project, ReadIn(path=a.path))
+    page = read(project, PageReadIn(path=a.path, limit=400_000))
     if page["meta"].get("type") != "kernel":
         raise AgentError(f"{page['path']}: not a kernel page (type {page['meta'].get('type')!r})")
     m = page["meta"]

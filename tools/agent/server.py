@@ -55,7 +55,7 @@ def build(project: Project, allow_write: bool = False, allow_run: bool = False):
                      description="A wiki page (frontmatter and body) by its wiki-relative path")
     def page(path: str) -> str:
         try:
-            d = call(project, "wiki.read", {"path": path})
+            d = call(project, "wiki.read", {"path": path, "limit": 400_000})
         except AgentError as e:
             raise ValueError(str(e)) from None
         return "---\n" + json.dumps(d["meta"], default=str) + "\n---\n" + d["body"]

@@ -303,19 +303,25 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
     return "\n".join(out)
 
 
+def _short(value: str, n: int = 100) -> str:
+    return value if len(value) <= n else value[: n - 1] + "…"
+
+
 def _config_knobs(model: RepoModel, link) -> str:
     knobs = config_knobs.config_knobs(model)
     if not knobs:
         return ""
     rows = []
     for k in knobs:
-        values = ", ".join(mdtext.code(v) for v in k["values"][:4])
+        values = ", ".join(mdtext.code(_short(v)) for v in k["values"][:4])
         more = f" +{len(k['values']) - 4}" if len(k["values"]) > 4 else ""
+        if k.get("offered"):
+            more += " (its comment offers " + ", ".join(mdtext.code(v) for v in k["offered"][:12]) + ")"
         rel, _, line = k["example"].rpartition(":")
         default = "—"
         if k["default"]:
             drel, _, dline = k["default_at"].rpartition(":")
-            default = f"[{mdtext.code(k['default'])}]({link(drel, int(dline))})"
+            default = f"[{mdtext.code(_short(k['default']))}]({link(drel, int(dline))})"
         rows.append([mdtext.code(k["key"]), CONCEPTS[k["concept"]].title, default, (values + more) or "—",
                      str(k["files"]), f"[{mdtext.code(k['example'])}]({link(rel, int(line))})"])
     return ("### Configuration knobs\n\nSettings in config and launch files that move performance (the default "

@@ -20,35 +20,65 @@ def is_test(rel: str) -> bool:
     return bool(_TEST_PATH.search(rel))
 
 
+_NOT_CONFIG = re.compile(r"(?:^|/)(?:testdata|test_data|golden\w*|fixtures?|__snapshots__)/")
+
+
 def config_knobs(model: RepoModel) -> list[dict]:
     """Settings in config files that move performance (remat policy, scan, parallelism axes, ...), by concept then
-    key: the default (the value in the repository's base or default config file, with its file:line), the values
-    seen (most used first), how many files set it and a non-test example site. Also written as ``knobs.json``."""
+    key. A key is a knob when a concept's config pattern matches it in some file; then every value any YAML file
+    gives it counts (a multi-line value read whole), with the values its comments offer. The default is the value
+    in the shallowest base or default config file (``default_at``); other defaults files that disagree are listed
+    under ``defaults``. Test data, golden dumps and fixtures are not configuration. Also written as ``knobs.json``."""
     knobs: dict[str, dict] = {}
     for slug, occ in model.surfaces.items():
         if slug == "xla-flags":
             continue  # they have their own table
         for rel, line, label in occ:
-            if model.scan.files[rel].facts.get("lang") != "config":
+            if model.scan.files[rel].facts.get("lang") != "config" or _NOT_CONFIG.search(rel):
                 continue
             key, _, value = label.partition(": ")
             k = knobs.setdefault(key, {"concept": slug, "values": Counter(), "files": set(), "first": (rel, line),
-                                       "default": None})
-            if value:
-                k["values"][value] += 1
-                if k["default"] is None and _DEFAULTS_FILE.search(rel):
-                    k["default"] = (value, rel, line)
-            k["files"].add(rel)
-            if is_test(k["first"][0]) and not is_test(rel):
-                k["first"] = (rel, line)
+                                       "defaults": [], "offered": {}, "seen": set()})
+            k["labels"] = k.get("labels", []) + [(rel, line, value)]
+    for rel, rec in model.scan.files.items():
+        if _NOT_CONFIG.search(rel):
+            continue
+        for st in rec.facts.get("settings") or ():
+            k = knobs.get(st["key"])
+            if k is not None:
+                _count(k, rel, st["line"], st["value"])
+                k["offered"].update(dict.fromkeys(st.get("offered") or ()))
+    for k in knobs.values():
+        for rel, line, value in k.pop("labels", []):  # lines no YAML reading gave (shell, TOML, a bad YAML file)
+            _count(k, rel, line, value)
     out = []
     for key, k in sorted(knobs.items(), key=lambda kv: (kv[1]["concept"], kv[0])):
-        d = k["default"]
-        out.append({"key": key, "concept": k["concept"], "default": d[0] if d else None,
-                    "default_at": f"{d[1]}:{d[2]}" if d else None,
-                    "values": [v for v, _ in k["values"].most_common()], "files": len(k["files"]),
-                    "example": f"{k['first'][0]}:{k['first'][1]}"})
+        defaults = sorted(k["defaults"], key=lambda d: (d[1].count("/"), d[1], d[2]))
+        d = defaults[0] if defaults else None
+        row = {"key": key, "concept": k["concept"], "default": d[0] if d else None,
+               "default_at": f"{d[1]}:{d[2]}" if d else None,
+               "values": [v for v, _ in k["values"].most_common()], "files": len(k["files"]),
+               "example": f"{k['first'][0]}:{k['first'][1]}"}
+        if k["offered"]:
+            row["offered"] = list(k["offered"])
+        others = [{"file": f, "value": v} for v, f, _ in defaults[1:] if v != d[0]]
+        if others:
+            row["defaults"] = others
+        out.append(row)
     return out
+
+
+def _count(k: dict, rel: str, line: int, value: str) -> None:
+    if (rel, line) in k["seen"]:
+        return
+    k["seen"].add((rel, line))
+    k["files"].add(rel)
+    if value:
+        k["values"][value] += 1
+        if _DEFAULTS_FILE.search(rel):
+            k["defaults"].append((value, rel, line))
+    if is_test(k["first"][0]) and not is_test(rel):
+        k["first"] = (rel, line)
 
 
 def knobs_json(model: RepoModel) -> str:

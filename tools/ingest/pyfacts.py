@@ -261,5 +261,10 @@ def config_facts(relpath: str, text: str) -> dict:
                 continue
             for m in c.config_re.finditer(line):
                 hits.add((c.slug, n, _config_label(m.group(0), line)))
-    return {"lang": "config", "surfaces": sorted(hits, key=lambda h: (h[1], h[0], h[2])),
-            "lines": text.count("\n") + 1}
+    out = {"lang": "config", "surfaces": sorted(hits, key=lambda h: (h[1], h[0], h[2])),
+           "lines": text.count("\n") + 1}
+    if relpath.endswith((".yml", ".yaml")):
+        from .yaml_settings import settings
+
+        out["settings"] = settings(text)
+    return out

@@ -1,0 +1,113 @@
+"""Agent reads that stay small: `raw.read` (a range of a real source file by line or by symbol, bounded, never
+outside raw/, never a binary) and `wiki.read` of one section with a continuation offset."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tools import scaffold
+from tools.agent.registry import AgentError, call
+from tools.project import Project
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory) -> Project:
+    """A knowledge base whose raw/code holds real files of the installed jax (copied, never run)."""
+    jax = pytest.importorskip("jax")
+    root = tmp_path_factory.mktemp("reads") / "kb"
+    scaffold.init(root, site_name="reads")
+    src = Path(inspect.getfile(jax)).parent / "_src"
+    dest = root / "raw/code/jax/jax/_src"
+    dest.mkdir(parents=True)
+    for name in ("ad_checkpoint.py", "checkify.py"):
+        shutil.copy(src / name, dest / name)
+    (dest / "newer.py").write_text("import jax\n\n\ndef ident[T](x: T) -> T:\n    y = x\n    return y\n\n\n"
+                                   "class Box[T]:\n    def get(self) -> T:\n        return self.v\n\n\nZ = 1\n")
+    (root / "raw/code/jax/blob.bin").write_bytes(b"\x7fELF\0\0\0" * 100)
+    return Project(root)
+
+
+def _real_def(path: Path, name: str) -> tuple[int, int]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+    return min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno
+
+
+def test_a_symbol_is_its_whole_definition(kb):
+    path = kb.raw / "code/jax/jax/_src/ad_checkpoint.py"
+    first, last = _real_def(path, "checkpoint")
+    out = call(kb, "raw.read", {"path": "code/jax/jax/_src/ad_checkpoint.py", "symbol": "checkpoint",
+                                "lines": 1000})
+    assert (out["start"], out["end"], out["next_line"]) == (first, last, None)
+    assert out["text"] == "\n".join(path.read_text().split("\n")[first - 1:last]) + "\n"
+    assert out["matches"][0] == f"checkpoint:{first}"
+    short = call(kb, "raw.read", {"path": "raw/code/jax/jax/_src/ad_checkpoint.py", "symbol": "checkpoint",
+                                  "lines": 5})
+    assert (short["start"], short["end"], short["next_line"]) == (first, first + 4, first + 5)
+    more = call(kb, "raw.read", {"path": "code/jax/jax/_src/ad_checkpoint.py", "symbol": "checkpoint",
+                                 "start": short["next_line"], "lines": 1000})
+    assert more["start"] == first + 5 and more["end"] == last and more["next_line"] is None
+
+
+def test_a_line_with_context_and_the_ends_of_the_file(kb):
+    path = kb.raw / "code/jax/jax/_src/checkify.py"
+    lines = path.read_text().split("\n")
+    out = call(kb, "raw.read", {"path": "code/jax/jax/_src/checkify.py", "line": 100, "context": 3})
+    assert (out["start"], out["end"]) == (97, 103) and out["text"] == "\n".join(lines[96:103]) + "\n"
+    assert out["total_lines"] == len(lines) - (lines[-1] == "")
+    top = call(kb, "raw.read", {"path": "code/jax/jax/_src/checkify.py", "line": 1, "context": 3})
+    assert top["start"] == 1 and top["end"] == 4
+    with pytest.raises(AgentError, match="past the end"):
+        call(kb, "raw.read", {"path": "code/jax/jax/_src/checkify.py", "line": 10**6})
+    whole = call(kb, "raw.read", {"path": "code/jax/jax/_src/checkify.py"})
+    assert (whole["start"], whole["end"], whole["next_line"]) == (1, 200, 201)
+
+
+def test_newer_syntax_is_found_by_its_def_lines(kb):
+    out = call(kb, "raw.read", {"path": "code/jax/jax/_src/newer.py", "symbol": "ident"})
+    assert (out["start"], out["end"]) == (4, 6) and out["text"].startswith("def ident[T]")
+    method = call(kb, "raw.read", {"path": "code/jax/jax/_src/newer.py", "symbol": "Box.get"})
+    assert (method["start"], method["end"], method["symbol"]) == (10, 11, "Box.get")
+
+
+@pytest.mark.parametrize("args, said", [
+    ({"path": "code/jax/blob.bin"}, "binary"),
+    ({"path": "code/jax"}, "a folder"),
+    ({"path": "code/jax/nothere.py"}, "no such file"),
+    ({"path": "../wiki/index.md"}, "not a path inside"),
+    ({"path": "code/jax/jax/_src/checkify.py", "symbol": "no_such_thing"}, "no function or class"),
+])
+def test_refusals_name_the_file_and_the_reason(kb, args, said):
+    with pytest.raises(AgentError, match=said):
+        call(kb, "raw.read", args)
+
+
+def test_one_section_of_a_long_page_and_its_continuation(kb):
+    parts = ["# Overview", "", "intro", ""]
+    for n in range(40):
+        parts += [f"## Part {n}", "", *(f"- row {n}.{k} " + "x" * 60 for k in range(30)), ""]
+    parts += ["### `TransformerCache` · implements/extends BaseCache", "", "the cache", ""]
+    body = "\n".join(parts)
+    (kb.wiki / "concepts").mkdir(exist_ok=True)
+    (kb.wiki / "concepts/long.md").write_text("---\ntitle: Long\ntype: concept\n---\n\n" + body)
+    first = call(kb, "wiki.read", {"path": "concepts/long.md", "limit": 5000})
+    assert first["total_chars"] > 70_000 and len(first["body"]) <= 5000 and first["body"].endswith("\n")
+    assert [s["title"] for s in first["sections"]][:3] == ["Overview", "Part 0", "Part 1"]
+    got, offset = first["body"], first["next_offset"]
+    while offset is not None:
+        nxt = call(kb, "wiki.read", {"path": "concepts/long.md", "limit": 5000, "offset": offset})
+        got, offset = got + nxt["body"], nxt["next_offset"]
+    assert got == call(kb, "wiki.read", {"path": "concepts/long.md", "limit": 400_000})["body"]
+    part = call(kb, "wiki.read", {"path": "concepts/long.md", "section": "part-7"})
+    assert part["section"] == "part-7" and part["body"].startswith("## Part 7\n") and "Part 8" not in part["body"]
+    assert part["body"].count("- row 7.") == 30 and part["next_offset"] is None
+    by_title = call(kb, "wiki.read", {"path": "concepts/long.md", "section": "TransformerCache · implements"})
+    assert by_title["section"] == "transformercache-implementsextends-basecache"
+    with pytest.raises(AgentError, match="no section"):
+        call(kb, "wiki.read", {"path": "concepts/long.md", "section": "nothing like it"})

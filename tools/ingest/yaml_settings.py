@@ -1,0 +1,95 @@
+"""The top-level settings of a YAML config file, as a config family's defaults need them: each key with its line,
+its value as written (a value over several lines, such as a list of sharding rules, read whole by the YAML parser
+and shown in flow style), and the values its comment offers ("Supported attention: autoselected, dot_product,
+flash" or "Choose 'remat_policy' between 'minimal', ... and 'full'"). Pure; never raises on a bad file."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+
+MAX_VALUE_CHARS = 4000  # a list of sharding rules is read whole; the overview shows its start
+_KEY = re.compile(r"^([A-Za-z_][\w.-]*)\s*:(?:\s+|$)(.*)$")
+_OFFER = re.compile(r"\b(?:supported|options?|one of|choose|choices|between|allowed|valid|either)\b", re.I)
+_QUOTED = re.compile(r"""['"`]([\w.-]+)['"`]""")
+_WORD = re.compile(r"[A-Za-z_][\w.-]*")
+
+try:
+    _LOADER = yaml.CSafeLoader
+except AttributeError:  # libyaml not built in
+    _LOADER = yaml.SafeLoader
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, ensure_ascii=False, default=str).replace('"', "'")
+    else:
+        text = str(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def _inline_value(rest: str) -> str:
+    """The value on the key's line without its comment ('full' -> full)."""
+    out, quote = [], ""
+    for ch in rest:
+        if quote:
+            if ch == quote:
+                quote = ""
+            else:
+                out.append(ch)
+            continue
+        if ch in "'\"":
+            quote = ch
+            continue
+        if ch == "#":
+            break
+        out.append(ch)
+    return "".join(out).strip()
+
+
+def _offered(comment: str, key: str) -> list[str]:
+    """Values a comment offers for ``key``: quoted words, else the comma list after "Supported ...:"."""
+    if not comment or not _OFFER.search(comment):
+        return []
+    quoted = [w for w in _QUOTED.findall(comment) if w != key]
+    if len(quoted) >= 2:
+        return list(dict.fromkeys(quoted))
+    tail = comment.split(":", 1)[1] if ":" in comment else _OFFER.split(comment, 1)[-1]
+    words = [w for w in _WORD.findall(tail) if w.lower() not in ("or", "and", "etc", key.lower())]
+    return list(dict.fromkeys(words)) if "," in tail and len(words) >= 2 else []
+
+
+def settings(text: str) -> list[dict]:
+    """``[{"key", "line", "value", "offered"}]`` for every top-level key of a YAML mapping (none when the text is
+    not one)."""
+    try:
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+    except (yaml.YAMLError, ValueError, RecursionError):
+        data = None
+    lines = text.split("\n")
+    out = []
+    for n, ln in enumerate(lines):
+        m = _KEY.match(ln)
+        if not m:
+            continue
+        key, rest = m.groups()
+        inline = _inline_value(rest)
+        if isinstance(data, dict) and key in data and (not inline or inline[:1] in "[{|>"):
+            value = _shown(data[key])  # over several lines: the parser's reading
+        else:
+            value = inline[:MAX_VALUE_CHARS]
+        above = []
+        k = n - 1
+        while k >= 0 and lines[k].lstrip().startswith("#"):
+            above.insert(0, lines[k].lstrip("# ").strip())
+            k -= 1
+        trailing = rest.split("#", 1)[1] if "#" in rest and not inline.endswith("#") else ""
+        offered = _offered(trailing, key) or _offered(" ".join(above), key)
+        out.append({"key": key, "line": n + 1, "value": value, "offered": offered})
+    return out
