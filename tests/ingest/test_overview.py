@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import messy_repo
 from click.testing import CliRunner
 
 from tools import scaffold
 from tools.cli import cli
-
-import messy_repo
 
 
 def run(kb, *args):
@@ -53,7 +54,7 @@ def test_overview_ranks_every_flag_and_links_the_full_list(tmp_path):
     section = overview.split("### XLA and LIBTPU flags")[1].split("\n### ")[0]
     assert "71 distinct flags, most used first" in section
     rows = [ln for ln in section.splitlines() if ln.startswith("| `--")]
-    assert len(rows) == 60 and rows[0].startswith("| `--xla_tpu_hot_flag` | 30 | 1 | [`pkg/train.py:2`]")
+    assert len(rows) == 60 and rows[0].startswith("| `--xla_tpu_hot_flag` | `true` | 30 | 1 | `train.py` | [`pkg/train.py:2`]")
     assert "… and 11 more: [all 71 flags](flags.md)" in section
     assert "XLA_FLAGS`" not in "".join(rows)
     full = (kb / "wiki/codebases/flaggy/flags.md").read_text()
@@ -157,3 +158,43 @@ def test_knobs_read_every_value_multiline_lists_offers_and_families(tmp_path):
     assert knobs["logical_axis_rules"]["default"] == "[['embed', ['fsdp', 'sequence']], ['vocab', ['tensor']]]"
     overview = (kb / "wiki/codebases/cfg/overview.md").read_text()
     assert "(its comment offers `autoselected`, `dot_product`, `flash`, `cudnn_flash_te`)" in overview
+
+
+def test_flags_in_every_form_with_value_and_setter(tmp_path):
+    """A real env append from the installed jax (cloud_tpu_init.py), and the shapes MaxText writes its TPU options
+    in (labelled facts): dict keys, keywords, a named bundle of flag strings, a parameter that only holds flags."""
+    import ast
+    import inspect
+    import shutil
+
+    import pytest
+
+    jax = pytest.importorskip("jax")
+    kb = new_kb(tmp_path)
+    repo = kb / "raw/code/flagged"
+    repo.mkdir(parents=True)
+    real = Path(inspect.getfile(jax)).parent / "_src/cloud_tpu_init.py"
+    shutil.copy(real, repo / "cloud_tpu_init.py")
+    (repo / "select_flags.py").write_text(
+        'xla_flags_autotuned = {\n    "xla_tpu_enable_windowed_einsum_for_all_gather": "False",\n'
+        '    "xla_tpu_prefer_latch_optimized_rhs_layouts": "True",\n}\n\n'
+        'CF_FOR_ALL_GATHER = (\n    " --xla_tpu_enable_async_collective_fusion=true"\n'
+        '    " --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true"\n)\n\n\n'
+        'def options(run):\n    return dict(megascale_grpc_premap_memory_bytes=17179869184, xla_flags=CF_FOR_ALL_GATHER,\n'
+        '                run=run)\n')
+    assert run(kb, "ingest", "raw/code/flagged", "-q").exit_code in (0, 3)
+    overview = (kb / "wiki/codebases/flagged/overview.md").read_text()
+    rows = {ln.split(" | ")[0].strip("| `"): ln.split(" | ") for ln in overview.splitlines() if ln.startswith("| `--")}
+    tree = ast.parse(real.read_text())
+    line = next(n for n, ln in enumerate(real.read_text().splitlines(), 1)
+                if "--xla_tpu_use_enhanced_launch_barrier=true" in ln)
+    holder = min((f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.lineno <= line <= f.end_lineno),
+                 key=lambda f: f.end_lineno - f.lineno).name
+    env = rows["--xla_tpu_use_enhanced_launch_barrier"]
+    assert env[1] == "`true`" and env[4] == f"`{holder}`"  # the value, and the function that appends it
+    assert rows["--xla_tpu_enable_windowed_einsum_for_all_gather"][1] == "`False`"  # a dict key and its value
+    assert rows["--megascale_grpc_premap_memory_bytes"][1] == "`17179869184`" and \
+        rows["--megascale_grpc_premap_memory_bytes"][4] == "`options`"  # a keyword
+    assert "--xla_flags" not in rows  # a parameter holding flags is not a flag
+    assert "[`CF_FOR_ALL_GATHER`](" in overview and "(2 flags)" in overview
+    assert "[`xla_flags_autotuned`](" in overview

@@ -96,7 +96,7 @@ def test_concepts_follow_imports_not_spelling():
     assert not any(label.startswith("orbax") for _, label in found)
     assert ("scan-over-layers", "flax.nnx.scan") in found
     assert ("sharding", "jax.sharding.PartitionSpec") in found
-    assert ("xla-flags", "--xla_tpu_enable_async_collective_fusion") in found
+    assert ("xla-flags", "--xla_tpu_enable_async_collective_fusion=true") in found  # the flag with its value
 
 
 def test_paged_attention_by_config_string_and_prefixed_kernel_name():
@@ -117,8 +117,8 @@ def test_flags_in_a_multi_line_string_point_at_their_own_line():
            'DOC = """\n--xla_dump_to=/tmp/x\n"""\n')
     lines = {label: line for c, line, label in pyfacts.python_facts("m.py", src.encode())["surfaces"]
              if c == "xla-flags"}
-    assert lines == {"--xla_tpu_enable_async_collective_fusion": 2, "--xla_enable_async_all_gather": 3,
-                     "--xla_dump_to": 6}
+    assert lines == {"--xla_tpu_enable_async_collective_fusion=true": 2, "--xla_enable_async_all_gather=true": 3,
+                     "--xla_dump_to=/tmp/x": 6}
 
 
 def test_notebook_magics_inside_blocks_keep_the_cell_parseable():

@@ -297,7 +297,15 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
                     f"[{mdtext.code(name)}]({link(rel, line)}) ({n} sites)" for name, rel, line, n in builders) + ".\n")
         if slug == "xla-flags":
             n_flags = len(flag_counts(occ))
-            out.append(_flags_table(occ, link, flags_path(repo_slug) if n_flags > FLAGS_SHOWN else None, path))
+            out.append(_flags_table(occ, link, flags_path(repo_slug) if n_flags > FLAGS_SHOWN else None, path,
+                                    spans_of(model)))
+            bundles = sorted(((rel, *b) for rel, r in model.scan.files.items()
+                              for b in r.facts.get("flag_bundles") or ()), key=lambda b: (-b[3], b[0], b[2]))
+            if bundles:
+                out.append(f"Flag bundles ({len(bundles)}: module-level names holding several flags, passed by "
+                           "name): " + ", ".join(f"[{mdtext.code(name)}]({link(rel, line)}) ({n} flags)"
+                                                for rel, name, line, n in bundles[:20])
+                           + (" …" if len(bundles) > 20 else "") + ".\n")
         else:
             out.append("\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n")
     return "\n".join(out)
@@ -332,45 +340,69 @@ def _config_knobs(model: RepoModel, link) -> str:
 
 _MESH_BUILD = re.compile(r"(?:^|\.)(?:Mesh|AbstractMesh|make_mesh|create_device_mesh|create_hybrid_device_mesh)$")
 FLAGS_SHOWN = 60
-_FLAG = re.compile(r"--?((?:xla|libtpu|tpu|megascale)_[a-z0-9_]+)")
+_FLAG = re.compile(r"""--?((?:xla|libtpu|tpu|megascale)_[a-z0-9_]+)(?:=([^\s'"]+))?""")
 
 
-def flag_counts(occ) -> list[tuple[str, int, int, tuple[str, int]]]:
-    """(flag, sites, files, example site) for every XLA/LIBTPU flag, most used first. Only ``--xla_...``-style
-    names count (a line that merely mentions ``XLA_FLAGS`` is not a flag); the example is a library site when
-    there is one (tests, benchmarks and configs after)."""
+def flag_counts(occ, spans: dict | None = None) -> list[tuple]:
+    """(flag, sites, files, example site, most used value, where it is set) for every XLA/LIBTPU/megascale flag,
+    most used first. A flag counts as written (``--xla_...``, with its ``=value``) or as a keyword or dict key
+    (``xla_tpu_...=``, ``{"xla_tpu_...": ...}``); a line that merely mentions ``XLA_FLAGS`` is not a flag. The
+    example is a library site when there is one (tests, benchmarks and configs after); ``spans`` (file -> the
+    ``[qualname, first, last]`` of its functions) names the function that sets it."""
     sites: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    values: dict[str, Counter] = defaultdict(Counter)
     for rel, line, label in occ:
         m = _FLAG.search(label)
         if m:
-            sites["--" + m.group(1)].append((rel, line))
+            flag = "--" + m.group(1)
+            sites[flag].append((rel, line))
+            if m.group(2) is not None:
+                values[flag][m.group(2)] += 1
     out = []
     for flag, where in sites.items():
         example = min(where, key=lambda s: (is_test(s[0]) or _is_bench_or_config(s[0]), s))
-        out.append((flag, len(where), len({r for r, _ in where}), example))
+        value = values[flag].most_common(1)[0][0] if values[flag] else ""
+        out.append((flag, len(where), len({r for r, _ in where}), example, value,
+                    _setter(example, (spans or {}).get(example[0]) or ())))
     return sorted(out, key=lambda f: (-f[1], f[0]))
+
+
+def _setter(site: tuple[str, int], spans) -> str:
+    """The innermost function holding ``site``, else its file."""
+    rel, line = site
+    inside = [s for s in spans if s[1] <= line <= s[2]]
+    return min(inside, key=lambda s: s[2] - s[1])[0] if inside else rel.rsplit("/", 1)[-1]
 
 
 def _is_bench_or_config(rel: str) -> bool:
     return bool(re.search(r"(?:^|/)(?:bench\w*|benchmarks?|configs?|examples?|scripts?)/|\.(?:ya?ml|json|toml|sh)$", rel))
 
 
+FLAG_COLUMNS = ["Flag", "Value", "Sites", "Files", "Set in", "Example"]
+
+
 def _flag_rows(flags, link) -> list[list[str]]:
-    return [[mdtext.code(flag), str(n), str(files), f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"]
-            for flag, n, files, (rel, line) in flags]
+    return [[mdtext.code(flag), mdtext.code(value) if value else "—", str(n), str(files), mdtext.code(setter),
+             f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"]
+            for flag, n, files, (rel, line), value, setter in flags]
 
 
-def _flags_table(occ, link, flags_page: str | None = None, from_page: str = "") -> str:
-    flags = flag_counts(occ)
+def _flags_table(occ, link, flags_page: str | None = None, from_page: str = "", spans: dict | None = None) -> str:
+    flags = flag_counts(occ, spans)
     if not flags:
         return "_No `--xla_...` flags: only mentions of `XLA_FLAGS` / `LIBTPU_INIT_ARGS`._\n"
-    out = [f"{len(flags)} distinct flags, most used first.\n",
-           mdtext.table(["Flag", "Sites", "Files", "Example"], _flag_rows(flags[:FLAGS_SHOWN], link))]
+    out = [f"{len(flags)} distinct flags, most used first (written as `--flag` strings or as keyword and dict "
+           "keys; the value most sites give).\n",
+           mdtext.table(FLAG_COLUMNS, _flag_rows(flags[:FLAGS_SHOWN], link))]
     if len(flags) > FLAGS_SHOWN:
         more = f"… and {len(flags) - FLAGS_SHOWN} more"
         out.append((f"{more}: [all {len(flags)} flags]({_rel_link(from_page, flags_page)}).\n") if flags_page
                    else f"{more}.\n")
     return "\n".join(out)
+
+
+def spans_of(model: RepoModel) -> dict:
+    return {rel: r.facts.get("spans") or () for rel, r in model.scan.files.items()}
 
 
 def flags_path(slug: str) -> str:
@@ -379,7 +411,7 @@ def flags_path(slug: str) -> str:
 
 def flags_page(slug: str, model: RepoModel, links: SourceLinks, overview: str) -> Page | None:
     """Every XLA/LIBTPU flag of the repository with its counts: the overview shows the first 60."""
-    flags = flag_counts(model.surfaces.get("xla-flags", []))
+    flags = flag_counts(model.surfaces.get("xla-flags", []), spans_of(model))
     if len(flags) <= FLAGS_SHOWN:
         return None
     path = flags_path(slug)
@@ -387,7 +419,7 @@ def flags_page(slug: str, model: RepoModel, links: SourceLinks, overview: str) -
     body = (f"# {slug}: XLA and LIBTPU flags\n\n## Performance-relevant surfaces\n\n"
             + region("flags", f"{len(flags)} distinct flags, most used first; back to the "
                               f"[{slug} overview]({_rel_link(path, overview)}).\n\n"
-                     + mdtext.table(["Flag", "Sites", "Files", "Example"], _flag_rows(flags, link))))
+                     + mdtext.table(FLAG_COLUMNS, _flag_rows(flags, link))))
     return Page(path, {"title": f"{slug}: XLA and LIBTPU flags", "type": "codebase", "tags": ["codebase", "xla-flags"],
                        "repo": slug, "path": f"raw/code/{slug}"}, body)
 

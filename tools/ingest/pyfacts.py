@@ -118,6 +118,19 @@ def _spans(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
     return out
 
 
+# A compiler option as a keyword or dict key: three words at least, and not a parameter that holds flags
+# (`xla_flags=`, `libtpu_init_args=`).
+FLAG_KEY = re.compile(r"^(?:xla|megascale|libtpu)_[a-z0-9]+_[a-z0-9_]+$(?<!_flags)(?<!_args)")
+
+
+def _flag_label(key: str, value: ast.AST | None) -> str:
+    """``--key=value`` for an option given as a keyword or dict key (its value when it is a constant)."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, (str, int, float, bool)):
+        shown = str(value.value).lower() if isinstance(value.value, bool) else str(value.value)
+        return f"--{key}={shown}"[:80]
+    return f"--{key}"[:80]
+
+
 def _line_holding(lines: list[str], node: ast.Constant, text: str) -> int:
     """The line of a string literal that spans lines (implicit concatenation, triple quotes) holding ``text``."""
     end = getattr(node, "end_lineno", None) or node.lineno
@@ -179,6 +192,13 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for slug in _concepts_for_name(prefix + node.name, True):
                 hits.add((slug, parsed.file_line(node.lineno), f"def {node.name}"))
+        elif isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and FLAG_KEY.match(k.value):
+                    hits.add(("xla-flags", parsed.file_line(k.lineno), _flag_label(k.value, v)))
+        elif isinstance(node, ast.keyword):
+            if node.arg and FLAG_KEY.match(node.arg):
+                hits.add(("xla-flags", parsed.file_line(node.value.lineno), _flag_label(node.arg, node.value)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             s = node.value
             if id(node) in prose or len(s) > 5000 or not _ANY_STRING.search(s):
@@ -224,12 +244,32 @@ def python_facts(relpath: str, data: bytes) -> dict:
         if is_py:
             facts["symbols"] = _symbols(parsed.tree, parsed)
             facts["spans"] = _spans(parsed.tree, parsed)
+            bundles = _flag_bundles(parsed.tree, parsed, found)
+            if bundles:
+                facts["flag_bundles"] = bundles
             facts["doc"] = _first_line(ast.get_docstring(parsed.tree, clean=False))
             facts["main"] = any(isinstance(n, ast.If) and _MAIN_GUARD.search(ast.unparse(n.test))
                                 for n in parsed.tree.body)
     facts["imports"] = sorted(imports)
     facts["surfaces"] = sorted(hits, key=lambda h: (h[1], h[0], h[2]))
     return facts
+
+
+def _flag_bundles(tree: ast.Module, parsed: pysource.Parsed, hits) -> list[list]:
+    """``[name, line, flags]`` for each module-level name bound to two or more compiler flags (a flag bundle:
+    ``CF_FOR_ALL_GATHER = " --xla_...=true --xla_...=true"``, ``FLAGS = {"xla_tpu_...": "true", ...}``), which
+    the code then passes by name."""
+    lines = sorted(line for slug, line, label in hits if slug == "xla-flags" and label.startswith("--"))
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            first, last = parsed.file_line(node.lineno), parsed.file_line(node.end_lineno or node.lineno)
+            n = sum(1 for ln in lines if first <= ln <= last)
+            if names and n >= 2:
+                out.append([names[0], first, n])
+    return out
 
 
 _SETTING = re.compile(r"^\s*([\w.-]+)\s*[:=]\s*(.*?)\s*(?:#.*)?$")
