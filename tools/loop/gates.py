@@ -53,7 +53,7 @@ def reference_reached(state: LoopState, target: dict[str, float]) -> str | None:
     pct = check.get("ratio_pct")
     if pct is not None and pct >= target["reference"]:
         return f"target reached: the trunk runs at {pct:.1f} % of the reference's tokens/s (≥ {target['reference']:g} %, " \
-               f"measured interleaved in {check.get('exp_id')})"
+               f"{check.get('how') or 'measured interleaved in ' + str(check.get('exp_id'))})"
     return None
 
 

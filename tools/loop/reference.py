@@ -150,7 +150,7 @@ def measured(state_ref: dict | None, trunk_exp: str | None) -> tuple[float, str]
     ratio = check.get("ratio_pct")
     if not trunk_exp or check.get("trunk_exp") != trunk_exp or not ratio:
         return None
-    return 100 * (100 / float(ratio) - 1), f"measured interleaved in {check.get('exp_id')}"
+    return 100 * (100 / float(ratio) - 1), check.get("how") or f"measured interleaved in {check.get('exp_id')}"
 
 
 def gap_against(project: Project, spec: LoopSpec, trunk_rec: dict | None, ref_rec: dict | None,
@@ -191,7 +191,7 @@ def summary_line(analysis: dict | None, state_ref: dict | None, trunk: dict | No
         return ""
     check = ref.get("check") or {}
     if check.get("trunk_exp") == (trunk or {}).get("exp_id") and check.get("ratio_pct") is not None:
-        ratio, how = check["ratio_pct"], f"measured interleaved in {check.get('exp_id')}"
+        ratio, how = check["ratio_pct"], check.get("how") or f"measured interleaved in {check.get('exp_id')}"
     else:
         ratio, how = 100 * ttps / rtps, "each run's own measure"
     at = f"trunk at {ratio:.1f} % of the reference's tokens/s ({how})"
