@@ -109,3 +109,16 @@ def test_the_cli_takes_the_reference_codebase(kb, profiles):
                           str(profiles["fp32_remat"]), "--ref-codebase", "nothere", "--no-file"],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert bad.returncode != 0 and "tools ingest raw/code/nothere" in bad.stderr
+
+
+def test_a_codebase_with_many_settings_of_one_concept_speaks_briefly():
+    """MaxText names 28 sharding settings: a collective item gets the first few (the command's first), not all."""
+    ref = compare.Side("ref", {}, config=[{"key": f"ici_axis{n}_parallelism", "concept": "sharding", "value": "1",
+                                           "source": "default", "where": f"raw/code/x/base.yml:{n}"} for n in range(28)]
+                       + [{"key": "ici_fsdp_parallelism", "concept": "sharding", "value": "8", "source": "command",
+                           "where": ""}])
+    ours = compare.Side("ours", {})
+    item = {"kind": "collective", "evidence": [], "property": {}}
+    config.attach_evidence([item], ours, ref)
+    assert len(item["evidence"]) == config.EVIDENCE_PER_SIDE
+    assert item["evidence"][0]["text"] == "config `ici_fsdp_parallelism: 8` (set by the command)"

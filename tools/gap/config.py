@@ -26,6 +26,7 @@ CONCEPTS = {
     "quantization": (("precision",), "precision", ["matmul"]),
     "host-offload": (("remat",), "memory", ["data movement"]),
 }
+EVIDENCE_PER_SIDE = 4
 
 
 def tokens(command: str) -> list[str]:
@@ -91,10 +92,10 @@ def attach_evidence(items: list[dict], ours, ref) -> None:
     produces what the compiled program shows (a remat difference and the reference's ``remat_policy``)."""
     for it in items:
         for role, side in (("ours", ours), ("ref", ref)):
-            for s in side.config:
-                kinds = CONCEPTS[s["concept"]][0]
-                if it["kind"] in kinds and _relevant(it, s):
-                    it["evidence"].append({"side": role, "text": _line(s), "where": s["where"]})
+            said = [s for s in side.config if it["kind"] in CONCEPTS[s["concept"]][0] and _relevant(it, s)]
+            said.sort(key=lambda s: s["source"] != "command")  # what the run chose first, then the defaults
+            for s in said[:EVIDENCE_PER_SIDE]:  # a codebase can hold 28 sharding settings: the first few speak
+                it["evidence"].append({"side": role, "text": _line(s), "where": s["where"]})
 
 
 def _relevant(item: dict, s: dict) -> bool:
