@@ -130,3 +130,17 @@ def test_notebook_magics_inside_blocks_keep_the_cell_parseable():
     facts = pyfacts.python_facts("demo.ipynb", nb.encode())
     assert not facts["errors"] and not facts.get("partial")
     assert ("rematerialization", 5, "jax.checkpoint") in {tuple(h) for h in facts["surfaces"]}
+
+
+def test_yaml_aliases_do_not_blow_up_a_setting():
+    """A "billion laughs" config: nine levels of nine aliases, 9^9 elements once expanded, in 700 bytes."""
+    from tools.ingest import yaml_settings
+
+    text = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    for n in range(8):
+        prev, cur = chr(97 + n), chr(98 + n)
+        text += f"{cur}: &{cur} [{', '.join(['*' + prev] * 9)}]\n"
+    text += "bomb:\n  - *i\n  - *i\n"
+    got = {s["key"]: s for s in yaml_settings.settings(text)}
+    assert len(got["bomb"]["value"]) == yaml_settings.MAX_VALUE_CHARS and got["bomb"]["value"].endswith("…")
+    assert got["bomb"]["value"].startswith("[[[[[[[[[['lol', 'lol'")

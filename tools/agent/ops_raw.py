@@ -6,13 +6,14 @@ agent can check what a page says against the code itself. Never outside ``raw/``
 from __future__ import annotations
 
 import ast
-import posixpath
 import re
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from .. import safeio
 from ..project import Project
+from .ops_wiki import confined
 from .registry import AgentError, op
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -43,15 +44,10 @@ class RawReadOut(BaseModel):
     matches: list[str] = Field(default_factory=list, description="every definition of that name, as qualname:line")
 
 
-def raw_path(project: Project, rel: str) -> tuple[str, object]:
-    """A raw-relative path an agent may read, and the file: no absolute path, no '..', no symlink out of raw/."""
-    rel = str(rel).strip().replace("\\", "/").removeprefix("raw/")
-    if not rel or rel.startswith("/") or "\0" in rel or ".." in rel.split("/") or re.match(r"^[A-Za-z]:", rel):
-        raise AgentError(f"{rel!r}: not a path inside the knowledge base's raw/")
-    rel = posixpath.normpath(rel)
+def raw_path(project: Project, rel: str) -> tuple[str, Path]:
+    """A raw-relative path an agent may read (``ops_wiki.confined``), and the file; a folder is refused."""
+    rel = confined(project.raw, rel, "raw")
     path = project.raw / rel
-    if not path.resolve().is_relative_to(project.raw.resolve()):
-        raise AgentError(f"raw/{rel}: leaves raw/ (a symlink out is not followed)")
     if path.is_dir():
         raise AgentError(f"raw/{rel}: a folder; give a file in it")
     return rel, path

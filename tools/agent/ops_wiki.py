@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -153,16 +154,21 @@ class KernelOut(Kernel):
 
 # ---------------------------------------------------------------- helpers
 
-def safe_rel(project: Project, rel: str) -> str:
-    """A wiki-relative page path an agent may read: no absolute path, no '..', no NUL, no symlink out."""
-    rel = str(rel).strip().replace("\\", "/").removeprefix("wiki/")
+def confined(root: Path, rel: str, name: str) -> str:
+    """``rel`` normalised, as a path an agent may read under ``root`` (the knowledge base's ``name/``, a leading
+    ``name/`` allowed): no absolute path, no '..', no NUL, no drive, no symlink out."""
+    rel = str(rel).strip().replace("\\", "/").removeprefix(f"{name}/")
     if not rel or rel.startswith("/") or "\0" in rel or ".." in rel.split("/") or re.match(r"^[A-Za-z]:", rel):
-        raise AgentError(f"{rel!r}: not a path inside the knowledge base's wiki/")
+        raise AgentError(f"{rel!r}: not a path inside the knowledge base's {name}/")
     norm = posixpath.normpath(rel)
-    target = (project.wiki / norm).resolve()
-    if not target.is_relative_to(project.wiki.resolve()):
-        raise AgentError(f"{rel!r}: leaves wiki/ (a symlink out is not followed)")
+    if not (root / norm).resolve().is_relative_to(root.resolve()):
+        raise AgentError(f"{rel!r}: leaves {name}/ (a symlink out is not followed)")
     return norm
+
+
+def safe_rel(project: Project, rel: str) -> str:
+    """A wiki-relative page path an agent may read."""
+    return confined(project.wiki, rel, "wiki")
 
 
 _CACHE: dict[str, tuple[dict[str, tuple[int, int]], dict[str, wikiscan.WikiPage]]] = {}

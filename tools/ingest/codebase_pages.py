@@ -14,8 +14,8 @@ from .. import concepts, mdtext
 from ..concepts import CONCEPTS
 from ..gitinfo import GitInfo
 from ..pages import Page, region
-from . import config_knobs
-from .config_knobs import is_test
+from . import config_knobs, flag_pages
+from .paths import is_bench_or_config, is_test, rel_link
 from .analyze import RepoModel
 
 CENTRAL_MODULES = 12
@@ -63,10 +63,6 @@ def _public_remote(remote: str | None) -> str | None:
     return shown if remote and shown != LOCAL_REMOTE else None
 
 
-def _rel_link(from_page: str, to_page: str) -> str:
-    return mdtext.url(posixpath.relpath(to_page, posixpath.dirname(from_page) or "."))
-
-
 def _counts_line(labels: list[str], n: int = 4) -> str:
     c = Counter(labels)
     return ", ".join(f"{mdtext.code(k)} ×{v}" if v > 1 else mdtext.code(k) for k, v in c.most_common(n))
@@ -77,7 +73,7 @@ def _surface_files(occ: list[tuple[str, int, str]], link, limit_files: int) -> l
     for rel, line, label in occ:
         by_file[rel].append((line, label))
     # Library code first, then benchmarks, examples and configs, then tests; busiest files first within each.
-    ranked = sorted(by_file.items(), key=lambda kv: (is_test(kv[0]), _is_bench_or_config(kv[0]), -len(kv[1]), kv[0]))
+    ranked = sorted(by_file.items(), key=lambda kv: (is_test(kv[0]), is_bench_or_config(kv[0]), -len(kv[1]), kv[0]))
     out = []
     for rel, hits in ranked[:limit_files]:
         lines = sorted({ln for ln, _ in hits})
@@ -97,7 +93,7 @@ def deciding_functions(model: RepoModel, occ, n: int = 3) -> list[tuple[str, str
     count: Counter = Counter()
     where: dict[tuple[str, str], int] = {}
     for rel, line, _ in occ:
-        if is_test(rel) or _is_bench_or_config(rel):
+        if is_test(rel) or is_bench_or_config(rel):
             continue
         spans = model.scan.files[rel].facts.get("spans") or []
         inner = min((s for s in spans if s[1] <= line <= s[2]), key=lambda s: s[2] - s[1], default=None)
@@ -200,7 +196,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
     if cm:
         g.append("Most imported modules of this repository (by import fan-in):\n")
         g.append(mdtext.table(["Module", "Imported by", "Source"], [
-            [f"[{mdtext.code(m)}]({_rel_link(path, module_pages[m])})" if m in module_pages else mdtext.code(m),
+            [f"[{mdtext.code(m)}]({rel_link(path, module_pages[m])})" if m in module_pages else mdtext.code(m),
              str(n), f"[{mdtext.code(model.modules[m])}]({link(model.modules[m])})"] for m, n in cm]))
     else:
         g.append("_No module is imported by more than one other._\n")
@@ -261,7 +257,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         else:
             n, files = len(occ), len({o[0] for o in occ})
         if n:
-            rows.append([f"[{c.title}]({_rel_link(path, f'concepts/{slug}.md')})", str(n), str(files)])
+            rows.append([f"[{c.title}]({rel_link(path, f'concepts/{slug}.md')})", str(n), str(files)])
     if not rows:
         return out[0] + "_None found._\n"
     out.append(mdtext.table(["Surface", "Sites", "Files"], rows))
@@ -271,7 +267,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         for k in sorted(kernels, key=lambda k: (k["category"], k["kernel"], k["path"], k["line"])):
             name = mdtext.code(k["kernel"])
             if k.get("page"):
-                name = f"[{name}]({_rel_link(path, k['page'])})"
+                name = f"[{name}]({rel_link(path, k['page'])})"
             krows.append([name, k["backend"], mdtext.escape(k["category"]), k["kind"],
                           f"[{mdtext.code(str(k['path']) + ':' + str(k['line']))}]({link(k['path'], k['line'])})"])
         out.append(mdtext.table(["Kernel", "Backend", "Category", "Kind", "Launch site"], krows[:80]))
@@ -285,7 +281,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         files = len({o[0] for o in occ})
         out.append(f"### {c.title}\n")
         out.append(f"{len(occ)} sites in {files} files. "
-                   f"See [{c.title}]({_rel_link(path, f'concepts/{slug}.md')}).\n")
+                   f"See [{c.title}]({rel_link(path, f'concepts/{slug}.md')}).\n")
         deciders = deciding_functions(model, occ) if slug != "xla-flags" else []  # flags: the table says where
         if deciders:
             out.append("Decided in: " + ", ".join(
@@ -296,16 +292,7 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
                 out.append("Mesh built in: " + ", ".join(
                     f"[{mdtext.code(name)}]({link(rel, line)}) ({n} sites)" for name, rel, line, n in builders) + ".\n")
         if slug == "xla-flags":
-            n_flags = len(flag_counts(occ))
-            out.append(_flags_table(occ, link, flags_path(repo_slug) if n_flags > FLAGS_SHOWN else None, path,
-                                    spans_of(model)))
-            bundles = sorted(((rel, *b) for rel, r in model.scan.files.items()
-                              for b in r.facts.get("flag_bundles") or ()), key=lambda b: (-b[3], b[0], b[2]))
-            if bundles:
-                out.append(f"Flag bundles ({len(bundles)}: module-level names holding several flags, passed by "
-                           "name): " + ", ".join(f"[{mdtext.code(name)}]({link(rel, line)}) ({n} flags)"
-                                                for rel, name, line, n in bundles[:20])
-                           + (" …" if len(bundles) > 20 else "") + ".\n")
+            out.append(flag_pages.flags_section(model, occ, link, repo_slug, path))
         else:
             out.append("\n".join(_surface_files(occ, link, FILES_PER_CONCEPT)) + "\n")
     return "\n".join(out)
@@ -339,91 +326,6 @@ def _config_knobs(model: RepoModel, link) -> str:
 
 
 _MESH_BUILD = re.compile(r"(?:^|\.)(?:Mesh|AbstractMesh|make_mesh|create_device_mesh|create_hybrid_device_mesh)$")
-FLAGS_SHOWN = 60
-_FLAG = re.compile(r"""--?((?:xla|libtpu|tpu|megascale)_[a-z0-9_]+)(?:=([^\s'"]+))?""")
-
-
-def flag_counts(occ, spans: dict | None = None) -> list[tuple]:
-    """(flag, sites, files, example site, most used value, where it is set) for every XLA/LIBTPU/megascale flag,
-    most used first. A flag counts as written (``--xla_...``, with its ``=value``) or as a keyword or dict key
-    (``xla_tpu_...=``, ``{"xla_tpu_...": ...}``); a line that merely mentions ``XLA_FLAGS`` is not a flag. The
-    example is a library site when there is one (tests, benchmarks and configs after); ``spans`` (file -> the
-    ``[qualname, first, last]`` of its functions) names the function that sets it."""
-    sites: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    values: dict[str, Counter] = defaultdict(Counter)
-    for rel, line, label in occ:
-        m = _FLAG.search(label)
-        if m:
-            flag = "--" + m.group(1)
-            sites[flag].append((rel, line))
-            if m.group(2) is not None:
-                values[flag][m.group(2)] += 1
-    out = []
-    for flag, where in sites.items():
-        example = min(where, key=lambda s: (is_test(s[0]) or _is_bench_or_config(s[0]), s))
-        value = values[flag].most_common(1)[0][0] if values[flag] else ""
-        out.append((flag, len(where), len({r for r, _ in where}), example, value,
-                    _setter(example, (spans or {}).get(example[0]) or ())))
-    return sorted(out, key=lambda f: (-f[1], f[0]))
-
-
-def _setter(site: tuple[str, int], spans) -> str:
-    """The innermost function holding ``site``, else its file."""
-    rel, line = site
-    inside = [s for s in spans if s[1] <= line <= s[2]]
-    return min(inside, key=lambda s: s[2] - s[1])[0] if inside else rel.rsplit("/", 1)[-1]
-
-
-def _is_bench_or_config(rel: str) -> bool:
-    return bool(re.search(r"(?:^|/)(?:bench\w*|benchmarks?|configs?|examples?|scripts?)/|\.(?:ya?ml|json|toml|sh)$", rel))
-
-
-FLAG_COLUMNS = ["Flag", "Value", "Sites", "Files", "Set in", "Example"]
-
-
-def _flag_rows(flags, link) -> list[list[str]]:
-    return [[mdtext.code(flag), mdtext.code(value) if value else "—", str(n), str(files), mdtext.code(setter),
-             f"[{mdtext.code(f'{rel}:{line}')}]({link(rel, line)})"]
-            for flag, n, files, (rel, line), value, setter in flags]
-
-
-def _flags_table(occ, link, flags_page: str | None = None, from_page: str = "", spans: dict | None = None) -> str:
-    flags = flag_counts(occ, spans)
-    if not flags:
-        return "_No `--xla_...` flags: only mentions of `XLA_FLAGS` / `LIBTPU_INIT_ARGS`._\n"
-    out = [f"{len(flags)} distinct flags, most used first (written as `--flag` strings or as keyword and dict "
-           "keys; the value most sites give).\n",
-           mdtext.table(FLAG_COLUMNS, _flag_rows(flags[:FLAGS_SHOWN], link))]
-    if len(flags) > FLAGS_SHOWN:
-        more = f"… and {len(flags) - FLAGS_SHOWN} more"
-        out.append((f"{more}: [all {len(flags)} flags]({_rel_link(from_page, flags_page)}).\n") if flags_page
-                   else f"{more}.\n")
-    return "\n".join(out)
-
-
-def spans_of(model: RepoModel) -> dict:
-    return {rel: r.facts.get("spans") or () for rel, r in model.scan.files.items()}
-
-
-def flags_path(slug: str) -> str:
-    return f"codebases/{slug}/flags.md"
-
-
-def flags_page(slug: str, model: RepoModel, links: SourceLinks, overview: str) -> Page | None:
-    """Every XLA/LIBTPU flag of the repository with its counts: the overview shows the first 60."""
-    flags = flag_counts(model.surfaces.get("xla-flags", []), spans_of(model))
-    if len(flags) <= FLAGS_SHOWN:
-        return None
-    path = flags_path(slug)
-    link = links.for_page(path)
-    body = (f"# {slug}: XLA and LIBTPU flags\n\n## Performance-relevant surfaces\n\n"
-            + region("flags", f"{len(flags)} distinct flags, most used first; back to the "
-                              f"[{slug} overview]({_rel_link(path, overview)}).\n\n"
-                     + mdtext.table(FLAG_COLUMNS, _flag_rows(flags, link))))
-    return Page(path, {"title": f"{slug}: XLA and LIBTPU flags", "type": "codebase", "tags": ["codebase", "xla-flags"],
-                       "repo": slug, "path": f"raw/code/{slug}"}, body)
-
-
 def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, overview: str) -> Page:
     path = module_page_path(slug, module)
     link = links.for_page(path)
@@ -431,7 +333,7 @@ def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, ov
     f = model.scan.files[rel].facts
     importers = sorted(model.fan_in.get(module, ()))
     g = [f"Source: [{mdtext.code(rel)}]({link(rel)}) · {f.get('lines', 0)} lines · imported by {len(importers)} modules · "
-         f"[{slug} overview]({_rel_link(path, overview)})\n"]
+         f"[{slug} overview]({rel_link(path, overview)})\n"]
     if f.get("doc"):
         g.append(f"> {mdtext.escape(f['doc'])}\n")
     syms = f.get("symbols", ())
@@ -450,7 +352,7 @@ def module_page(slug: str, model: RepoModel, module: str, links: SourceLinks, ov
             by_concept[cs].append((ln, lb))
         for cs, hits in by_concept.items():
             lines = ", ".join(f"[{ln}]({link(rel, ln)})" for ln, _ in hits[:10])
-            g.append(f"- [{CONCEPTS[cs].title}]({_rel_link(path, f'concepts/{cs}.md')}): "
+            g.append(f"- [{CONCEPTS[cs].title}]({rel_link(path, f'concepts/{cs}.md')}): "
                      f"{_counts_line([lb for _, lb in hits])} — lines {lines}")
         g.append("")
     g.append("## Imported by\n")

@@ -10,16 +10,9 @@ import re
 from collections import Counter
 
 from .analyze import RepoModel
+from .paths import is_test
 
 _DEFAULTS_FILE = re.compile(r"(?:^|/)(?:base|defaults?|config)(?:[._-][^/]*)?\.(?:ya?ml|toml|gin|cfg|ini|json)$")
-_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing)/|(?:^|/)test_[^/]*$|_test\.py$|(?:^|/)conftest\.py$")
-
-
-def is_test(rel: str) -> bool:
-    """A test file or a file under a tests folder: never a knob's example when another file sets it."""
-    return bool(_TEST_PATH.search(rel))
-
-
 _NOT_CONFIG = re.compile(r"(?:^|/)(?:testdata|test_data|golden\w*|fixtures?|__snapshots__)/")
 
 

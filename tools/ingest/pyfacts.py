@@ -257,8 +257,8 @@ def python_facts(relpath: str, data: bytes) -> dict:
 
 def _flag_bundles(tree: ast.Module, parsed: pysource.Parsed, hits) -> list[list]:
     """``[name, line, flags]`` for each module-level name bound to two or more compiler flags (a flag bundle:
-    ``CF_FOR_ALL_GATHER = " --xla_...=true --xla_...=true"``, ``FLAGS = {"xla_tpu_...": "true", ...}``), which
-    the code then passes by name."""
+    ``CF_FOR_ALL_GATHER = " --xla_...=true --xla_...=true"``, ``FLAGS = {"xla_tpu_...": "true", ...}``): code sets
+    them by that name, so the name is what a reader searches for."""
     lines = sorted(line for slug, line, label in hits if slug == "xla-flags" and label.startswith("--"))
     out = []
     for node in tree.body:

@@ -18,7 +18,7 @@ from ..kernels.scan import resolve
 from ..kernels.vendored import link_vendored
 from ..project import Project
 from ..writer import Writer
-from . import analyze, codebase_pages, config_knobs, metadata
+from . import analyze, codebase_pages, config_knobs, flag_pages, metadata
 
 
 @dataclass
@@ -181,7 +181,7 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     module_pages = {m: codebase_pages.module_page_path(slug, m) for m in central}
     overview = codebase_pages.overview_page(slug, model, meta, links, kernel_rows, module_pages)
     out_pages = [overview, *kpages]
-    flags = codebase_pages.flags_page(slug, model, links, overview.path)
+    flags = flag_pages.flags_page(slug, model, links, overview.path)
     if flags is not None:
         out_pages.append(flags)
     out_pages += [codebase_pages.module_page(slug, model, m, links, overview.path) for m in central]

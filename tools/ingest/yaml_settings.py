@@ -23,14 +23,38 @@ except AttributeError:  # libyaml not built in
 
 
 def _shown(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (list, dict)):
-        text = json.dumps(value, ensure_ascii=False, default=str).replace('"', "'")
-    else:
-        text = str(value)
+    """The value in flow style, stopped at ``MAX_VALUE_CHARS``: YAML aliases can make a 1 KB file a value of 10^9
+    elements (a "billion laughs"), so it is never serialised whole."""
+    out: list[str] = []
+    left = [MAX_VALUE_CHARS + 1]
+
+    def put(text: str) -> bool:
+        out.append(text[: left[0]])
+        left[0] -= len(text)
+        return left[0] > 0
+
+    def walk(v, depth: int) -> bool:
+        if depth > 50:
+            return put("…")
+        if isinstance(v, bool):
+            return put("true" if v else "false")
+        if v is None:
+            return put("null")
+        if isinstance(v, dict):
+            items = [(f"{json.dumps(str(k), ensure_ascii=False)[1:-1]!r}: ", x) for k, x in v.items()]
+            opener, closer = "{", "}"
+        elif isinstance(v, (list, tuple)):
+            items, opener, closer = [("", x) for x in v], "[", "]"
+        else:
+            return put(repr(v) if isinstance(v, str) and depth else str(v))
+        if not put(opener):
+            return False
+        for n, (head, x) in enumerate(items):
+            if (n and not put(", ")) or not put(head) or not walk(x, depth + 1):
+                return False
+        return put(closer)
+    walk(value, 0)
+    text = "".join(out)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
