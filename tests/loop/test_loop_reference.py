@@ -59,11 +59,28 @@ def test_the_reference_runs_once_profiled_on_its_own_lane(ran):
     assert (root / made[0]["raw_dir"]).is_dir() and "reference" in out
 
 
-def test_the_baseline_gap_page_maps_the_differences_and_the_sweep_adopts_them_together(ran):
-    root, _ = ran
+def _skip_unless_the_reference_was_faster(root, state: dict, body: str) -> None:
+    """On a loaded 2-core machine the reference's 4x batch can lose its edge (the other test worker holds a core).
+    The loop must then say so, measured interleaved, file nothing and stop at the target; the rest needs a gap."""
+    last = (state.get("reference") or {}).get("last") or {}
+    if last.get("gap_pct") is not None and last["gap_pct"] <= 3 and last.get("items") == 0:
+        assert "the reference is not faster" in body and "measured interleaved in" in body
+        assert not list((root / "wiki" / "hypotheses").rglob("gap-*.md"))  # nothing filed
+        assert state["stop_reason"].startswith("target reached") and not state["history"]
+        pytest.skip(f"the reference measured {last['gap_pct']:+.1f} % on this run: no gap to close")
+
+
+def _baseline_gap(root) -> str:
     base = next(r for r in records.lane_records(root / "wiki", "llama", "cpu") if r.get("role") == "baseline")
     gap = next((root / "wiki" / "analyses").glob(f"gap-{base['exp_id']}-vs-*.md"))
-    meta, body = pages.split(gap.read_text())
+    return pages.split(gap.read_text())[1]
+
+
+def test_the_baseline_gap_page_maps_the_differences_and_the_sweep_adopts_them_together(ran):
+    root, _ = ran
+    body = _baseline_gap(root)
+    _skip_unless_the_reference_was_faster(root, yaml.safe_load((root / "loops" / "gap" / "state.json").read_text()),
+                                          body)
     assert "compute_dtype=float32" in body and "batch=16" in body
     state = yaml.safe_load((root / "loops" / "gap" / "state.json").read_text())
     (first,) = state["history"]
@@ -86,6 +103,7 @@ def test_the_loop_and_model_pages_say_how_much_of_the_gap_is_closed(ran):
 def test_a_kept_trunk_is_checked_against_the_reference_interleaved(ran):
     root, _ = ran
     state = yaml.safe_load((root / "loops" / "gap" / "state.json").read_text())
+    _skip_unless_the_reference_was_faster(root, state, _baseline_gap(root))
     if not state["history"][0]["kept"]:
         pytest.skip(f"the composed move was {state['history'][0]['verdict']} on this run: nothing to check")
     check = state["reference"]["check"]
