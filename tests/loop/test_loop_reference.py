@@ -62,12 +62,11 @@ def test_the_reference_runs_once_profiled_on_its_own_lane(ran):
 def _skip_unless_the_reference_was_faster(root, state: dict, body: str) -> None:
     """On a loaded 2-core machine the reference's 4x batch can lose its edge (the other test worker holds a core).
     The loop must then say so, measured interleaved, file nothing and stop at the target; the rest needs a gap."""
-    last = (state.get("reference") or {}).get("last") or {}
-    if last.get("gap_pct") is not None and last["gap_pct"] <= 3 and last.get("items") == 0:
-        assert "the reference is not faster" in body and "measured interleaved in" in body
+    if "None: the reference is not faster" in body:  # the baseline's own gap page
+        assert "measured interleaved in" in body  # not one noisy pair of runs
         assert not list((root / "wiki" / "hypotheses").rglob("gap-*.md"))  # nothing filed
         assert state["stop_reason"].startswith("target reached") and not state["history"]
-        pytest.skip(f"the reference measured {last['gap_pct']:+.1f} % on this run: no gap to close")
+        pytest.skip("the reference measured no faster than the baseline on this run: no gap to close")
 
 
 def _baseline_gap(root) -> str:
