@@ -1,12 +1,12 @@
-"""The claims' keyword pre-filter may only rule out text that no unit pattern matches: every match of every pattern
-in tools.sources.claims.UNITS must contain one of KEYWORDS. Checked on sentences built at random from the
+"""The claims' pre-filter may only rule out text that no unit pattern matches: every match of every pattern in
+tools.sources.measures.UNITS must hold a figure with its unit (measures.UNIT_NEAR). Checked on sentences built at random from the
 patterns' own pieces, so a pattern added without its keyword fails here."""
 
 from __future__ import annotations
 
 import random
 
-from tools.sources import claims
+from tools.sources import claims, measures
 from tools.sources.extract import Document, Section
 
 PIECES = ["3", "1.7", "58.2", "1,024", "%", "x", "×", "-fold", "times", "ms", "µs", "us", "s", "seconds", "/", "per",
@@ -15,26 +15,33 @@ PIECES = ["3", "1.7", "58.2", "1,024", "%", "x", "×", "-fold", "times", "ms", "
           "speed-ups of", "up to", "higher throughput", "more throughput", "lower latency", "less memory",
           "fewer FLOPs", "GB/s", "GiB/s", "TB/s", "Gbps", "GB", "GiB", "MiB", "of", "HBM", "memory", "VMEM", "SRAM",
           "RAM", "step time", "latency", "is", "reduction in", "improvement in", "training time", "reduction in training time", "throughput", "k",
-          "M", "the", "at", "with", "and", ".", ",", "(", ")"]
+          "M", "the", "at", "with", "and", ".", ",", "(", ")", "from", "to", "→", "K", "context", "enables", "fits on",
+          "saving", "penalty", "cost", "by", "of cuBLAS", "utilization", "-", "+", "12 GB", "took", "about", "achieves",
+          "reached"]
 
 
 def test_every_unit_match_holds_a_keyword():
     rng = random.Random(0)
     pick = lambda: rng.choice(PIECES)  # noqa: E731
     num = lambda: rng.choice(["3", "1.7", "58.2", "1,024"])  # noqa: E731
+    unit = lambda: rng.choice(["ms", "s", "GB", "GiB", "%", "x", "TFLOPS", "", pick()])  # noqa: E731
     forms = [  # a number then units and words; a word then a number (the patterns that start with a keyword)
         lambda: f"{pick()} {num()}{rng.choice(['', ' '])}{pick()} {pick()} {pick()}",
         lambda: f"{num()} {pick()}{rng.choice(['', ' '])}{pick()} {pick()}",
         lambda: f"{pick()} {pick()} {num()} {pick()} {pick()}",
         lambda: f"{pick()} {rng.choice(['', 'is ', 'of ', 'up to '])}{num()}{rng.choice(['', ' '])}{pick()} {pick()}",
+        lambda: f"{pick()} from {num()} {unit()} {rng.choice(['to', 'down to', pick()])} {num()}{unit()} {pick()}",
+        lambda: f"{num()} {unit()} {rng.choice(['→', '->', pick()])} {num()} {unit()}",  # from A to B, A → B
+        lambda: f"{rng.choice(['enables', 'with', 'fits', pick()])} {num()}K {rng.choice(['context', pick()])}",
     ]
-    matched = {name: 0 for name, _ in claims.UNITS}
+    matched = {name: 0 for name, _ in measures.UNITS}
     for _ in range(40000):
         text = rng.choice(forms)()
-        for name, rx in claims._UNIT_RX:
+        for name, rx in measures._UNIT_RX:
             for m in rx.finditer(text):
                 matched[name] += 1
-                assert claims._has_keyword(m.group(0).lower()), (name, m.group(0))
+                assert measures.may_hold(m.group(0)), (name, m.group(0))
+                assert measures.NEEDS[name].search(m.group(0)), (name, m.group(0))
     assert min(matched.values()) > 20, matched  # every family's pattern is exercised
 
 
@@ -49,6 +56,6 @@ def test_filtered_claims_equal_the_unfiltered_ones():
     slow = []
     for sec in sections:  # the rule without the pre-filter: every sentence through every pattern
         for s in claims.sentences(sec.text):
-            if claims._ANY_UNIT.search(s):
+            if measures.ANY_UNIT.search(s) and not measures.unmeasured(s):
                 slow.append((s, sec.where))
     assert [(c.quote, c.where) for c in claims.claims(doc)] == slow and len(slow) == 4

@@ -1,6 +1,7 @@
-"""Key claims of a document: every sentence that states a measured number with a unit that matters for ML
-performance (TFLOP/s, MFU %, tokens/s, step time, x speedup, GB/s, HBM GB, latency), with its quote, where it is
-(page or section) and the technique it is about (a concept of tools.concepts, when one is named)."""
+"""Key claims of a document: every sentence, bullet item or table row that states a measured performance figure
+(tools/sources/measures.py: time, throughput, FLOP/s, utilisation, speed-up, change in percent, memory, bandwidth),
+with its quote, where it is (page or section) and the technique it is about (a concept of tools.concepts, when one
+is named). A table row's quote names its row and the headers of its measured cells."""
 
 from __future__ import annotations
 
@@ -8,32 +9,12 @@ import re
 from dataclasses import dataclass
 
 from ..concepts import CONCEPTS
+from . import measures, tables
 from .extract import Document
 
-_NUM = r"(?<![\w.])\d+(?:[.,]\d+)*(?:\.\d+)?"
-UNITS = (
-    ("throughput", rf"{_NUM}\s*(?:[kKMGTP]?\s*tokens?/s(?:ec)?|tok/s|tokens per second|samples/s|images/s)"),
-    ("flops", rf"{_NUM}\s*(?:[TPGE]FLOP/?s|[TPGE]FLOPS|[TPGE]?FLOPs/s)"),
-    ("mfu", rf"(?:MFU[^.\n]{{0,30}}?{_NUM}\s*%|{_NUM}\s*%\s*(?:MFU|model FLOPs? utili[sz]ation|HFU))"),
-    ("speedup", rf"{_NUM}\s*(?:[x×]|-fold|times)\s+(?:faster|speed-?ups?|higher throughput|more throughput|"
-                rf"lower latency|less memory|fewer FLOPs)|speed-?ups? of (?:up to )?{_NUM}\s*[x×]"
-                rf"|{_NUM}\s*[x×]\s+(?:speed-?up|faster)"),
-    ("bandwidth", rf"{_NUM}\s*(?:[GT]B/s|GiB/s|TiB/s|Gbps)"),
-    ("memory", rf"{_NUM}\s*(?:GB|GiB|TB|MiB|MB)\s+(?:of\s+)?(?:HBM|memory|VMEM|SRAM|RAM)|HBM[^.\n]{{0,20}}?{_NUM}\s*(?:GB|GiB)"),
-    ("time", rf"{_NUM}\s*(?:ms|µs|us|μs|seconds?|s)\s*(?:/|per)\s*(?:step|iteration|token|layer)"
-             rf"|(?:step time|latency)[^.\n]{{0,30}}?{_NUM}\s*(?:ms|µs|us|μs|s)\b"),
-    ("percent", rf"{_NUM}\s*%\s+(?:faster|speed-?up|higher throughput|more throughput|less memory|lower latency|"
-                rf"(?:reduction|improvement) in (?:step time|latency|throughput|memory|training time))"),
-)
-_UNIT_RX = [(name, re.compile(rx, re.I)) for name, rx in UNITS]
-_ANY_UNIT = re.compile("|".join(f"(?:{rx})" for _, rx in UNITS), re.I)
-# Words of which every unit pattern above needs one (lowercase): plain substring tests rule out most pages and
-# sentences before any pattern runs (the patterns cost ~0.4 µs per character; these ~0.01). Keep them in step
-# with UNITS: tests/sources/test_claims_filter.py checks that every pattern's matches contain one.
-KEYWORDS = ("tok", "samples/s", "images/s", "flop", "mfu", "hfu", "faster", "speed", "throughput", "latency",
-            "memory", "b/s", "gbps", "hbm", "vmem", "sram", "ram", "step", "iteration", "layer", "reduction", "improvement")
-_DIGIT = re.compile(r"\d")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[*_`])")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
 # Words that name each concept in prose (titles and common spellings).
 _PROSE = {slug: re.compile("|".join([re.escape(c.title.split(" (")[0].lower())] + extra), re.I)
           for slug, c in CONCEPTS.items()
@@ -67,9 +48,14 @@ class Claim:
 
 def sentences(text: str) -> list[str]:
     text = re.sub(r"-\n(?=[a-z])", "", text)  # words hyphenated across PDF lines
-    # A short line without closing punctuation is a heading or a caption: it ends a block of its own.
-    lines = [ln + ("\n" if len(ln.split()) <= 8 and not ln.rstrip().endswith((".", ",", ";", ":", "-")) else "")
-             for ln in text.split("\n")]
+    # A short line without closing punctuation is a heading or a caption, and a bullet item starts a block: each
+    # ends the block before it.
+    lines = []
+    for ln in text.split("\n"):
+        if _BULLET.match(ln):
+            lines.append("")
+        lines.append(ln + ("\n" if len(ln.split()) <= 8 and not ln.rstrip().endswith((".", ",", ";", ":", "-"))
+                            else ""))
     out = []
     for block in re.split(r"\n\s*\n", "\n".join(lines)):
         flat = " ".join(block.split())
@@ -86,8 +72,83 @@ def concept_of(sentence: str) -> str | None:
     return best[1] if best else None
 
 
-def _has_keyword(lower: str) -> bool:
-    return any(k in lower for k in KEYWORDS)
+def _measured(text: str) -> list[str]:
+    """The measured figures of one sentence, bullet item or table cell (none when the text is a spec, a rule, a
+    target or a hypothetical)."""
+    if not measures.may_hold(text):
+        return []
+    found = measures.figures(text)
+    if not found or measures.unmeasured(text):
+        return []
+    return sorted({f for _, f in found})
+
+
+def _prose(text: str) -> tuple[list[str], list[str]]:
+    """The prose of a section (code blocks out, tables apart) and its lines, for tables.find."""
+    lines, keep, fence = text.split("\n"), [], False
+    for ln in lines:
+        if _FENCE.match(ln):
+            fence = not fence
+            keep.append("")
+            continue
+        keep.append("" if fence else ln)
+    return keep, lines
+
+
+def _plain(cell: str) -> str:
+    """A table cell as a reader sees it: links as their text, images and tags out, emphasis off."""
+    cell = re.sub(r"!\[[^\]]*\]\([^)]*\)|<[^>]{1,200}>", "", cell)
+    cell = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", cell)
+    return " ".join(re.sub(r"\*\*|__|`", "", cell).split())
+
+
+_MEASURED_HEADER = re.compile(r"\b(?:time|ms|µs|us|sec|seconds?|latency|speed-?ups?|speed|throughput|tokens?/s|"
+                              r"TFLOPS?|FLOP/s|MFU|utili[sz]ation|memory|vram|bandwidth|performance|reduction|"
+                              r"savings?|faster|improvement|context length)\b|\((?:ms|s|us|µs|GB|MB|x|%)\)", re.I)
+
+
+_HW_PROPERTY = re.compile(r"^(?:memory\s+)?(?:bandwidth|bw)|^(?:l1|l2)\b|shared memory|^smem|registers|^sms?\b|"
+                          r"cores\b|shared mem|/sm\b|per sm\b|compute capability|max threads|warp size|^memory$|^hbm|^vram$|^tdp|clock",
+                          re.I)
+_BARE = re.compile(r"^[~≈>+-]?\s?\d[\d.,]*\s?(?:[a-zA-Zµ%×/]+)?(?:\s+[a-zA-Z/]+)?"
+                   r"(?:\s*/\s*[~≈]?\d[\d.,]*\s?[a-zA-Zµ%×/]+)?$")
+_NUMBER = re.compile(r"(?<![A-Za-z_])\d")
+_UNIT_FIGURE = re.compile(r"(?<![\w.])[~≈]?\d[\d.,]*\s?(?:%|ms\b|µs\b|us\b|[KMGT]i?B\b|[x×]\b|TFLOPS\b|mins?\b|s\b)")
+_UNIT_CELL = re.compile(r"\d\s?(?:ms|µs|μs|us|s|sec|[KMGT]i?B|[TPG]FLOPS|TFLOP/s|tokens?/s|tok/s|it/s|[x×])\b", re.I)
+
+
+def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
+    """(quote, figures) of each row that states a measurement: a cell that reads as one on its own ("~20 % faster"),
+    or a short figure under a header that names a measurement ("Time (ms)": "0.065", "Speedup": "3.37x"); the
+    figures after the first measured cell are the row's other arms ("Hugging Face + FA2": "932"). The naming cells
+    before it say what was measured. A row that names a hardware property ("Memory Bandwidth") keeps only a cell
+    that says it was achieved. The quote: the naming cells, then each measured cell under its header."""
+    header = [_plain(h) for h in table.header]
+    out = []
+    for row in table.rows:
+        plain = [_plain(c) for c in row]
+        spec_row = bool(plain and _HW_PROPERTY.search(plain[0]))
+        measured, naming = [], []
+        for j, cell in enumerate(plain):
+            head = header[j] if j < len(header) else ""
+            figs = _measured(cell) if j else []
+            if spec_row and figs and not re.search(r"achiev|measured|observed|reach", cell, re.I):
+                figs = []
+            if not figs and j and not spec_row and _NUMBER.search(cell) and _BARE.match(cell) and \
+                    (measured or _MEASURED_HEADER.search(head) or _UNIT_CELL.search(cell)) and \
+                    measures.unmeasured(head) != "spec":
+                figs = [cell]
+            elif not figs and measured and not row[j].lstrip().startswith("`"):  # a note beside the figures
+                figs = _UNIT_FIGURE.findall(cell)
+            if figs:
+                measured.append((head, cell, figs))
+            elif not measured:
+                naming.append(cell)
+        if measured:
+            name = " | ".join(c for c in naming if c)
+            parts = "; ".join(f"{h}: {c}" if h else c for h, c, _ in measured)
+            out.append((f"{name} — {parts}" if name else parts, sorted({f for *_, fs in measured for f in fs})))
+    return out
 
 
 def claims(doc: Document, limit: int = 200) -> list[Claim]:
@@ -95,18 +156,25 @@ def claims(doc: Document, limit: int = 200) -> list[Claim]:
     seen: set[str] = set()
     main = concept_of(doc.title)  # a claim that names no technique is about the document's own
     for sec in doc.sections:
-        if not _has_keyword(sec.text.lower().replace("-\n", "")):  # as sentences() joins hyphenated words
+        if not measures.may_hold(sec.text) and "|" not in sec.text:  # a table's header may name the unit
             continue
         around = concept_of(sec.title) or main
-        for s in sentences(sec.text):
-            if len(s) > 600 or s in seen or not _DIGIT.search(s) or not _has_keyword(s.lower()) \
-                    or not _ANY_UNIT.search(s):
+        prose, lines = _prose(sec.text)
+        found = []
+        for t in tables.find(prose):
+            for i in range(t.first, t.last + 1):
+                prose[i] = ""
+            found += _row_claims(t)
+        for s in sentences("\n".join(prose)):
+            if len(s) <= 600 and (figs := _measured(s)):
+                found.append((s, figs))
+        for quote, figs in found:
+            if quote in seen:
                 continue
-            hits = [(name, m.group(0)) for name, rx in _UNIT_RX for m in rx.finditer(s)]
-            if not hits:
-                continue
-            seen.add(s)
-            out.append(Claim(s, sec.where, hits[0][0], sorted({h for _, h in hits}), concept_of(s) or around))
+            seen.add(quote)
+            fam = measures.figures(quote)
+            out.append(Claim(quote, sec.where, fam[0][0] if fam else "table", figs,
+                             concept_of(quote) or around))
             if len(out) >= limit:
                 return out
     return out
