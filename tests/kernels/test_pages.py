@@ -54,7 +54,7 @@ def test_one_valid_page_per_kernel_with_links_and_escaping():
     assert "attention \\| with pipes" in evil.body
     assert f"(https://example.test/blob/abc/ops/evil.py#L{evil.meta['line']})" in evil.body
     assert "`(8, 128)`" in evil.body and "`('parallel',)`" in evil.body
-    assert set(pages.regions(evil.body)) == {"summary", "launch-sites", "signature", "parameters", "callers"}
+    assert set(pages.regions(evil.body)) == {"summary", "launch-sites", "signature", "body", "parameters", "callers"}
     assert evil.meta["backend"] == "tpu" and evil.meta["category"] == "attention"
 
 

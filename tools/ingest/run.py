@@ -112,11 +112,16 @@ def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> list:
     return sites
 
 
-def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks) -> tuple[list[pages.Page], dict]:
+def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks,
+                  model: analyze.RepoModel) -> tuple[list[pages.Page], dict]:
     if not sites:
         return [], {}
-    return (kernel_pages(sites, slug, links.git.commit, links.for_page(f"kernels/{slug}/kernel.md")),
-            page_paths(sites, slug))
+    link = links.for_page(f"kernels/{slug}/kernel.md")
+    knobs = {}  # each configuration knob -> its default (else first) setting in the config files
+    for k in config_knobs.config_knobs(model):
+        rel, _, line = (k.get("default_at") or k["example"]).rpartition(":")
+        knobs[k["key"]] = link(rel, int(line))
+    return kernel_pages(sites, slug, links.git.commit, link, knobs), page_paths(sites, slug)
 
 
 def _write(report: IngestReport, rel: str, write) -> None:
@@ -170,7 +175,7 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     links = codebase_pages.SourceLinks(slug, gitinfo.read(root))
 
     sites = _kernel_sites(project, slug, scan)
-    kpages, page_of = _kernel_pages(sites, slug, links)
+    kpages, page_of = _kernel_pages(sites, slug, links, model)
     kernel_rows = []
     for s in sites:
         d = s.to_dict()

@@ -17,9 +17,9 @@ from .. import pysource
 from . import rules
 from .launch import HINT_KWARGS, LaunchDetails, launcher_entry, short
 from .light import light_facts
-from .names import NameResolution, Scope, imports_of, module_name, top_statements
+from .names import NameResolution, Scope, defaults_of, imports_of, module_name, params_of, top_statements
 
-VERSION = 3  # bump when the shape of the facts changes (cache key)
+VERSION = 4  # bump when the shape of the facts changes (cache key)
 
 _MENTIONS = re.compile(r"pallas|core_map|plgpu|pltpu")
 _PALLAS_IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+[^\n]*(?:pallas|pltpu|plgpu|core_map|mosaic)", re.MULTILINE)
@@ -88,6 +88,7 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
         self._hint_rx: re.Pattern | None = None
         self._matcher: rules.BackendMatcher | None = None
         self.fn_nodes: dict[str, ast.AST] = {}
+        self.spec_classes: set[str] = set()  # classes of this module that extend a BlockSpec
 
     def _signature(self, node) -> str:
         """``name(params)`` from the source text of the def line(s): cheap, and keeps defaults as written."""
@@ -107,6 +108,9 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
         for st in node.body:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.top_defs.add(st.name)
+            if isinstance(st, ast.ClassDef) and any((pysource.dotted_name(b) or "").endswith("BlockSpec")
+                                                    for b in st.bases):
+                self.spec_classes.add(st.name)
             elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
                     and isinstance(st.value, ast.Call):  # make_mha = partial(_make, ...): a factory by another name
                 self.top_bound.add(st.targets[0].id)
@@ -127,7 +131,7 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
                 "decorators": [d for d in decos if d],
                 "deprecated": bool(doc and _DEPRECATED.search(doc.split("\n\n")[0]))
                 or any("deprecat" in d.lower() for d in decos),
-                "refs": [],
+                "refs": [], "params": params_of(node), "defaults": defaults_of(node),
             }
             if any("custom_vjp" in d or "custom_jvp" in d for d in decos):
                 self.f["functions"][qual]["custom_vjp"] = True
@@ -212,9 +216,42 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
 
     visit_ImportFrom = visit_Import
 
+    def visit_If(self, node: ast.If, chain: int = 0) -> None:
+        """The branches' assignments carry their condition: ``if c`` gives ``c``, its else ``not (c)``, the else
+        of an if/elif chain ``otherwise``."""
+        self.visit(node.test)
+        conds = self.stack[-1].conds
+        cond = short(node.test) or "…"
+        conds.append(cond)
+        for st in node.body:
+            self.visit(st)
+        conds.pop()
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            self.visit_If(node.orelse[0], chain + 1)
+        elif node.orelse:
+            conds.append("otherwise" if chain else f"not ({cond})")
+            for st in node.orelse:
+                self.visit(st)
+            conds.pop()
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        """``x: T = v`` is an assignment; ``x: T`` alone binds nothing (a later assignment gives the value)."""
+        if node.value is not None and isinstance(node.target, ast.Name):
+            self.visit_Assign(ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node))
+        elif node.value is not None:
+            self.visit(node.value)
+
+    _MAX_BRANCHES = 12
+
     def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
         scope = self.stack[-1]
+        for t in node.targets:  # tm, tk, tn = tiling: each name is bound to (a part of) the value
+            for n in ([t] if isinstance(t, ast.Name) else t.elts if isinstance(t, ast.Tuple) else []):
+                if isinstance(n, ast.Name):
+                    seen = scope.branches.setdefault(n.id, [])
+                    if len(seen) < self._MAX_BRANCHES:
+                        seen.append((scope.conds[-1] if scope.conds else None, value))
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
             scope.assigns[name] = value
@@ -282,7 +319,12 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
                 if hinted or any(k.arg == "grid" for k in node.keywords):
                     d = self.details(node, node)
                     shape = {k: d[k] for k in ("grid", "block_shapes", "dimension_semantics") if d[k]}
+                bound = {}
+                if resolved == f"{self.module}.{fn}":  # a call to this module's own function: what it is given
+                    bound = {"args": [short(a) or "" for a in node.args[:12]],
+                             "kwargs": {k.arg: short(k.value) or "" for k in node.keywords[:16] if k.arg}}
                 self.f["calls"].append({
+                    **bound,
                     "line": self.line(getattr(node.func, "end_lineno", None) or node.lineno),
                     "callee": fn, "target": resolved, "scope": self.scope_qual(),
                     "forwards": self.forwarded_body(body),

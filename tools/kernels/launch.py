@@ -12,6 +12,9 @@ from .. import pysource
 from . import rules
 
 MAX_TEXT = 160
+_IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*\b(?!\s*[(=])")  # a bare name, not an attribute, call or keyword
+_NOT_A_FEED = {"None", "True", "False", "if", "else", "and", "or", "not", "is", "in", "for", "lambda", "len", "min",
+               "max", "int", "range", "tuple", "list", "memory_space"}
 HINT_KWARGS = {"compiler_params", "grid_spec", "mesh", "scratch_shapes", "in_specs", "out_specs", "backend"}
 _LAUNCHER_MODULES = re.compile(
     r"jax\.experimental\.pallas(?:\.(?:tpu|mosaic_gpu|gpu|triton|tpu_sc|fuser))?"
@@ -98,7 +101,7 @@ class LaunchDetails:
         return "\n".join(self.lines[a:b])
 
     def details(self, call: ast.Call | None, style_node: ast.AST) -> dict:
-        out: dict[str, Any] = {"grid": None, "block_shapes": [], "dimension_semantics": None}
+        out: dict[str, Any] = {"grid": None, "block_shapes": [], "dimension_semantics": None, "branches": {}}
         texts = [self._text(style_node)]
         if call is None:
             return {**out, "hints": self.bk(texts[0]), "interpret": False}
@@ -113,23 +116,28 @@ class LaunchDetails:
         # A name no assignment in scope resolves (a parameter, a loop variable) is chosen at run time: say so
         # rather than print the bare name as if it were the grid.
         out["grid"] = f"{grid.id} (set at run time)" if isinstance(grid, ast.Name) else short(grid)
-        shapes = []
-        for root in (call, spec):
-            if not isinstance(root, ast.AST):
-                continue
-            for sub in ast.walk(root):
-                if isinstance(sub, ast.Call) and (pysource.dotted_name(sub.func) or "").endswith("BlockSpec"):
-                    shape = sub.args[0] if sub.args else next(
-                        (k.value for k in sub.keywords if k.arg == "block_shape"), None)
-                    s = short(shape)
-                    if s and s not in shapes:
-                        shapes.append(s)
-        out["block_shapes"] = shapes[:8]
+        branches = {}
+        given = next((k.value for k in call.keywords if k.arg == "grid"), None)
+        if isinstance(given, ast.Name) and len(alts := self.alternatives(given.id)) > 1:
+            branches["grid"] = alts
+            out["grid"] = alts[0][0]
+        shapes = self.block_shapes(call, spec)
+        out["block_shapes"] = list(dict.fromkeys(shape for shape, _ in shapes))[:12]
+        if any(when for _, when in shapes):
+            branches["block_shapes"] = [[shape, when or ""] for shape, when in shapes][:16]
         if params is not None:
             for sub in ast.walk(params):
                 if isinstance(sub, ast.keyword) and sub.arg == "dimension_semantics":
                     out["dimension_semantics"] = short(sub.value)
+                    if isinstance(sub.value, ast.Name):
+                        alts = self.alternatives(sub.value.id)
+                        if alts:
+                            out["dimension_semantics"] = alts[0][0]
+                        if len(alts) > 1:
+                            branches["dimension_semantics"] = alts
                     break
+        out["branches"] = branches
+        out["feeds"] = self.feeds(out["block_shapes"])
         interp = self._kw(call, "interpret")
         out["interpret"] = isinstance(interp, ast.Constant) and interp.value is True
         out["backend_note"] = self._run_time_params(call, params)
@@ -139,6 +147,112 @@ class LaunchDetails:
         hint = self.bk(short(params) or "") if params is not None else None
         out["hints"] = hint or self.bk("\n".join(texts))
         return out
+
+    def alternatives(self, name: str) -> list[list[str]]:
+        """[[value, condition], ...] of every assignment of ``name`` in scope (condition "" when unconditional);
+        an unconditional value overridden under a condition reads as the default ("otherwise")."""
+        seen = self.find_branches(name)
+        out = []
+        for when, value in seen:
+            text = short(value)
+            if text and [text, when or ""] not in out:
+                out.append([text, when or ""])
+        if len(out) > 1:
+            out = [[v, w or "otherwise"] for v, w in out]
+        return out
+
+    def feeds(self, texts: list[str]) -> dict[str, dict]:
+        """Where each name in the block shapes gets its value: {"value": text} when assigned in scope
+        (``tm, tk, tn = tiling`` gives ``tiling``), {"param": function} when the launching function takes it (the
+        scan follows that function's callers in the file)."""
+        out: dict[str, dict] = {}
+        for name in dict.fromkeys(_IDENT.findall(" ".join(texts))):
+            if name in _NOT_A_FEED or name in self.imports or len(out) >= 12:
+                continue
+            bound = self.find_branches(name)
+            if bound:
+                text = short(bound[-1][1])
+                value = bound[-1][1]
+                if isinstance(value, ast.Name) and value.id != name and \
+                        (owner := self._param_owner(value.id, reassigned=True)):  # tm, tk, tn = tiling
+                    out[name] = {"param": owner, "via": value.id}
+                elif text and text != name and ".shape" not in text:  # an operand's own size is no knob
+                    out[name] = {"value": text}
+                continue
+            owner = self._param_owner(name)
+            if owner:
+                out[name] = {"param": owner}
+        return out
+
+    def block_shapes(self, call: ast.Call, spec: ast.AST | None) -> list[tuple[str, str | None]]:
+        """(block shape, condition) of every ``BlockSpec`` the launch is given: written inline, in ``in_specs`` /
+        ``out_specs`` lists built above the call (each branch of an if/else that builds them, labelled), named
+        specs, ``BlockSpec`` subclasses and spec-building helpers of the module. A spec without a shape says its
+        memory space (the whole array, unblocked)."""
+        roots = [k.value for k in call.keywords if k.arg in ("in_specs", "out_specs")]
+        grid_spec = next((k.value for k in call.keywords if k.arg == "grid_spec"), None)
+        for gs in (grid_spec, spec):
+            if isinstance(gs, ast.Call):
+                roots += [k.value for k in gs.keywords if k.arg in ("in_specs", "out_specs")]
+        out: list[tuple[str, str | None]] = []
+        for root in roots:
+            self._specs(root, None, out, set(), 0)
+        if not out:  # specs written elsewhere in the call (an unusual keyword, a positional GridSpec)
+            for sub in ast.walk(call):
+                if isinstance(sub, ast.Call) and self._is_block_spec(sub):
+                    self._spec_shape(sub, None, out)
+        return out
+
+    def _is_block_spec(self, node: ast.Call) -> bool:
+        name = pysource.dotted_name(node.func) or ""
+        return name.endswith("BlockSpec") or name.rsplit(".", 1)[-1] in getattr(self, "spec_classes", ())
+
+    def _spec_shape(self, node: ast.Call, when: str | None, out: list) -> None:
+        shape = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "block_shape"), None)
+        text = short(shape)
+        if text is None:
+            space = next((k.value for k in node.keywords if k.arg == "memory_space"), None)
+            text = f"memory_space={short(space)}" if space is not None else None
+        if text and (text, when) not in out:
+            out.append((text, when))
+
+    def _specs(self, node: ast.AST | None, when: str | None, out: list, seen: set, depth: int) -> None:
+        if node is None or depth > 6 or len(out) >= 24:
+            return
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            for e in node.elts:
+                self._specs(e, when, out, seen, depth + 1)
+        elif isinstance(node, ast.Starred):
+            self._specs(node.value, when, out, seen, depth + 1)
+        elif isinstance(node, ast.IfExp):
+            cond = short(node.test)
+            self._specs(node.body, cond, out, seen, depth + 1)
+            self._specs(node.orelse, f"not ({cond})", out, seen, depth + 1)
+        elif isinstance(node, ast.BinOp):  # in_specs = common + [extra]
+            self._specs(node.left, when, out, seen, depth + 1)
+            self._specs(node.right, when, out, seen, depth + 1)
+        elif isinstance(node, ast.Name):
+            for cond, value in self.find_branches(node.id):
+                if (node.id, id(value)) in seen:  # out_specs = [*out_specs, ...]: each value read once
+                    continue
+                seen.add((node.id, id(value)))
+                self._specs(value, cond or when, out, seen, depth + 1)  # the condition nearest the shape
+        elif isinstance(node, ast.Call):
+            if self._is_block_spec(node):
+                self._spec_shape(node, when, out)
+                return
+            name = pysource.dotted_name(node.func) or ""
+            helper = self.find_def(name) if "." not in name else None
+            if helper is not None:  # a spec-building helper of this module
+                for sub in ast.walk(helper):
+                    if isinstance(sub, ast.Call) and self._is_block_spec(sub):
+                        self._spec_shape(sub, when, out)
+                return
+            for arg in list(node.args) + [k.value for k in node.keywords]:  # tuple(specs), list(...)
+                if isinstance(arg, (ast.Name, ast.List, ast.Tuple, ast.Starred)):
+                    self._specs(arg, when, out, seen, depth + 1)
+        elif isinstance(node, ast.ListComp):
+            self._specs(node.elt, when, out, seen, depth + 1)
 
     def _run_time_params(self, call: ast.Call, params: ast.AST | None) -> str | None:
         """Why the launch's ``compiler_params`` fix no backend: passed in by the caller, or chosen between
@@ -178,6 +292,7 @@ class LaunchDetails:
                     wrapper, body_name = None, local or body_name
         if body_name:
             self.body_names.add(body_name.rsplit(".", 1)[-1])
+        body_def = self.body_def(decorated if decorated is not None else body)
         d = self.details(call, node if call is None else call)
         if extra_hint and not d["hints"]:
             d["hints"] = extra_hint
@@ -188,5 +303,33 @@ class LaunchDetails:
         self.f["launches"].append({
             "line": line, "entry": entry, "scope": ".".join(chain) or None,
             "chain": [s.name for s in self.stack[1:]], "body": body_name, "style": style,
-            "wrapper": wrapper, **d,
+            "wrapper": wrapper, "body_def": body_def, **d,
         })
+
+    def body_def(self, node: ast.AST | None, depth: int = 0) -> dict | None:
+        """The function the kernel body is: {"name", "line"} when it is defined in this file (a local def, a
+        module function, the def a decorator launches), {"name", "target"} when imported (the scan finds its
+        file). Followed through ``partial(f, ...)``, ``kernel = f`` and ``kernel = partial(f, ...)``; None when
+        the body is a caller's parameter or an expression."""
+        if node is None or depth > 3:
+            return None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return {"name": node.name, "line": self.line(node.lineno)}
+        if isinstance(node, ast.Call) and pysource.dotted_name(node.func) in ("functools.partial", "partial") \
+                and node.args:
+            return self.body_def(node.args[0], depth + 1)
+        if isinstance(node, ast.Name):
+            local = self.find_def(node.id)
+            if local is not None:
+                return {"name": node.id, "line": self.line(local.lineno)}
+            for _, value in self.find_branches(node.id)[::-1]:  # the last binding in scope
+                if not (isinstance(value, ast.Name) and value.id == node.id):
+                    return self.body_def(value, depth + 1)
+            if node.id in self.imports:
+                return {"name": node.id, "target": self.resolve(node.id)}
+            return None
+        if isinstance(node, ast.Attribute):
+            dotted = pysource.dotted_name(node)
+            target = self.resolve(dotted) if dotted else None
+            return {"name": dotted, "target": target} if target else None
+        return None

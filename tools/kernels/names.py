@@ -27,7 +27,7 @@ def module_name(relpath: str) -> str:
     return ".".join(parts)
 
 
-def _params(fn: ast.AST) -> list[str]:
+def params_of(fn: ast.AST) -> list[str]:
     a = fn.args
     names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
     if a.vararg:
@@ -37,12 +37,32 @@ def _params(fn: ast.AST) -> list[str]:
     return names
 
 
+def defaults_of(fn: ast.AST) -> dict[str, str]:
+    """Each parameter's default as written (``tiling`` -> ``(128, 128, 128)``)."""
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+    pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    out = {}
+    for arg, d in pairs:
+        try:
+            text = " ".join(ast.unparse(d).split())
+        except Exception:  # noqa: BLE001 - a repaired tree
+            continue
+        out[arg.arg] = text if len(text) <= 80 else text[:79] + "…"
+    return out
+
+
 class Scope:
     def __init__(self, name: str, node: ast.AST | None, kind: str, qual: str | None):
         self.name, self.node, self.kind, self.qual = name, node, kind, qual
-        self.params = set(_params(node)) if kind == "def" else set()
+        self.params = set(params_of(node)) if kind == "def" else set()
         self.aliases: dict[str, dict] = {}
         self.assigns: dict[str, ast.AST] = {}
+        # Every assignment of a name in this scope with the condition it sits under ("if x", "not (x)"; None when
+        # unconditional), in source order: a grid or a block spec chosen in an if/else has one per branch.
+        self.branches: dict[str, list[tuple[str | None, ast.AST]]] = {}
+        self.conds: list[str] = []  # the conditions of the if statements being visited in this scope
         self.local_defs: dict[str, ast.AST] = {}
         if node is not None and kind in ("def", "module"):
             todo = list(ast.iter_child_nodes(node))
@@ -133,11 +153,26 @@ class NameResolution:
                 return s.assigns[name]
         return None
 
-    def _param_owner(self, name: str) -> str | None:
-        """Outermost enclosing function that takes ``name`` as a parameter (qualname)."""
+    def find_branches(self, name: str) -> list[tuple[str | None, ast.AST]]:
+        """Every value assigned to ``name`` in the nearest scope that assigns it, each with its condition."""
+        for s in reversed(self.stack):
+            if name in s.branches:
+                return s.branches[name]
+        return []
+
+    def find_def(self, name: str) -> ast.AST | None:
+        """The function ``name`` defined in an enclosing scope or at module level (a spec-building helper)."""
+        for s in reversed(self.stack):
+            if name in s.local_defs:
+                return s.local_defs[name]
+        return None
+
+    def _param_owner(self, name: str, reassigned: bool = False) -> str | None:
+        """Outermost enclosing function that takes ``name`` as a parameter (qualname); unless ``reassigned``, one
+        that assigns it a new value does not count."""
         chain = self.def_chain()
         for i, s in enumerate(chain):
-            if name in s.params and not any(name in t.assigns for t in chain[i:]):
+            if name in s.params and (reassigned or not any(name in t.assigns for t in chain[i:])):
                 return ".".join(x.name for x in self.stack[1:self.stack.index(s) + 1])
         return None
 
@@ -151,7 +186,7 @@ class NameResolution:
                 or not any(x.kind == "def" for x in scopes[:-1]):
             return None
         inner, outer = scopes[-1].node, next(x for x in reversed(scopes[:-1]) if x.kind == "def").node
-        params = _params(inner)
+        params = params_of(inner)
         position = params.index(name) if name in params else None
         for sub in ast.walk(outer):
             if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == bits[-1]):

@@ -7,6 +7,7 @@ through ``tools.mdtext`` so a ``<script>`` in a docstring shows as text and pipe
 from __future__ import annotations
 
 import posixpath
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
@@ -91,19 +92,86 @@ def _sites_table(rows: list[list[str]]) -> str:
     return table + f"\n{'Every site' if len(rows) > 1 else 'The site'}: {said}.\n"
 
 
+def _when(value: str, condition: str) -> str:
+    if not condition:
+        return mdtext.code(value)
+    if condition == "otherwise":
+        return f"{mdtext.code(value)} otherwise"
+    return f"{mdtext.code(value)} if {mdtext.code(condition)}"
+
+
+def _cell(s, key: str) -> str:
+    """A grid or dimension-semantics cell: the one value, or every branch labelled by its condition."""
+    alts = (_get(s, "branches") or {}).get(key)
+    if alts:
+        return "<br>".join(_when(v, c) for v, c in alts)
+    return mdtext.code(_get(s, key)) if _get(s, key) else ""
+
+
+def _shapes_cell(s) -> str:
+    """Each block shape once; a shape used only under a condition says which."""
+    alts = (_get(s, "branches") or {}).get("block_shapes")
+    if not alts:
+        return "<br>".join(mdtext.code(b) for b in (_get(s, "block_shapes") or [])[:8])
+    conds: dict[str, list[str]] = {}
+    for v, c in alts:
+        conds.setdefault(v, []).append(c)
+    cells = []
+    for v, cs in list(conds.items())[:10]:
+        cs = list(dict.fromkeys(cs))
+        if "" in cs or len(cs) == 1:
+            cells.append(_when(v, "" if "" in cs else cs[0]))
+            continue
+        shown = " / ".join(c if c == "otherwise" else mdtext.code(c) for c in cs[:3])
+        cells.append(f"{mdtext.code(v)} (if {shown}{' / …' if len(cs) > 3 else ''})")
+    return "<br>".join(cells)
+
+
 def _params_rows(sites: list) -> list[list[str]]:
     rows = []
     for s in sites:
-        shapes = _get(s, "block_shapes") or []
-        if not (_get(s, "grid") or shapes or _get(s, "dimension_semantics")):
+        if not (_get(s, "grid") or _get(s, "block_shapes") or _get(s, "dimension_semantics")):
             continue
-        rows.append([
-            f"{mdtext.escape(_get(s, 'path'))}:{_get(s, 'line')}",
-            mdtext.code(_get(s, "grid")) if _get(s, "grid") else "",
-            "<br>".join(mdtext.code(b) for b in shapes[:6]),
-            mdtext.code(_get(s, "dimension_semantics")) if _get(s, "dimension_semantics") else "",
-        ])
+        rows.append([f"{mdtext.escape(_get(s, 'path'))}:{_get(s, 'line')}",
+                     _cell(s, "grid"), _shapes_cell(s), _cell(s, "dimension_semantics")])
     return rows
+
+
+def _sources(sites: list, link: Callable[[str, int], str], knobs: dict[str, str]) -> str:
+    """Where the names in the block shapes get their values, across the kernel's sites; a configuration knob of
+    the codebase named in a value is linked to its row on the overview."""
+    seen, out = set(), []
+    for s in sites:
+        for name, source, at in _get(s, "block_sources") or []:
+            if (name, source, at) in seen:
+                continue
+            seen.add((name, source, at))
+            where = ""
+            if at:
+                path, _, line = at.rpartition(":")
+                where = " at " + mdtext.link(mdtext.escape(at), link(path, int(line)))
+            said = mdtext.escape(source) if source.startswith(("parameter ", "block-size class")) \
+                else mdtext.code(source)
+            named = [k for k in dict.fromkeys(re.findall(r"\w+", source)) if k in knobs]
+            more = "".join(f" (knob {mdtext.link(mdtext.code(k), knobs[k])})" for k in named[:2])
+            out.append(f"- {mdtext.code(name)}: {said}{where}{more}")
+    return "\n".join(out[:24]) + "\n" if out else ""
+
+
+def _bodies(sites: list, link: Callable[[str, int], str]) -> str:
+    """The kernel body function of each launch, with a link to its def."""
+    out, seen = [], set()
+    for s in sites:
+        name, at = _get(s, "body_function") or _get(s, "body"), _get(s, "body_at")
+        if not name or (name, at) in seen:
+            continue
+        seen.add((name, at))
+        if at:
+            path, _, line = at.rpartition(":")
+            out.append(f"- {mdtext.code(name)} at {mdtext.link(mdtext.escape(at), link(path, int(line)))}")
+        else:
+            out.append(f"- {mdtext.code(name)} (defined outside the repository or passed in by the caller)")
+    return "\n".join(out[:12]) + "\n" if out else "_The body is passed in at run time._\n"
 
 
 PARAM_HEADERS = ["Site", "Grid", "Block shapes", "Dimension semantics"]
@@ -120,7 +188,8 @@ def _params_table(rows: list[list[str]]) -> str:
     return table + (f"\n_Not written at the launch sites: {', '.join(missing)}._\n" if missing else "")
 
 
-def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str]) -> str:
+def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str],
+          knobs: dict[str, str] | None = None) -> str:
     first = sites[0]
     summary = next((_get(s, "summary") for s in sites if _get(s, "summary")), None)
     what = [mdtext.escape(summary) if summary else "_No docstring found; read the source._", ""]
@@ -136,7 +205,12 @@ def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str])
     out += ["\n## Launch sites\n", region("launch-sites", _sites_table([_site_row(s, link) for s in sites]))]
     sig = _get(first, "signature")
     out += ["\n## Signature\n", region("signature", _code_block(f"def {sig}" if sig else f"{kernel}(...)"))]
-    out += ["\n## Block and grid parameters\n", region("parameters", _params_table(_params_rows(sites)))]
+    out += ["\n## Kernel body\n", region("body", _bodies(sites, link))]
+    params = _params_table(_params_rows(sites))
+    sources = _sources(sites, link, knobs or {})
+    if sources:
+        params += "\nWhere the names in the block shapes get their values:\n\n" + sources
+    out += ["\n## Block and grid parameters\n", region("parameters", params)]
     callers = sorted({c for s in sites for c in (_get(s, "callers") or [])})
     out += ["\n## Callers\n", region("callers", "\n".join(f"- {mdtext.code(c)}" for c in callers[:30]) + "\n"
                                      if callers else "_No callers found inside the repository._\n")]
@@ -152,8 +226,9 @@ def page_paths(sites: list, repo: str) -> dict[tuple[str, int], str]:
 
 
 def kernel_pages(sites: list, repo: str, commit: str | None,
-                 link: Callable[[str, int], str]) -> list[Page]:
-    """One page per kernel at ``kernels/<repo>/<kernel-slug>.md``."""
+                 link: Callable[[str, int], str], knobs: dict[str, str] | None = None) -> list[Page]:
+    """One page per kernel at ``kernels/<repo>/<kernel-slug>.md``; ``knobs``: the codebase's configuration knob
+    names, each with the link to its row (a block size that reads one links it)."""
     groups = _group(sites)
     slugs = _slugs(list(groups))
     folder = f"kernels/{mdtext.slugify(repo)}"
@@ -173,7 +248,7 @@ def kernel_pages(sites: list, repo: str, commit: str | None,
             "kernel": kernel,
         }
         meta = {k: v for k, v in meta.items() if v is not None}
-        out.append(Page(f"{folder}/{slugs[key]}.md", meta, _body(kernel, group, meta, link)))
+        out.append(Page(f"{folder}/{slugs[key]}.md", meta, _body(kernel, group, meta, link, knobs)))
     return out
 
 

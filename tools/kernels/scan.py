@@ -234,6 +234,8 @@ def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str 
     deprecated = bool(facts.get("deprecated") or (kfn or {}).get("deprecated") or (top_fn or {}).get("deprecated"))
     summary = (kfn or {}).get("doc") or (top_fn or {}).get("doc") or facts.get("module_doc")
     callers = _callers(idx, [q for q in (kqual, qualname) if q])
+    body_function, body_at = _body_at(idx, facts, raw.get("body_def"))
+    block_sources = _block_sources(facts, raw.get("feeds") or {})
     fp = top_fn.get("fingerprint") if top_fn and (top_fn.get("size") or 0) >= MIN_VENDOR_LINES else None
     return KernelSite(
         path=facts["path"], line=raw["line"], kernel=kernel, impl=impl, backend=backend,
@@ -243,7 +245,59 @@ def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str 
         signature=(kfn or top_fn or {}).get("signature"), callers=callers, body=raw.get("body"), fingerprint=fp,
         shingles=list(top_fn.get("shingles") or []) if fp else [],
         qualname=qualname, backend_note=raw.get("backend_note"),
+        body_function=body_function, body_at=body_at, branches=raw.get("branches") or {},
+        block_sources=block_sources,
     )
+
+
+_BLOCK_CLASS = re.compile(r"Block_?Sizes?|Tiling|Block_?Config|Tile_?Config|Block_?Spec_?Config", re.I)
+
+
+def _block_sources(facts: dict, feeds: dict[str, dict]) -> list[list[str]]:
+    """[name, where its value comes from, file:line] for each name in the block shapes: its assignment in the
+    launching function, or, for a parameter, what the file's callers of that function pass (``block_q`` of
+    ``_flash_attention_impl`` is ``block_sizes.block_q`` in ``_flash_attention``); then the block-size classes
+    the file defines (``BlockSizes``)."""
+    out = []
+    for name, feed in feeds.items():
+        if "value" in feed:
+            out.append([name, feed["value"], ""])
+            continue
+        owner, param = feed["param"], feed.get("via", name)
+        params = (facts["functions"].get(owner) or {}).get("params") or []
+        given = []
+        for c in facts["calls"]:
+            if c.get("target") != f"{facts['module']}.{owner}" or "args" not in c:
+                continue
+            text = c["kwargs"].get(param)
+            if text is None and param in params and params.index(param) < len(c["args"]):
+                text = c["args"][params.index(param)]
+            if text and text != param:
+                given.append((text, f"{facts['path']}:{c['line']}"))
+        if given:
+            out += [[name, text, at] for text, at in dict.fromkeys(given)][:3]
+        else:
+            said = f"parameter of {owner}" if param == name else f"parameter {param} of {owner}"
+            default = ((facts["functions"].get(owner) or {}).get("defaults") or {}).get(param)
+            out.append([name, said + (f", default {default}" if default else ""), ""])
+    for cls, info in facts.get("classes", {}).items():
+        if _BLOCK_CLASS.search(cls.rsplit(".", 1)[-1]):
+            out.append([cls, "block-size class", f"{facts['path']}:{info['line']}"])
+    return out[:16]
+
+
+def _body_at(idx: _Index, facts: dict, found: dict | None) -> tuple[str | None, str | None]:
+    """The kernel body's def and where it is: in the launching file, or followed into the repository file its
+    import names."""
+    if not found:
+        return None, None
+    if found.get("line"):
+        return found["name"], f"{facts['path']}:{found['line']}"
+    target = idx.lookup(found.get("target"))
+    if target in idx.functions:
+        f, fn = idx.functions[target]
+        return target.rsplit(".", 1)[-1], f"{f['path']}:{fn['line']}"
+    return found["name"], None
 
 
 def resolve(facts_by_path: dict[str, dict]) -> list[KernelSite]:

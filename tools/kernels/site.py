@@ -23,7 +23,13 @@ class KernelSite:
     vendored_from: str | None = None
     signature: str | None = None
     callers: list[str] = field(default_factory=list)
-    body: str | None = None
+    body: str | None = None  # the name the launch is given
+    body_function: str | None = None  # the def it is, through partial and local names
+    body_at: str | None = None  # "path:line" of that def
+    # Values that hold under a condition: {"grid" | "block_shapes" | "dimension_semantics": [[value, condition]]}
+    branches: dict = field(default_factory=dict)
+    # Where the names in the block shapes get their values: [name, source, "path:line" or ""]
+    block_sources: list[list[str]] = field(default_factory=list)
     fingerprint: str | None = None
     shingles: list[int] = field(default_factory=list, repr=False)  # normalized-line hashes (not in to_dict)
     qualname: str | None = None  # module-qualified name of the kernel's public function or class
