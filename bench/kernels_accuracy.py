@@ -16,6 +16,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -78,6 +79,86 @@ def score(found: list[dict], sites: dict, negatives: set) -> dict:
     return out
 
 
+def load_tiling() -> dict[str, dict]:
+    """bench/kernel_labels/tiling.jsonl (TILING.md: the rules), by library, keyed by (path, line)."""
+    out: dict[str, dict] = {}
+    path = LABELS / "tiling.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if line.strip():
+            r = json.loads(line)
+            out.setdefault(r["library"], {})[(r["path"], r["line"])] = r
+    return out
+
+
+def _norm(shape: str) -> str:
+    """A shape as ``ast.unparse`` writes it: no space inside brackets, no trailing comma before ``)`` but a
+    1-tuple's."""
+    s = " ".join(shape.split()).replace("( ", "(").replace(" )", ")")
+    return re.sub(r"(?<=[^\s(]),\s*\)", ")", s) if not re.fullmatch(r"\([^,()]*,\)", s) else s
+
+
+def _conditional(site: dict) -> set[str]:
+    """The shapes the scan says hold only under a condition."""
+    alts = (site.get("branches") or {}).get("block_shapes") or []
+    always = {_norm(v) for v, c in alts if not c}
+    return {_norm(v) for v, c in alts if c} - always
+
+
+def _branches(site: dict, key: str) -> int:
+    alts = (site.get("branches") or {}).get(key)
+    return len(alts) if alts else int(bool(site.get(key)))
+
+
+def score_tiling(found: list[dict], labels: dict) -> dict:
+    """Per labelled site: the body (name and def line), block shapes (distinct shapes: recall and precision),
+    which shapes are conditional (of the shapes both found), and the number of grid and dimension-semantics
+    branches."""
+    got = {(s["path"], s["line"]): s for s in found}
+    out = {"sites": 0, "body": 0, "body_line": 0, "shapes_labelled": 0, "shapes_found": 0, "shapes_matched": 0,
+           "cond_checked": 0, "cond_right": 0, "grid_right": 0, "dims_right": 0, "wrong": []}
+    for key, lab in labels.items():
+        s = got.get(key)
+        if s is None:
+            out["wrong"].append((key, "site not found"))
+            continue
+        out["sites"] += 1
+        name_ok = s.get("body_function") == lab["body_function"]
+        at = f"{lab.get('body_path') or key[0]}:{lab['body_line']}" if lab.get("body_line") else None
+        line_ok = at is None and not s.get("body_at") or s.get("body_at") == at
+        out["body"] += name_ok
+        out["body_line"] += bool(line_ok)
+        if not (name_ok and line_ok):
+            out["wrong"].append((key, f"body {s.get('body_function')} at {s.get('body_at')}, "
+                                      f"want {lab['body_function']} at {at}"))
+        want, have = {_norm(x) for x in lab["block_shapes"]}, {_norm(x) for x in s.get("block_shapes") or []}
+        out["shapes_labelled"] += len(want)
+        out["shapes_found"] += len(have)
+        out["shapes_matched"] += len(want & have)
+        if want != have:
+            out["wrong"].append((key, f"shapes missed {sorted(want - have)} extra {sorted(have - want)}"))
+        cond_want, cond_have = {_norm(x) for x in lab["conditional_shapes"]}, _conditional(s)
+        for shape in want & have:
+            out["cond_checked"] += 1
+            out["cond_right"] += (shape in cond_want) == (shape in cond_have)
+        for field, label in (("grid", "grid_branches"), ("dimension_semantics", "dimension_semantics_branches")):
+            ok = _branches(s, field) == lab[label]
+            out["grid_right" if field == "grid" else "dims_right"] += ok
+            if not ok:
+                out["wrong"].append((key, f"{field} branches {_branches(s, field)}, want {lab[label]}"))
+    return out
+
+
+def summarize_tiling(rows: list[dict]) -> dict:
+    t = {k: sum(r[k] for r in rows) for k in rows[0] if k != "wrong"} if rows else {}
+    if not t or not t["sites"]:
+        return {}
+    return {"sites": t["sites"], "body": ratio(t["body"], t["sites"]), "body_line": ratio(t["body_line"], t["sites"]),
+            "shape_recall": ratio(t["shapes_matched"], t["shapes_labelled"]),
+            "shape_precision": ratio(t["shapes_matched"], t["shapes_found"]),
+            "conditional": ratio(t["cond_right"], t["cond_checked"]),
+            "grid_branches": ratio(t["grid_right"], t["sites"]), "dims_branches": ratio(t["dims_right"], t["sites"])}
+
+
 def ratio(a: int, b: int) -> float | None:
     return round(a / b, 3) if b else None
 
@@ -108,6 +189,7 @@ def main() -> None:
 
     scan_paths([roots[libs[0]["library"]]])  # warm-up: imports and regex compilation
     results, total, cpu = {}, 0.0, 0.0
+    tiling_labels, tiling = load_tiling(), {}
     for lib in libs:
         t0, c0 = time.perf_counter(), time.process_time()
         found = [s.to_dict() for s in scan_paths([roots[lib["library"]]])]
@@ -116,6 +198,8 @@ def main() -> None:
         cpu += time.process_time() - c0
         sites, negatives = load_labels(lib["labels"])
         results[lib["library"]] = {**score(found, sites, negatives), "seconds": round(dt, 2), "split": lib["split"]}
+        if lib["library"] in tiling_labels:
+            tiling[lib["library"]] = score_tiling(found, tiling_labels[lib["library"]])
 
     print(f"{'library':16} {'split':9} {'sites':>5} {'found':>5} {'prec':>6} {'recall':>6} "
           f"{'kernel':>6} {'backend':>7} {'categ':>6} {'kind':>6} {'neg':>4} {'sec':>5}")
@@ -146,11 +230,21 @@ def main() -> None:
         for part, r in manifest["first_shot"].items():
             print(f"  {part:12} sites {r['sites']:4}  precision {r['precision']:.3f}  recall {r['recall']:.3f}  "
                   f"kernel {r['kernel']:.3f}  backend {r['backend']:.3f}  category {r['category']:.3f}  kind {r['kind']:.3f}")
+    tiling_total = summarize_tiling(list(tiling.values()))
+    if tiling_total:
+        print(f"tiling ({tiling_total['sites']} labelled sites in {', '.join(tiling)}; kernel_labels/TILING.md): "
+              f"body {tiling_total['body']}, its def line {tiling_total['body_line']}, block shapes recall "
+              f"{tiling_total['shape_recall']} precision {tiling_total['shape_precision']}, conditional "
+              f"{tiling_total['conditional']}, grid branches {tiling_total['grid_branches']}, dimension-semantics "
+              f"branches {tiling_total['dims_branches']}")
+        for name, r in tiling.items() if args.show_errors else []:
+            for key, why in r["wrong"]:
+                print(f"    tiling     {key[0]}:{key[1]}  {why}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"total scan time for {len(libs)} packages: {total:.2f} s wall, {cpu:.2f} s CPU "
           f"({os.cpu_count()} cores, load average {load:.1f})")
     print(json.dumps({"bench": "kernels_accuracy", "scan_seconds": round(total, 2), "cpu_seconds": round(cpu, 2), **split,
-                      "first_shot": manifest.get("first_shot"),
+                      "first_shot": manifest.get("first_shot"), "tiling": tiling_total,
                       "packages": {lib["library"]: f"{lib['package']}=={lib['version']}" for lib in libs}}))
 
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from . import search, wikiscan
 from .project import Project
 
-STOP = set("a an and are as at be by can do does for from how i in is it of on or that the this to what when where "
-           "which who why with does did will would should could my our your their its".split())
+STOP = search.STOP
 
 
 @dataclass
@@ -48,7 +47,14 @@ def _paragraphs(body: str):
             text = "\n".join(text.splitlines()[1:]).strip()
             if not text:
                 continue
-        yield heading, re.sub(r"<!-- tools:(?:begin|end) [\w.-]+ -->", "", text).strip()
+        text = search.readable(text)
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if len(lines) >= 3 and all(ln.lstrip().startswith("|") for ln in lines):
+            # a table: each row is a passage under its header, so the answer is the row, not the table's top
+            for row in lines[2:]:
+                yield heading, lines[0] + "\n" + row
+            continue
+        yield heading, text
 
 
 def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> list[Passage]:

@@ -2,8 +2,12 @@
 
 The index lives in ``.tools-cache/search.sqlite`` and is brought up to date on each search: pages whose size or mtime
 changed are re-read, vanished pages dropped (4,000 pages: a first build of a few seconds, then a stat per page).
-Title, frontmatter and body are separate columns weighted 10 : 4 : 1, and the page type scales the score, so a
-concept or source page is not buried under a long generated codebase page that mentions every word once.
+Title, frontmatter, prose and paths are separate columns weighted 10 : 4 : 1 : 0.1: file paths and link targets
+(the generated "where it appears" lists of a codebase page) are indexed apart, so a ``pipelines/`` folder does not
+rank a page for "pipeline parallelism". The page type scales the score, so a concept or source page is not buried
+under a long generated codebase page that mentions a word once. Words are not stemmed in the index (``Optional``
+and ``options`` stay apart); a query word also matches its plural and its ``-ing``/``-ed`` forms (``shard`` finds
+``sharding``). Any word may match; pages holding more of the words, and rarer ones, rank first (BM25).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from dataclasses import dataclass
 from . import wikiscan
 from .project import Project
 
-SCHEMA = 2
+SCHEMA = 3
 TYPE_WEIGHT = {"concept": 1.6, "source": 1.5, "analysis": 1.3, "kernel": 1.2, "hypothesis": 1.1, "model": 1.1,
                "experiment": 1.0, "observation": 1.0, "codebase": 0.9, "loop": 1.0, "index": 0.3, "log": 0.2}
+STOP = frozenset("a an and are as at be by can do does for from how i in is it of on or that the this to what when "
+                 "where which who why with did will would should could my our your their its".split())
 MODULE_WEIGHT = 0.6  # codebase module pages: long symbol tables
 
 
@@ -44,8 +50,8 @@ def _connect(project: Project) -> sqlite3.Connection:
         db.executescript("DROP TABLE IF EXISTS pages; DROP TABLE IF EXISTS docs;")
         db.execute("CREATE TABLE pages (rel TEXT PRIMARY KEY, mtime INTEGER, size INTEGER, type TEXT, "
                    "title TEXT, weight REAL)")
-        db.execute("CREATE VIRTUAL TABLE docs USING fts5(rel UNINDEXED, title, meta, body, "
-                   "tokenize='porter unicode61')")
+        db.execute("CREATE VIRTUAL TABLE docs USING fts5(rel UNINDEXED, title, meta, body, paths, text UNINDEXED, "
+                   "tokenize='unicode61')")
         db.execute(f"PRAGMA user_version = {SCHEMA}")
         db.commit()
     return db
@@ -98,8 +104,9 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
             ptype = meta.get("type") if isinstance(meta.get("type"), str) else None
             db.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?)",
                        (rel, sig[0], sig[1], ptype, p.title, _weight(p)))
-            db.execute("INSERT INTO docs (rel, title, meta, body) VALUES (?, ?, ?, ?)",
-                       (rel, p.title, _meta_text(meta), p.body or ""))
+            prose, paths = split_paths(p.body or "")
+            db.execute("INSERT INTO docs (rel, title, meta, body, paths, text) VALUES (?, ?, ?, ?, ?, ?)",
+                       (rel, p.title, _meta_text(meta), prose, paths, p.body or ""))
         for rel in set(known) - seen:
             db.execute("DELETE FROM docs WHERE rel = ?", (rel,))
             db.execute("DELETE FROM pages WHERE rel = ?", (rel,))
@@ -109,11 +116,43 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
     return counts
 
 
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
+# A file path as pages write it: a/b/c.py, `pkg/ops/`, k.py:120
+_PATH = re.compile(r"(?<![\w/])[\w.-]*(?:/[\w.-]+)+/?(?::\d+)?|(?<![\w/])[\w-]+(?:\.[\w-]+)*\."
+                   r"(?:py|ipynb|ya?ml|json|md|toml|cc|cpp|h|sh|txt|tsv)(?::\d+)?\b")
+
+
+def split_paths(body: str) -> tuple[str, str]:
+    """(prose, paths): link targets dropped, file paths moved to their own column."""
+    body = _LINK_TARGET.sub("]", body)
+    paths = _PATH.findall(body)
+    return _PATH.sub(" ", body), " ".join(paths)
+
+
+def variants(word: str) -> list[str]:
+    """A query word and its plural, -ing and -ed forms (a light stem: identifiers like ``Optional`` are not
+    folded into ``options`` as a stemmer would)."""
+    base = word
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
+            base = word[: -len(suffix)]
+            break
+    out = [word, base, base + "s", base + "es", base + "ing", base + "ed"]
+    if base.endswith("e"):
+        out += [base[:-1] + "ing", base + "d"]
+    return list(dict.fromkeys(x for x in out if len(x) > 1))
+
+
 def fts_query(text: str) -> str | None:
     """The user's words as an FTS5 query: each word quoted (no operator from the input is ever interpreted),
-    any may match; BM25 ranks pages holding more of them, and rarer ones, first."""
-    words = re.findall(r"\w[\w.-]*", text.lower())
-    return " OR ".join('"' + w.replace('"', "") + '"' for w in words) if words else None
+    with its variants; any may match; BM25 ranks pages holding more of them, and rarer ones, first."""
+    words = _words(text)
+    kept = [w for w in words if w not in STOP]
+    words = kept or words  # "how are embeddings sharded": the question's own words, not "how" and "are"
+    if not words:
+        return None
+    return " OR ".join("(" + " OR ".join('"' + v.replace('"', "") + '"' for v in variants(w)) + ")"
+                       for w in dict.fromkeys(words))
 
 
 def search(project: Project, query: str, type: str | None = None, limit: int = 10) -> tuple[int, list[Hit]]:
@@ -129,7 +168,7 @@ def search(project: Project, query: str, type: str | None = None, limit: int = 1
         (total,) = db.execute(f"SELECT count(*) FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where}",
                               args).fetchone()
         rows = db.execute(
-            "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0) * p.weight AS score, docs.body "
+            "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, 0.0) * p.weight AS score, docs.text "
             f"FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where} "
             "ORDER BY score DESC, docs.rel LIMIT ?", args + [limit]).fetchall()
     finally:
@@ -142,19 +181,37 @@ SNIPPET_CHARS = 160
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"\w[\w.-]*", text.lower())
+    """The words FTS5's tokenizer sees: letters and digits (``dimension_semantics`` is two words)."""
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+_NOISE = re.compile(r"<!--.*?-->|\]\([^)\s]*\)|^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", re.M)
+
+
+def readable(text: str) -> str:
+    """``text`` without the markup a reader does not see: link targets, comments, table rules."""
+    return _NOISE.sub(lambda m: "]" if m.group(0).startswith("]") else "", text).strip()
 
 
 def snippet(body: str, words: list[str], width: int = SNIPPET_CHARS) -> str:
-    """The passage around the first query word in ``body``, the words in bold. Linear in the page's size whatever
-    the number of words (FTS5's own snippet() took 53 s on a 1 MB page for five words): one search for the
-    first hit (a word, or its first five letters as the stemmer would match), then work on ``width`` characters."""
+    """The passage around the first query word in ``body`` that is not part of a file path, the words in bold,
+    without markup a reader does not see (link targets, comments, table rules). Linear in the page's size
+    whatever the number of words (FTS5's own snippet() took 53 s on a 1 MB page for five words): one pass for
+    the hits (a word or its forms: its first five letters), then work on ``width`` characters."""
     stems = sorted({w[:5] if len(w) > 5 else w for w in words}, key=len, reverse=True)
     if not stems:
         return ""
+    body = readable(body)
     pat = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in stems) + r")\w*", re.I)
-    m = pat.search(body)
-    start = max(0, (m.start() if m else 0) - width // 3)
+    first = None
+    for n, m in enumerate(pat.finditer(body)):
+        if first is None:
+            first = m
+        before, after = body[m.start() - 1:m.start()], body[m.end():m.end() + 1]
+        if before not in ("/", ".", "_") and after not in ("/", ".", "_") or n >= 200:
+            first = m
+            break
+    start = max(0, (first.start() if first else 0) - width // 3)
     window = body[start:start + width]
     if start:
         window = window.split(" ", 1)[-1]

@@ -243,6 +243,17 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
 
     _MAX_BRANCHES = 12
 
+    def _extend(self, name: str, value: ast.AST) -> None:
+        scope = next((s for s in reversed(self.stack) if name in s.branches), self.stack[-1])
+        added = scope.extended.setdefault(name, [])
+        if len(added) < 3 * self._MAX_BRANCHES:
+            added.append((self.stack[-1].conds[-1] if self.stack[-1].conds else None, value))
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
+            self._extend(node.target.id, node.value)
+        self.generic_visit(node)
+
     def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
         scope = self.stack[-1]
@@ -285,6 +296,9 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
             return
         if isinstance(node.func, ast.Call) and node.args:
             self.outer_body[id(node.func)] = node.args[0]
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.args \
+                and node.func.attr in ("append", "extend", "insert"):
+            self._extend(node.func.value.id, node.args[-1])
         fn = pysource.dotted_name(node.func)
         if fn is not None:
             # x.defvjp(fwd, bwd): the rules belong to x
@@ -318,7 +332,10 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
                 shape = {}  # grid, block shapes and semantics passed to a wrapper or a foreign pallas_call
                 if hinted or any(k.arg == "grid" for k in node.keywords):
                     d = self.details(node, node)
-                    shape = {k: d[k] for k in ("grid", "block_shapes", "dimension_semantics") if d[k]}
+                    shape = {k: d[k] for k in ("grid", "block_shapes", "dimension_semantics", "branches", "feeds")
+                             if d[k]}
+                    if body is not None and (found := self.body_def(body)):  # a wrapper's launch: its body
+                        shape["body_def"] = found
                 bound = {}
                 if resolved == f"{self.module}.{fn}":  # a call to this module's own function: what it is given
                     bound = {"args": [short(a) or "" for a in node.args[:12]],

@@ -118,13 +118,15 @@ class LaunchDetails:
         out["grid"] = f"{grid.id} (set at run time)" if isinstance(grid, ast.Name) else short(grid)
         branches = {}
         given = next((k.value for k in call.keywords if k.arg == "grid"), None)
+        if given is None and isinstance(spec, ast.Call):  # grid_spec=PrefetchScalarGridSpec(grid=grid, ...)
+            given = next((k.value for k in spec.keywords if k.arg == "grid"), None)
         if isinstance(given, ast.Name) and len(alts := self.alternatives(given.id)) > 1:
             branches["grid"] = alts
             out["grid"] = alts[0][0]
         shapes = self.block_shapes(call, spec)
-        out["block_shapes"] = list(dict.fromkeys(shape for shape, _ in shapes))[:12]
+        out["block_shapes"] = list(dict.fromkeys(shape for shape, _ in shapes))[:24]
         if any(when for _, when in shapes):
-            branches["block_shapes"] = [[shape, when or ""] for shape, when in shapes][:16]
+            branches["block_shapes"] = [[shape, when or ""] for shape, when in shapes][:32]
         if params is not None:
             for sub in ast.walk(params):
                 if isinstance(sub, ast.keyword) and sub.arg == "dimension_semantics":
@@ -152,8 +154,9 @@ class LaunchDetails:
         """[[value, condition], ...] of every assignment of ``name`` in scope (condition "" when unconditional);
         an unconditional value overridden under a condition reads as the default ("otherwise")."""
         seen = self.find_branches(name)
+        last = max((i for i, (when, _) in enumerate(seen) if not when), default=0)
         out = []
-        for when, value in seen:
+        for when, value in seen[last:]:  # an unconditional assignment replaces what came before it
             text = short(value)
             if text and [text, when or ""] not in out:
                 out.append([text, when or ""])
@@ -217,7 +220,7 @@ class LaunchDetails:
             out.append((text, when))
 
     def _specs(self, node: ast.AST | None, when: str | None, out: list, seen: set, depth: int) -> None:
-        if node is None or depth > 6 or len(out) >= 24:
+        if node is None or depth > 6 or len(out) >= 48:
             return
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             for e in node.elts:
@@ -232,7 +235,7 @@ class LaunchDetails:
             self._specs(node.left, when, out, seen, depth + 1)
             self._specs(node.right, when, out, seen, depth + 1)
         elif isinstance(node, ast.Name):
-            for cond, value in self.find_branches(node.id):
+            for cond, value in self.find_branches(node.id) + self.find_extended(node.id):
                 if (node.id, id(value)) in seen:  # out_specs = [*out_specs, ...]: each value read once
                     continue
                 seen.add((node.id, id(value)))
@@ -322,9 +325,16 @@ class LaunchDetails:
             local = self.find_def(node.id)
             if local is not None:
                 return {"name": node.id, "line": self.line(local.lineno)}
-            for _, value in self.find_branches(node.id)[::-1]:  # the last binding in scope
-                if not (isinstance(value, ast.Name) and value.id == node.id):
-                    return self.body_def(value, depth + 1)
+            bound = [(c, v) for c, v in self.find_branches(node.id)
+                     if not (isinstance(v, ast.Name) and v.id == node.id)]
+            if len(bound) > 1 and all(c for c, _ in bound):  # chosen by a condition: the first, and the others
+                found = [(c, self.body_def(v, depth + 1)) for c, v in bound]
+                first = next((f for _, f in found if f), None)
+                if first is not None:
+                    others = [{**f, "when": c} for c, f in found if f and f is not first]
+                    return {**first, "when": bound[0][0], **({"others": others} if others else {})}
+            if bound:  # the last binding in scope
+                return self.body_def(bound[-1][1], depth + 1)
             if node.id in self.imports:
                 return {"name": node.id, "target": self.resolve(node.id)}
             return None

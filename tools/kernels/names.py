@@ -63,6 +63,7 @@ class Scope:
         # unconditional), in source order: a grid or a block spec chosen in an if/else has one per branch.
         self.branches: dict[str, list[tuple[str | None, ast.AST]]] = {}
         self.conds: list[str] = []  # the conditions of the if statements being visited in this scope
+        self.extended: dict[str, list[tuple[str | None, ast.AST]]] = {}  # in_specs += [...], in_specs.append(x)
         self.local_defs: dict[str, ast.AST] = {}
         if node is not None and kind in ("def", "module"):
             todo = list(ast.iter_child_nodes(node))
@@ -158,6 +159,14 @@ class NameResolution:
         for s in reversed(self.stack):
             if name in s.branches:
                 return s.branches[name]
+        return []
+
+    def find_extended(self, name: str) -> list[tuple[str | None, ast.AST]]:
+        """What was added to the list ``name`` after it was made (``+=``, ``.append``, ``.extend``, ``.insert``),
+        each with its condition."""
+        for s in reversed(self.stack):
+            if name in s.extended:
+                return s.extended[name]
         return []
 
     def find_def(self, name: str) -> ast.AST | None:
