@@ -69,12 +69,49 @@ def _absolute(module: str, is_pkg: bool, level: int, mod: str | None) -> str:
     return ".".join([*base, mod] if mod else base)
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def snake(name: str) -> str:
+    """``RingAttention`` -> ``ring_attention``, ``MLAFlashAttn`` -> ``mla_flash_attn``: a class name as the
+    concepts' name patterns spell things."""
+    return _CAMEL.sub("_", name).lower()
+
+
 @functools.lru_cache(maxsize=65536)
 def _concepts_for_name(full: str, definition: bool) -> tuple[str, ...]:
     target = full.rsplit(".", 1)[-1] if definition else full
-    if not _ANY_NAME.search(target):
+    head, _, last = target.rpartition(".")
+    targets = [target]
+    if last != last.lower():  # a CamelCase class: its snake_case spelling too
+        targets.append(f"{head}.{snake(last)}" if head else snake(last))
+    if not any(_ANY_NAME.search(t) for t in targets):
         return ()
-    return tuple(c.slug for c in CONCEPTS.values() if c.name_re and c.name_re.search(target))
+    return tuple(c.slug for c in CONCEPTS.values() if c.name_re and any(c.name_re.search(t) for t in targets))
+
+
+_LAYER_STACK = re.compile(r"layer|block|decoder|encoder|transformer|stage|stack", re.I)
+
+
+def _plain_scans(nodes: list[ast.AST], aliases: dict[str, str]) -> set[int]:
+    """Lines of ``lax.scan`` calls that do not run a stack of layers (a loop over time steps, pages, chunks):
+    neither the scanned function nor the call's other arguments name layers, blocks or stages."""
+    out = set()
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        dotted = pysource.dotted_name(node.func) or ""
+        head, _, rest = dotted.partition(".")
+        full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
+        if full not in ("jax.lax.scan", "lax.scan"):
+            continue
+        try:
+            text = " ".join(ast.unparse(a) for a in [*node.args[:1], *(k.value for k in node.keywords)])
+        except Exception:  # noqa: BLE001 - a repaired tree
+            continue
+        if not _LAYER_STACK.search(text):
+            out.add(node.func.lineno)
+    return out
 
 
 def _symbols(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
@@ -192,6 +229,10 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for slug in _concepts_for_name(prefix + node.name, True):
                 hits.add((slug, parsed.file_line(node.lineno), f"def {node.name}"))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            # a config field: `sequence_parallelism: int = 1` in a dataclass or pydantic model
+            for slug in _concepts_for_name(prefix + node.target.id, True):
+                hits.add((slug, parsed.file_line(node.lineno), f"field {node.target.id}"))
         elif isinstance(node, ast.Dict):
             for k, v in zip(node.keys, node.values):
                 if isinstance(k, ast.Constant) and isinstance(k.value, str) and FLAG_KEY.match(k.value):
@@ -210,6 +251,10 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
                             lines = parsed.snippet.text.split("\n")
                         line = _line_holding(lines, node, m.group(0))
                         hits.add((c.slug, parsed.file_line(line), m.group(0)[:80]))
+    plain = _plain_scans(nodes, aliases)
+    if plain:
+        hits = {h for h in hits if not (h[0] == "scan-over-layers" and h[2].endswith("lax.scan")
+                                        and h[1] in {parsed.file_line(n) for n in plain})}
     # An attribute chain also yields its prefixes (aqt, aqt.jax, ...): drop a label that is a
     # dotted prefix of another label on the same line for the same concept.
     by_place: dict[tuple[str, int], set[str]] = {}

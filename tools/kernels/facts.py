@@ -15,9 +15,10 @@ from typing import Any
 
 from .. import pysource
 from . import rules
-from .launch import HINT_KWARGS, LaunchDetails, launcher_entry, short
+from .launch import HINT_KWARGS, LaunchDetails, launcher_entry
 from .light import light_facts
-from .names import NameResolution, Scope, defaults_of, imports_of, module_name, params_of, top_statements
+from .names import NameResolution, Scope, defaults_of, imports_of, module_name, params_of, short, top_statements
+from .vendored import provenance
 
 VERSION = 4  # bump when the shape of the facts changes (cache key)
 
@@ -216,44 +217,6 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
 
     visit_ImportFrom = visit_Import
 
-    def visit_If(self, node: ast.If, chain: int = 0) -> None:
-        """The branches' assignments carry their condition: ``if c`` gives ``c``, its else ``not (c)``, the else
-        of an if/elif chain ``otherwise``."""
-        self.visit(node.test)
-        conds = self.stack[-1].conds
-        cond = short(node.test) or "…"
-        conds.append(cond)
-        for st in node.body:
-            self.visit(st)
-        conds.pop()
-        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
-            self.visit_If(node.orelse[0], chain + 1)
-        elif node.orelse:
-            conds.append("otherwise" if chain else f"not ({cond})")
-            for st in node.orelse:
-                self.visit(st)
-            conds.pop()
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        """``x: T = v`` is an assignment; ``x: T`` alone binds nothing (a later assignment gives the value)."""
-        if node.value is not None and isinstance(node.target, ast.Name):
-            self.visit_Assign(ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node))
-        elif node.value is not None:
-            self.visit(node.value)
-
-    _MAX_BRANCHES = 12
-
-    def _extend(self, name: str, value: ast.AST) -> None:
-        scope = next((s for s in reversed(self.stack) if name in s.branches), self.stack[-1])
-        added = scope.extended.setdefault(name, [])
-        if len(added) < 3 * self._MAX_BRANCHES:
-            added.append((self.stack[-1].conds[-1] if self.stack[-1].conds else None, value))
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
-            self._extend(node.target.id, node.value)
-        self.generic_visit(node)
-
     def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
         scope = self.stack[-1]
@@ -382,6 +345,7 @@ def analyze_file(relpath: str, data: bytes) -> dict:
         return facts
     if not relpath.endswith(".py"):
         facts["kind"] = "example" if snippets else facts["kind"]
+    facts["provenance"] = provenance(text)
     errors = []
     for snip in snippets:
         if not _MENTIONS.search(snip.text):
@@ -401,6 +365,7 @@ def analyze_file(relpath: str, data: bytes) -> dict:
         try:
             visitor.visit(parsed.tree)
             visitor.finish()
+            visitor.collectives()
         except (RecursionError, MemoryError) as e:  # absurdly nested generated code
             errors.append(f"too deeply nested to analyze ({type(e).__name__})")
     if errors and not facts["launches"] and not facts["functions"]:

@@ -10,9 +10,11 @@ from typing import Any
 
 from .. import pysource
 from . import rules
+from .names import short
 
-MAX_TEXT = 160
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*\b(?!\s*[(=])")  # a bare name, not an attribute, call or keyword
+_COLLECTIVES = {"ppermute", "all_gather", "psum", "psum_scatter", "all_to_all", "pmax", "pmin", "pmean",
+                "ragged_all_to_all", "make_async_remote_copy", "async_remote_copy", "semaphore_signal"}
 _NOT_A_FEED = {"None", "True", "False", "if", "else", "and", "or", "not", "is", "in", "for", "lambda", "len", "min",
                "max", "int", "range", "tuple", "list", "memory_space"}
 HINT_KWARGS = {"compiler_params", "grid_spec", "mesh", "scratch_shapes", "in_specs", "out_specs", "backend"}
@@ -37,23 +39,39 @@ def launcher_entry(qualified: str | None) -> str | None:
     return None
 
 
-def short(node: ast.AST | None) -> str | None:
-    if node is None:
-        return None
-    try:
-        text = ast.unparse(node)
-    except Exception:  # noqa: BLE001 - ast.unparse on repaired trees; a missing extra is fine
-        return None
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
-
-
 class LaunchDetails:
     f: dict
     lines: list[str]
     imports: dict[str, str]
     _hint_rx: re.Pattern | None
     _matcher: rules.BackendMatcher | None
+
+    def collectives(self) -> None:
+        """The collectives in each launch's function and in its kernel body (a ``ppermute`` ring, a remote DMA):
+        [name, line] on the launch."""
+        tops = [(n.lineno, getattr(n, "end_lineno", n.lineno), n) for n in self.fn_nodes.values()]
+        memo: dict[int, list[list]] = {}
+        for l in self.f["launches"]:
+            found: list[list] = []
+            lines = [l["line"]] + ([l["body_def"]["line"]] if (l.get("body_def") or {}).get("line") else [])
+            for line in lines:
+                for a, b, node in tops:
+                    if self.line(a) <= line <= self.line(b):
+                        if id(node) not in memo:
+                            memo[id(node)] = self._collective_calls(node)
+                        found += [c for c in memo[id(node)] if c not in found]
+            if found:
+                l["collectives"] = found[:12]
+
+    def _collective_calls(self, node: ast.AST) -> list[list]:
+        out = []
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                name = self.resolve(pysource.dotted_name(sub.func)) or ""
+                last = name.rsplit(".", 1)[-1]
+                if last in _COLLECTIVES and (name.startswith(("jax", "lax.")) or "pallas" in name):
+                    out.append([last, self.line(sub.lineno)])
+        return out
 
     def finish(self) -> None:
         """Backend hints of the functions the resolver may fall back on (launches, bodies, wrapper calls)."""

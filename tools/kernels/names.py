@@ -1,7 +1,9 @@
 """Names in one scanned file: its module name, its scopes (module, classes, functions with their parameters, local
 definitions, assignments and launcher aliases), its imports, and what a dotted name in a scope refers to. Also the
-kernel bodies a wrapper is handed by its caller (``forwarded_body``, ``closure_body``). A mixin of the visitor in
-``facts``: it reads ``self.stack``, ``self.imports``, ``self.top_defs`` and ``self.module``."""
+kernel bodies a wrapper is handed by its caller (``forwarded_body``, ``closure_body``), and every value a name is
+given under which ``if`` condition (``visit_If``, ``find_branches``; lists grown by ``+=``/``append``:
+``find_extended``). A mixin of the visitor in ``facts``: it reads ``self.stack``, ``self.imports``,
+``self.top_defs`` and ``self.module``."""
 
 from __future__ import annotations
 
@@ -11,6 +13,20 @@ from .. import pysource
 
 _BODY_PARAMS = {"kernel", "body", "f", "fn", "fun", "func", "kernel_fn", "kernel_body", "kernel_func",
                 "body_fn", "kernel_function", "user_kernel", "inner_kernel"}
+
+
+MAX_TEXT = 160
+
+
+def short(node: ast.AST | None) -> str | None:
+    if node is None:
+        return None
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001 - ast.unparse on repaired trees; a missing extra is fine
+        return None
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 def module_name(relpath: str) -> str:
@@ -244,3 +260,41 @@ class NameResolution:
         if isinstance(body, ast.Lambda):
             return self._calls_param(body.body)
         return None
+
+    def visit_If(self, node: ast.If, chain: int = 0) -> None:
+        """The branches' assignments carry their condition: ``if c`` gives ``c``, its else ``not (c)``, the else
+        of an if/elif chain ``otherwise``."""
+        self.visit(node.test)
+        conds = self.stack[-1].conds
+        cond = short(node.test) or "…"
+        conds.append(cond)
+        for st in node.body:
+            self.visit(st)
+        conds.pop()
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            self.visit_If(node.orelse[0], chain + 1)
+        elif node.orelse:
+            conds.append("otherwise" if chain else f"not ({cond})")
+            for st in node.orelse:
+                self.visit(st)
+            conds.pop()
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        """``x: T = v`` is an assignment; ``x: T`` alone binds nothing (a later assignment gives the value)."""
+        if node.value is not None and isinstance(node.target, ast.Name):
+            self.visit_Assign(ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node))
+        elif node.value is not None:
+            self.visit(node.value)
+
+    _MAX_BRANCHES = 12
+
+    def _extend(self, name: str, value: ast.AST) -> None:
+        scope = next((s for s in reversed(self.stack) if name in s.branches), self.stack[-1])
+        added = scope.extended.setdefault(name, [])
+        if len(added) < 3 * self._MAX_BRANCHES:
+            added.append((self.stack[-1].conds[-1] if self.stack[-1].conds else None, value))
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
+            self._extend(node.target.id, node.value)
+        self.generic_visit(node)

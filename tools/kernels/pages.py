@@ -199,7 +199,15 @@ def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str],
     notes = sorted({_get(s, "backend_note") for s in sites if _get(s, "backend_note")})
     if notes:  # the backend above is the rest of the code's evidence, not the launch's own
         what += ["", "Backend not fixed by the launch: " + "; ".join(mdtext.escape(n) for n in notes) + "."]
-    if meta.get("vendored_from"):
+    collectives = list(dict.fromkeys((n, at) for s in sites for n, at in (_get(s, "collectives") or [])))
+    if collectives:  # a ring of ppermutes, remote DMAs: communication inside or around the kernel
+        what += ["", "Collectives in the kernel and its launching function: " + ", ".join(
+            f"{mdtext.code(n)} at {mdtext.link(mdtext.escape(at), link(at.rpartition(':')[0], int(at.rpartition(':')[2])))}"
+            for n, at in collectives[:10]) + "."]
+    declared = next((_get(s, "provenance") for s in sites if _get(s, "provenance")), None)
+    if declared:
+        what += ["", f"The file says it was adapted from {mdtext.code(declared)}."]
+    elif meta.get("vendored_from"):
         what += ["", f"Same normalized source as {mdtext.code(meta['vendored_from'])} (vendored or forked)."]
     out = ["## What it does\n", region("summary", "\n".join(what))]
     out += ["\n## Launch sites\n", region("launch-sites", _sites_table([_site_row(s, link) for s in sites]))]

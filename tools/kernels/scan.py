@@ -246,7 +246,9 @@ def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str 
         shingles=list(top_fn.get("shingles") or []) if fp else [],
         qualname=qualname, backend_note=raw.get("backend_note"),
         body_function=body_function, body_at=body_at, branches=raw.get("branches") or {},
+        provenance=facts.get("provenance"),
         block_sources=block_sources,
+        collectives=[[name, f"{facts['path']}:{line}"] for name, line in raw.get("collectives") or []],
     )
 
 

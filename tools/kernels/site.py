@@ -21,6 +21,7 @@ class KernelSite:
     summary: str | None = None
     stability: str = "stable"
     vendored_from: str | None = None
+    provenance: str | None = None  # where the file says it came from ("Adapted from <url>")
     signature: str | None = None
     callers: list[str] = field(default_factory=list)
     body: str | None = None  # the name the launch is given
@@ -30,6 +31,8 @@ class KernelSite:
     branches: dict = field(default_factory=dict)
     # Where the names in the block shapes get their values: [name, source, "path:line" or ""]
     block_sources: list[list[str]] = field(default_factory=list)
+    # Collectives in the launching function and the kernel body: [name, "path:line"]
+    collectives: list[list[str]] = field(default_factory=list)
     fingerprint: str | None = None
     shingles: list[int] = field(default_factory=list, repr=False)  # normalized-line hashes (not in to_dict)
     qualname: str | None = None  # module-qualified name of the kernel's public function or class

@@ -1,14 +1,36 @@
-"""Vendored copies: launch functions whose normalized source is identical or nearly so (Jaccard of line hashes),
+"""Vendored copies: what a file says it was adapted from (``provenance``, believed first), and launch functions whose normalized source is identical or nearly so (Jaccard of line hashes),
 within one repository (``mark_vendored``, the copy names its origin path) and across repositories
 (``link_vendored``, ``<repo>:<path>``; earlier repositories in the given order are the origins)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from .site import KernelSite
 
 VENDOR_SIMILARITY = 0.6  # Jaccard similarity of normalized source lines that marks a fork
+
+
+_PROVENANCE = re.compile(r"\b(?:adapted|copied|forked|ported|modified|taken|borrowed|derived|vendored)\s+"
+                         r"(?:\w+\s+){0,2}?from:?\s+(?:the\s+)?(\S+(?:\s+\S+){0,6})", re.I)
+
+
+def provenance(text: str) -> str | None:
+    """Where a file says it came from ("# Adapted from https://github.com/.../flash_attention.py"), read from its
+    opening comments and docstring (the first 60 lines); None when it says nothing."""
+    head = "\n".join(text.split("\n", 60)[:60])
+    m = _PROVENANCE.search(head)
+    if not m:
+        return None
+    said = m.group(1).strip().rstrip(".,;:)\"'")
+    url = re.search(r"https?://\S+", said)
+    if url:
+        return url.group(0).rstrip(".,;:)\"'")[:200]
+    # "copied from HBM to VMEM" is data movement, not provenance: a path, a file or a named codebase only
+    named = re.match(r"\S*(?:/|\.py\b)\S*|(?:\S+\s+){0,3}?(?:repo|repository|library|implementation|"
+                     r"project|codebase|package)\b", said, re.I)
+    return named.group(0)[:200] if named else None
 
 
 def _origin_rank(item: tuple[int, KernelSite]) -> tuple:
@@ -59,7 +81,10 @@ def _similar_groups(items: list[tuple[str, KernelSite]]) -> list[list[tuple[str,
 
 
 def mark_vendored(sites: list[KernelSite]) -> None:
-    for group in _similar_groups([("", s) for s in sites]):
+    for s in sites:  # a file that names its origin is believed first
+        if s.provenance:
+            s.vendored_from = s.provenance
+    for group in _similar_groups([("", s) for s in sites if not s.provenance]):
         _, origin = min(((0, s) for _, s in group), key=_origin_rank)
         for _, s in group:
             if s.path != origin.path:
@@ -78,5 +103,5 @@ def link_vendored(sites_by_repo: dict[str, list[KernelSite]]) -> None:
         o_order, origin = min(((order[r], s) for r, s in group), key=_origin_rank)
         o_repo = next(r for r, o in order.items() if o == o_order)
         for repo, s in group:
-            if repo != o_repo:
+            if repo != o_repo and not s.provenance:
                 s.vendored_from = f"{o_repo}:{origin.path}"

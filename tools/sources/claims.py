@@ -30,6 +30,7 @@ _PROSE = {slug: re.compile("|".join([re.escape(c.title.split(" (")[0].lower())] 
               "expert-parallelism": [r"mixture of experts", r"\bmoe\b", r"expert parallel"],
               "pipeline-parallelism": [r"pipeline parallel", r"\bgpipe\b", r"pipeline bubble"],
               "pallas-kernels": [r"\bpallas\b", r"custom kernel"],
+              "context-parallelism": [r"ring attention", r"\bulysses\b", r"sequence parallel", r"context parallel"],
           }.get(slug, [])]}
 
 
