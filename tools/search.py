@@ -13,15 +13,19 @@ and ``options`` stay apart); a query word also matches its plural and its ``-ing
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
 from dataclasses import dataclass
+from importlib import resources
+
+import yaml
 
 from . import wikiscan
 from .project import Project
 
-SCHEMA = 3
+SCHEMA = 6
 TYPE_WEIGHT = {"concept": 1.6, "source": 1.5, "analysis": 1.3, "kernel": 1.2, "hypothesis": 1.1, "model": 1.1,
                "experiment": 1.0, "observation": 1.0, "codebase": 0.9, "loop": 1.0, "index": 0.3, "log": 0.2}
 STOP = frozenset("a an and are as at be by can do does for from how i in is it of on or that the this to what when "
@@ -83,10 +87,11 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
     known = {rel: (m, s) for rel, m, s in db.execute("SELECT rel, mtime, size FROM pages")}
     counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0}
     seen = set()
+    base = os.fspath(root) + os.sep  # a string join per page: pathlib's costs more than the stat itself
     with db:
         for rel in md:
             try:
-                st = os.stat(root / rel)
+                st = os.stat(base + rel)
             except OSError:
                 continue
             seen.add(rel)
@@ -105,8 +110,9 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
             db.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?)",
                        (rel, sig[0], sig[1], ptype, p.title, _weight(p)))
             prose, paths = split_paths(p.body or "")
+            meta_words, meta_paths = split_paths(_meta_text(meta))  # path:, vendored_from: are places too
             db.execute("INSERT INTO docs (rel, title, meta, body, paths, text) VALUES (?, ?, ?, ?, ?, ?)",
-                       (rel, p.title, _meta_text(meta), prose, paths, p.body or ""))
+                       (rel, p.title, meta_words, prose, f"{meta_paths} {paths}", p.body or ""))
         for rel in set(known) - seen:
             db.execute("DELETE FROM docs WHERE rel = ?", (rel,))
             db.execute("DELETE FROM pages WHERE rel = ?", (rel,))
@@ -122,16 +128,28 @@ _PATH = re.compile(r"(?<![\w/])[\w.-]*(?:/[\w.-]+)+/?(?::\d+)?|(?<![\w/])[\w-]+(
                    r"(?:py|ipynb|ya?ml|json|md|toml|cc|cpp|h|sh|txt|tsv)(?::\d+)?\b")
 
 
+_REFERENCE_REGION = re.compile(r"<!-- tools:begin (appears-[\w.-]+|sources) -->(.*?)<!-- tools:end \1 -->", re.S)
+
+
 def split_paths(body: str) -> tuple[str, str]:
-    """(prose, paths): link targets dropped, file paths moved to their own column."""
+    """(prose, paths): link targets dropped, file paths moved to their own column, and so are the generated
+    "where it appears" lists of a concept page (code names and places) and its quotes of the sources' claims
+    (each source page holds its own)."""
+    lists = [m.group(2) for m in _REFERENCE_REGION.finditer(body)]
+    body = _REFERENCE_REGION.sub(" ", body)
     body = _LINK_TARGET.sub("]", body)
     paths = _PATH.findall(body)
-    return _PATH.sub(" ", body), " ".join(paths)
+    return _PATH.sub(" ", body), " ".join(paths + [_LINK_TARGET.sub("]", x) for x in lists])
+
+
+SYNONYMS: dict[str, list[str]] = yaml.safe_load(
+    resources.files("tools").joinpath("data/search_synonyms.yaml").read_text(encoding="utf-8"))
 
 
 def variants(word: str) -> list[str]:
-    """A query word and its plural, -ing and -ed forms (a light stem: identifiers like ``Optional`` are not
-    folded into ``options`` as a stemmer would)."""
+    """A query word, its plural, -ing and -ed forms (a light stem: identifiers like ``Optional`` are not folded
+    into ``options`` as a stemmer would), and the other spellings engineers write for it (``backward``: ``bwd``,
+    ``vjp``; tools/data/search_synonyms.yaml)."""
     base = word
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
@@ -140,19 +158,84 @@ def variants(word: str) -> list[str]:
     out = [word, base, base + "s", base + "es", base + "ing", base + "ed"]
     if base.endswith("e"):
         out += [base[:-1] + "ing", base + "d"]
+    out += SYNONYMS.get(word, []) + SYNONYMS.get(base, [])
     return list(dict.fromkeys(x for x in out if len(x) > 1))
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def query_groups(text: str) -> list[list[str]]:
+    """The query as groups of alternatives, one group per word (stop words out unless nothing else is left): a
+    word's variants, and for a CamelCase word (``RMSNorm``) its parts as a phrase (``rms norm``), as code and
+    pages spell it (``rms_norm``)."""
+    raw = re.findall(r"[^\W_]+", text)
+    kept = [w for w in raw if w.lower() not in STOP] or raw
+    out, seen = [], set()
+    for w in kept:
+        low = w.lower()
+        if low in seen:
+            continue
+        seen.add(low)
+        group = variants(low)
+        parts = _CAMEL.sub(" ", w).lower()
+        if " " in parts:
+            group.append(parts)
+        out.append(group)
+    return out
+
+
+def _expr(group: list[str]) -> str:
+    return "(" + " OR ".join('"' + v.replace('"', "") + '"' for v in group) + ")"
 
 
 def fts_query(text: str) -> str | None:
     """The user's words as an FTS5 query: each word quoted (no operator from the input is ever interpreted),
     with its variants; any may match; BM25 ranks pages holding more of them, and rarer ones, first."""
-    words = _words(text)
-    kept = [w for w in words if w not in STOP]
-    words = kept or words  # "how are embeddings sharded": the question's own words, not "how" and "are"
-    if not words:
-        return None
-    return " OR ".join("(" + " OR ".join('"' + v.replace('"', "") + '"' for v in variants(w)) + ")"
-                       for w in dict.fromkeys(words))
+    groups = query_groups(text)
+    return " OR ".join(_expr(g) for g in groups) if groups else None
+
+
+COVER_FLOOR = 0.4  # a page holding one of four words keeps 0.44 of its score, one holding all keeps all
+CANDIDATES = 60
+TITLE_BONUS = 0.5  # a page whose title holds every word scores half as much again
+
+
+def _weights(db: sqlite3.Connection, groups: list[list[str]]) -> list[float]:
+    """How much each word says: log(N / pages holding it), so "kernel" on most pages weighs little and
+    "rmsnorm" much (one count per word on the index)."""
+    (n,) = db.execute("SELECT count(*) FROM pages").fetchone()
+    out = []
+    for g in groups:
+        (df,) = db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", ["{title meta body} : " + _expr(g)]).fetchone()
+        out.append(math.log((n + 1) / (df + 0.5)))
+    return out
+
+
+def _coverage(db: sqlite3.Connection, groups: list[list[str]], weights: list[float], rels: list[str],
+              columns: str = "{title meta body}") -> dict[str, float]:
+    """For each candidate page, the weighted share of the query's words it holds in ``columns`` (by default its
+    title, frontmatter or prose; file paths do not count): one indexed query per word over the candidates."""
+    held = dict.fromkeys(rels, 0.0)
+    marks = ",".join("?" * len(rels))
+    for g, w in zip(groups, weights):
+        for (rel,) in db.execute(f"SELECT rel FROM docs WHERE docs MATCH ? AND rel IN ({marks})",
+                                 [f"{columns} : " + _expr(g), *rels]):
+            held[rel] += w
+    total = sum(weights) or 1.0
+    return {rel: h / total for rel, h in held.items()}
+
+
+def rerank(db: sqlite3.Connection, groups: list[list[str]], rows: list[tuple]) -> list[tuple]:
+    """BM25 adds up words, so a page that repeats one of the question's words can beat one that holds them all:
+    each candidate's score is scaled by the share of the words it holds (each word weighed by how rare it is),
+    and raised by the share its title holds (the page about ``rms_norm`` for "fused RMSNorm kernel")."""
+    rels = [r[0] for r in rows]
+    weights = _weights(db, groups)
+    cover = _coverage(db, groups, weights, rels) if len(groups) > 1 else dict.fromkeys(rels, 1.0)
+    titled = _coverage(db, groups, weights, rels, "{title}")
+    return sorted(((rel, t, ty, s * (COVER_FLOOR + (1 - COVER_FLOOR) * cover[rel] ** 2)
+                    * (1 + TITLE_BONUS * titled[rel])) for rel, t, ty, s in rows), key=lambda r: (-r[3], r[0]))
 
 
 def search(project: Project, query: str, type: str | None = None, limit: int = 10) -> tuple[int, list[Hit]]:
@@ -168,13 +251,16 @@ def search(project: Project, query: str, type: str | None = None, limit: int = 1
         (total,) = db.execute(f"SELECT count(*) FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where}",
                               args).fetchone()
         rows = db.execute(
-            "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, 0.0) * p.weight AS score, docs.text "
+            "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, 0.0) * p.weight AS score "
             f"FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where} "
-            "ORDER BY score DESC, docs.rel LIMIT ?", args + [limit]).fetchall()
+            "ORDER BY score DESC, docs.rel LIMIT ?", args + [max(limit, CANDIDATES)]).fetchall()
+        ranked = rerank(db, query_groups(query), rows)[:limit] if rows else []
+        texts = dict(db.execute(f"SELECT rel, text FROM docs WHERE rel IN ({','.join('?' * len(ranked))})",
+                                [r[0] for r in ranked]).fetchall()) if ranked else {}
     finally:
         db.close()
-    words = _words(query)
-    return total, [Hit(r, t, ty, round(s, 4), snippet(body or "", words)) for r, t, ty, s, body in rows]
+    words = [w for g in query_groups(query) for w in g[:1]]
+    return total, [Hit(r, t, ty, round(s, 4), snippet(texts.get(r) or "", words)) for r, t, ty, s in ranked]
 
 
 SNIPPET_CHARS = 160

@@ -58,3 +58,48 @@ def test_query_returns_cited_passages(kb):
     assert "dots_saveable" in out[0]["text"]
     none = CliRunner().invoke(cli, ["--root", str(kb.root), "query", "the", "of", "a"])
     assert "No passage" in none.output
+
+
+def test_paths_and_generated_lists_do_not_rank_a_page(kb):
+    # a page whose only "pipeline" words are folder names and a generated "where it appears" list
+    listing = "\n".join(f"- [`pipelines/stage_{i}/parallelism_{i}.py`](../../raw/code/x/pipelines/stage_{i}/p.py)"
+                        for i in range(30))
+    write(kb.wiki, "codebases/x/overview.md", page("x codebase", "codebase", f"# x\n\n## Files\n\n{listing}\n"))
+    write(kb.wiki, "concepts/other.md", page("Other", "concept",
+          "# Other\n\n<!-- tools:begin appears-x -->\n- `x.pipeline_parallelism.schedule` ×40\n"
+          "<!-- tools:end appears-x -->\n"))
+    write(kb.wiki, "sources/gpipe.md", page("GPipe", "source",
+          "# GPipe\n\nPipeline parallelism splits the layers into stages; the bubble shrinks with micro-batches.\n"))
+    _, hits = search.search(kb, "pipeline parallelism")
+    assert hits[0].path == "sources/gpipe.md", [h.path for h in hits]
+    assert "](" not in "".join(h.snippet for h in hits) and "<!--" not in "".join(h.snippet for h in hits)
+
+
+def test_words_are_not_over_stemmed_but_find_their_forms_synonyms_and_camel_case_parts(kb):
+    write(kb.wiki, "concepts/typing.md", page("Typing", "concept", "# Typing\n\nUse Optional for a missing value.\n"))
+    write(kb.wiki, "concepts/flags.md", page("Flags", "concept", "# Flags\n\nThe compiler options that matter.\n"))
+    write(kb.wiki, "kernels/k/bwd.md", page("mha_bwd", "kernel", "# mha_bwd\n\nThe dkv pass of the kernel.\n"))
+    write(kb.wiki, "kernels/k/rms.md", page("rms_norm", "kernel", "# rms_norm\n\nA normalization kernel.\n"))
+    write(kb.wiki, "concepts/shard.md", page("Meshes", "concept", "# Meshes\n\nHow arrays are sharded.\n"))
+    assert [h.path for h in search.search(kb, "options")[1]] == ["concepts/flags.md"]  # not "Optional"
+    assert search.search(kb, "attention backward")[1][0].path == "kernels/k/bwd.md"
+    assert search.search(kb, "RMSNorm")[1][0].path == "kernels/k/rms.md"
+    assert search.search(kb, "sharding")[1][0].path == "concepts/shard.md"
+
+
+def test_a_page_holding_every_word_beats_one_repeating_a_word(kb):
+    write(kb.wiki, "concepts/attention.md", page("Attention", "concept",
+          "# Attention\n\n" + "Attention attention kernel. " * 40 + "\n"))
+    write(kb.wiki, "kernels/k/ragged.md", page("decode", "kernel",
+          "# decode\n\nA ragged paged attention kernel for decoding.\n" + "Other words. " * 40))
+    assert search.search(kb, "ragged paged attention kernel")[1][0].path == "kernels/k/ragged.md"
+
+
+def test_query_answers_with_the_matching_table_row(kb):
+    rows = "\n".join(f"| k{i}.py:{i} | `({i}, 128)` |" for i in range(60))
+    write(kb.wiki, "kernels/k/table.md", page("tiles", "kernel",
+          f"# tiles\n\n## Block shapes\n\n| Site | Block shapes |\n|---|---|\n{rows}\n| gmm.py:526 | `(tm, tk)` quokka |\n"))
+    r = CliRunner().invoke(cli, ["--root", str(kb.root), "query", "quokka", "block", "shapes", "--json"])
+    out = json.loads(r.output)
+    assert out[0]["text"].startswith("| Site | Block shapes |") and "gmm.py:526" in out[0]["text"]
+    assert "k0.py" not in out[0]["text"]

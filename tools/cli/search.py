@@ -16,10 +16,13 @@ from .common import pass_project, printable
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON (what the wiki_search MCP tool gives).")
 @pass_project
 def search(project, query, type_, limit, as_json):
-    """Pages holding every word of QUERY, best first, with a snippet around the matched words.
+    """Pages holding any word of QUERY, those holding more of them first, with a snippet around the match.
 
-    SQLite FTS5 with BM25 (title, frontmatter, body weighted 10 : 4 : 1) scaled by page type; the index in
-    .tools-cache/search.sqlite is brought up to date on each search (only changed pages are re-read).
+    SQLite FTS5 with BM25 (title, frontmatter, prose, file paths weighted 10 : 4 : 1 : 0.1) scaled by page
+    type, then the best 60 re-ranked by the share of the query's words each holds (rarer words weigh more) and
+    held in its title. No stemming: a word also finds its plural, -ing and -ed forms and the spellings engineers
+    write for it (backward: bwd, vjp); RMSNorm finds rms_norm. The index in .tools-cache/search.sqlite is
+    brought up to date on each search (only changed pages are re-read).
     """
     from ..agent.registry import call
 
