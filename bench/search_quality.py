@@ -1,7 +1,7 @@
 """Whether search ranks meaning: precision@3 and MRR of ``tools search`` on hand-judged questions over a knowledge
 base of real inputs (bench/search_labels/README.md: the rules, and how the questions were judged).
 
-    python bench/search_quality.py [--cache DIR] [--show] [--check]
+    python bench/search_quality.py [--set dev|heldout] [--cache DIR] [--show] [--check]
 
 The knowledge base is built once under the cache folder from pinned registry files: four kernel libraries' wheels
 (jax 0.10.2, tokamax 0.0.12, maxtext 0.2.5, tpu-inference 0.32.0; bench/kernel_labels/manifest.json, sha256
@@ -64,8 +64,11 @@ def build(cache: Path) -> Path:
     return kb
 
 
-def questions() -> list[dict]:
-    return yaml.safe_load((LABELS / "questions.yaml").read_text(encoding="utf-8"))["questions"]
+SETS = {"dev": "questions.yaml", "heldout": "heldout.yaml"}  # the set the ranking was tuned on; one labelled after
+
+
+def questions(which: str = "dev") -> list[dict]:
+    return yaml.safe_load((LABELS / SETS[which]).read_text(encoding="utf-8"))["questions"]
 
 
 def score(kb: Path, qs: list[dict], show: bool = False) -> dict:
@@ -108,16 +111,18 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--show", action="store_true", help="the top five of each question, marked")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--set", dest="which", default="dev", choices=SETS,
+                    help="dev: the questions the ranking was tuned on; heldout: written after, scored once")
     ap.add_argument("--build-only", action="store_true", help="build the knowledge base and print its path")
     a = ap.parse_args()
     kb = build(a.cache)
     if a.build_only:
         print(kb)
         return 0
-    out = score(kb, questions(), a.show)
+    out = score(kb, questions(a.which), a.show)
     print(f"\nP@3 {out['p_at_3']} (half credit for partly relevant: {out['p_at_3_half_credit']})  MRR {out['mrr']}  "
           f"median query {out['median_query_ms']} ms  ({out['questions']} questions; targets P@3 ≥ 0.8, MRR ≥ 0.8)")
-    print(json.dumps({"bench": "search_quality", **out, "targets": TARGETS}))
+    print(json.dumps({"bench": "search_quality", "set": a.which, **out, "targets": TARGETS}))
     return 1 if a.check and not out["met"] else 0
 
 
