@@ -25,6 +25,7 @@ CALLS = {  # one call per read operation
     "wiki.lint": {"limit": 5},
     "kernels.list": {"backend": "tpu"},
     "kernels.get": {"path": "kernels/tiny/fused_rms.md"},
+    "kernels.selection": {"codebase": "tiny"},
     "exp.history": {"model": "m", "lane": "l"},
     "exp.best": {"model": "m", "lane": "l"},
     "exp.crashes": {"model": "m"},

@@ -14,9 +14,9 @@ from pathlib import Path
 from .conftest import tools
 
 N_REPOS = 24
-# Each repo shows two concepts (remat, scan) in code, so every one of them owns a region on both concept pages.
+# Each repo shows two concepts (remat, a scan over layers) in code, so every one of them owns a region on both concept pages.
 CODE = '"""Repo {i}."""\nimport jax\n\n\ndef f{i}(x):\n    y = jax.checkpoint(lambda z: z)(x)\n' \
-       '    return jax.lax.scan(lambda c, v: (c, v), 0, y)\n'
+       '    return jax.lax.scan(lambda layer, v: (layer, v), 0, y)\n'
 
 
 def test_concurrent_ingests_keep_every_concept_region(tmp_path):

@@ -17,7 +17,7 @@ from ..errors import ToolsError
 from ..project import Project
 
 OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_profiles", "tools.agent.ops_loop",
-              "tools.agent.ops_gap", "tools.agent.ops_raw")
+              "tools.agent.ops_gap", "tools.agent.ops_raw", "tools.agent.ops_selection")
 
 
 class AgentError(ToolsError):

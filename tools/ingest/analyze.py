@@ -18,7 +18,7 @@ from ..kernels import facts as kernel_facts
 from ..kernels import launch, light, names, rules
 from ..treewalk import Entry, Skip, language_of, walk
 from ..writer import atomic_write, sweep_temps
-from . import pyfacts
+from . import dispatch, pyfacts
 
 CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 
@@ -26,7 +26,7 @@ CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 @functools.lru_cache(maxsize=1)
 def _cache_version() -> str:
     """Changes whenever the code that produces per-file facts changes, so stale facts are never reused."""
-    modules = [concepts, pysource, pyfacts, treewalk, kernel_facts, launch, light, names, rules]
+    modules = [concepts, pysource, pyfacts, dispatch, treewalk, kernel_facts, launch, light, names, rules]
     h = hashlib.sha1(str(CACHE_VERSION).encode())
     for m in modules:
         h.update(Path(m.__file__).read_bytes())

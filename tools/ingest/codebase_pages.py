@@ -14,7 +14,7 @@ from .. import concepts, mdtext
 from ..concepts import CONCEPTS
 from ..gitinfo import GitInfo
 from ..pages import Page, region
-from . import config_knobs, flag_pages
+from . import config_knobs, flag_pages, selection
 from .paths import is_bench_or_config, is_test, rel_link
 from .analyze import RepoModel
 
@@ -155,7 +155,7 @@ def entry_points(model: RepoModel, meta: dict) -> list[tuple[str, str, int | Non
 
 
 def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
-                  kernels: list[dict], module_pages: dict[str, str]) -> Page:
+                  kernels: list[dict], module_pages: dict[str, str], chosen: dict | None = None) -> Page:
     path = f"codebases/{slug}/overview.md"
     link = links.for_page(path)
     git = links.git
@@ -190,7 +190,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
     eps = entry_points(model, meta)
     g.append("\n".join(f"- {f'[{mdtext.code(lbl)}]({link(rel)})' if rel else mdtext.code(lbl)}"
                        f"{' — ' + how if how else ''}" for lbl, rel, _, how in eps) + "\n" if eps else "_None found._\n")
-    g.append(_surfaces_section(model, link, kernels, path))
+    g.append(_surfaces_section(model, link, kernels, path, chosen))
     g.append("## Central modules\n")
     cm = central_modules(model)
     if cm:
@@ -246,7 +246,7 @@ def _package_map(model: RepoModel) -> str:
     return out
 
 
-def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) -> str:
+def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str, chosen: dict | None = None) -> str:
     repo_slug = path.split("/")[1]
     out = ["## Performance-relevant surfaces\n"]
     rows = []
@@ -274,6 +274,8 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str) ->
         if len(krows) > 80:
             out.append(f"… and {len(krows) - 80} more in the kernel catalog.\n")
     out.append(_config_knobs(model, link))
+    if chosen:
+        out.append(selection.selection_section(chosen, link, lambda page: rel_link(path, page)))
     for slug, c in CONCEPTS.items():
         occ = model.surfaces.get(slug, [])
         if not occ or (slug == "pallas-kernels" and kernels):

@@ -11,6 +11,7 @@ import re
 
 from .. import pysource
 from ..concepts import CONCEPTS
+from . import dispatch
 
 _MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
 # One pass over all concepts' patterns first: most names match none, and then the loop is skipped.
@@ -95,21 +96,32 @@ _LAYER_STACK = re.compile(r"layer|block|decoder|encoder|transformer|stage|stack"
 
 def _plain_scans(nodes: list[ast.AST], aliases: dict[str, str]) -> set[int]:
     """Lines of ``lax.scan`` calls that do not run a stack of layers (a loop over time steps, pages, chunks):
-    neither the scanned function nor the call's other arguments name layers, blocks or stages."""
-    out = set()
+    neither the scanned function, the call's other arguments nor the functions it is in name layers, blocks,
+    stages or a stack."""
+    scans = []
     for node in nodes:
-        if not isinstance(node, ast.Call):
-            continue
-        dotted = pysource.dotted_name(node.func) or ""
-        head, _, rest = dotted.partition(".")
-        full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
-        if full not in ("jax.lax.scan", "lax.scan"):
-            continue
+        if isinstance(node, ast.Call):
+            dotted = pysource.dotted_name(node.func) or ""
+            head, _, rest = dotted.partition(".")
+            full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
+            if full in ("jax.lax.scan", "lax.scan"):
+                scans.append(node)
+    if not scans:
+        return set()
+    around: dict[int, str] = {}  # id(call) -> the names of the functions it is in
+    wanted = {id(n) for n in scans}
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for sub in ast.walk(node):
+                if id(sub) in wanted:
+                    around[id(sub)] = around.get(id(sub), "") + " " + node.name
+    out = set()
+    for node in scans:
         try:
             text = " ".join(ast.unparse(a) for a in [*node.args[:1], *(k.value for k in node.keywords)])
         except Exception:  # noqa: BLE001 - a repaired tree
             continue
-        if not _LAYER_STACK.search(text):
+        if not _LAYER_STACK.search(text + around.get(id(node), "")):
             out.add(node.func.lineno)
     return out
 
@@ -262,7 +274,7 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
         by_place.setdefault((slug, line), set()).add(label)
     kept = {(slug, line, label) for (slug, line), labels in by_place.items() for label in labels
             if not any(other.startswith(label + ".") for other in labels)}
-    return imports, kept
+    return imports, kept, aliases
 
 
 def python_facts(relpath: str, data: bytes) -> dict:
@@ -283,7 +295,7 @@ def python_facts(relpath: str, data: bytes) -> dict:
         if parsed.repaired_lines:
             facts["repaired"].extend(parsed.repaired_lines)
             facts.setdefault("partial", parsed.note)
-        imp, found = _scan(parsed.tree, parsed, module if is_py else "", is_pkg)
+        imp, found, aliases = _scan(parsed.tree, parsed, module if is_py else "", is_pkg)
         hits |= found
         imports |= imp
         if is_py:
@@ -292,6 +304,9 @@ def python_facts(relpath: str, data: bytes) -> dict:
             bundles = _flag_bundles(parsed.tree, parsed, found)
             if bundles:
                 facts["flag_bundles"] = bundles
+            chooses = dispatch.dispatch_facts(parsed.tree, aliases, module, parsed.file_line)
+            if chooses["branches"] or chooses["registries"]:
+                facts["dispatch"] = chooses
             facts["doc"] = _first_line(ast.get_docstring(parsed.tree, clean=False))
             facts["main"] = any(isinstance(n, ast.If) and _MAIN_GUARD.search(ast.unparse(n.test))
                                 for n in parsed.tree.body)

@@ -18,7 +18,7 @@ from ..kernels.scan import resolve
 from ..kernels.vendored import link_vendored
 from ..project import Project
 from ..writer import Writer
-from . import analyze, codebase_pages, config_knobs, flag_pages, metadata
+from . import analyze, codebase_pages, config_knobs, flag_pages, metadata, selection
 
 
 @dataclass
@@ -95,8 +95,9 @@ def all_targets(project: Project) -> list[str]:
 UPSTREAMS = ("jax", "tokamax")
 
 
-def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> list:
-    """This repo's launch sites, with ``vendored_from`` set against every repo ingested so far."""
+def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> tuple[list, dict[str, list]]:
+    """This repo's launch sites, with ``vendored_from`` set against every repo ingested so far, and those repos'
+    sites."""
     sites = resolve({rel: rec.facts["kernels"] for rel, rec in scan.files.items() if "kernels" in rec.facts})
     others = {}
     for other in all_targets(project):
@@ -109,7 +110,8 @@ def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> list:
         others[slug] = sites
         order = sorted(others, key=lambda r: (UPSTREAMS.index(r) if r in UPSTREAMS else len(UPSTREAMS), r))
         link_vendored({r: others[r] for r in order})
-    return sites
+    others.pop(slug, None)
+    return sites, others
 
 
 def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks,
@@ -174,17 +176,23 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
             meta["version"] = m.group(1)
     links = codebase_pages.SourceLinks(slug, gitinfo.read(root))
 
-    sites = _kernel_sites(project, slug, scan)
+    sites, others = _kernel_sites(project, slug, scan)
     kpages, page_of = _kernel_pages(sites, slug, links, model)
     kernel_rows = []
     for s in sites:
         d = s.to_dict()
         d["page"] = page_of.get((d["path"], d["line"]))
         kernel_rows.append(d)
+    reachable = {slug: [(s, page_of[(s.path, s.line)]) for s in sites if (s.path, s.line) in page_of]}
+    for other, other_sites in others.items():  # a setting here may choose a kernel of a repo ingested before
+        pages_of = page_paths(other_sites, other)
+        reachable[other] = [(s, pages_of[(s.path, s.line)]) for s in other_sites]
+    index = selection.KernelIndex(reachable)
+    chosen = selection.selection_map(model, index)
 
     central = [m for m, _ in codebase_pages.central_modules(model)]
     module_pages = {m: codebase_pages.module_page_path(slug, m) for m in central}
-    overview = codebase_pages.overview_page(slug, model, meta, links, kernel_rows, module_pages)
+    overview = codebase_pages.overview_page(slug, model, meta, links, kernel_rows, module_pages, chosen)
     out_pages = [overview, *kpages]
     flags = flag_pages.flags_page(slug, model, links, overview.path)
     if flags is not None:
@@ -199,7 +207,8 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
         _write(report, page.path, lambda page=page: writer.write_page(page))
     files = {f"codebases/{slug}/symbols.tsv": codebase_pages.symbols_tsv(model),
              f"codebases/{slug}/skipped.tsv": codebase_pages.skipped_tsv(model),
-             f"codebases/{slug}/knobs.json": config_knobs.knobs_json(model)}
+             f"codebases/{slug}/knobs.json": config_knobs.knobs_json(model),
+             f"codebases/{slug}/selection.json": selection.selection_json(chosen)}
     for rel, text in files.items():
         _write(report, rel, lambda rel=rel, text=text: writer.write_file(rel, text))
     outputs += list(files)

@@ -43,16 +43,16 @@ def light_facts(facts: dict, text: str) -> dict:
     starts = [m.start() for m in defs]
     refs: list[set[str]] = [set() for _ in defs]
     own = module.split(".")[0]
-    targets = {n: t for n, t in imports.items() if n.isidentifier() and t.split(".")[0] == own}
+    # the repository's own imports; a tree ingested from inside its package (modules _src.ops.x) imports
+    # tokamax._src.ops.x
+    targets = {n: t for n, t in imports.items() if n.isidentifier() and own in t.split(".")[:2]}
     imported = set(targets)
     # the file's own private helpers (public -> private chains inside the file)
     targets.update({m.group(1): f"{module}.{m.group(1)}" for m in defs if m.group(1).startswith("_")})
-    if not targets:
-        return facts
     rx = re.compile(r"(?<![\w.])(" + "|".join(sorted(map(re.escape, targets), key=len, reverse=True))
-                    + r")(?:\.(\w+))?\b")
+                    + r")(?:\.(\w+))?\b") if targets else None
     line, pos = 1, 0
-    for m in rx.finditer(text):
+    for m in rx.finditer(text) if rx else ():
         i = bisect.bisect_right(starts, m.start()) - 1
         target = targets[m.group(1)] + (f".{m.group(2)}" if m.group(2) else "")
         if i >= 0:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections import defaultdict, deque
 from pathlib import Path
 
 from .. import pysource, safeio, treewalk
 from . import rules
+from . import callgraph
+from .callgraph import Index
 from .facts import analyze_file
 from .site import KernelSite
 from .vendored import mark_vendored
@@ -22,80 +23,9 @@ SCANNED_SUFFIXES = (".py", ".ipynb", ".md", ".markdown")
 MIN_VENDOR_LINES = 10  # functions shorter than this are too generic to call vendored
 
 
-_SELF_TEST = re.compile(r"^(?:test|bench|main$)|_tests?$|_bench(?:mark)?$")  # self-checks in library modules
 
 
-class _Index:
-    """Qualified names of one repository: functions, modules, re-exports, callers."""
-
-    def __init__(self, facts_by_path: dict[str, dict]):
-        self.facts = facts_by_path
-        self.modules: dict[str, dict] = {}
-        for f in facts_by_path.values():
-            self.modules.setdefault(f["module"], f)
-        self.suffix: dict[str, str | None] = {}
-        for m in self.modules:
-            bits = m.split(".")
-            for i in range(1, len(bits)):
-                s = ".".join(bits[i:])
-                self.suffix[s] = None if s in self.suffix and self.suffix[s] != m else m
-        self.functions: dict[str, tuple[dict, dict]] = {}
-        self.classes: set[str] = set()  # a class is called too: ``SplashAttentionKernel(...)`` in its factory
-        for f in facts_by_path.values():
-            for qual, fn in f["functions"].items():
-                self.functions[f"{f['module']}.{qual}"] = (f, fn)
-            self.classes.update(f"{f['module']}.{c}" for c in f.get("classes", {}))
-        self.callers: dict[str, set[str]] = defaultdict(set)
-        # module-level names bound to an expression (``make_flash_mha = partial(_make_flash, ...)``): called too
-        aliases = {dst for f in facts_by_path.values() for _, dst in f["links"]}
-        for f in facts_by_path.values():
-            for qual, fn in f["functions"].items():
-                if fn.get("nested"):
-                    continue
-                me = f"{f['module']}.{qual}"
-                for r in fn["refs"]:
-                    t = self.lookup(r) or (r if r in aliases else None)
-                    if t and t != me:
-                        self.callers[t].add(me)
-            for src, dst in f["links"]:
-                a, b = self.lookup(src), self.lookup(dst) or dst
-                if a and a != b:
-                    self.callers[a].add(b)
-
-    def _module(self, name: str) -> str | None:
-        if name in self.modules:
-            return name
-        return self.suffix.get(name)
-
-    def lookup(self, qualified: str | None, hops: int = 8) -> str | None:
-        """The repository function a qualified name ends at, following re-exports."""
-        while qualified and hops > 0:
-            hops -= 1
-            if qualified in self.functions or qualified in self.classes:
-                return qualified
-            bits = qualified.split(".")
-            for i in range(len(bits) - 1, 0, -1):
-                mod = self._module(".".join(bits[:i]))
-                if mod is None:
-                    continue
-                rest = bits[i:]
-                f = self.modules[mod]
-                cand = f"{mod}.{'.'.join(rest)}"
-                if cand in self.functions or cand in self.classes:
-                    return cand
-                if rest[0] in f["imports"]:
-                    nxt = ".".join([f["imports"][rest[0]]] + rest[1:])
-                    if nxt == qualified:
-                        return None
-                    qualified = nxt
-                    break
-                return None
-            else:
-                return None
-        return None
-
-
-def _name_site(idx: _Index, facts: dict, chain: list[str], kind: str) -> tuple[str, str | None, str | None, str]:
+def _name_site(idx: Index, facts: dict, chain: list[str], kind: str) -> tuple[str, str | None, str | None, str]:
     """(kernel, impl, qualified function of the kernel, qualified name of the kernel) for a launch in ``chain``."""
     mod = facts["module"]
     if not chain:
@@ -115,80 +45,13 @@ def _name_site(idx: _Index, facts: dict, chain: list[str], kind: str) -> tuple[s
         return (top, impl, f"{mod}.{top}", f"{mod}.{top}")
     start_qual = top if top in funcs else (f"{top}.{chain[1]}" if len(chain) > 1 else top)
     start = f"{facts['module']}.{start_qual}"
-    found, root = _public_caller(idx, start, facts, kind)
+    found, root = callgraph.public_caller(idx, start, facts, kind)
     if found:
         f2, q = found
         return (q.split(".")[0], impl or top, f"{f2['module']}.{q}", f"{f2['module']}.{q.split('.')[0]}")
     # no public caller: the outermost private function reached (often a custom_vjp object)
     name = root.rsplit(".", 1)[-1]
     return (name, impl or top, start, root)
-
-
-def _public_caller(idx: _Index, start: str, facts: dict, kind: str) -> tuple[tuple[dict, str] | None, str]:
-    """(the nearest public caller as (facts, qualname), or None; the outermost private caller seen)."""
-    seen = {start}
-    frontier = deque([(start, 0)])
-    root = start
-    while frontier:
-        level = []
-        depth = frontier[0][1]
-        while frontier and frontier[0][1] == depth:
-            level.append(frontier.popleft()[0])
-        cands = []
-        for q in level:
-            for c in sorted(idx.callers.get(q, ())):
-                if c in seen:
-                    continue
-                seen.add(c)
-                hit = idx.functions.get(c)
-                if hit is None:
-                    # a module-level name (custom_vjp object, alias): public if it looks public
-                    mod_name, _, name = c.rpartition(".")
-                    f2 = idx.modules.get(mod_name)
-                    if f2 is not None and not name.startswith("_") and (f2["kind"] == kind or kind != "library"):
-                        cands.append((0 if f2 is facts else 1, f2, name))
-                    frontier.append((c, depth + 1))
-                    continue
-                f2, fn = hit
-                if kind == "library" and f2["kind"] != "library":
-                    continue
-                qual = c[len(f2["module"]) + 1:]
-                in_public_class = bool(fn.get("class")) and not qual.split(".")[0].startswith("_")
-                if (fn.get("public") or in_public_class) and not _SELF_TEST.search(qual.split(".")[-1]):
-                    cands.append((0 if f2 is facts else 1, f2, qual))
-                else:
-                    frontier.append((c, depth + 1))
-        if cands:
-            cands.sort(key=lambda t: (t[0], t[2]))
-            return (cands[0][1], cands[0][2]), root
-        if frontier:
-            root = min(q for q, _ in frontier)
-        if depth >= 6:
-            break
-    return None, root
-
-
-def _callers(idx: _Index, starts: list[str], limit: int = 12, depth: int = 3) -> list[str]:
-    """Who calls the kernel: callers of its function and of its class, and, through a private factory or a
-    module-level alias (``make_splash_mha = partial(_make_splash_attention, ...)`` returning a
-    ``SplashAttentionKernel``), the callers of those too."""
-    out: list[str] = []
-    seen, frontier = set(starts), list(starts)
-    own = tuple(q + "." for q in starts if q in idx.classes)  # a class's methods using it are not its callers
-    for _ in range(depth):
-        nxt = []
-        for q in frontier:
-            for c in sorted(idx.callers.get(q, ())):
-                if c in seen or c.startswith(own):
-                    continue
-                seen.add(c)
-                out.append(c)
-                name = c.rsplit(".", 1)[-1]
-                if name.startswith("_") or c not in idx.functions or "make" in name or "create" in name \
-                        or name.startswith(("get_", "build")):
-                    nxt.append(c)  # a factory or an alias: whoever calls it gets the kernel
-        frontier = nxt
-    return out[:limit]
 
 
 def _backend(entry: str, hints: list[str | None], interpret: bool, later: list[str | None]) -> str:
@@ -205,7 +68,7 @@ def _backend(entry: str, hints: list[str | None], interpret: bool, later: list[s
     return "unknown"
 
 
-def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str | None = None) -> KernelSite:
+def _site(idx: Index, facts: dict, raw: dict, entry: str, wrapper_backend: str | None = None) -> KernelSite:
     chain = raw.get("chain") or ([] if not raw.get("scope") else raw["scope"].split("."))
     kind = facts["kind"]
     kernel, impl, kqual, qualname = _name_site(idx, facts, chain, kind)
@@ -233,7 +96,9 @@ def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str 
     category = rules.category_of(names, stem, docs)
     deprecated = bool(facts.get("deprecated") or (kfn or {}).get("deprecated") or (top_fn or {}).get("deprecated"))
     summary = (kfn or {}).get("doc") or (top_fn or {}).get("doc") or facts.get("module_doc")
-    callers = _callers(idx, [q for q in (kqual, qualname) if q])
+    callers = callgraph.callers(idx, [q for q in (kqual, qualname) if q])
+    launcher = f"{facts['module']}.{'.'.join(chain)}" if chain else None
+    reached_by = callgraph.reached_by(idx, [q for q in (kqual, qualname, launcher) if q])
     body_function, body_at = _body_at(idx, facts, raw.get("body_def"))
     block_sources = _block_sources(facts, raw.get("feeds") or {})
     fp = top_fn.get("fingerprint") if top_fn and (top_fn.get("size") or 0) >= MIN_VENDOR_LINES else None
@@ -247,7 +112,7 @@ def _site(idx: _Index, facts: dict, raw: dict, entry: str, wrapper_backend: str 
         qualname=qualname, backend_note=raw.get("backend_note"),
         body_function=body_function, body_at=body_at, branches=raw.get("branches") or {},
         provenance=facts.get("provenance"),
-        block_sources=block_sources,
+        block_sources=block_sources, reached_by=reached_by,
         collectives=[[name, f"{facts['path']}:{line}"] for name, line in raw.get("collectives") or []],
     )
 
@@ -288,7 +153,7 @@ def _block_sources(facts: dict, feeds: dict[str, dict]) -> list[list[str]]:
     return out[:16]
 
 
-def _body_at(idx: _Index, facts: dict, found: dict | None) -> tuple[str | None, str | None]:
+def _body_at(idx: Index, facts: dict, found: dict | None) -> tuple[str | None, str | None]:
     """The kernel body's def and where it is: in the launching file, or followed into the repository file its
     import names."""
     if not found:
@@ -304,7 +169,7 @@ def _body_at(idx: _Index, facts: dict, found: dict | None) -> tuple[str | None, 
 
 def resolve(facts_by_path: dict[str, dict]) -> list[KernelSite]:
     """Kernel launch sites of one repository, from the facts of all its files."""
-    idx = _Index(facts_by_path)
+    idx = Index(facts_by_path)
     wrappers: dict[str, str | None] = {}  # qualified wrapper -> backend of its own launch
     for f in facts_by_path.values():
         for l in f["launches"]:

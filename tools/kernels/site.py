@@ -35,10 +35,12 @@ class KernelSite:
     collectives: list[list[str]] = field(default_factory=list)
     fingerprint: str | None = None
     shingles: list[int] = field(default_factory=list, repr=False)  # normalized-line hashes (not in to_dict)
+    reached_by: list[str] = field(default_factory=list, repr=False)  # what calls reach it (not in to_dict)
     qualname: str | None = None  # module-qualified name of the kernel's public function or class
     backend_note: str | None = None  # why the launch itself fixes no backend (compiler_params set at run time)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("shingles")
+        d.pop("reached_by")
         return d

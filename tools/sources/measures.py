@@ -42,8 +42,8 @@ UNITS = (
                rf"\s+(?:up to |about |around |~|only |just )?{_RANGE}\s*{_MEM}|"
                rf"(?:fits? (?:on|in|into)|with (?:just|only)|in (?:just|only)|on (?:just|only))\s+(?:a |an |one )?"
                rf"{_RANGE}\s*{_MEM}"),
-    ("context", rf"(?:enabl\w*|with|fits?|reach\w*|achiev\w*|handl\w*)\s+(?:up to |over |more than )?[>~]?\d+K\+?"
-                rf"\s+(?:tokens? (?:of )?)?context"),
+    ("context", r"(?:enabl\w*|with|fits?|reach\w*|achiev\w*|handl\w*)\s+(?:up to |over |more than )?[>~]?\d+K\+?"
+                r"\s+(?:tokens? (?:of )?)?context"),
     ("time", rf"{_RANGE}\s*{_TIME}\s*(?:/|per)\s*(?:step|iteration|iter|token|layer|evaluation|request|image|"
              rf"video|batch|epoch|sample|call|forward|backward)|{_RANGE}\s*{_TIME}\+?\s+(?:[\w-]+\s+)?"
              rf"(?:penalty|overhead|slowdown|delay)|(?:step time|latency|compile time|compilation|"

@@ -1,0 +1,134 @@
+"""The kernel selection map: which setting value or registry entry chooses which kernel, on a fixture and on real
+code (MaxText's attention setting reaching jax's and tokamax's splash attention; tokamax's registry of
+implementations), and the `kernels.selection` operation that serves it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+from tools.agent.registry import AgentError, call
+from tools.project import Project
+
+HERE = Path(__file__).resolve()
+
+
+def _tools(kb: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools", *args], cwd=kb, capture_output=True, text=True)
+
+
+def _kb(tmp_path: Path) -> Path:
+    kb = tmp_path / "kb"
+    assert _tools(tmp_path, "init", str(kb)).returncode == 0
+    return kb
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(textwrap.dedent(text).lstrip())
+
+
+def test_a_setting_and_a_registry_choose_kernels(tmp_path):
+    kb = _kb(tmp_path)
+    code = kb / "raw" / "code" / "lib"
+    _write(code, "lib/kernels/flash.py", """
+        from jax.experimental import pallas as pl
+
+        def _body(q_ref, o_ref):
+            o_ref[...] = q_ref[...]
+
+        def flash_attention(q):
+            return pl.pallas_call(_body, out_shape=q)(q)
+
+        class FlashOp:
+            def __call__(self, q):
+                return flash_attention(q)
+        """)
+    _write(code, "lib/layers/attention.py", """
+        from lib.kernels import flash
+
+        class Attention:
+            def __init__(self, config):
+                self.config = config
+
+            def apply(self, q):
+                if self.config.attention == "flash":
+                    return self.tpu_flash(q)
+                elif self.config.attention == "dot_product":
+                    return q @ q
+                return q
+
+            def tpu_flash(self, q):
+                return flash.flash_attention(q)
+        """)
+    _write(code, "lib/api.py", """
+        from lib.kernels import flash
+
+        IMPLEMENTATIONS = {"pallas": flash.FlashOp(), "xla": None}
+        """)
+    r = _tools(kb, "ingest", "--all", "-q")
+    assert r.returncode == 0, r.stderr[-1500:]
+    chosen = json.loads((kb / "wiki/codebases/lib/selection.json").read_text())
+    (flash_choice,) = [c for c in chosen["choices"] if c["values"] == ["flash"]]
+    assert flash_choice["selector"] == "attention" and flash_choice["where"] == "lib/layers/attention.py:8"
+    assert [k["page"] for k in flash_choice["kernels"]] == ["kernels/lib/flash_attention.md"]
+    (entry,) = [e for e in chosen["registries"] if e["key"] == "pallas"]
+    assert entry["registry"] == "IMPLEMENTATIONS" and entry["kernels"][0]["kernel"] == "flash_attention"
+    overview = (kb / "wiki/codebases/lib/overview.md").read_text()
+    assert "### Kernel selection" in overview
+    assert "| `attention` | `flash` | [`flash_attention` (lib)](../../kernels/lib/flash_attention.md) |" in overview
+    out = call(Project(kb), "kernels.selection", {"codebase": "lib", "kernel": "flash"})
+    assert [c["values"] for c in out["choices"]] == [["flash"]] and out["registries"][0]["key"] == "pallas"
+    for bad in ("../../etc", "nope"):
+        try:
+            call(Project(kb), "kernels.selection", {"codebase": bad})
+            raise AssertionError(f"{bad} was read")
+        except AgentError as e:
+            assert "selection.json" in str(e) or ".." in str(e) or "outside" in str(e)
+
+
+def _from_wheel(kb: Path, library: str, package_dir: str, members: list[str]) -> None:
+    sys.path.insert(0, str(HERE.parents[2] / "bench"))
+    import kernels_accuracy
+
+    manifest = json.loads((kernels_accuracy.LABELS / "manifest.json").read_text())
+    lib = next(x for x in manifest["libraries"] if x["library"] == library)
+    wheel = kernels_accuracy.DEFAULT_CACHE / f"{lib['package']}-{lib['version']}" / "dist" / lib["file"]
+    if not wheel.exists():
+        kernels_accuracy.fetch(lib, kernels_accuracy.DEFAULT_CACHE)
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        for m in members:
+            for name in [n for n in names if n == m or (m.endswith("/") and n.startswith(m) and n.endswith(".py"))]:
+                out = kb / "raw" / "code" / library / name.removeprefix(package_dir + "/")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(z.read(name))
+
+
+def test_maxtext_attention_setting_reaches_jax_and_tokamax_splash(tmp_path):
+    """Files from the pinned wheels (sha256 checked), each tree ingested from inside its package as people copy
+    them: jax's splash attention, tokamax's attention ops, MaxText's attention layer."""
+    kb = _kb(tmp_path)
+    _from_wheel(kb, "jax", "jax", ["jax/experimental/pallas/ops/tpu/splash_attention/"])
+    _from_wheel(kb, "tokamax", "tokamax", ["tokamax/_src/ops/experimental/tpu/splash_attention/",
+                                           "tokamax/_src/ops/attention/"])
+    _from_wheel(kb, "maxtext", "maxtext", ["maxtext/layers/attention_op.py"])
+    for slug in ("jax", "tokamax", "maxtext"):  # in order: a choice reaches the kernels ingested before it
+        r = _tools(kb, "ingest", f"raw/code/{slug}", "-q")
+        assert r.returncode in (0, 3), r.stderr[-1500:]
+    maxtext = json.loads((kb / "wiki/codebases/maxtext/selection.json").read_text())
+    flash = next(c for c in maxtext["choices"] if c["selector"] == "attention_kernel" and "flash" in c["values"])
+    assert {k["repo"] for k in flash["kernels"]} == {"jax", "tokamax"}
+    assert all(k["kernel"] == "SplashAttentionKernel" for k in flash["kernels"])
+    assert flash["where"].startswith("layers/attention_op.py:")
+    line = int(flash["where"].rpartition(":")[2])
+    source = (kb / "raw/code/maxtext/layers/attention_op.py").read_text().split("\n")[line - 1]
+    assert "attention_kernel" in source and '"flash"' in source
+    tokamax = json.loads((kb / "wiki/codebases/tokamax/selection.json").read_text())
+    tpu = next(e for e in tokamax["registries"] if e["registry"] == "IMPLEMENTATIONS" and e["key"] == "mosaic_tpu")
+    assert "SplashAttentionKernel" in {k["kernel"] for k in tpu["kernels"]}
