@@ -151,3 +151,20 @@ def test_jax_gmm_rhs_spec_in_both_branches_and_paged_attention_semantics(jax_sit
     assert [c for _, c in paged.branches["dimension_semantics"]] == ["inline_seq_dim", "not (inline_seq_dim)"]
     with_shapes = [s for (p, _), s in jax_sites.items() if p.startswith("tpu/") and s.block_shapes]
     assert len(with_shapes) >= 12  # was 2 of 15 when only inline BlockSpec calls were read
+
+
+def test_a_notebook_variable_is_no_caller():
+    from tests.kernels.helpers import scan as scan_files
+    import json as _json
+
+    lib = src(BODY + """
+def add(x):
+  return pl.pallas_call(_body, out_shape=x)(x)
+""")
+    cells = {"cells": [{"cell_type": "code", "source": ["from jax.experimental import pallas as pl\n",
+                                                        "from pkg.ops.k import add\n", "y = add(1)\n",
+                                                        "z = pl.pallas_call(lambda r: r, out_shape=y)(y)\n"]}],
+             "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    sites = scan_files({"pkg/ops/k.py": lib, "notebooks/try.ipynb": _json.dumps(cells)})
+    (site,) = [s for s in sites if s.path == "pkg/ops/k.py"]
+    assert not any("try" in c for c in site.callers), site.callers

@@ -114,16 +114,16 @@ def _kernel_sites(project: Project, slug: str, scan: analyze.Scan) -> tuple[list
     return sites, others
 
 
-def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks,
-                  model: analyze.RepoModel) -> tuple[list[pages.Page], dict]:
+def _kernel_pages(sites: list, slug: str, links: codebase_pages.SourceLinks, model: analyze.RepoModel,
+                  chosen_by: dict[str, list[str]]) -> list[pages.Page]:
     if not sites:
-        return [], {}
+        return []
     link = links.for_page(f"kernels/{slug}/kernel.md")
     knobs = {}  # each configuration knob -> its default (else first) setting in the config files
     for k in config_knobs.config_knobs(model):
         rel, _, line = (k.get("default_at") or k["example"]).rpartition(":")
         knobs[k["key"]] = link(rel, int(line))
-    return kernel_pages(sites, slug, links.git.commit, link, knobs), page_paths(sites, slug)
+    return kernel_pages(sites, slug, links.git.commit, link, knobs, chosen_by)
 
 
 def _write(report: IngestReport, rel: str, write) -> None:
@@ -177,18 +177,19 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     links = codebase_pages.SourceLinks(slug, gitinfo.read(root))
 
     sites, others = _kernel_sites(project, slug, scan)
-    kpages, page_of = _kernel_pages(sites, slug, links, model)
+    page_of = page_paths(sites, slug)
+    reachable = {slug: [(s, page_of[(s.path, s.line)]) for s in sites]}
+    for other, other_sites in others.items():  # a setting here may choose a kernel of a repo ingested before
+        pages_of = page_paths(other_sites, other)
+        reachable[other] = [(s, pages_of[(s.path, s.line)]) for s in other_sites]
+    chosen = selection.selection_map(model, selection.KernelIndex(reachable))
+    kpages = _kernel_pages(sites, slug, links, model, selection.chosen_by(chosen, links.for_page(
+        f"kernels/{slug}/kernel.md")))
     kernel_rows = []
     for s in sites:
         d = s.to_dict()
         d["page"] = page_of.get((d["path"], d["line"]))
         kernel_rows.append(d)
-    reachable = {slug: [(s, page_of[(s.path, s.line)]) for s in sites if (s.path, s.line) in page_of]}
-    for other, other_sites in others.items():  # a setting here may choose a kernel of a repo ingested before
-        pages_of = page_paths(other_sites, other)
-        reachable[other] = [(s, pages_of[(s.path, s.line)]) for s in other_sites]
-    index = selection.KernelIndex(reachable)
-    chosen = selection.selection_map(model, index)
 
     central = [m for m, _ in codebase_pages.central_modules(model)]
     module_pages = {m: codebase_pages.module_page_path(slug, m) for m in central}

@@ -70,6 +70,25 @@ def selection_map(model: RepoModel, index: KernelIndex) -> dict:
     return {"choices": list(choices.values()), "registries": registries}
 
 
+def chosen_by(chosen: dict, source_link) -> dict[str, list[str]]:
+    """Kernel page -> the markdown lines saying which setting values and registry entries of this codebase choose
+    it (its **Callers** section shows them)."""
+    out: dict[str, list[str]] = {}
+    for c in chosen["choices"]:
+        rel, _, line = c["where"].rpartition(":")
+        said = (f"{mdtext.code(c['selector'])} = " + " or ".join(mdtext.code(v) for v in c["values"][:4]) +
+                f" ({mdtext.link(mdtext.escape(c['where']), source_link(rel, int(line)))})")
+        for k in c["kernels"]:
+            out.setdefault(k["page"], []).append(said)
+    for r in chosen["registries"]:
+        rel, _, line = r["where"].rpartition(":")
+        entry = mdtext.code(f"{r['registry']}[{r['key']!r}]")
+        said = f"{entry} ({mdtext.link(mdtext.escape(r['where']), source_link(rel, int(line)))})"
+        for k in r["kernels"]:
+            out.setdefault(k["page"], []).append(said)
+    return {page: list(dict.fromkeys(lines)) for page, lines in out.items()}
+
+
 def selection_json(chosen: dict) -> str:
     return json.dumps(chosen, indent=1, ensure_ascii=False) + "\n"
 

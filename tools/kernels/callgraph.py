@@ -134,6 +134,14 @@ def public_caller(idx: Index, start: str, facts: dict, kind: str) -> tuple[tuple
     return None, root
 
 
+def _notebook_variable(idx: Index, name: str) -> bool:
+    """A module-level name of a notebook or a markdown file's code (not a function or class defined there)."""
+    if name in idx.functions or name in idx.classes:
+        return False
+    f = idx.modules.get(name.rpartition(".")[0])
+    return f is not None and f["path"].endswith((".ipynb", ".md", ".markdown"))
+
+
 def callers(idx: Index, starts: list[str], limit: int = 12, depth: int = 3) -> list[str]:
     """Who calls the kernel: callers of its function and of its class, and, through a private factory or a
     module-level alias (``make_splash_mha = partial(_make_splash_attention, ...)`` returning a
@@ -148,6 +156,8 @@ def callers(idx: Index, starts: list[str], limit: int = 12, depth: int = 3) -> l
                 if c in seen or c.startswith(own):
                     continue
                 seen.add(c)
+                if _notebook_variable(idx, c):
+                    continue  # `out = flash(q)` in a notebook cell uses the kernel; it calls nothing
                 out.append(c)
                 name = c.rsplit(".", 1)[-1]
                 if name.startswith("_") or c not in idx.functions or "make" in name or "create" in name \

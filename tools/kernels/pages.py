@@ -189,7 +189,7 @@ def _params_table(rows: list[list[str]]) -> str:
 
 
 def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str],
-          knobs: dict[str, str] | None = None) -> str:
+          knobs: dict[str, str] | None = None, chosen: list[str] | None = None) -> str:
     first = sites[0]
     summary = next((_get(s, "summary") for s in sites if _get(s, "summary")), None)
     what = [mdtext.escape(summary) if summary else "_No docstring found; read the source._", ""]
@@ -220,8 +220,11 @@ def _body(kernel: str, sites: list, meta: dict, link: Callable[[str, int], str],
         params += "\nWhere the names in the block shapes get their values:\n\n" + sources
     out += ["\n## Block and grid parameters\n", region("parameters", params)]
     callers = sorted({c for s in sites for c in (_get(s, "callers") or [])})
-    out += ["\n## Callers\n", region("callers", "\n".join(f"- {mdtext.code(c)}" for c in callers[:30]) + "\n"
-                                     if callers else "_No callers found inside the repository._\n")]
+    text = "\n".join(f"- {mdtext.code(c)}" for c in callers[:30]) + "\n" if callers else \
+        "_No callers found inside the repository._\n"
+    if chosen:  # the settings and registries that pick this kernel (the codebase's selection map)
+        text += "\nChosen by:\n\n" + "\n".join(f"- {line}" for line in chosen[:12]) + "\n"
+    out += ["\n## Callers\n", region("callers", text)]
     return "\n".join(out)
 
 
@@ -233,10 +236,11 @@ def page_paths(sites: list, repo: str) -> dict[tuple[str, int], str]:
     return {(_get(s, "path"), _get(s, "line")): f"{folder}/{slugs[key]}.md" for key, g in groups.items() for s in g}
 
 
-def kernel_pages(sites: list, repo: str, commit: str | None,
-                 link: Callable[[str, int], str], knobs: dict[str, str] | None = None) -> list[Page]:
+def kernel_pages(sites: list, repo: str, commit: str | None, link: Callable[[str, int], str],
+                 knobs: dict[str, str] | None = None, chosen_by: dict[str, list[str]] | None = None) -> list[Page]:
     """One page per kernel at ``kernels/<repo>/<kernel-slug>.md``; ``knobs``: the codebase's configuration knob
-    names, each with the link to its row (a block size that reads one links it)."""
+    names, each with the link to its row (a block size that reads one links it); ``chosen_by``: page -> the lines
+    naming the settings and registry entries that choose the kernel."""
     groups = _group(sites)
     slugs = _slugs(list(groups))
     folder = f"kernels/{mdtext.slugify(repo)}"
@@ -256,7 +260,8 @@ def kernel_pages(sites: list, repo: str, commit: str | None,
             "kernel": kernel,
         }
         meta = {k: v for k, v in meta.items() if v is not None}
-        out.append(Page(f"{folder}/{slugs[key]}.md", meta, _body(kernel, group, meta, link, knobs)))
+        path = f"{folder}/{slugs[key]}.md"
+        out.append(Page(path, meta, _body(kernel, group, meta, link, knobs, (chosen_by or {}).get(path))))
     return out
 
 
