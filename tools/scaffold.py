@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -189,16 +191,38 @@ class InitResult:
     updated: list[str] = field(default_factory=list)
 
 
+CI_WORKFLOW = ".github/workflows/perf-gate.yml"
+
+
+def ci_workflow(command: str, runner: str = "tpu", max_regression: float = 2.0) -> str:
+    """The GitHub Actions workflow of the performance gate (``tools init --ci github``): on a pull request, a
+    self-hosted runner with label ``runner`` gates ``command`` against the baseline ``main``."""
+    import shlex
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", runner):
+        raise InputError("--ci-runner", f"{runner!r} is not a runner label")
+    if not command.strip() or "\n" in command:
+        raise InputError("--ci-command", "give the training command on one line")
+    shlex.split(command)  # a command the shell can read (raises ValueError on an open quote)
+    text = resources.files("tools").joinpath("templates/perf-gate.yml").read_text(encoding="utf-8")
+    return text.replace("{runner}", runner).replace("{max_regression}", f"{max_regression:g}") \
+        .replace("{command}", command)
+
+
 def init(root: Path, site_name: str | None = None, subject: str | None = None,
-         today: str | None = None) -> InitResult:
-    """Create the layout under ``root``; files that exist are kept untouched and reported."""
+         today: str | None = None, ci: dict | None = None) -> InitResult:
+    """Create the layout under ``root``; files that exist are kept untouched and reported. ``ci``: the arguments
+    of ``ci_workflow`` when a CI gate is asked for."""
     root = Path(root).resolve()
     if root.exists() and not root.is_dir():
         raise InputError(root, "exists and is not a folder")
     root.mkdir(parents=True, exist_ok=True)
     name = site_name or root.name
     result = InitResult(root)
-    for rel, text in layout(name, root).items():
+    files = layout(name, root)
+    if ci is not None:
+        files[CI_WORKFLOW] = ci_workflow(**ci)
+    for rel, text in files.items():
         path = root / rel
         if path.exists() or path.is_symlink():
             result.kept.append(rel)

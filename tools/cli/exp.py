@@ -194,3 +194,13 @@ def crashes(project, model, lane, args_json, as_json) -> None:
                              f"{', '.join(s['lanes'])}"))
         click.echo(printable(f"  {s['message'][:160]}"))
         click.echo(f"  wiki/{s['page']}")
+
+
+def _register() -> None:
+    from .gate import baseline, gate
+
+    exp.add_command(baseline)
+    exp.add_command(gate)
+
+
+_register()

@@ -12,8 +12,15 @@ import click
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--name", "site_name", help="Site name for mkdocs.yml and AGENTS.md (default: the folder name).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was created and kept as JSON.")
+@click.option("--ci", type=click.Choice(["github"]), default=None,
+              help="Also write .github/workflows/perf-gate.yml: the performance gate on pull requests.")
+@click.option("--ci-command", default="python experiments/llama_train.py --preset tiny", show_default=True,
+              help="With --ci: the training command the gate measures.")
+@click.option("--ci-runner", default="tpu", show_default=True,
+              help="With --ci: the label of the self-hosted runner that has the accelerator.")
 @click.pass_context
-def init(ctx: click.Context, directory: str | None, site_name: str | None, as_json: bool) -> None:
+def init(ctx: click.Context, directory: str | None, site_name: str | None, as_json: bool, ci: str | None,
+         ci_command: str, ci_runner: str) -> None:
     """Create a knowledge base in DIRECTORY (default: --root, else the current folder).
 
     Writes mkdocs.yml, AGENTS.md, .gitignore, raw/, wiki/ (index and log), docs/ and experiments/.
@@ -23,7 +30,16 @@ def init(ctx: click.Context, directory: str | None, site_name: str | None, as_js
 
     given = directory or (ctx.parent.params.get("root") if ctx.parent else None)
     target = Path(given) if given else Path.cwd()
-    result = scaffold(target, site_name=site_name, subject=given or ".")
+    from ..errors import InputError
+    from ..scaffold import ci_workflow
+
+    ci_args = {"command": ci_command, "runner": ci_runner} if ci else None
+    if ci_args:
+        try:  # a bad label or command is a usage error, before anything is written
+            ci_workflow(**ci_args)
+        except (InputError, ValueError) as e:
+            raise click.UsageError(str(e)) from None
+    result = scaffold(target, site_name=site_name, subject=given or ".", ci=ci_args)
     if as_json:
         click.echo(json.dumps({"root": str(result.root), "created": result.created, "kept": result.kept}))
         return

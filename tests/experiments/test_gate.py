@@ -1,0 +1,93 @@
+"""The CI performance gate against a named baseline: an A/A passes, an injected slowdown fails, another shape is
+incomparable (exit 3), a crash fails, an unknown baseline is a usage error that runs nothing; the job summary and
+the GitHub workflow `tools init --ci github` writes."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from _exp_helpers import fake
+from click.testing import CliRunner
+
+from tools.cli import cli
+from tools.experiments import records
+
+
+def tools(project, *args):
+    return CliRunner().invoke(cli, ["--root", str(project.root), *args])
+
+
+def gate(project, *command, extra=()):
+    r = tools(project, "exp", "gate", "--baseline", "main", "-q", *extra, "--", *command)
+    return r.exit_code, json.loads(r.output.strip().splitlines()[-1]) if r.output.strip() else None
+
+
+def _baseline(project) -> str:
+    r = tools(project, "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/tpu", "--baseline", "-q",
+              "--", *fake("--step-ms", "20"))
+    assert r.exit_code == 0, r.output
+    (rec,) = records.lane_records(project.wiki, "m", "l")
+    return rec["exp_id"]
+
+
+def test_the_gate_passes_an_a_a_fails_a_slowdown_and_refuses_another_shape(project, tmp_path):
+    exp_id = _baseline(project)
+    r = tools(project, "exp", "baseline", "tag", "main", exp_id, "--model", "m", "--lane", "l")
+    assert r.exit_code == 0 and exp_id in r.output, r.output
+    listed = json.loads(tools(project, "exp", "baseline", "list", "--json").output)
+    assert listed["main"]["m/l"]["exp_id"] == exp_id and listed["main"]["m/l"]["tokens_per_s"] > 0
+    assert json.loads(tools(project, "exp", "baseline", "show", "main").output)["exp_id"] == exp_id
+
+    summary = tmp_path / "summary.md"
+    code, v = gate(project, *fake("--step-ms", "20", "--noise-pct", "2"),
+                   extra=("--summary", str(summary), "--max-regression", "15"))
+    assert code == 0 and v["comparable"] and v["regression"] is False and v["decided"], v
+    assert v["interval_pct"][0] >= -15.0 and v["baseline_exp"] == exp_id and v["rounds"] == 3
+    assert "## Performance gate passed: no regression" in summary.read_text()
+
+    code, v = gate(project, *fake("--step-ms", "30"))  # 50 % more time per step: an injected regression
+    assert code == 1 and v["regression"] and v["interval_pct"][1] < -2.0, v
+    assert v["page"].startswith("wiki/experiments/m/l/") and (project.root / v["page"]).is_file()
+
+    code, v = gate(project, *fake("--step-ms", "20", "--batch", "8"))  # another shape: not comparable
+    assert code == 3 and v["comparable"] is False and "another shape: batch 4 -> 8" in v["why"], v
+
+    # noisy rounds that cannot decide: passed, said undecided; --strict fails them
+    noisy = fake("--step-ms", "20.4", "--noise-pct", "25")
+    code, v = gate(project, *noisy)
+    if not v["decided"]:
+        assert code == 0 and "undecided" in v["why"], v
+        code, v = gate(project, *noisy, extra=("--strict",))
+    assert v["decided"] or code == 1, v
+
+    code, v = gate(project, *fake("--crash"))
+    assert code == 1 and v["verdict"] == "crash", v
+
+    # a tolerance wide enough lets the slowdown through, and says so
+    code, v = gate(project, *fake("--step-ms", "22"), extra=("--max-regression", "30"))
+    assert code == 0 and v["max_regression_pct"] == 30.0, v
+
+
+def test_an_unknown_baseline_is_a_usage_error_that_runs_nothing(project):
+    _baseline(project)
+    before = len(records.lane_records(project.wiki, "m", "l"))
+    r = tools(project, "exp", "gate", "--baseline", "nope", "--", *fake())
+    assert r.exit_code == 2 and "no baseline named 'nope'" in r.output, r.output
+    assert len(records.lane_records(project.wiki, "m", "l")) == before
+    r = tools(project, "exp", "baseline", "tag", "main", "2026-01-01-v999-x", "--model", "m", "--lane", "l")
+    assert r.exit_code == 2 and "is not an experiment of m/l" in r.output
+
+
+def test_init_writes_the_github_workflow(tmp_path):
+    r = CliRunner().invoke(cli, ["init", str(tmp_path / "kb"), "--ci", "github", "--ci-runner", "v5e-8",
+                                 "--ci-command", "python experiments/llama_train.py --preset tiny --steps 30"])
+    assert r.exit_code == 0, r.output
+    flow = yaml.safe_load((tmp_path / "kb/.github/workflows/perf-gate.yml").read_text())
+    job = flow["jobs"]["gate"]
+    assert flow[True] == {"pull_request": None} and job["runs-on"] == ["self-hosted", "v5e-8"]
+    run = job["steps"][-1]["run"]
+    assert "tools exp gate --baseline main" in run and "$GITHUB_STEP_SUMMARY" in run
+    assert run.strip().endswith("-- python experiments/llama_train.py --preset tiny --steps 30")
+    bad = CliRunner().invoke(cli, ["init", str(tmp_path / "kb2"), "--ci", "github", "--ci-runner", "a b"])
+    assert bad.exit_code == 2 and "runner label" in bad.output

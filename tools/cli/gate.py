@@ -1,0 +1,113 @@
+"""`tools exp baseline tag|list|show` (named baselines) and `tools exp gate` (the CI performance gate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .common import pass_project, printable
+
+
+@click.group(name="baseline")
+def baseline() -> None:
+    """Named baselines: a name (main, release-1.2) pinned to one filed run of a lane, for `tools exp gate`."""
+
+
+@baseline.command(name="tag")
+@click.argument("name")
+@click.argument("exp_id")
+@click.option("--model", required=True)
+@click.option("--lane", required=True)
+@pass_project
+def tag(project, name, exp_id, model, lane) -> None:
+    """Pin NAME to the filed run EXP_ID of MODEL/LANE (it must be usable: filed, not a crash or invalid)."""
+    from ..errors import InputError
+    from ..experiments import baselines
+
+    project.require_wiki()
+    try:
+        e = baselines.tag(project, name, model, lane, exp_id)
+    except InputError as err:
+        raise click.UsageError(str(err)) from None
+    click.echo(f"{name} ({model}/{lane}) = {exp_id}: {e.get('tokens_per_s')} tokens/s, commit "
+               f"{(e.get('commit') or '—')[:12]}")
+
+
+@baseline.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+@pass_project
+def list_(project, as_json) -> None:
+    """Every named baseline, per lane."""
+    from ..experiments import baselines
+
+    data = baselines.load(project)
+    if as_json:
+        click.echo(json.dumps(data, sort_keys=True))
+        return
+    if not data:
+        click.echo("no named baselines (tools exp baseline tag NAME EXP --model M --lane L)")
+    for name, lanes in sorted(data.items()):
+        for key, e in sorted(lanes.items()):
+            click.echo(printable(f"{name:<16} {key:<24} {e['exp_id']:<28} {e.get('tokens_per_s')} tokens/s  "
+                                 f"tagged {e.get('tagged')}"))
+
+
+@baseline.command(name="show")
+@click.argument("name")
+@click.option("--model", default=None)
+@click.option("--lane", default=None)
+@pass_project
+def show(project, name, model, lane) -> None:
+    """One baseline's entry as JSON (its run, command, commit, tokens/s)."""
+    from ..experiments import baselines
+
+    click.echo(json.dumps(baselines.get(project, name, model, lane), sort_keys=True))
+
+
+@click.command(name="gate", context_settings={"ignore_unknown_options": True})
+@click.option("--baseline", "name", required=True, help="The named baseline to compare against (tools exp baseline).")
+@click.option("--model", default=None, help="The baseline's model (when the name holds several lanes).")
+@click.option("--lane", default=None, help="The baseline's lane (when the name holds several lanes).")
+@click.option("--max-regression", "max_regression_pct", default=2.0, show_default=True, type=float,
+              help="Percent slower the change may be: the gate fails when the whole 95 % interval lies below it.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(2, 50),
+              help="Interleaved rounds (each runs the baseline's command and COMMAND, the order alternating).")
+@click.option("--max-repeats", default=0, type=click.IntRange(0, 50), help="Adaptive: up to this many rounds.")
+@click.option("--statistic", type=click.Choice(["median", "min"]), default="median", show_default=True)
+@click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run.")
+@click.option("--strict", is_flag=True,
+              help="Fail (exit 1) unless the interval decides no regression (lies wholly above the limit).")
+@click.option("--quiet", "-q", is_flag=True, help="Do not echo the commands' output.")
+@click.option("--summary", "summary_path", default=None, type=click.Path(dir_okay=False),
+              help="Also append the verdict as markdown to this file (in GitHub Actions: $GITHUB_STEP_SUMMARY).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@pass_project
+def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, statistic, timeout, strict, quiet,
+         summary_path, command) -> None:
+    """Run COMMAND (after `--`) interleaved against a named baseline and exit 0 (no regression), 1 (slower beyond
+    --max-regression, or a crash), 3 (incomparable: another shape, changed loss, an integrity finding) or 2 (usage).
+    Prints one JSON verdict; the run is filed like any experiment.
+
+    \b
+    tools exp gate --baseline main -- python experiments/llama_train.py --preset tiny
+    """
+    from ..errors import InputError
+    from ..experiments import baselines
+    from ..experiments.gate import gate as run_gate
+
+    project.require_wiki()
+    try:  # a baseline that is not there is a usage error: exit 2, nothing run
+        baselines.get(project, name, model, lane)
+    except InputError as e:
+        raise click.UsageError(str(e)) from None
+    out = run_gate(project, name, list(command), Path.cwd(), model, lane, max_regression_pct, repeats, max_repeats,
+                   statistic, timeout, echo=not quiet, strict=strict)
+    click.echo(json.dumps(out.verdict, sort_keys=True, default=str))
+    if summary_path:
+        from ..experiments.gate import summary_markdown
+
+        with open(summary_path, "a", encoding="utf-8") as f:
+            f.write(summary_markdown(out))
+    raise SystemExit(out.exit_code)

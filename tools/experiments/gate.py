@@ -1,0 +1,126 @@
+"""`tools exp gate`: a CI performance gate. The command under test runs interleaved against a named baseline's
+command (its recorded command and environment, with the lane's calibration), through the same runner, integrity
+checks and statistics as `tools exp run`, and is filed like any run. The gate reads the verdict:
+
+- exit 0: no regression: the 95 % interval of the change does not lie wholly below ``-max_regression_pct`` (with
+  ``strict``, it must lie wholly above it: an undecided interval fails too);
+- exit 1: a regression beyond it (or the command crashed);
+- exit 3: incomparable: the run was filed ``invalid`` (another shape, a changed loss trajectory, an integrity
+  finding) or the baseline could not be measured again, so no speed verdict holds;
+- exit 2: usage (no such baseline, no command) — raised before anything runs.
+
+It prints one JSON verdict: ``comparable`` with the reasons, the gain and its interval, the rounds and the pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..project import Project
+from . import baselines, records
+from .runner import RunSpec, run_experiment
+
+DEFAULT_MAX_REGRESSION_PCT = 2.0
+
+
+@dataclass
+class GateResult:
+    exit_code: int
+    verdict: dict
+
+
+def gate(project: Project, name: str, command: list[str], cwd: Path, model: str | None = None,
+         lane: str | None = None, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT, repeats: int = 3,
+         max_repeats: int = 0, statistic: str = "median", timeout: float = 1800.0, echo: bool = False,
+         strict: bool = False) -> GateResult:
+    base = baselines.get(project, name, model, lane)
+    spec = RunSpec(model=base["model"], lane=base["lane"], variant=base["variant"], command=list(command),
+                   compare_to=base["exp_id"], repeats=max(2, repeats), max_repeats=max_repeats, statistic=statistic,
+                   description=f"gate against {name}", slug=f"gate-{name}",
+                   hypothesis=f"no slower than baseline {name} ({base['exp_id']}) by more than {max_regression_pct:g} %",
+                   timeout=timeout, echo=echo, cwd=cwd)
+    out = run_experiment(project, spec)
+    rec = out.record
+    timing = rec.get("timing") or {}
+    interval = timing.get("interval_pct")
+    verdict = {"baseline": name, "baseline_exp": base["exp_id"], "exp_id": out.exp_id, "page": f"wiki/{out.page}",
+               "verdict": out.verdict, "gain_pct": rec.get("gain_pct"), "interval_pct": interval,
+               "rounds": timing.get("rounds"), "max_regression_pct": max_regression_pct,
+               "tokens_per_s": out.metrics.get("tokens_per_s"), "baseline_tokens_per_s": base.get("tokens_per_s"),
+               "reasons": list(out.reasons)}
+    if out.verdict == "crash":
+        return GateResult(1, {**verdict, "comparable": True, "regression": True,
+                              "why": "the command crashed (its page says how)"})
+    apart = _incomparable(project, base, rec)
+    if out.verdict == "invalid" or not interval or apart:
+        why = "no speed verdict holds: " + ("; ".join(apart or out.reasons) or "no interleaved timing")
+        return GateResult(3, {**verdict, "comparable": False, "regression": None, "why": why,
+                              "reasons": apart + verdict["reasons"]})
+    slower = interval[1] < -max_regression_pct
+    decided = slower or interval[0] >= -max_regression_pct  # the interval lies wholly on one side of the limit
+    shown = f"[{interval[0]:+.2f}, {interval[1]:+.2f}] %"
+    if slower:
+        why = f"slower: the whole 95 % interval {shown} lies below -{max_regression_pct:g} %"
+    elif decided:
+        why = f"no regression: the whole 95 % interval {shown} lies above -{max_regression_pct:g} %"
+    else:
+        why = (f"undecided: the 95 % interval {shown} straddles -{max_regression_pct:g} % (more rounds, "
+               f"--max-repeats, or a calibrated lane would decide it)" + ("; --strict fails it" if strict else
+                                                                          "; passed without --strict"))
+    code = 1 if slower or (strict and not decided) else 0
+    return GateResult(code, {**verdict, "comparable": True, "regression": slower, "decided": decided, "why": why})
+
+
+def _incomparable(project: Project, base: dict, rec: dict) -> list[str]:
+    """Why the gated run and the baseline measure different things: another shape (tokens per step, batch,
+    sequence), another device kind or count."""
+    prior = records.find(records.lane_records(project.wiki, base["model"], base["lane"]), base["exp_id"]) or {}
+    out = []
+    a, b = records.shape_key_of(prior), records.shape_key_of(rec)
+    if a and b and a != b:
+        out.append("another shape: " + _differing(a, b))
+    pm, rm = prior.get("metrics") or {}, rec.get("metrics") or {}
+    for key in ("device_kind", "n_devices", "platform"):
+        if pm.get(key) is not None and rm.get(key) is not None and pm[key] != rm[key]:
+            out.append(f"another {key.replace('_', ' ')}: {pm[key]} for the baseline, {rm[key]} here")
+    return out
+
+
+_HEADLINE = {0: "passed: no regression", 1: "failed: a regression", 3: "incomparable: no speed verdict"}
+
+
+def summary_markdown(result: GateResult) -> str:
+    """The verdict as a job summary: the headline, the figures, the reasons and where the run is filed."""
+    v = result.verdict
+    lo_hi = v.get("interval_pct") or [None, None]
+    rows = [("verdict", v["verdict"]), ("gain", _pct(v.get("gain_pct"))),
+            ("95 % interval", f"[{_pct(lo_hi[0])}, {_pct(lo_hi[1])}]" if lo_hi[0] is not None else "—"),
+            ("rounds", v.get("rounds") or "—"), ("tokens/s", f"{v.get('tokens_per_s')} (baseline "
+                                                             f"{v.get('baseline_tokens_per_s')})"),
+            ("allowed", f"-{v['max_regression_pct']:g} %"), ("baseline", f"{v['baseline']} ({v['baseline_exp']})"),
+            ("run", f"{v['exp_id']}: {v['page']}")]
+    head = _HEADLINE.get(result.exit_code, str(result.exit_code))
+    if result.exit_code == 0 and v.get("decided") is False:
+        head = "passed, undecided: no regression shown either way"
+    lines = [f"## Performance gate {head}", "",
+             v.get("why", ""), "", "| | |", "|---|---|", *[f"| {k} | {val} |" for k, val in rows], ""]
+    lines += [f"- {r}" for r in v.get("reasons", [])]
+    return "\n".join(lines) + "\n\n"
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x:+.2f} %"
+
+
+def _differing(a: str, b: str) -> str:
+    """``batch 4 -> 16``: the keys two shape keys (JSON objects) disagree on, else both whole."""
+    import json
+
+    try:
+        x, y = json.loads(a), json.loads(b)
+    except ValueError:
+        return f"the baseline ran {a}, this run {b}"
+    if not (isinstance(x, dict) and isinstance(y, dict)):
+        return f"the baseline ran {a}, this run {b}"
+    keys = sorted(set(x) | set(y), key=str)
+    return ", ".join(f"{k} {x.get(k, '—')} -> {y.get(k, '—')}" for k in keys if x.get(k) != y.get(k))
