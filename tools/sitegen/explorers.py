@@ -1,4 +1,5 @@
-"""Experiment explorers: one standalone plotly page per model, embedded in an iframe.
+"""Experiment explorers: one standalone plotly page per model, and a runs table with comparisons per lane
+(``experiments.compare_view``), each embedded in an iframe.
 
 The HTML comes from `tools.experiments.explorer.explorer_html`; this module only places it and
 ships ONE copy of plotly.js for all of them (assets/autoresearch/plotly.min.js).
@@ -73,6 +74,7 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
         out["explore/experiments/index.md"] = "\n".join(lines + [f"No explorers yet: {why}.", ""])
         return out
     _, explorer_html, load_references = api
+    from ..experiments.compare_view import compare_html
     lines += ["| Model | Experiments |", "|---|---|"]
     for name, mpages in sorted(models.items()):
         s = slug(name) or "model"
@@ -89,9 +91,27 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
         frame = "explorer.html"  # same folder: reads the same from the page URL and from the source file
         title = html.escape(name)
         model_links = ", ".join(f"[{html.escape(p.title)}](../../../wiki/{p.rel})" for p in mpages)
+        runs_links = []
+        for lane in sorted({str(r.get("lane")) for r in mine if r.get("status") == "filed"}):
+            ls = slug(lane) or "lane"
+            runs_html = f"explore/experiments/{s}/runs-{ls}.html"
+            runs_url = page_url(runs_html, directory_urls)
+
+            def run_url(r: dict, _from=runs_url) -> str:
+                return rel_url(_from, page_url("wiki/" + str(r.get("page", "")), directory_urls))
+
+            out[runs_html] = compare_html(name, lane, mine, rel_url(runs_url, PLOTLY_ASSET), run_url)
+            out[f"explore/experiments/{s}/runs-{ls}.md"] = "\n".join([
+                "---", f"title: {json_str(f'Runs: {name}/{lane}')}", "---", "", f"# Runs: {title}/{html.escape(lane)}",
+                "", "Pin a baseline, sort and filter, tick 2–5 runs to compare them (only the keys that differ), "
+                "download the table as CSV or JSON.", "",
+                f'<iframe class="arw-frame" src="runs-{html.escape(ls)}.html" title="{title} {html.escape(lane)} runs" '
+                'loading="lazy" style="width:100%;height:1400px;border:0"></iframe>', ""])
+            runs_links.append(f"[{html.escape(lane)}](runs-{ls}.md)")
         out[md_src] = "\n".join([
             "---", f"title: {json_str('Explorer: ' + name)}", "---", "", f"# Explorer: {title}", "",
-            f"{len(mine)} experiments. Model pages: {model_links}.", "",
+            f"{len(mine)} experiments. Model pages: {model_links}. "
+            f"Runs tables and comparisons per lane: {', '.join(runs_links) or '—'}.", "",
             f'<iframe class="arw-frame" src="{html.escape(frame)}" title="{title} explorer" '
             'loading="lazy" style="width:100%;height:640px;border:0"></iframe>', ""])
         lines.append(f"| [{title}]({s}/index.md) | {len(mine)} |")

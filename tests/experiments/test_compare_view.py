@@ -1,0 +1,109 @@
+"""The runs comparison view in real headless Chromium, on runs filed by the real runner (the stand-in script):
+the pinned baseline and signed deltas, sorting and filtering, 2 runs compared showing exactly the keys that
+differ, the parallel-coordinates dimensions without constant columns, configurations grouped with mean ± interval,
+and the CSV matching the lane's ledger."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import http.server
+import io
+import threading
+
+import pytest
+from _exp_helpers import fake
+from click.testing import CliRunner
+
+from tools.cli import cli
+from tools.experiments import ledger, records
+from tools.experiments.compare_view import compare_html
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+def _run(project, *args, command):
+    r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
+                                 "--variant", "s/tpu", "-q", "--repeats", "2", *args, "--", *command])
+    assert r.exit_code == 0, r.output
+
+
+def test_html_is_standalone_and_holds_only_the_lane():
+    recs = [{"model": "m", "lane": "l", "status": "filed", "exp_id": "a", "version": 1, "page": "p.md",
+             "metrics": {"tokens_per_s": 10.0}, "config": {"x": "</script>"}},
+            {"model": "m", "lane": "other", "status": "filed", "exp_id": "b", "version": 1, "page": "q.md"}]
+    page = compare_html("m", "l", recs, "../plotly.js", lambda r: r["page"])
+    assert "<script src=\"../plotly.js\"></script>" in page and "&lt;/script&gt;" in page  # the data is inert
+    assert '&quot;exp_id&quot;: &quot;a&quot;' in page and '&quot;exp_id&quot;: &quot;b&quot;' not in page
+
+
+@pytest.mark.browser
+def test_compare_view_in_chromium(project, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    plotly = pytest.importorskip("plotly.offline")
+    base_cmd = fake("--step-ms", "20")
+    _run(project, "--baseline", command=base_cmd)
+    _run(project, command=fake("--step-ms", "10"))                       # another configuration: faster
+    _run(project, "--env", "XLA_FLAGS=--fake_speedup=2", command=fake("--step-ms", "20"))  # same config, env
+    _run(project, command=fake("--step-ms", "40"))                       # slower
+    recs = records.lane_records(project.wiki, "m", "l")
+    assert len(recs) == 4
+    site = tmp_path / "site"
+    (site / "assets").mkdir(parents=True)
+    (site / "assets/plotly.js").write_text(plotly.get_plotlyjs())
+    (site / "runs.html").write_text(compare_html("m", "l", recs, "assets/plotly.js", lambda r: "x/" + r["page"]))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with playwright.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(f"http://127.0.0.1:{srv.server_address[1]}/runs.html")
+            page.wait_for_function("window.compareReady === true", timeout=20_000)
+            cells = lambda col: page.eval_on_selector_all(  # noqa: E731
+                "#runs tbody tr", f"rows => rows.map(r => r.children[{col}].textContent)")
+            # the default pin is the baseline (v1): its own delta is +0.00 %, the others signed, coloured
+            assert cells(1) == ["1", "2", "3", "4"]
+            assert cells(5)[0] == "0.00 %" and cells(5)[1].startswith("+") and cells(5)[3].startswith("-")
+            assert page.eval_on_selector("#runs tbody tr:nth-child(4) td:nth-child(6)", "e => e.className") == "down"
+            # pin v2 instead: every delta is against it now
+            page.select_option("#pin", recs[1]["exp_id"])
+            assert cells(5)[1] == "0.00 %" and cells(5)[0].startswith("-")
+            # sort by tokens/s (descending after two clicks), filter by verdict
+            page.click("#runs th[data-k=tps]")
+            page.click("#runs th[data-k=tps]")
+            tps = [float(x) for x in cells(4)]
+            assert tps == sorted(tps, reverse=True)
+            page.select_option("#fverdict", recs[3]["verdict"])
+            assert len(cells(1)) == sum(r["verdict"] == recs[3]["verdict"] for r in recs) >= 1
+            page.select_option("#fverdict", "")
+            # compare v1 and v3: the same config, another environment -> exactly env.XLA_FLAGS differs
+            page.check(f"input.pick[value='{recs[0]['exp_id']}']")
+            page.check(f"input.pick[value='{recs[2]['exp_id']}']")
+            diff = page.eval_on_selector_all("#compare tr.diff", "rows => rows.map(r => r.dataset.key)")
+            assert diff == ["env.XLA_FLAGS"]
+            page.uncheck(f"input.pick[value='{recs[2]['exp_id']}']")
+            page.check(f"input.pick[value='{recs[3]['exp_id']}']")
+            diff = page.eval_on_selector_all("#compare tr.diff", "rows => rows.map(r => r.dataset.key)")
+            assert diff == ["config.step_ms"]
+            assert "tools profile diff" in page.inner_text("#compare")
+            # parallel coordinates: the knob that varies and the metric; groups: v1 and v3 share a configuration
+            dims = page.evaluate("window.parcoordsDims")
+            assert dims[0] == "step_ms" and "tokens/s" in dims
+            assert page.evaluate("document.getElementById('pc').data[0].type") == "parcoords"
+            groups = page.evaluate("window.groupRows.map(g => [g.k, g.runs, g.n, g.half])")
+            (twenty,) = [g for g in groups if g[0] == '{"step_ms":20}']
+            assert twenty[1] == 2 and twenty[2] >= 3 and twenty[3] is not None and len(groups) == 3  # rounds pooled
+            page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+            # the CSV is the ledger's runs: the same ids and tokens/s
+            rows = list(csv.DictReader(io.StringIO(page.evaluate("window.compareCsv()"))))
+            lane_dir = project.wiki / "experiments/m/l"
+            book = ledger.read((lane_dir / "RESULTS.tsv").read_text())
+            assert {r["exp_id"]: float(r["tps"]) for r in rows} == \
+                {b["exp_id"]: float(b["tokens_per_s"]) for b in book}
+            browser.close()
+    finally:
+        srv.shutdown()

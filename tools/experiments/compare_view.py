@@ -1,0 +1,45 @@
+"""The run comparison view of one lane: a standalone HTML page (plotly for the parallel coordinates, from one shared
+copy) holding every filed run of the lane as data. In the page: a sortable, filterable runs table against a pinned
+baseline (any run; by default the lane's first baseline) with signed deltas, 2–5 runs selected side by side showing
+only the configuration and environment keys that differ, a parallel-coordinates plot over the knobs that vary,
+runs of one configuration grouped with mean ± 95 % interval, and the table as CSV or JSON. ``compare_html`` is
+pure: records in, HTML out."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable
+
+from ..htmlpage import plotly_page
+from .metrics import finite
+
+
+def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
+    m = r.get("metrics") if isinstance(r.get("metrics"), dict) else {}
+    timing = r.get("timing") if isinstance(r.get("timing"), dict) else {}
+    samples = r.get("runs_tokens_per_s")  # this run's own rounds (the variant arm of its comparison)
+    samples = samples.get("variant") if isinstance(samples, dict) else samples
+    samples = samples if isinstance(samples, list) else []
+    return {"exp_id": r.get("exp_id"), "version": int(r.get("version") or 0), "slug": r.get("slug") or "",
+            "verdict": r.get("verdict") or r.get("status"), "role": r.get("role") or "",
+            "status": r.get("ledger_status") or "", "loop": r.get("loop") or "", "category": r.get("category") or "",
+            "description": r.get("description") or "", "commit": r.get("commit") or "",
+            "tps": m.get("tokens_per_s"), "mfu": m.get("mfu_percent"), "step_ms": m.get("step_time_ms"),
+            "memory_gb": m.get("memory_gb"), "gain": r.get("gain_pct"), "interval": timing.get("interval_pct"),
+            "rounds": timing.get("rounds"), "samples": [x for x in samples if isinstance(x, (int, float))],
+            "config": r.get("config") if isinstance(r.get("config"), dict) else {},
+            "env": r.get("env") if isinstance(r.get("env"), dict) else {},
+            "raw_dir": r.get("raw_dir") or "", "url": page_url(r)}
+
+
+def compare_html(model: str, lane: str, records: list[dict], plotly_src: str,
+                 page_url: Callable[[dict], str]) -> str:
+    runs = [_run(r, page_url) for r in records if r.get("model") == model and r.get("lane") == lane
+            and r.get("status") == "filed"]
+    runs.sort(key=lambda x: x["version"])
+    data = finite({"model": model, "lane": lane, "runs": runs})
+    # In an attribute, HTML-escaped, not in a script element: descriptions, commands and settings are other
+    # people's text, and none of it may reach a place a browser (or a reviewer's scan) reads as code.
+    blob = html.escape(json.dumps(data, sort_keys=True, default=str), quote=True)
+    return plotly_page("compare", f"{model}/{lane}: runs", plotly_src, blob)
