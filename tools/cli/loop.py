@@ -158,3 +158,42 @@ def strays(project, remove, as_json) -> None:
             click.echo("`tools loop strays --remove` removes them (the user's own checkout is not touched)")
     if any(s.problem for s in found):
         raise SystemExit(1)
+
+
+@loop.command(name="finalize")
+@click.argument("name")
+@click.option("--patches", "patches_dir", default=None, type=click.Path(file_okay=False),
+              help="Also write a `git format-patch` series of every kept change to this folder.")
+@click.option("--pr", is_flag=True, help="Push each branch to --remote and open a draft pull request with `gh`.")
+@click.option("--remote", default="origin", show_default=True, help="With --pr: where branches are pushed.")
+@click.option("--base", default="main", show_default=True, help="With --pr: the branch the pull requests target.")
+@click.option("--json", "as_json", is_flag=True, help="Print the branches, settings and pull requests as JSON.")
+@pass_project
+def finalize(project, name, patches_dir, pr, remote, base, as_json) -> None:
+    """Turn loop NAME's kept changes into reviewable branches perf/NAME/<n>-<change> (each alone from the
+    baseline's commit, or stacked when it does not apply alone), perf/NAME/all with PERF.md, each commit message
+    carrying the evidence. The user's checkout is never modified; nothing is pushed without --pr."""
+    import json
+    from pathlib import Path
+
+    from ..loop import state as st
+    from ..loop.finalize import finalize as run
+
+    if st.driver_alive(st.LoopPaths(project, name)):
+        raise click.ClickException(f"loop {name} is running: stop it first (tools loop stop {name})")
+    out = run(project, name, Path(patches_dir) if patches_dir else None, pr, remote, base)
+    if as_json:
+        click.echo(json.dumps({k: v for k, v in out.items() if k != "perf_md"}, default=str))
+        return
+    click.echo(f"loop {name}: {out['kept']} kept change(s)")
+    for b in out["branches"]:
+        click.echo(f"  {b['branch']}  {b['exp_id']}" + (f"  ({b['note']})" if b["note"] else ""))
+    for s_ in out["settings"]:
+        click.echo(f"  setting #{s_['n']} {s_['exp_id']}: {s_['knobs'] or s_['env']} (no config_file: see PERF.md)")
+    if out.get("combined"):
+        click.echo(f"  {out['combined']}  every change, with PERF.md")
+    for p in out["prs"]:
+        click.echo(f"  draft PR {p['url']}  ({p['branch']})")
+    if out["patches"]:
+        click.echo(f"  {len(out['patches'])} patches in {patches_dir}")
+    click.echo(f"  loops/{name}/PERF.md")

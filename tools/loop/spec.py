@@ -99,6 +99,7 @@ class LoopSpec:
     command: list[str]
     knobs: dict[str, Knob]
     code: str = ""
+    config_file: str = ""             # in ``code``: the launch script or YAML config `tools loop finalize` edits
     cwd: str = "."
     target: dict[str, float] = field(default_factory=dict)
     budget: dict[str, float] = field(default_factory=dict)
@@ -255,6 +256,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     spec = LoopSpec(
         name=name, path=path, model=str(data["model"]), lane=str(data["lane"]), variant=str(data["variant"]),
         command=command, knobs=knobs, code=str(data.get("code") or ""), cwd=str(data.get("cwd") or "."),
+        config_file=str(data.get("config_file") or ""),
         target=target, budget=budget,
         proposer=prop if isinstance(prop, str) else str(prop.get("name", "sweep")),
         proposer_options={} if isinstance(prop, str) else {k: v for k, v in prop.items() if k != "name"},

@@ -1,0 +1,104 @@
+"""`tools loop finalize`: a loop that kept a code patch and a knob change becomes one branch per change from the
+baseline's commit, each commit carrying its evidence, a combined branch with PERF.md, a format-patch series, and
+draft pull requests through a stub `gh` on PATH (the real git pushes to a local bare repository)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+from click.testing import CliRunner
+from loop_helpers import KNOBS, make_kb
+
+from tools.cli import cli
+from tools.loop.workspace import git
+
+FASTER = "--- /dev/null\n+++ b/SPEED\n@@ -0,0 +1 @@\n+1.6\n"
+
+
+def tools(root, *args, code=0, env=None):
+    r = CliRunner().invoke(cli, ["--root", str(root), *args], env=env)
+    assert r.exit_code == code, r.output + repr(r.exception)
+    return r.output
+
+
+def _hypothesis(root, name, patch):
+    import yaml
+
+    meta = {"title": f"patch {name}", "type": "hypothesis", "model": "fake", "lane": "loop", "status": "open",
+            "author": "ada", "priority": 3, "category": "code", "change": {"kind": "patch", "patch": patch},
+            "statement": "a faster kernel file"}
+    page = root / "wiki" / "hypotheses" / f"{name}.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# patch {name}\n\n## Statement\n\n{name}\n")
+
+
+def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tmp_path):
+    kb = tmp_path / "kb"
+    make_kb(kb, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 2}, config_file="launch.sh")
+    (kb / "model" / "launch.sh").write_text("#!/bin/sh\nexec python fake_model.py --dtype f32 --steps 14\n")
+    _hypothesis(kb, "faster", FASTER)
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    state = json.loads((kb / "loops/fake-loop/state.json").read_text())
+    kept = [h for h in state["history"] if h["kept"]]
+    assert [h["change"]["kind"] for h in kept] == ["patch", "knobs"], state["history"]
+
+    repo = kb / "loops" / "fake-loop" / "repo"
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    git(repo, "remote", "add", "origin", str(bare))
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    calls = tmp_path / "gh-calls.jsonl"
+    (stub / "gh").write_text(f"#!{sys.executable}\nimport json, sys\n"
+                             f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                             "if sys.argv[1:3] == ['pr', 'create']:\n"
+                             "    print('https://github.invalid/o/r/pull/' + str(sum(1 for _ in open("
+                             f"{str(calls)!r}))))\n")
+    (stub / "gh").chmod((stub / "gh").stat().st_mode | stat.S_IEXEC)
+    head_before = git(repo, "rev-parse", "HEAD")
+    out = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--patches", str(tmp_path / "patches"), "--pr",
+                           "--json", env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}))
+
+    (patch_b, knob_b) = out["branches"]
+    start = state["start_commit"]
+    assert patch_b["branch"].startswith("perf/fake-loop/1-") and knob_b["branch"].startswith("perf/fake-loop/2-")
+    # each change alone from the baseline's commit: the patch adds SPEED, the knob edits the launch script
+    assert git(repo, "rev-parse", f"{patch_b['branch']}^") == start == git(repo, "rev-parse", f"{knob_b['branch']}^")
+    assert git(repo, "diff", "--name-only", start, patch_b["branch"]) == "SPEED"
+    assert git(repo, "diff", "--name-only", start, knob_b["branch"]) == "launch.sh"
+    assert "--dtype bf16 --steps 14" in git(repo, "show", f"{knob_b['branch']}:launch.sh")
+    # the evidence in the commit message
+    msg = git(repo, "log", "-1", "--format=%B", patch_b["branch"])
+    assert f"exp: {kept[0]['exp_id']}" in msg and "Verdict: supported" in msg and "tokens/s:" in msg
+    assert "Hypothesis: faster" in msg and "95 % interval" in msg
+    # every change together, with PERF.md listing both
+    combined = out["combined"]
+    assert set(git(repo, "diff", "--name-only", start, combined).split()) == {"SPEED", "launch.sh", "PERF.md"}
+    perf = git(repo, "show", f"{combined}:PERF.md")
+    assert kept[0]["exp_id"] in perf and kept[1]["exp_id"] in perf and patch_b["branch"] in perf
+    # a format-patch series, and draft PRs through gh, each branch pushed first
+    assert len(out["patches"]) == 3 and all(p.endswith(".patch") for p in out["patches"])
+    sent = [json.loads(x) for x in calls.read_text().splitlines()]
+    creates = [c for c in sent if c[:2] == ["pr", "create"]]
+    assert len(creates) == 3 and all("--draft" in c and c[c.index("--base") + 1] == "main" for c in creates)
+    assert [c[c.index("--head") + 1] for c in creates] == [patch_b["branch"], knob_b["branch"], combined]
+    assert git(bare, "rev-parse", patch_b["branch"]) == patch_b["commit"]
+    assert [p["url"] for p in out["prs"]][0].startswith("https://github.invalid/")
+    # the loop's own trunk and checkout did not move
+    assert git(repo, "rev-parse", "HEAD") == head_before
+    assert not (kb / "model" / "SPEED").exists() and "f32" in (kb / "model" / "launch.sh").read_text()
+
+
+def test_without_gh_pr_is_refused_before_pushing(tmp_path):
+    kb = tmp_path / "kb"
+    make_kb(kb, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1})
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tools(kb, "loop", "finalize", "fake-loop", "--pr", code=1,
+                env={"PATH": f"{empty}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin"})
+    assert "no `gh` on PATH" in out
