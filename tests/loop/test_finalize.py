@@ -25,11 +25,11 @@ def tools(root, *args, code=0, env=None):
     return r.output
 
 
-def _hypothesis(root, name, patch):
+def _hypothesis(root, name, patch, priority=3):
     import yaml
 
     meta = {"title": f"patch {name}", "type": "hypothesis", "model": "fake", "lane": "loop", "status": "open",
-            "author": "ada", "priority": 3, "category": "code", "change": {"kind": "patch", "patch": patch},
+            "author": "ada", "priority": priority, "category": "code", "change": {"kind": "patch", "patch": patch},
             "statement": "a faster kernel file"}
     page = root / "wiki" / "hypotheses" / f"{name}.md"
     page.parent.mkdir(parents=True, exist_ok=True)
@@ -102,3 +102,22 @@ def test_without_gh_pr_is_refused_before_pushing(tmp_path):
     out = tools(kb, "loop", "finalize", "fake-loop", "--pr", code=1,
                 env={"PATH": f"{empty}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin"})
     assert "no `gh` on PATH" in out
+
+
+def test_a_patch_that_needs_the_one_before_is_stacked_on_it_and_says_why(tmp_path):
+    kb = tmp_path / "kb"
+    make_kb(kb, knobs={"dtype": {"flag": "--dtype", "values": ["f32"], "category": "precision"}}, budget={"runs": 2})
+    _hypothesis(kb, "faster", FASTER, priority=5)  # runs first; the second patch edits the file it made
+    _hypothesis(kb, "fastest", "--- a/SPEED\n+++ b/SPEED\n@@ -1 +1 @@\n-1.6\n+2.2\n")
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    state = json.loads((kb / "loops/fake-loop/state.json").read_text())
+    assert [h["hypothesis_page"] for h in state["history"] if h["kept"]] == ["hypotheses/faster.md",
+                                                                             "hypotheses/fastest.md"]
+    out = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--json"))
+    first, second = out["branches"]
+    assert first["stacked_on"] is None and second["stacked_on"] == first["commit"]
+    assert "does not apply" in second["note"]
+    repo = kb / "loops" / "fake-loop" / "repo"
+    assert git(repo, "rev-parse", f"{second['branch']}^") == first["commit"]
+    assert "Stacked on perf/fake-loop/1-" in git(repo, "log", "-1", "--format=%B", second["branch"])
+    assert git(repo, "show", f"{out['combined']}:SPEED").strip() == "2.2"
