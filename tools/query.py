@@ -61,7 +61,9 @@ def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> l
     terms = _terms(question)
     if not terms:
         return []
-    _, hits = search.search(project, " ".join(terms), limit=pages)
+    # the search gets the question's words whole (it finds their forms itself); the prefixes match paragraphs
+    words = [w for w in re.findall(r"\w[\w.-]*", question.lower()) if w not in STOP and len(w) > 1]
+    _, hits = search.search(project, " ".join(words), limit=pages)
     out: list[Passage] = []
     n_hits = max(len(hits), 1)
     for rank, h in enumerate(hits):

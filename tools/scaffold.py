@@ -194,7 +194,11 @@ class InitResult:
 CI_WORKFLOW = ".github/workflows/perf-gate.yml"
 
 
-def ci_workflow(command: str, runner: str = "tpu", max_regression: float = 2.0) -> str:
+DEFAULT_TOOLS_SPEC = "git+https://github.com/OWNER/autoresearch-wiki@COMMIT#egg=autoresearch-wiki[exp]"
+
+
+def ci_workflow(command: str, runner: str = "tpu", max_regression: float = 2.0,
+                tools_spec: str = DEFAULT_TOOLS_SPEC) -> str:
     """The GitHub Actions workflow of the performance gate (``tools init --ci github``): on a pull request, a
     self-hosted runner with label ``runner`` gates ``command`` against the baseline ``main``."""
     import shlex
@@ -205,8 +209,10 @@ def ci_workflow(command: str, runner: str = "tpu", max_regression: float = 2.0) 
         raise InputError("--ci-command", "give the training command on one line")
     shlex.split(command)  # a command the shell can read (raises ValueError on an open quote)
     text = resources.files("tools").joinpath("templates/perf-gate.yml").read_text(encoding="utf-8")
+    if "\n" in tools_spec or not tools_spec.strip():
+        raise InputError("--ci-tools", "give where the runner installs the tools from on one line")
     return text.replace("{runner}", runner).replace("{max_regression}", f"{max_regression:g}") \
-        .replace("{command}", command)
+        .replace("{tools_spec}", tools_spec).replace("{command}", command)
 
 
 def init(root: Path, site_name: str | None = None, subject: str | None = None,

@@ -151,11 +151,15 @@ def variants(word: str) -> list[str]:
     into ``options`` as a stemmer would), and the other spellings engineers write for it (``backward``: ``bwd``,
     ``vjp``; tools/data/search_synonyms.yaml)."""
     base = word
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
+    for suffix in ("ies", "ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix) and not word.endswith("ss"):
             base = word[: -len(suffix)]
             break
     out = [word, base, base + "s", base + "es", base + "ing", base + "ed"]
+    if word.endswith("ies"):  # queries -> query
+        out.append(base + "y")
+    elif base != word:  # shapes, shaping, shaped -> shape; caches -> cache
+        out.append(base + "e")
     if base.endswith("e"):
         out += [base[:-1] + "ing", base + "d"]
     out += SYNONYMS.get(word, []) + SYNONYMS.get(base, [])
@@ -208,7 +212,7 @@ def _weights(db: sqlite3.Connection, groups: list[list[str]]) -> list[float]:
     out = []
     for g in groups:
         (df,) = db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", ["{title meta body} : " + _expr(g)]).fetchone()
-        out.append(math.log((n + 1) / (df + 0.5)))
+        out.append(math.log((n + 1) / (df + 0.5)) if df else 0.0)  # a word on no page (a typo) says nothing
     return out
 
 

@@ -107,3 +107,25 @@ def test_compare_view_in_chromium(project, tmp_path):
             browser.close()
     finally:
         srv.shutdown()
+
+
+def test_the_built_site_frames_the_runs_page_it_ships(tmp_path):
+    """A default build (directory URLs): the lane's page frames runs.html, and that file is there."""
+    import re
+    import subprocess
+    import sys
+
+    kb = tmp_path / "kb"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "tools", "--root", str(kb), *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=600)
+    assert run("init", str(kb)).returncode == 0
+    r = run("exp", "run", "--model", "m", "--lane", "l", "--variant", "s/cpu", "--baseline", "-q", "--", *fake())
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run("site", "build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    page = kb / "site/explore/experiments/m/runs-l/index.html"
+    src = re.search(r'<iframe class="arw-frame" src="([^"]+)"', page.read_text()).group(1)
+    framed = (page.parent / src).resolve()
+    assert framed.is_file() and "compare-data" in framed.read_text()
+    assert "runs-l/index.md" in (kb / "site/explore/experiments/m/index.html").read_text() or \
+        "runs-l/" in (kb / "site/explore/experiments/m/index.html").read_text()

@@ -88,6 +88,42 @@ def test_init_writes_the_github_workflow(tmp_path):
     assert flow[True] == {"pull_request": None} and job["runs-on"] == ["self-hosted", "v5e-8"]
     run = job["steps"][-1]["run"]
     assert "tools exp gate --baseline main" in run and "$GITHUB_STEP_SUMMARY" in run
+    assert "--baseline-cwd .perf-gate-base" in run and job["steps"][1]["with"]["path"] == ".perf-gate-base"
+    assert flow["permissions"] == {"contents": "read"} and "head.repo.full_name == github.repository" in job["if"]
+    assert all(s_["with"]["persist-credentials"] is False for s_ in job["steps"][:2])
     assert run.strip().endswith("-- python experiments/llama_train.py --preset tiny --steps 30")
     bad = CliRunner().invoke(cli, ["init", str(tmp_path / "kb2"), "--ci", "github", "--ci-runner", "a b"])
     assert bad.exit_code == 2 and "runner label" in bad.output
+
+
+def test_the_baseline_runs_its_own_code_with_baseline_cwd(project, tmp_path):
+    """A module the script imports got slower in the pull request: with --baseline-cwd (the base commit's
+    checkout) the gate sees it; without, both arms run the new module, which the verdict says."""
+    from _exp_helpers import FAKE, PY
+
+    for where, ms in (("base", 20), ("head", 40)):
+        d = tmp_path / where
+        d.mkdir()
+        (d / "speed.py").write_text(f"MS = {ms}\n")
+        (d / "train.py").write_text("import subprocess, sys\nimport speed\n"
+                                    f"sys.exit(subprocess.call([sys.executable, {FAKE!r}, '--step-ms', str(speed.MS)]))\n")
+    import os
+
+    here = os.getcwd()
+    try:
+        os.chdir(tmp_path / "base")
+        r = tools(project, "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/tpu", "--baseline", "-q",
+                  "--", PY, "train.py")
+        assert r.exit_code == 0, r.output
+        (rec,) = records.lane_records(project.wiki, "m", "l")
+        assert tools(project, "exp", "baseline", "tag", "main", rec["exp_id"], "--model", "m", "--lane", "l").exit_code == 0
+        os.chdir(tmp_path / "head")
+        code, v = gate(project, PY, "train.py", extra=("--baseline-cwd", str(tmp_path / "base")))
+        assert code == 1 and v["regression"] and v["baseline_code"] == str((tmp_path / "base").resolve()), v
+        import shutil
+
+        shutil.rmtree(tmp_path / "base")  # as in CI: the folder the baseline ran in is this checkout
+        code, v = gate(project, PY, "train.py")
+        assert code == 0 and abs(v["gain_pct"]) < 1 and "this checkout" in v["baseline_code"], v
+    finally:
+        os.chdir(here)

@@ -132,3 +132,43 @@ def test_maxtext_attention_setting_reaches_jax_and_tokamax_splash(tmp_path):
     tokamax = json.loads((kb / "wiki/codebases/tokamax/selection.json").read_text())
     tpu = next(e for e in tokamax["registries"] if e["registry"] == "IMPLEMENTATIONS" and e["key"] == "mosaic_tpu")
     assert "SplashAttentionKernel" in {k["kernel"] for k in tpu["kernels"]}
+
+
+def test_a_dispatcher_method_and_module_functions_credit_only_their_own_choice(tmp_path):
+    kb = _kb(tmp_path)
+    code = kb / "raw" / "code" / "lib"
+    _write(code, "lib/kernels/flash.py", """
+        from jax.experimental import pallas as pl
+
+        def _body(q_ref, o_ref):
+            o_ref[...] = q_ref[...]
+
+        def flash_attention(q):
+            return pl.pallas_call(_body, out_shape=q)(q)
+        """)
+    _write(code, "lib/layers/op.py", """
+        from lib.kernels import flash
+
+        def tpu_flash(q):
+            return flash.flash_attention(q)
+
+        class Op:
+            def __init__(self, config):
+                self.config = config
+
+            def apply_attention(self, q):
+                if self.config.attention == "flash":
+                    return tpu_flash(q)
+                return q
+
+            def __call__(self, q):
+                if self.config.attention == "dot_product":
+                    return self.apply_attention(q)
+                return q
+        """)
+    r = _tools(kb, "ingest", "--all", "-q")
+    assert r.returncode == 0, r.stderr[-1500:]
+    chosen = json.loads((kb / "wiki/codebases/lib/selection.json").read_text())
+    reach = {tuple(c["values"]): [k["kernel"] for k in c["kernels"]] for c in chosen["choices"]}
+    assert reach.get(("flash",)) == ["flash_attention"]  # through a module function of the file
+    assert not reach.get(("dot_product",))  # a call into a method that chooses is not this branch's kernel

@@ -25,7 +25,8 @@ class PageRef(BaseModel):
 
 
 class SearchIn(BaseModel):
-    query: str = Field(min_length=1, description="words to look for (stemmed, case-insensitive); pages with more of them rank first")
+    query: str = Field(min_length=1, description="words to look for (case-insensitive; each word also finds its plural, -ing/-ed forms and "
+                                              "synonyms); pages holding more of them, and rarer ones, rank first")
     type: str | None = Field(None, description="only pages of this type (concept, kernel, experiment, ...)")
     limit: int = Field(10, ge=1, le=100)
 

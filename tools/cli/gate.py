@@ -77,6 +77,9 @@ def show(project, name, model, lane) -> None:
 @click.option("--max-repeats", default=0, type=click.IntRange(0, 50), help="Adaptive: up to this many rounds.")
 @click.option("--statistic", type=click.Choice(["median", "min"]), default="median", show_default=True)
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run.")
+@click.option("--baseline-cwd", type=click.Path(file_okay=False, exists=True), default=None,
+              help="A checkout of the baseline's code (in CI: the pull request's base commit); the baseline's command "
+                   "runs there, COMMAND here. Without it both run this checkout's modules.")
 @click.option("--strict", is_flag=True,
               help="Fail (exit 1) unless the interval decides no regression (lies wholly above the limit).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not echo the commands' output.")
@@ -84,8 +87,8 @@ def show(project, name, model, lane) -> None:
               help="Also append the verdict as markdown to this file (in GitHub Actions: $GITHUB_STEP_SUMMARY).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_project
-def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, statistic, timeout, strict, quiet,
-         summary_path, command) -> None:
+def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, statistic, timeout, baseline_cwd,
+         strict, quiet, summary_path, command) -> None:
     """Run COMMAND (after `--`) interleaved against a named baseline and exit 0 (no regression), 1 (slower beyond
     --max-regression, or a crash), 3 (incomparable: another shape, changed loss, an integrity finding) or 2 (usage).
     Prints one JSON verdict; the run is filed like any experiment.
@@ -102,8 +105,12 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
         baselines.get(project, name, model, lane)
     except InputError as e:
         raise click.UsageError(str(e)) from None
-    out = run_gate(project, name, list(command), Path.cwd(), model, lane, max_regression_pct, repeats, max_repeats,
-                   statistic, timeout, echo=not quiet, strict=strict)
+    try:  # what the run itself finds wrong with the arguments is usage too: exit 2, never read as a regression
+        out = run_gate(project, name, list(command), Path.cwd(), model, lane, max_regression_pct, repeats,
+                       max_repeats, statistic, timeout, echo=not quiet, strict=strict,
+                       baseline_cwd=Path(baseline_cwd).resolve() if baseline_cwd else None)
+    except InputError as e:
+        raise click.UsageError(str(e)) from None
     click.echo(json.dumps(out.verdict, sort_keys=True, default=str))
     if summary_path:
         from ..experiments.gate import summary_markdown

@@ -18,9 +18,12 @@ import click
               help="With --ci: the training command the gate measures.")
 @click.option("--ci-runner", default="tpu", show_default=True,
               help="With --ci: the label of the self-hosted runner that has the accelerator.")
+@click.option("--ci-tools", default=None,
+              help="With --ci: where the runner installs the tools from (a git URL pinned at a commit, or a path); "
+                   "the workflow's TOOLS_SPEC.")
 @click.pass_context
 def init(ctx: click.Context, directory: str | None, site_name: str | None, as_json: bool, ci: str | None,
-         ci_command: str, ci_runner: str) -> None:
+         ci_command: str, ci_runner: str, ci_tools: str | None) -> None:
     """Create a knowledge base in DIRECTORY (default: --root, else the current folder).
 
     Writes mkdocs.yml, AGENTS.md, .gitignore, raw/, wiki/ (index and log), docs/ and experiments/.
@@ -34,6 +37,8 @@ def init(ctx: click.Context, directory: str | None, site_name: str | None, as_js
     from ..scaffold import ci_workflow
 
     ci_args = {"command": ci_command, "runner": ci_runner} if ci else None
+    if ci_args and ci_tools:
+        ci_args["tools_spec"] = ci_tools
     if ci_args:
         try:  # a bad label or command is a usage error, before anything is written
             ci_workflow(**ci_args)

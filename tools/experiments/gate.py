@@ -32,13 +32,16 @@ class GateResult:
 def gate(project: Project, name: str, command: list[str], cwd: Path, model: str | None = None,
          lane: str | None = None, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT, repeats: int = 3,
          max_repeats: int = 0, statistic: str = "median", timeout: float = 1800.0, echo: bool = False,
-         strict: bool = False) -> GateResult:
+         strict: bool = False, baseline_cwd: Path | None = None) -> GateResult:
+    """``baseline_cwd``: a checkout of the baseline's code (in CI, the pull request's base commit) where the
+    baseline's command runs; without it, it runs in this checkout, and only its script's saved copy (when there
+    is one) is the baseline's own code."""
     base = baselines.get(project, name, model, lane)
     spec = RunSpec(model=base["model"], lane=base["lane"], variant=base["variant"], command=list(command),
                    compare_to=base["exp_id"], repeats=max(2, repeats), max_repeats=max_repeats, statistic=statistic,
                    description=f"gate against {name}", slug=f"gate-{name}",
                    hypothesis=f"no slower than baseline {name} ({base['exp_id']}) by more than {max_regression_pct:g} %",
-                   timeout=timeout, echo=echo, cwd=cwd)
+                   timeout=timeout, echo=echo, cwd=cwd, compare_cwd=baseline_cwd)
     out = run_experiment(project, spec)
     rec = out.record
     timing = rec.get("timing") or {}
@@ -47,7 +50,10 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                "verdict": out.verdict, "gain_pct": rec.get("gain_pct"), "interval_pct": interval,
                "rounds": timing.get("rounds"), "max_regression_pct": max_regression_pct,
                "tokens_per_s": out.metrics.get("tokens_per_s"), "baseline_tokens_per_s": base.get("tokens_per_s"),
-               "reasons": list(out.reasons)}
+               "reasons": list(out.reasons), "notes": list(rec.get("notes") or []),
+               "baseline_code": str(baseline_cwd) if baseline_cwd else "this checkout (the script's saved copy "
+                                                                       "where there is one)",
+               "calibrated": bool(rec.get("calibrated_by"))}
     if out.verdict == "crash":
         return GateResult(1, {**verdict, "comparable": True, "regression": True,
                               "why": "the command crashed (its page says how)"})

@@ -18,11 +18,13 @@ KERNELISH = re.compile(r"pallas|splash|flash|kernel|megablox|gmm|ragged|paged|mo
 NOISE = re.compile(r"^_?(?:validate|is_|check|assert|with_|log|warn|raise|get_\w*size|generate_\w*mask)", re.I)
 _CONFIG = re.compile(r"(?:^|\.)(?:config|cfg|conf|args|flags|options|settings|hparams|params)$", re.I)
 MAX_BRANCHES = 80
-MAX_CALLS = 16
+MAX_CALLS = 24
 
 
-def _full(node: ast.AST, aliases: dict[str, str], cls: str | None, module: str) -> str | None:
-    """A called name as the codebase knows it: imports resolved, ``self.x`` as ``module.Class.x``."""
+def _full(node: ast.AST, aliases: dict[str, str], cls: str | None, module: str,
+          local: frozenset[str] = frozenset()) -> str | None:
+    """A called name as the codebase knows it: imports resolved, ``self.x`` as ``module.Class.x``, a function or
+    class of this file as ``module.name``."""
     dotted = pysource.dotted_name(node)
     if not dotted:
         return None
@@ -30,6 +32,8 @@ def _full(node: ast.AST, aliases: dict[str, str], cls: str | None, module: str) 
     if head in ("self", "cls") and cls and rest:
         return f"{module}.{cls}.{rest}" if module else f"{cls}.{rest}"
     base = aliases.get(head)
+    if base is None and head in local:
+        base = f"{module}.{head}" if module else head
     if base is None:
         return None
     return f"{base}.{rest}" if rest else base
@@ -82,6 +86,8 @@ def dispatch_facts(tree: ast.Module, aliases: dict[str, str], module: str, line_
                     for x in ast.walk(sub):
                         if isinstance(x, ast.If):
                             owner[id(x)] = node.name
+    local = frozenset(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                   ast.ClassDef)))
     branches: list[list] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.If) or len(branches) >= MAX_BRANCHES:
@@ -90,32 +96,47 @@ def dispatch_facts(tree: ast.Module, aliases: dict[str, str], module: str, line_
         if sel is None:
             continue
         cls = owner.get(id(node))
-        calls = _calls(node.body, aliases, cls, module, methods)
+        calls = _calls(node.body, aliases, cls, module, methods, local=local, chosen=sel)
         if calls:
             branches.append([sel[0], sel[1], line_of(node.lineno), calls])
     return {"branches": branches, "registries": _registries(tree, aliases, module, line_of)}
 
 
-def _calls(body: list[ast.stmt], aliases, cls, module, methods, hop: bool = True) -> list[str]:
+def _walk(body: list[ast.stmt], chosen: tuple[str, list[str]] | None):
+    """Every node under ``body``, leaving out the branches that choose another value of the setting ``chosen``
+    names (``apply_attention``'s ``if attention == "flash"`` is not reached from ``attention == "dot_product"``)."""
+    todo = list(reversed(body))  # a stack, read in source order
+    while todo:
+        node = todo.pop()
+        if chosen and isinstance(node, ast.If):
+            sel = _selector(node.test)
+            if sel and sel[0] == chosen[0] and not set(sel[1]) & set(chosen[1]):
+                todo.extend(reversed(node.orelse))
+                continue
+        yield node
+        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _calls(body: list[ast.stmt], aliases, cls, module, methods, hop: bool = True,
+           local: frozenset[str] = frozenset(), chosen: tuple[str, list[str]] | None = None) -> list[str]:
     out: list[str] = []
-    for st in body:
-        for x in ast.walk(st):
-            if not isinstance(x, ast.Call):
-                continue
-            full = _full(x.func, aliases, cls, module)
-            if not full or NOISE.match(full.rsplit(".", 1)[-1]):
-                continue
-            local = full[len(module) + 1:] if module and full.startswith(module + ".") else full
-            if hop and local in methods:  # the file's own method: what it calls
-                inner = _calls(methods[local].body, aliases, local.split(".")[0] if "." in local else None,
-                               module, methods, hop=False)
-                if inner and KERNELISH.search(local):
-                    out.append(full)
-                out += [c for c in inner if c not in out]
-            elif KERNELISH.search(".".join(full.split(".")[-2:])) and full not in out:
+    for x in _walk(body, chosen):
+        if not isinstance(x, ast.Call):
+            continue
+        full = _full(x.func, aliases, cls, module, local)
+        if not full or NOISE.match(full.rsplit(".", 1)[-1]):
+            continue
+        mine = full[len(module) + 1:] if module and full.startswith(module + ".") else full
+        if hop and mine in methods:  # the file's own method or function: what it calls
+            inner = _calls(methods[mine].body, aliases, mine.split(".")[0] if "." in mine else None,
+                           module, methods, hop=False, local=local, chosen=chosen)
+            if inner and KERNELISH.search(mine):
                 out.append(full)
-            if len(out) >= MAX_CALLS:
-                return out
+            out += [c for c in inner if c not in out]
+        elif full not in out and KERNELISH.search(mine if mine != full else ".".join(full.split(".")[-2:])):
+            out.append(full)  # a name of this file by itself; an import with its module (splash_attention_kernel.x)
+        if len(out) >= MAX_CALLS:
+            return out
     return out
 
 

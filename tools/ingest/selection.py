@@ -45,8 +45,7 @@ class KernelIndex:
 
 def selection_map(model: RepoModel, index: KernelIndex) -> dict:
     """{"choices": [{selector, values, where, calls, kernels}], "registries": [{registry, key, target, where,
-    kernels}]}: each choice once per (selector, values), kept when it reaches a kernel page or names a kernel-like
-    call."""
+    kernels}]}: each choice once per file and (selector, values)."""
     choices: dict[tuple, dict] = {}
     registries = []
     for rel in sorted(model.scan.files):
@@ -55,7 +54,7 @@ def selection_map(model: RepoModel, index: KernelIndex) -> dict:
             continue
         for selector, values, line, calls in found.get("branches", ()):
             kernels = [k for c in calls for k in index.reached(c)]
-            key = (selector, tuple(values))
+            key = (rel, selector, tuple(values))  # the same test in two files is two choices
             entry = choices.setdefault(key, {"selector": selector, "values": list(values),
                                              "where": f"{rel}:{line}", "calls": [], "kernels": []})
             for c in calls:

@@ -7,6 +7,7 @@ ships ONE copy of plotly.js for all of them (assets/autoresearch/plotly.min.js).
 
 from __future__ import annotations
 
+import hashlib
 import html
 import posixpath
 
@@ -91,23 +92,28 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
         frame = "explorer.html"  # same folder: reads the same from the page URL and from the source file
         title = html.escape(name)
         model_links = ", ".join(f"[{html.escape(p.title)}](../../../wiki/{p.rel})" for p in mpages)
-        runs_links = []
+        runs_links, taken = [], set()
         for lane in sorted({str(r.get("lane")) for r in mine if r.get("status") == "filed"}):
             ls = slug(lane) or "lane"
-            runs_html = f"explore/experiments/{s}/runs-{ls}.html"
+            if ls in taken:  # `v5e_8` and `v5e-8` are two lanes: two folders
+                ls += "-" + hashlib.sha1(lane.encode()).hexdigest()[:6]
+            taken.add(ls)
+            # a folder of its own: index.md and the page beside it, so the frame's relative src holds whether
+            # the site serves runs-<lane>/ (directory URLs) or runs-<lane>/index.html
+            runs_html = f"explore/experiments/{s}/runs-{ls}/runs.html"
             runs_url = page_url(runs_html, directory_urls)
 
             def run_url(r: dict, _from=runs_url) -> str:
                 return rel_url(_from, page_url("wiki/" + str(r.get("page", "")), directory_urls))
 
             out[runs_html] = compare_html(name, lane, mine, rel_url(runs_url, PLOTLY_ASSET), run_url)
-            out[f"explore/experiments/{s}/runs-{ls}.md"] = "\n".join([
+            out[f"explore/experiments/{s}/runs-{ls}/index.md"] = "\n".join([
                 "---", f"title: {json_str(f'Runs: {name}/{lane}')}", "---", "", f"# Runs: {title}/{html.escape(lane)}",
                 "", "Pin a baseline, sort and filter, tick 2–5 runs to compare them (only the keys that differ), "
                 "download the table as CSV or JSON.", "",
-                f'<iframe class="arw-frame" src="runs-{html.escape(ls)}.html" title="{title} {html.escape(lane)} runs" '
+                f'<iframe class="arw-frame" src="runs.html" title="{title} {html.escape(lane)} runs" '
                 'loading="lazy" style="width:100%;height:1400px;border:0"></iframe>', ""])
-            runs_links.append(f"[{html.escape(lane)}](runs-{ls}.md)")
+            runs_links.append(f"[{html.escape(lane)}](runs-{ls}/index.md)")
         out[md_src] = "\n".join([
             "---", f"title: {json_str('Explorer: ' + name)}", "---", "", f"# Explorer: {title}", "",
             f"{len(mine)} experiments. Model pages: {model_links}. "
