@@ -46,7 +46,7 @@ def test_compare_view_in_chromium(project, tmp_path):
     _run(project, "--baseline", command=base_cmd)
     _run(project, command=fake("--step-ms", "10"))                       # another configuration: faster
     _run(project, "--env", "XLA_FLAGS=--fake_speedup=2", command=fake("--step-ms", "20"))  # same config, env
-    _run(project, command=fake("--step-ms", "40"))                       # slower
+    _run(project, "-m", '=HYPERLINK("http://x.invalid")', command=fake("--step-ms", "40"))  # slower
     recs = records.lane_records(project.wiki, "m", "l")
     assert len(recs) == 4
     site = tmp_path / "site"
@@ -66,16 +66,16 @@ def test_compare_view_in_chromium(project, tmp_path):
             cells = lambda col: page.eval_on_selector_all(  # noqa: E731
                 "#runs tbody tr", f"rows => rows.map(r => r.children[{col}].textContent)")
             # the default pin is the baseline (v1): its own delta is +0.00 %, the others signed, coloured
-            assert cells(1) == ["1", "2", "3", "4"]
-            assert cells(5)[0] == "0.00 %" and cells(5)[1].startswith("+") and cells(5)[3].startswith("-")
-            assert page.eval_on_selector("#runs tbody tr:nth-child(4) td:nth-child(6)", "e => e.className") == "down"
+            assert cells(1) == ["1", "2", "3", "4"] and set(cells(3)) == {"s/tpu"}
+            assert cells(6)[0] == "0.00 %" and cells(6)[1].startswith("+") and cells(6)[3].startswith("-")
+            assert page.eval_on_selector("#runs tbody tr:nth-child(4) td:nth-child(7)", "e => e.className") == "down"
             # pin v2 instead: every delta is against it now
             page.select_option("#pin", recs[1]["exp_id"])
-            assert cells(5)[1] == "0.00 %" and cells(5)[0].startswith("-")
+            assert cells(6)[1] == "0.00 %" and cells(6)[0].startswith("-")
             # sort by tokens/s (descending after two clicks), filter by verdict
             page.click("#runs th[data-k=tps]")
             page.click("#runs th[data-k=tps]")
-            tps = [float(x) for x in cells(4)]
+            tps = [float(x) for x in cells(5)]
             assert tps == sorted(tps, reverse=True)
             page.select_option("#fverdict", recs[3]["verdict"])
             assert len(cells(1)) == sum(r["verdict"] == recs[3]["verdict"] for r in recs) >= 1
@@ -94,14 +94,16 @@ def test_compare_view_in_chromium(project, tmp_path):
             dims = page.evaluate("window.parcoordsDims")
             assert dims[0] == "step_ms" and "tokens/s" in dims
             assert page.evaluate("document.getElementById('pc').data[0].type") == "parcoords"
-            groups = page.evaluate("window.groupRows.map(g => [g.k, g.runs, g.n, g.half])")
-            (twenty,) = [g for g in groups if g[0] == '{"step_ms":20}']
-            assert twenty[1] == 2 and twenty[2] >= 3 and twenty[3] is not None and len(groups) == 3  # rounds pooled
+            groups = page.evaluate("window.groupRows.map(g => [JSON.parse(g.k), g.runs, g.n, g.half])")
+            twenty = [g for g in groups if g[0]["config"] == {"step_ms": 20}]
+            assert len(twenty) == 2 and len(groups) == 4  # v1 and v3 differ in XLA_FLAGS: two configurations
+            assert all(g[2] >= 2 and g[3] is not None for g in twenty)  # each run's own rounds pooled
             page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
             # the CSV is the ledger's runs: the same ids and tokens/s
             rows = list(csv.DictReader(io.StringIO(page.evaluate("window.compareCsv()"))))
             lane_dir = project.wiki / "experiments/m/l"
             book = ledger.read((lane_dir / "RESULTS.tsv").read_text())
+            assert [r["description"] for r in rows if r["version"] == "4"] == ['\'=HYPERLINK("http://x.invalid")']
             assert {r["exp_id"]: float(r["tps"]) for r in rows} == \
                 {b["exp_id"]: float(b["tokens_per_s"]) for b in book}
             browser.close()

@@ -22,6 +22,7 @@ def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
     samples = samples.get("variant") if isinstance(samples, dict) else samples
     samples = samples if isinstance(samples, list) else []
     return {"exp_id": r.get("exp_id"), "version": int(r.get("version") or 0), "slug": r.get("slug") or "",
+            "variant": r.get("variant") or "",
             "verdict": r.get("verdict") or r.get("status"), "role": r.get("role") or "",
             "status": r.get("ledger_status") or "", "loop": r.get("loop") or "", "category": r.get("category") or "",
             "description": r.get("description") or "", "commit": r.get("commit") or "",
