@@ -65,6 +65,9 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
 
     (patch_b, knob_b) = out["branches"]
     start = state["start_commit"]
+    # each branch was measured alone against the baseline's commit, interleaved, and holds
+    assert patch_b["verified"]["holds"] and knob_b["verified"]["holds"] and out["not_holding"] == []
+    assert patch_b["verified"]["gain_pct"] > 30 and knob_b["verified"]["gain_pct"] > 30
     assert patch_b["branch"].startswith("perf/fake-loop/1-") and knob_b["branch"].startswith("perf/fake-loop/2-")
     # each change alone from the baseline's commit: the patch adds SPEED, the knob edits the launch script
     assert git(repo, "rev-parse", f"{patch_b['branch']}^") == start == git(repo, "rev-parse", f"{knob_b['branch']}^")
@@ -113,8 +116,9 @@ def test_a_patch_that_needs_the_one_before_is_stacked_on_it_and_says_why(tmp_pat
     state = json.loads((kb / "loops/fake-loop/state.json").read_text())
     assert [h["hypothesis_page"] for h in state["history"] if h["kept"]] == ["hypotheses/faster.md",
                                                                              "hypotheses/fastest.md"]
-    out = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--json"))
+    out = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--json", "--no-verify"))
     first, second = out["branches"]
+    assert "verified" not in first
     assert first["stacked_on"] is None and second["stacked_on"] == first["commit"]
     assert "does not apply" in second["note"]
     repo = kb / "loops" / "fake-loop" / "repo"

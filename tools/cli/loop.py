@@ -167,9 +167,12 @@ def strays(project, remove, as_json) -> None:
 @click.option("--pr", is_flag=True, help="Push each branch to --remote and open a draft pull request with `gh`.")
 @click.option("--remote", default="origin", show_default=True, help="With --pr: where branches are pushed.")
 @click.option("--base", default="main", show_default=True, help="With --pr: the branch the pull requests target.")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Measure each branch alone against the baseline's commit, interleaved, on the loop's runner; a "
+                   "branch whose gain does not hold alone is reported and not offered as a pull request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the branches, settings and pull requests as JSON.")
 @pass_project
-def finalize(project, name, patches_dir, pr, remote, base, as_json) -> None:
+def finalize(project, name, patches_dir, pr, remote, base, verify, as_json) -> None:
     """Turn loop NAME's kept changes into reviewable branches perf/NAME/<n>-<change> (each alone from the
     baseline's commit, or stacked when it does not apply alone), perf/NAME/all with PERF.md, each commit message
     carrying the evidence. The user's checkout is never modified; nothing is pushed without --pr."""
@@ -181,13 +184,17 @@ def finalize(project, name, patches_dir, pr, remote, base, as_json) -> None:
 
     if st.driver_alive(st.LoopPaths(project, name)):
         raise click.ClickException(f"loop {name} is running: stop it first (tools loop stop {name})")
-    out = run(project, name, Path(patches_dir) if patches_dir else None, pr, remote, base)
+    out = run(project, name, Path(patches_dir) if patches_dir else None, pr, remote, base, verify)
     if as_json:
         click.echo(json.dumps({k: v for k, v in out.items() if k != "perf_md"}, default=str))
         return
     click.echo(f"loop {name}: {out['kept']} kept change(s)")
     for b in out["branches"]:
-        click.echo(f"  {b['branch']}  {b['exp_id']}" + (f"  ({b['note']})" if b["note"] else ""))
+        v = b.get("verified")
+        alone = f"  alone: {v['verdict']} {v.get('gain_pct')} %" if v else ""
+        click.echo(f"  {b['branch']}  {b['exp_id']}{alone}" + (f"  ({b['note']})" if b["note"] else ""))
+    for br in out.get("not_holding") or []:
+        click.echo(f"  {br}: its gain does not hold alone (not offered as a pull request)")
     for s_ in out["settings"]:
         click.echo(f"  setting #{s_['n']} {s_['exp_id']}: {s_['knobs'] or s_['env']} (no config_file: see PERF.md)")
     if out.get("combined"):

@@ -83,7 +83,7 @@ def _edit_config(path: Path, knobs: dict) -> list[str]:
 
 
 def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: bool = False,
-             remote: str = "origin", base: str = "main") -> dict:
+             remote: str = "origin", base: str = "main", verify: bool = True) -> dict:
     paths = st.LoopPaths(project, name)
     state = st.load(paths)
     if not state:
@@ -141,6 +141,14 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         out["branches"].append({"n": c["n"], "branch": branch, "commit": tip, "exp_id": row["exp_id"],
                                 "kind": ch.get("kind"), "stacked_on": parent if parent != start else None,
                                 "note": note})
+    if verify:  # each branch alone against the baseline's code, interleaved, on the loop's runner
+        for b in out["branches"]:
+            b["verified"] = _verify(project, spec, state, repo, start, b, work)
+        held = [b for b in out["branches"] if b["verified"]["holds"]]
+        out["not_holding"] = [b["branch"] for b in out["branches"] if not b["verified"]["holds"]]
+    else:
+        held = out["branches"]
+        out["not_holding"] = []
     # every change together, and PERF.md
     combined = f"perf/{name}/all"
     tree = work / "all"
@@ -159,13 +167,41 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         patches_dir.mkdir(parents=True, exist_ok=True)
         made = git(repo, "format-patch", "-q", "-o", str(patches_dir.resolve()), f"{start}..{combined}")
         out["patches"] = sorted(p.name for p in patches_dir.glob("*.patch")) or made.splitlines()
-    if pr:
-        out["prs"] = _pull_requests(repo, out["branches"] + [{"branch": combined, "n": "all"}], remote, base, name)
+    if pr:  # a branch whose gain does not hold alone is reported, not offered
+        out["prs"] = _pull_requests(repo, held + [{"branch": combined, "n": "all"}], remote, base, name)
     for t in sorted(work.glob("*")):
         git(repo, "worktree", "remove", "--force", str(t), check=False)
     shutil.rmtree(work, ignore_errors=True)
     git(repo, "worktree", "prune", check=False)
     return out
+
+
+def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict, work: Path) -> dict:
+    """The branch's change alone: its code (and its knob, for a knob branch) measured interleaved against the
+    loop's baseline run rerun from the baseline's commit. ``holds`` when that run is ``supported``."""
+    from ..experiments.runner import run_experiment
+    from . import runs
+
+    base_tree, tree = work / f"verify-base-{b['n']}", work / f"verify-{b['n']}"
+    _tree(repo, base_tree, start)
+    _tree(repo, tree, b["commit"])
+    baseline = state["frontier"][0]
+    cfg = spec.start_config()
+    h = next((x for x in state.get("history") or [] if x.get("exp_id") == b["exp_id"]), {})
+    change = h.get("change") or {}
+    cfg.update(change.get("knobs") or {}) if change.get("kind") == "knobs" else None
+    env = dict(change.get("env") or {}) if change.get("kind") == "env" else {}
+    rs = runs.runspec(spec, cfg, env, (tree / spec.cwd).resolve(), description=f"verify {b['branch']} alone",
+                      slug=f"verify-{b['n']}", hypothesis=f"{b['branch']} alone is faster than the baseline",
+                      extra={"loop": spec.name, "finalize_of": b["exp_id"]}, compare_to=baseline["exp_id"],
+                      compare_cwd=(base_tree / spec.cwd).resolve())
+    out = run_experiment(project, rs)
+    timing = out.record.get("timing") or {}
+    for t in (tree, base_tree):
+        git(repo, "worktree", "remove", "--force", str(t), check=False)
+    return {"exp_id": out.exp_id, "verdict": out.verdict, "gain_pct": out.record.get("gain_pct"),
+            "interval_pct": timing.get("interval_pct"), "holds": out.verdict == "supported",
+            "page": f"wiki/{out.page}"}
 
 
 def _kept_commit(repo: Path, trunk: str, exp_id: str) -> str:
@@ -203,13 +239,16 @@ def _applies(repo: Path, commit: str, diff: str, probe: Path) -> bool:
 
 
 def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: dict) -> str:
-    rows = ["| # | change | kind | tokens/s before → after | step gain | branch | experiment |", "|---|---|---|---|---|---|---|"]
+    rows = ["| # | change | kind | tokens/s before → after | step gain | alone vs baseline | branch | experiment |",
+            "|---|---|---|---|---|---|---|---|"]
     branch_of = {b["exp_id"]: b["branch"] for b in out["branches"]}
+    alone = {b["exp_id"]: b.get("verified") for b in out["branches"]}
     for c in changes:
         row, before = c["row"], c["before"]
         rows.append(f"| {c['n']} | {row.get('description')} | {c['change'].get('kind', '—')} | "
                     f"{before.get('tokens_per_s')} → {row.get('tokens_per_s')} | {(row.get('step_gain_pct') or 0):+.2f} % | "
-                    f"{branch_of.get(row['exp_id'], 'setting (below)')} | wiki/{row.get('page')} |")
+                    f"{_alone(alone.get(row['exp_id']))} | {branch_of.get(row['exp_id'], 'setting (below)')} | "
+                    f"wiki/{row.get('page')} |")
     total = (state.get("frontier") or [{}])[-1].get("gain_pct") or 0.0
     refuted = [h for h in state.get("history") or [] if h.get("verdict") == "refuted"]
     text = [f"# Performance changes from loop {spec.name}", "",
@@ -227,6 +266,13 @@ def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: d
     perf = "\n".join(text)
     atomic_write(paths.folder / "PERF.md", perf)
     return perf
+
+
+def _alone(v: dict | None) -> str:
+    if not v:
+        return "not measured"
+    g = v.get("gain_pct")
+    return f"{v['verdict']}{'' if g is None else f', {g:+.2f} %'}{'' if v['holds'] else ' (does not hold alone)'}"
 
 
 def _pull_requests(repo: Path, branches: list[dict], remote: str, base: str, name: str) -> list[dict]:
