@@ -59,12 +59,13 @@ def test_every_read_operation_over_mcp_equals_the_cli(kb):
     assert OPS == ops_index.index(), "run `python scripts/ops_index.py`"
     assert {f"{g}.{o.replace('-', '_')}" for g, names in OPS.items() for o in names} == set(ops)
     loop_ops = {o for o in ops if o.startswith("loop.")}
-    assert loop_ops == {"loop.status", "loop.retrospective", "loop.start", "loop.resume", "loop.stop"}
+    assert loop_ops == {"loop.status", "loop.retrospective", "loop.start", "loop.resume", "loop.stop",
+                        "loop.finalize"}
     from tools.cli import cli
 
     assert {"retrospective", "retro", "status"} <= set(cli.commands["loop"].commands)
     assert set(CALLS) | {"exp.get", "hypotheses.file"} == {o for o in ops if not o.startswith(("profile.", "loop.", "gap."))}
-    assert {o for o in ops if ops[o].runs} == {"loop.start", "loop.resume"}
+    assert {o for o in ops if ops[o].runs} == {"loop.start", "loop.resume", "loop.finalize"}
 
     async def body(c):
         listed = {t.name: t for t in (await c.list_tools()).tools}

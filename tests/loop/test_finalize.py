@@ -125,3 +125,10 @@ def test_a_patch_that_needs_the_one_before_is_stacked_on_it_and_says_why(tmp_pat
     assert git(repo, "rev-parse", f"{second['branch']}^") == first["commit"]
     assert "Stacked on perf/fake-loop/1-" in git(repo, "log", "-1", "--format=%B", second["branch"])
     assert git(repo, "show", f"{out['combined']}:SPEED").strip() == "2.2"
+    # the same through the registry (what the MCP tool calls, with --allow-run)
+    from tools.agent.registry import call
+    from tools.project import Project
+
+    again = call(Project(kb), "loop.finalize", {"name": "fake-loop", "verify": False, "patches": True})
+    assert [b["branch"] for b in again["branches"]] == [first["branch"], second["branch"]]
+    assert len(again["patches"]) == 3 and (kb / "loops/fake-loop/patches" / again["patches"][0]).is_file()

@@ -173,3 +173,39 @@ def loop_resume(project: Project, a: ResumeIn) -> dict:
     paths = _paths(project, a.name)
     _state(paths)
     return _launch(project, paths, "resume", [f"--iterations={a.iterations}"] if a.iterations is not None else [])
+
+
+class FinalizeIn(BaseModel):
+    name: str = Field(description="the loop's name: loops/<name>.yml")
+    verify: bool = Field(True, description="measure each branch alone against the baseline's commit (runs the "
+                                           "model: minutes)")
+    patches: bool = Field(False, description="also write a format-patch series to loops/<name>/patches/")
+    pr: bool = Field(False, description="push each branch and open draft pull requests with `gh`")
+    remote: str = "origin"
+    base: str = "main"
+
+
+class FinalizeOut(BaseModel):
+    loop: str
+    kept: int
+    branches: list[dict[str, Any]] = Field(description="branch, commit, exp_id, kind, stacked_on, note, verified")
+    settings: list[dict[str, Any]] = Field(description="kept knob changes with no config_file to edit")
+    combined: str | None = None
+    not_holding: list[str] = Field([], description="branches whose gain does not hold alone")
+    patches: list[str] = []
+    prs: list[dict[str, Any]] = []
+
+
+@op("loop.finalize", FinalizeIn, FinalizeOut, runs=True)
+def finalize(project: Project, a: FinalizeIn) -> dict:
+    """A loop's kept changes as reviewable branches perf/<name>/<n>-<change> and perf/<name>/all with PERF.md,
+    each commit carrying its evidence; with verify, each branch measured alone (docs/finalize.md)."""
+    from ..loop import state as st
+    from ..loop.finalize import finalize as run
+
+    name = _name(a.name, "name")
+    if st.driver_alive(st.LoopPaths(project, name)):
+        raise AgentError(f"loop {name} is running: stop it first")
+    patches = project.root / "loops" / name / "patches" if a.patches else None
+    out = run(project, name, patches, a.pr, a.remote, a.base, a.verify)
+    return {k: v for k, v in out.items() if k != "perf_md"}
