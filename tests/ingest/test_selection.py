@@ -27,6 +27,17 @@ def _kb(tmp_path: Path) -> Path:
     return kb
 
 
+FLASH = """
+        from jax.experimental import pallas as pl
+
+        def _body(q_ref, o_ref):
+            o_ref[...] = q_ref[...]
+
+        def flash_attention(q):
+            return pl.pallas_call(_body, out_shape=q)(q)
+"""
+
+
 def _write(root: Path, rel: str, text: str) -> None:
     p = root / rel
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -36,15 +47,7 @@ def _write(root: Path, rel: str, text: str) -> None:
 def test_a_setting_and_a_registry_choose_kernels(tmp_path):
     kb = _kb(tmp_path)
     code = kb / "raw" / "code" / "lib"
-    _write(code, "lib/kernels/flash.py", """
-        from jax.experimental import pallas as pl
-
-        def _body(q_ref, o_ref):
-            o_ref[...] = q_ref[...]
-
-        def flash_attention(q):
-            return pl.pallas_call(_body, out_shape=q)(q)
-
+    _write(code, "lib/kernels/flash.py", FLASH + """
         class FlashOp:
             def __call__(self, q):
                 return flash_attention(q)
@@ -137,15 +140,7 @@ def test_maxtext_attention_setting_reaches_jax_and_tokamax_splash(tmp_path):
 def test_a_dispatcher_method_and_module_functions_credit_only_their_own_choice(tmp_path):
     kb = _kb(tmp_path)
     code = kb / "raw" / "code" / "lib"
-    _write(code, "lib/kernels/flash.py", """
-        from jax.experimental import pallas as pl
-
-        def _body(q_ref, o_ref):
-            o_ref[...] = q_ref[...]
-
-        def flash_attention(q):
-            return pl.pallas_call(_body, out_shape=q)(q)
-        """)
+    _write(code, "lib/kernels/flash.py", FLASH)
     _write(code, "lib/layers/op.py", """
         from lib.kernels import flash
 
