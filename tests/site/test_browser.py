@@ -92,7 +92,13 @@ def _shot(pg, tmp_path, name):
 
 def graph_frame(pg):
     pg.wait_for_selector("iframe.arw-graph-frame")
-    frame = next(f for f in pg.frames if f.url.endswith("graph/view.html"))
+    # after instant navigation the iframe element can be in the page before its frame has navigated (seen in CI)
+    for _ in range(200):
+        frame = next((f for f in pg.frames if f.url.endswith("graph/view.html")), None)
+        if frame is not None:
+            break
+        pg.wait_for_timeout(100)
+    assert frame is not None, f"the graph frame never loaded: {[f.url for f in pg.frames]}"
     frame.wait_for_function("window.graphView && (window.graphView.ready || window.graphView.error)", timeout=20000)
     assert frame.evaluate("window.graphView.error") is None
     return frame
