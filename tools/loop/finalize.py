@@ -189,7 +189,8 @@ def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict
     cfg = spec.start_config()
     h = next((x for x in state.get("history") or [] if x.get("exp_id") == b["exp_id"]), {})
     change = h.get("change") or {}
-    cfg.update(change.get("knobs") or {}) if change.get("kind") == "knobs" else None
+    if change.get("kind") == "knobs":
+        cfg.update(change.get("knobs") or {})
     env = dict(change.get("env") or {}) if change.get("kind") == "env" else {}
     rs = runs.runspec(spec, cfg, env, (tree / spec.cwd).resolve(), description=f"verify {b['branch']} alone",
                       slug=f"verify-{b['n']}", hypothesis=f"{b['branch']} alone is faster than the baseline",
