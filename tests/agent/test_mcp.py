@@ -64,8 +64,9 @@ def test_every_read_operation_over_mcp_equals_the_cli(kb):
     from tools.cli import cli
 
     assert {"retrospective", "retro", "status"} <= set(cli.commands["loop"].commands)
-    assert set(CALLS) | {"exp.get", "hypotheses.file"} == {o for o in ops if not o.startswith(("profile.", "loop.", "gap."))}
-    assert {o for o in ops if ops[o].runs} == {"loop.start", "loop.resume", "loop.finalize"}
+    assert set(CALLS) | {"exp.get", "exp.export", "hypotheses.file"} == \
+        {o for o in ops if not o.startswith(("profile.", "loop.", "gap."))}
+    assert {o for o in ops if ops[o].runs} == {"loop.start", "loop.resume", "loop.finalize", "exp.export"}
 
     async def body(c):
         listed = {t.name: t for t in (await c.list_tools()).tools}

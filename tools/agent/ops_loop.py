@@ -209,3 +209,45 @@ def finalize(project: Project, a: FinalizeIn) -> dict:
     patches = project.root / "loops" / name / "patches" if a.patches else None
     out = run(project, name, patches, a.pr, a.remote, a.base, a.verify)
     return {k: v for k, v in out.items() if k != "perf_md"}
+
+
+class ExportIn(BaseModel):
+    exp_ids: list[str] = Field(description="runs made by hand (`tools exp run`), each measured against a baseline; "
+                                           "in the order their branches are made")
+    name: str = Field(description="names the branches perf/<name>/<n>-<change> and exports/<name>/PERF.md")
+    repo: str | None = Field(None, description="the model code's git repository, a folder of the knowledge base "
+                                               "(default: the top of the first run's folder)")
+    config_file: str | None = Field(None, description="launch script or YAML in the repository where changed "
+                                                      "--flags are written")
+    patches: bool = Field(False, description="also write a format-patch series to exports/<name>/patches/")
+    pr: bool = Field(False, description="push each supported branch and open draft pull requests with `gh`")
+    remote: str = "origin"
+    base: str = "main"
+
+
+class ExportOut(BaseModel):
+    name: str
+    repository: str
+    start: str = Field(description="the first baseline's commit: where the branches start")
+    branches: list[dict[str, Any]] = Field(description="branch, commit, exp_id, baseline, verdict, gain_pct, "
+                                                       "stacked_on, note")
+    settings: list[dict[str, Any]] = Field(description="changed flags with no config_file, and environments")
+    not_supported: list[str] = Field(description="branches whose run was not supported: never offered as PRs")
+    combined: str
+    perf_md: str
+    patches: list[str] = []
+    prs: list[dict[str, Any]] = []
+
+
+@op("exp.export", ExportIn, ExportOut, runs=True)
+def export(project: Project, a: ExportIn) -> dict:
+    """Runs made by hand as reviewable branches perf/<name>/<n>-<change> (each from its baseline's commit: the
+    code, the changed flags written into config_file) and perf/<name>/all with PERF.md; commit messages carry each
+    run's evidence (docs/finalize.md). ``runs``: it makes branches in, and with pr pushes from, a repository."""
+    from ..experiments.export import export as run
+
+    name = _name(a.name, "name")
+    repo = project.root / a.repo if a.repo is not None else None
+    patches = project.root / "exports" / name / "patches" if a.patches else None
+    out = run(project, a.exp_ids, name, repo, a.config_file, patches, a.pr, a.remote, a.base, confine=project.root)
+    return out

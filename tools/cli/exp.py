@@ -197,10 +197,12 @@ def crashes(project, model, lane, args_json, as_json) -> None:
 
 
 def _register() -> None:
+    from .export import export
     from .gate import baseline, gate
 
     exp.add_command(baseline)
     exp.add_command(gate)
+    exp.add_command(export)
 
 
 _register()

@@ -11,23 +11,17 @@ a draft pull request with the ``gh`` on PATH (nothing is pushed without it)."""
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 from ..errors import InputError, ToolsError
+from ..experiments import branches as br
+from ..gitrun import git
 from ..project import Project
 from ..writer import atomic_write
 from . import state as st
 from .spec import load as load_spec
-from .workspace import Workspace, git
-
-SLUG = re.compile(r"[^a-z0-9]+")
-
-
-def _slug(text: str) -> str:
-    return SLUG.sub("-", (text or "").lower()).strip("-")[:40] or "change"
+from .workspace import Workspace
 
 
 def kept_changes(state: dict) -> list[dict]:
@@ -39,47 +33,17 @@ def kept_changes(state: dict) -> list[dict]:
     for before, row in zip(frontier, frontier[1:]):
         h = by_exp.get(row["exp_id"], {})
         out.append({"n": len(out) + 1, "row": row, "history": h, "before": before,
-                    "change": h.get("change") or {}, "slug": _slug(row.get("description") or h.get("describe"))})
+                    "change": h.get("change") or {}, "slug": br.slug(row.get("description") or h.get("describe"))})
     return out
 
 
 def _message(name: str, c: dict, note: str = "") -> str:
-    row, h, before = c["row"], c["history"], c["before"]
-    iv = h.get("interval_pct") or []
-    interval = f" (95 % interval [{iv[0]:+.2f}, {iv[1]:+.2f}] %)" if len(iv) == 2 else ""
-    lines = [f"perf({name}): {row.get('description') or h.get('describe') or 'kept change'}", "",
-             f"Hypothesis: {h.get('statement') or '—'}",
-             f"Verdict: {h.get('verdict')}, {(row.get('step_gain_pct') or 0):+.2f} % tokens/s against the trunk it "
-             f"was measured on{interval}, over {h.get('repeats') or '?'} interleaved rounds",
-             f"tokens/s: {before.get('tokens_per_s')} -> {row.get('tokens_per_s')}; "
-             f"MFU %: {before.get('mfu_percent')} -> {row.get('mfu_percent')}",
-             f"Experiment: wiki/{row.get('page')}" + (f"; hypothesis: wiki/{h['hypothesis_page']}"
-                                                      if h.get("hypothesis_page") else "")]
-    if note:
-        lines += ["", note]
-    return "\n".join(lines + ["", f"exp: {row['exp_id']}"]) + "\n"
-
-
-def _edit_config(path: Path, knobs: dict) -> list[str]:
-    """Set each knob in a launch script (``--knob value`` / ``--knob=value``) or a YAML file (``knob: value``);
-    the knobs not found are returned."""
-    text = path.read_text(encoding="utf-8")
-    missing = []
-    for key, value in knobs.items():
-        v = str(value).lower() if isinstance(value, bool) else str(value)
-        if path.suffix in (".yml", ".yaml"):
-            rx = re.compile(rf"^(\s*{re.escape(key)}\s*:\s*)[^#\n]*", re.M)
-            new, n = rx.subn(lambda m: m.group(1) + v, text)
-        else:
-            flag = "--" + key.replace("_", "-")
-            rx = re.compile(rf"({re.escape(flag)}|--{re.escape(key)})(=|\s+)(?!-)\S+")
-            new, n = rx.subn(lambda m: f"{m.group(1)}{m.group(2)}{v}", text)
-        if n:
-            text = new
-        else:
-            missing.append(key)
-    atomic_write(path, text)
-    return missing
+    row, h = c["row"], c["history"]
+    return br.evidence_message(name, row.get("description") or h.get("describe") or "kept change", row["exp_id"],
+                               row.get("page"), statement=h.get("statement"), verdict=h.get("verdict"),
+                               gain_pct=row.get("step_gain_pct"), interval=h.get("interval_pct"),
+                               rounds=h.get("repeats"), before=c["before"], after=row,
+                               hypothesis_page=h.get("hypothesis_page"), note=note)
 
 
 def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: bool = False,
@@ -115,10 +79,10 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         if ch.get("kind") == "patch":
             kept = _kept_commit(repo, ws.trunk_branch, row["exp_id"])
             diff = git(repo, "diff", f"{kept}^", kept) + "\n"
-            if not _applies(repo, start, diff, work / "probe") and tips:
+            if not br.applies(repo, start, diff, work / "probe") and tips:
                 parent, note = tips[-1], (f"Stacked on {out['branches'][-1]['branch']}: applied alone to the "
                                           f"baseline's commit {start[:12]}, this patch does not apply.")
-            _tree(repo, tree, parent)
+            br.worktree(repo, tree, parent)
             git(tree, "apply", "--whitespace=nowarn", "-", input=diff)
         else:
             knobs = {**(ch.get("knobs") or {})}
@@ -128,15 +92,11 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
                 out["settings"].append({"n": c["n"], "exp_id": row["exp_id"], "knobs": knobs, "env": env,
                                         "command": spec.command_for({**(c["history"].get("config") or {})})})
                 continue
-            _tree(repo, tree, start)
-            rel = Path(config_file)
-            missing = _edit_config(tree / rel, knobs)
+            br.worktree(repo, tree, start)
+            missing = br.edit_config(tree / config_file, knobs)
             if missing:
                 note = f"Not in {config_file}: {', '.join(missing)} (set them in the launch command)."
-        git(tree, "add", "-A")
-        git(tree, "commit", "-q", "--allow-empty", "-m", _message(name, c, note))
-        tip = git(tree, "rev-parse", "HEAD")
-        git(repo, "branch", "-f", branch, tip)
+        tip = br.commit_branch(repo, tree, branch, _message(name, c, note))
         tips.append(tip)
         out["branches"].append({"n": c["n"], "branch": branch, "commit": tip, "exp_id": row["exp_id"],
                                 "kind": ch.get("kind"), "stacked_on": parent if parent != start else None,
@@ -151,28 +111,14 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         out["not_holding"] = []
     # every change together, and PERF.md
     combined = f"perf/{name}/all"
-    tree = work / "all"
-    _tree(repo, tree, start)
-    for b in out["branches"]:  # a stacked branch's tip is its own change alone: its parent is already in
-        if not _ok(tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", b["commit"]):
-            _ok(tree, "cherry-pick", "--abort")
-            raise ToolsError(f"{b['branch']} does not apply on top of the changes before it in {combined}")
-    perf = _perf_md(paths, spec, state, changes, out)
-    atomic_write(tree / "PERF.md", perf)
-    git(tree, "add", "PERF.md")
-    git(tree, "commit", "-q", "-m", f"perf({name}): PERF.md, every kept change and what it measured\n")
-    git(repo, "branch", "-f", combined, git(tree, "rev-parse", "HEAD"))
+    br.combine(repo, work / "all", start, out["branches"], combined, _perf_md(paths, spec, state, changes, out),
+               f"perf({name}): PERF.md, every kept change and what it measured\n")
     out["combined"] = combined
     if patches_dir is not None:
-        patches_dir.mkdir(parents=True, exist_ok=True)
-        made = git(repo, "format-patch", "-q", "-o", str(patches_dir.resolve()), f"{start}..{combined}")
-        out["patches"] = sorted(p.name for p in patches_dir.glob("*.patch")) or made.splitlines()
+        out["patches"] = br.format_patches(repo, start, combined, patches_dir)
     if pr:  # a branch whose gain does not hold alone is reported, not offered
-        out["prs"] = _pull_requests(repo, held + [{"branch": combined, "n": "all"}], remote, base, name)
-    for t in sorted(work.glob("*")):
-        git(repo, "worktree", "remove", "--force", str(t), check=False)
-    shutil.rmtree(work, ignore_errors=True)
-    git(repo, "worktree", "prune", check=False)
+        out["prs"] = br.pull_requests(repo, held + [{"branch": combined, "n": "all"}], remote, base)
+    br.drop_worktrees(repo, work)
     return out
 
 
@@ -183,8 +129,8 @@ def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict
     from . import runs
 
     base_tree, tree = work / f"verify-base-{b['n']}", work / f"verify-{b['n']}"
-    _tree(repo, base_tree, start)
-    _tree(repo, tree, b["commit"])
+    br.worktree(repo, base_tree, start)
+    br.worktree(repo, tree, b["commit"])
     baseline = state["frontier"][0]
     cfg = spec.start_config()
     h = next((x for x in state.get("history") or [] if x.get("exp_id") == b["exp_id"]), {})
@@ -212,31 +158,6 @@ def _kept_commit(repo: Path, trunk: str, exp_id: str) -> str:
         if f"exp: {exp_id}" in body:
             return sha
     raise ToolsError(f"no commit on {trunk} carries exp: {exp_id}")
-
-
-def _ok(tree: Path, *args: str) -> bool:
-    import os
-
-    from .workspace import GIT_ENV
-
-    return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, **GIT_ENV), check=False).returncode == 0
-
-
-def _tree(repo: Path, where: Path, commit: str) -> None:
-    if where.exists():
-        git(repo, "worktree", "remove", "--force", str(where), check=False)
-        shutil.rmtree(where, ignore_errors=True)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "-q", "--detach", str(where), commit)
-
-
-def _applies(repo: Path, commit: str, diff: str, probe: Path) -> bool:
-    _tree(repo, probe, commit)
-    ok = subprocess.run(["git", "-C", str(probe), "apply", "--check", "-"], input=diff, capture_output=True,
-                        text=True, timeout=60, check=False).returncode == 0
-    git(repo, "worktree", "remove", "--force", str(probe), check=False)
-    return ok
 
 
 def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: dict) -> str:
@@ -274,22 +195,3 @@ def _alone(v: dict | None) -> str:
         return "not measured"
     g = v.get("gain_pct")
     return f"{v['verdict']}{'' if g is None else f', {g:+.2f} %'}{'' if v['holds'] else ' (does not hold alone)'}"
-
-
-def _pull_requests(repo: Path, branches: list[dict], remote: str, base: str, name: str) -> list[dict]:
-    gh = shutil.which("gh")
-    if gh is None:
-        raise InputError("--pr", "no `gh` on PATH: install the GitHub CLI and `gh auth login`, or leave out --pr")
-    if subprocess.run([gh, "auth", "status"], capture_output=True, text=True, timeout=60).returncode != 0:
-        raise InputError("--pr", "`gh auth status` failed: run `gh auth login` first")
-    out = []
-    for b in branches:
-        git(repo, "push", "-q", remote, f"{b['branch']}:{b['branch']}")
-        title = git(repo, "log", "-1", "--format=%s", b["branch"])
-        body = git(repo, "log", "-1", "--format=%b", b["branch"])
-        r = subprocess.run([gh, "pr", "create", "--draft", "--base", base, "--head", b["branch"], "--title", title,
-                            "--body", body], cwd=repo, capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise ToolsError(f"gh pr create for {b['branch']}: {(r.stderr or r.stdout).strip()[:400]}")
-        out.append({"branch": b["branch"], "url": r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""})
-    return out

@@ -20,25 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, ToolsError
+from ..gitrun import git
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git")
-GIT_ENV = {"GIT_AUTHOR_NAME": "tools loop", "GIT_AUTHOR_EMAIL": "loop@autoresearch-wiki.invalid",
-           "GIT_COMMITTER_NAME": "tools loop", "GIT_COMMITTER_EMAIL": "loop@autoresearch-wiki.invalid"}
-
-
 class PatchError(ToolsError):
     """A code patch that does not apply; the run is filed ``invalid`` with this reason."""
-
-
-def git(repo: Path, *args: str, check: bool = True, input: str | None = None) -> str:
-    import os
-
-    env = dict(os.environ, **GIT_ENV)
-    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, input=input, env=env,
-                       timeout=120, check=False)
-    if check and p.returncode != 0:
-        raise ToolsError(f"git {' '.join(args[:3])} in {repo}: {(p.stderr or p.stdout).strip()[:500]}")
-    return p.stdout.strip()
 
 
 def user_repository(folder: Path) -> Path | None:

@@ -1,0 +1,143 @@
+"""`tools exp export`: runs made by hand become reviewable branches. A changed flag is written into the launch
+script, a committed code change is re-applied alone on the baseline's commit, an uncommitted edit comes from the
+run's saved script copy and is stacked on the run it was measured against, an environment change is listed; commit
+messages carry the evidence; PERF.md, a format-patch series and draft PRs through a stub `gh` (real git pushing to
+a local bare repository); the user's checkout never moves."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+from _exp_helpers import FAKE
+from click.testing import CliRunner
+
+from tools.agent.registry import call
+from tools.cli import cli
+from tools.experiments import records
+from tools.gitrun import git
+
+FASTER = "a = p.parse_args()\na.step_ms *= 0.5  # the faster kernel\n"
+
+
+def tools(project, *args, code=0, env=None):
+    r = CliRunner().invoke(cli, ["--root", str(project.root), *args], env=env)
+    assert r.exit_code == code, r.output + repr(r.exception)
+    return r.output
+
+
+def run(project, *args, command):
+    tools(project, "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/cpu", "-q", "--repeats", "3",
+          *args, "--", sys.executable, "train.py", *command)
+    return records.lane_records(project.wiki, "m", "l")[-1]
+
+
+@pytest.fixture
+def model(project, monkeypatch):
+    repo = project.root / "model"
+    repo.mkdir()
+    shutil.copy(FAKE, repo / "train.py")
+    (repo / "launch.sh").write_text("#!/bin/sh\nexec python train.py --step-ms 40 --steps 8\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "model")
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, tmp_path):
+    c0 = git(model, "rev-parse", "HEAD")
+    base = run(project, "--baseline", command=["--step-ms", "40"])
+    env = run(project, "-m", "a flag", "--env", "FAKE_FLAG=1", command=["--step-ms", "40"])
+    knob = run(project, "-m", "shorter steps", "--hypothesis", "shorter steps are faster",
+               command=["--step-ms", "20"])
+    (model / "train.py").write_text((model / "train.py").read_text().replace("a = p.parse_args()\n", FASTER, 1))
+    git(model, "commit", "-qam", "faster kernel")
+    patch = run(project, "-m", "faster kernel", command=["--step-ms", "40"])
+    # an uncommitted edit, measured against the patch's run
+    (model / "train.py").write_text((model / "train.py").read_text().replace("*= 0.5", "*= 0.25"))
+    dirty = run(project, "-m", "even faster", "--compare-to", patch["exp_id"], command=["--step-ms", "40"])
+    assert [r["verdict"] for r in (knob, patch, dirty)] == ["supported"] * 3, [knob, patch, dirty]
+    assert dirty["commit"].endswith("-dirty") and dirty["baseline"] == patch["exp_id"]
+    status_before, head_before = git(model, "status", "--porcelain"), git(model, "rev-parse", "HEAD")
+
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    git(model, "remote", "add", "origin", str(bare))
+    stub, calls = tmp_path / "bin", tmp_path / "gh-calls.jsonl"
+    stub.mkdir()
+    (stub / "gh").write_text(f"#!{sys.executable}\nimport json, sys\n"
+                             f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                             "if sys.argv[1:3] == ['pr', 'create']:\n"
+                             "    print('https://github.invalid/o/r/pull/1')\n")
+    (stub / "gh").chmod((stub / "gh").stat().st_mode | stat.S_IEXEC)
+    ids = [knob["exp_id"], patch["exp_id"], dirty["exp_id"], env["exp_id"]]
+    out = json.loads(tools(project, "exp", "export", *ids, "--name", "by-hand", "--config-file", "launch.sh",
+                           "--patches", str(tmp_path / "patches"), "--pr", "--json",
+                           env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}))
+    kb, pb, db, eb = out["branches"]
+    assert out["start"] == c0 and [b["exp_id"] for b in out["branches"]] == ids
+    # the flag: written into the launch script, alone on the baseline's commit
+    assert git(model, "rev-parse", f"{kb['branch']}^") == c0
+    assert git(model, "diff", "--name-only", c0, kb["branch"]) == "launch.sh"
+    assert "--step-ms 20 --steps 8" in git(model, "show", f"{kb['branch']}:launch.sh")
+    # the committed change: alone on the baseline's commit, the launch script untouched
+    assert git(model, "rev-parse", f"{pb['branch']}^") == c0 and pb["stacked_on"] is None
+    assert git(model, "diff", "--name-only", c0, pb["branch"]) == "train.py"
+    assert "*= 0.5" in git(model, "show", f"{pb['branch']}:train.py")
+    # the uncommitted edit: the saved copy, stacked on the run it was measured against
+    assert db["stacked_on"] == pb["commit"] and git(model, "rev-parse", f"{db['branch']}^") == pb["commit"]
+    assert "*= 0.25" in git(model, "show", f"{db['branch']}:train.py")
+    msg = git(model, "log", "-1", "--format=%B", db["branch"])
+    assert f"Stacked on {pb['branch']}" in msg and "saved copy" in msg and f"exp: {dirty['exp_id']}" in msg
+    # the evidence in each commit message
+    msg = git(model, "log", "-1", "--format=%B", kb["branch"])
+    assert "Hypothesis: shorter steps are faster" in msg and "Verdict: supported" in msg
+    assert "95 % interval" in msg and "over 3 interleaved rounds" in msg and f"exp: {knob['exp_id']}" in msg
+    assert f"tokens/s: {base['metrics']['tokens_per_s']} -> {knob['metrics']['tokens_per_s']}" in msg
+    # the environment: listed, the branch holds no code; a run not supported is never offered
+    assert git(model, "diff", "--name-only", c0, eb["branch"]) == ""
+    assert out["settings"] == [{"n": 4, "exp_id": env["exp_id"], "knobs": {}, "env": {"FAKE_FLAG": "1"},
+                                "command": env["command"]}]
+    assert out["not_supported"] == ([eb["branch"]] if env["verdict"] != "supported" else [])
+    # every change together, PERF.md, the patches, the PRs
+    combined = out["combined"]
+    assert set(git(model, "diff", "--name-only", c0, combined).split()) == {"launch.sh", "train.py", "PERF.md"}
+    assert "*= 0.25" in git(model, "show", f"{combined}:train.py")
+    perf = (project.root / out["perf_md"]).read_text()
+    assert all(i in perf for i in ids) and "FAKE_FLAG=1" in perf
+    assert len(out["patches"]) == 5
+    heads = [c[c.index("--head") + 1] for c in map(json.loads, calls.read_text().splitlines()) if c[:2] == ["pr", "create"]]
+    offered = [b["branch"] for b in out["branches"] if b["verdict"] == "supported"]
+    assert heads == offered + [combined] and git(bare, "rev-parse", kb["branch"]) == kb["commit"]
+    # the user's checkout: same HEAD, same uncommitted edit, no work trees left behind
+    assert git(model, "rev-parse", "HEAD") == head_before and git(model, "status", "--porcelain") == status_before
+    assert git(model, "worktree", "list").count("\n") == 0
+    # a re-run converges: the same branches, moved to equal trees
+    again = call(project, "exp.export", {"exp_ids": ids[:2], "name": "by-hand", "config_file": "launch.sh"})
+    assert git(model, "rev-parse", f"{again['branches'][0]['commit']}^{{tree}}") == \
+        git(model, "rev-parse", f"{kb['commit']}^{{tree}}")
+
+
+def test_what_cannot_be_exported_is_a_clear_error(project, model, tmp_path):
+    base = run(project, "--baseline", command=["--step-ms", "20"])
+    out = tools(project, "exp", "export", base["exp_id"], "--name", "x", code=1)
+    assert "was not measured against a baseline" in out and base["page"] in out
+    assert "no such experiment" in tools(project, "exp", "export", "m-l-v999", "--name", "x", code=1)
+    # the agent's face: only code kept inside the knowledge base
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    shutil.copytree(model, outside)
+    varied = run(project, command=["--step-ms", "10"])
+    with pytest.raises(Exception, match="outside the knowledge base"):
+        call(project, "exp.export", {"exp_ids": [varied["exp_id"]], "name": "x", "repo": f"../{outside.name}"})
+    # a baseline that ran uncommitted code has no commit to branch from
+    (model / "train.py").write_text((model / "train.py").read_text() + "\n# edited\n")
+    base2 = run(project, "--baseline", command=["--step-ms", "30", "--batch", "8"])
+    var2 = run(project, "--compare-to", base2["exp_id"], command=["--step-ms", "15", "--batch", "8"])
+    out = tools(project, "exp", "export", var2["exp_id"], "--name", "x", code=1)
+    assert "ran uncommitted edits of its script" in out

@@ -1,0 +1,229 @@
+"""`tools exp export EXP… --name NAME`: runs made by hand (`tools exp run`) as reviewable branches, the way `tools loop finalize`
+makes them for a loop. Each run was measured interleaved against its baseline run; what changed between the two is
+read from the records, never guessed:
+
+- the code: the commits the two runs recorded (``git diff base..run`` of the model's repository), and, when the run
+  ran uncommitted edits of its script, the script copy it saved;
+- the knobs: the ``--flag value`` arguments that differ between the two commands, written into the file
+  ``config_file`` names (a launch script or YAML) when given, else listed as the launch command to use;
+- the environment: the variables the run set that its baseline did not (listed: an environment is not code).
+
+Each run becomes ``perf/<name>/<n>-<slug>`` from its baseline's commit, or stacked on the exported run it was
+measured against (said in the commit message); ``perf/<name>/all`` has every change and PERF.md. Commit messages
+carry the run's evidence. Work trees live under ``.tools-cache/export/``; the user's checkout, its index and HEAD
+are never touched, and nothing is pushed without ``pr``. A run that is not ``supported`` is exported (it is the
+user's call) but never offered as a pull request."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..errors import InputError
+from ..gitrun import git
+from ..project import Project
+from ..writer import atomic_write
+from . import branches as br
+from . import records
+from .sides import script_of
+
+
+def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = None, config_file: str | None = None,
+           patches_dir: Path | None = None, pr: bool = False, remote: str = "origin", base: str = "main",
+           confine: Path | None = None) -> dict:
+    """``confine`` (the agent's face): the repository and the config file must lie inside it."""
+    if not exp_ids:
+        raise InputError("EXP", "name at least one experiment to export")
+    every = records.load_experiments(project.wiki)
+    runs = [_record(every, e) for e in exp_ids]
+    pairs = [(r, _baseline(every, r)) for r in runs]
+    repo = _repository(project, runs[0], repo)
+    if confine is not None:
+        for p in (repo, repo / (config_file or ".")):
+            if not p.resolve().is_relative_to(confine.resolve()):
+                raise InputError(str(p), "outside the knowledge base: an agent may export only code kept in it")
+    start = _commit(repo, pairs[0][1], "baseline")
+    work = project.root / ".tools-cache" / "export" / br.slug(name)
+    if work.exists():  # a killed export's leftovers
+        br.drop_worktrees(repo, work)
+    out: dict = {"name": name, "repository": str(repo), "start": start, "branches": [], "settings": [], "prs": [],
+                 "patches": []}
+    tip_of: dict[str, str] = {}
+    for n, (run, before) in enumerate(pairs, 1):
+        parent = tip_of.get(before["exp_id"]) or _commit(repo, before, "baseline")
+        stacked = before["exp_id"] in tip_of
+        tree = work / str(n)
+        br.worktree(repo, tree, parent)
+        notes = [f"Stacked on {_branch_of(out, before['exp_id'])}: measured against that run."] if stacked else []
+        notes += _apply_code(project, repo, tree, run, before)
+        knobs, env = changed_flags(before.get("command") or "", run.get("command") or ""), changed_env(before, run)
+        if knobs and config_file:
+            missing = br.edit_config(tree / config_file, knobs)
+            if missing:
+                notes.append(f"Not in {config_file}: {', '.join(missing)} (set them in the launch command).")
+        elif knobs:
+            notes.append(f"Launch with: {run.get('command')}")
+        if env:
+            notes.append("Environment: " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))
+        if (knobs and not config_file) or env:
+            out["settings"].append({"n": n, "exp_id": run["exp_id"], "knobs": {} if config_file else knobs,
+                                    "env": env, "command": run.get("command")})
+        branch = f"perf/{name}/{n}-{br.slug(run.get('description') or run.get('slug'))}"
+        tip = br.commit_branch(repo, tree, branch, _message(name, run, before, "\n".join(notes)))
+        tip_of[run["exp_id"]] = tip
+        out["branches"].append({"n": n, "branch": branch, "commit": tip, "exp_id": run["exp_id"],
+                                "baseline": before["exp_id"], "verdict": run.get("verdict"),
+                                "gain_pct": run.get("gain_pct"), "stacked_on": parent if stacked else None,
+                                "note": "\n".join(notes)})
+    out["not_supported"] = [b["branch"] for b in out["branches"] if b["verdict"] != "supported"]
+    combined = f"perf/{name}/all"
+    perf = perf_md(name, pairs, out)
+    br.combine(repo, work / "all", start, out["branches"], combined, perf,
+               f"perf({name}): PERF.md, every exported change and what it measured\n")
+    out["combined"] = combined
+    perf_path = project.root / "exports" / br.slug(name) / "PERF.md"
+    perf_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(perf_path, perf)
+    out["perf_md"] = perf_path.relative_to(project.root).as_posix()
+    if patches_dir is not None:
+        out["patches"] = br.format_patches(repo, start, combined, patches_dir)
+    if pr:
+        offered = [b for b in out["branches"] if b["verdict"] == "supported"]
+        out["prs"] = br.pull_requests(repo, offered + [{"branch": combined}], remote, base)
+    br.drop_worktrees(repo, work)
+    return out
+
+
+def changed_flags(before: str, after: str) -> dict[str, str]:
+    """``--flag value`` / ``--flag=value`` / bare ``--flag`` arguments of ``after`` that ``before`` lacks or sets
+    otherwise, keyed by the flag's name (``--batch-size`` → ``batch_size``)."""
+    b, a = _flags(before), _flags(after)
+    return {k: v for k, v in a.items() if b.get(k) != v}
+
+
+def _flags(command: str) -> dict[str, str]:
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return {}
+    out, i = {}, 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and len(arg) > 2:
+            key, eq, value = arg[2:].partition("=")
+            if not eq:
+                nxt = argv[i + 1] if i + 1 < len(argv) else None
+                value = "true" if nxt is None or nxt.startswith("--") else nxt
+                i += 0 if value == "true" else 1
+            out[key.replace("-", "_")] = value
+        i += 1
+    return out
+
+
+def changed_env(before: dict, run: dict) -> dict[str, str]:
+    """Variables the run set that its baseline did not set, or set otherwise."""
+    b, a = before.get("env") or {}, run.get("env") or {}
+    return {k: v for k, v in a.items() if b.get(k) != v}
+
+
+def _record(every: list[dict], exp_id: str) -> dict:
+    r = records.find(every, exp_id)
+    if r is None:
+        raise InputError(exp_id, "no such experiment in wiki/experiments/")
+    if not r.get("baseline"):
+        raise InputError(r.get("page") or exp_id, "this run was not measured against a baseline: there is no change "
+                                                  "to export (run it with --compare-to or after a --baseline run)")
+    return r
+
+
+def _baseline(every: list[dict], run: dict) -> dict:
+    b = records.find(every, run["baseline"])
+    if b is None:
+        raise InputError(run.get("page") or run["exp_id"], f"its baseline {run['baseline']} is not filed")
+    return b
+
+
+def _repository(project: Project, run: dict, repo: Path | None) -> Path:
+    """The git repository holding the run's model code: ``repo`` when given, else the top of the run's folder."""
+    if repo is None:
+        cwd = Path(str(run.get("cwd") or ""))
+        repo = cwd if cwd.is_absolute() else project.root / cwd
+    top = git(repo, "rev-parse", "--show-toplevel", check=False) if repo.is_dir() else ""
+    if not top:
+        raise InputError(str(repo), f"not a git repository: {run['exp_id']}'s model code must be under git to be "
+                                    "exported (name it with --repo)")
+    return Path(top)
+
+
+def _commit(repo: Path, rec: dict, role: str) -> str:
+    """The full commit a run recorded (its ``-dirty`` mark dropped); a clear error when the repository lacks it."""
+    short = str(rec.get("commit") or "").removesuffix("-dirty")
+    full = git(repo, "rev-parse", "--verify", "-q", f"{short}^{{commit}}", check=False) if short else ""
+    if not full:
+        raise InputError(rec.get("page") or rec["exp_id"],
+                         f"the {role} run {rec['exp_id']} recorded no commit of {repo} "
+                         f"({rec.get('commit') or 'none'}): nothing to branch from")
+    if role == "baseline" and str(rec.get("commit")).endswith("-dirty"):
+        raise InputError(rec.get("page") or rec["exp_id"],
+                         f"the baseline {rec['exp_id']} ran uncommitted edits of its script on {short}: its code "
+                         "is not a commit to branch from (commit it and run the baseline again)")
+    return full
+
+
+def _apply_code(project: Project, repo: Path, tree: Path, run: dict, before: dict) -> list[str]:
+    """The run's code on top of its baseline's commit in ``tree``: the commits between them, then the saved script
+    when the run's script had uncommitted edits. Notes for the commit message."""
+    notes = []
+    b, a = _commit(repo, before, "baseline"), _commit(repo, run, "exported")
+    if a != b:
+        diff = git(repo, "diff", "--binary", b, a)
+        if diff:
+            git(tree, "apply", "--whitespace=nowarn", "-", input=diff + "\n")
+    if str(run.get("commit")).endswith("-dirty"):
+        copy = project.root / str(run.get("script_copy") or "")
+        cwd = Path(str(run.get("cwd") or ""))
+        script = script_of(shlex.split(run.get("command") or ""), cwd if cwd.is_absolute() else project.root / cwd)
+        if not (run.get("script_copy") and copy.is_file() and script is not None
+                and script.resolve().is_relative_to(repo.resolve())):
+            raise InputError(run.get("page") or run["exp_id"],
+                             "this run ran uncommitted edits of its script and its saved copy is missing: "
+                             "its code cannot be exported")
+        target = tree / script.resolve().relative_to(repo.resolve())
+        target.write_bytes(copy.read_bytes())
+        notes.append(f"The script as run (uncommitted on {a[:12]}): the run's saved copy {run['script_copy']}.")
+    return notes
+
+
+def _branch_of(out: dict, exp_id: str) -> str:
+    return next(b["branch"] for b in out["branches"] if b["exp_id"] == exp_id)
+
+
+def _message(name: str, run: dict, before: dict, note: str) -> str:
+    timing = run.get("timing") or {}
+    return br.evidence_message(name, run.get("description") or run.get("slug") or "measured change", run["exp_id"],
+                               run.get("page"), statement=run.get("hypothesis"), verdict=run.get("verdict"),
+                               gain_pct=run.get("gain_pct"), interval=timing.get("interval_pct"),
+                               rounds=timing.get("rounds") or run.get("repeats"), before=before.get("metrics") or {},
+                               after=run.get("metrics") or {}, note=note)
+
+
+def perf_md(name: str, pairs: list[tuple[dict, dict]], out: dict) -> str:
+    rows = ["| # | change | measured against | tokens/s before → after | gain (95 % interval) | verdict | branch | "
+            "experiment |", "|---|---|---|---|---|---|---|---|"]
+    for (run, before), b in zip(pairs, out["branches"]):
+        iv = (run.get("timing") or {}).get("interval_pct") or []
+        ci = f" [{iv[0]:+.2f}, {iv[1]:+.2f}]" if len(iv) == 2 else ""
+        rows.append(f"| {b['n']} | {run.get('description') or run.get('slug')} | {before['exp_id']} | "
+                    f"{(before.get('metrics') or {}).get('tokens_per_s')} → {(run.get('metrics') or {}).get('tokens_per_s')} | "
+                    f"{(run.get('gain_pct') or 0):+.2f} %{ci} | {run.get('verdict')} | {b['branch']} | wiki/{run.get('page')} |")
+    text = [f"# Performance changes: {name}", "",
+            f"{len(pairs)} run(s) made by hand, exported with `tools exp export`; each gain is the run's own "
+            "interleaved comparison against the run named.", "", *rows, ""]
+    if out["settings"]:
+        text += ["## Settings to apply", ""]
+        text += [f"- #{s['n']} ({s['exp_id']}): " + ", ".join(f"`{k}={v}`" for k, v in {**s["knobs"], **s["env"]}.items())
+                 for s in out["settings"]] + [""]
+    if out.get("not_supported"):
+        text += ["## Not offered as pull requests", "",
+                 *[f"- {b}: its run was not `supported`" for b in out["not_supported"]], ""]
+    return "\n".join(text)
