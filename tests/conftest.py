@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 FIRST = ("tests/test_readme.py",)  # the longest tests start at once, so the other workers take the rest around them
@@ -38,3 +44,40 @@ def jax_pallas() -> Path:
     path = Path(jax.__file__).parent / "experimental" / "pallas"
     assert (path / "ops").is_dir(), path
     return path
+
+
+@pytest.fixture(scope="session")
+def profiled_llama(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A `tools init` knowledge base holding two profiled runs of the reference model at tiny size on CPU (12
+    steps) through `tools exp run`: the baseline and `--remat full`. Made once per test session and shared by every
+    worker (a file lock; the first to come makes it): the suites that read real profiles read these."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base is a folder of the session's
+        shared = shared.parent
+    folder = shared / "profiled-llama"
+    done = folder / "exp_ids.json"
+    with FileLock(str(folder) + ".lock"):
+        if not done.exists():
+            root = folder / "kb"
+            folder.mkdir(exist_ok=True)
+            _tools(root.parent, "init", str(root))
+            ids = []
+            for flags, extra in ((["--baseline", "-m", "baseline"], []),
+                                 (["-m", "remat full", "--hypothesis", "full remat slows a compute-bound step"],
+                                  ["--remat", "full"])):
+                out = _tools(root, "--root", str(root), "exp", "run", "--model", "llama", "--lane", "cpu",
+                             "--variant", "tiny/cpu", "-q", "--profile", "--json", *flags, "--", sys.executable,
+                             str(REPO / "experiments" / "llama_train.py"), "--preset", "tiny", "--steps", "12", *extra)
+                ids.append(json.loads(out.strip().splitlines()[-1])["exp_id"])
+            done.write_text(json.dumps(ids))
+    return folder / "kb", json.loads(done.read_text())
+
+
+def _tools(cwd: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "AUTORESEARCH_ROOT"} | {"TF_CPP_MIN_LOG_LEVEL": "3"}
+    r = subprocess.run([sys.executable, "-m", "tools", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout

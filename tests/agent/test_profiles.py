@@ -16,24 +16,13 @@ from .conftest import tools
 pytestmark = pytest.mark.slow  # two real profiled runs of the reference model (about a minute)
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--preset", "tiny", "--steps", "6"]
 
 
 @pytest.fixture(scope="module")
-def profiled(tmp_path_factory):
+def profiled(profiled_llama):
+    """The session's profiled pair of real runs (tests/conftest.py): the baseline and `--remat full`."""
     pytest.importorskip("mcp")
-    pytest.importorskip("jax")
-    root = tmp_path_factory.mktemp("profkb") / "kb"
-    assert tools(root, "init", str(root)).returncode == 0
-    ids = []
-    for label, extra, flags in (("fp32", [], ["--baseline"]), ("bf16", ["--compute-dtype", "bfloat16"],
-                                                                ["--repeats", "2"])):
-        r = tools(root, "exp", "run", "--model", "llama", "--lane", "cpu", "--variant", "tiny/cpu", "-q", "-m", label,
-                  "--profile", *flags, "--json", "--", sys.executable, "experiments/llama_train.py", *TINY, *extra,
-                  timeout=600)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        ids.append(json.loads(r.stdout)["exp_id"])
-    return root, ids
+    return profiled_llama
 
 
 def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
@@ -74,7 +63,7 @@ def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
     d = diff["diff"]
     assert d["lines"] and d["ops"] and d["categories"] and d["matched"]  # deltas by line, op and category
     assert all(x is not None for x in d["step_ms"])
-    assert hlo["diff"]["identical"] is False  # bf16 reached the compiler
+    assert hlo["diff"]["identical"] is False  # full remat reached the compiler
     assert "fusing around" in page and filed["status"] == "open"
     assert bad.is_error
     # the CLI gives the same overview

@@ -21,20 +21,10 @@ TINY = ["--preset", "tiny", "--steps", "12"]
 
 
 @pytest.fixture(scope="module")
-def filed(tmp_path_factory):
-    """Two real runs: a profiled baseline and a changed knob (remat full)."""
-    root = tmp_path_factory.mktemp("proj")
-    (root / "wiki").mkdir()
-    runner = CliRunner()
-    outs = []
-    for extra, flags in (([], ["--baseline", "--profile", "-m", "baseline"]),
-                         (["--remat", "full"], ["--profile", "-m", "remat full",
-                                                "--hypothesis", "full remat slows a compute-bound step"])):
-        res = runner.invoke(cli, ["--root", str(root), "exp", "run", "--model", "llama", "--lane", "cpu",
-                                  "--variant", "tiny/cpu", "-q", *flags, "--", PY, LLAMA, *TINY, *extra])
-        assert res.exit_code == 0, res.output + repr(res.exception)
-        outs.append(res.output)
-    return Project(root), outs
+def filed(profiled_llama):
+    """Two real runs: a profiled baseline and a changed knob (remat full); the session's shared pair."""
+    root, ids = profiled_llama
+    return Project(root), ids
 
 
 def test_pages_ledger_and_model_page(filed):

@@ -53,7 +53,7 @@ class Bench:
         c = corpus()
         command = [sys.executable if command[0] == "python" else command[0], *command[1:]]
         flags = ["--model", "llama", "--lane", "integrity", "--variant", variant, "--slug", slug,
-                 "--profile" if profile else "--compile-cache", "--repeats", str(repeats), "--statistic", statistic,
+                 *(["--profile"] if profile else []), "--compile-cache", "--repeats", str(repeats), "--statistic", statistic,
                  "--json"]
         if max_repeats > repeats:
             flags += ["--max-repeats", str(max_repeats)]

@@ -44,7 +44,7 @@ def ran(tmp_path_factory):
                       "scan": {"flag": "--scan", "values": [False, True], "category": "compiler"}},
             "budget": {"runs": 1}, "repeats": {"min": 2, "max": 4}, "statistic": "min",
             "reference": [sys.executable, "llama_train.py", *TINY, *REF], "target": {"reference": 95},
-            "timeout_s": 600, "memory": {"max_gb": 8}}
+            "timeout_s": 600, "memory": {"max_gb": 8}, "compile_cache": True}
     (root / "loops").mkdir(exist_ok=True)
     (root / "loops" / "gap.yml").write_text(yaml.safe_dump(loop, sort_keys=False))
     out = tools(root, "loop", "start", "gap")
