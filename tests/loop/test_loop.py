@@ -80,6 +80,22 @@ def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(tmp_path):
         assert h["exp_id"] in loop_page
     log = (kb / "wiki" / "log.md").read_text()
     assert "loop start | fake-loop" in log and "loop stop | fake-loop" in log
+    # device-seconds per verdict: each experiment's by the runner's clock, the verdicts', each frontier move's
+    for h in hist:
+        assert h["device_s"] == pytest.approx(recs[h["exp_id"]]["wall_s_total"], abs=1e-3) and h["device_s"] > 0
+    dt = json.loads(tools(kb, "loop", "status", "fake-loop", "--json"))["device_time"]
+    assert dt["total_s"] == pytest.approx(s["usage"]["device_s"], abs=0.1)
+    assert dt["experiments_s"] + dt["overhead_s"] == pytest.approx(dt["total_s"], abs=0.2) and dt["overhead_s"] > 0
+    assert sum(d["experiments"] for d in dt["per_verdict"].values()) == 6
+    assert dt["per_verdict"]["invalid"]["experiments"] == 1
+    assert dt["per_kept_gain_s"] == pytest.approx(dt["experiments_s"] / len(kept), abs=0.1)
+    moves = dt["frontier"]
+    assert [m["exp_id"] for m in moves] == [f["exp_id"] for f in s["frontier"]]
+    assert all(b["device_s_total"] < a["device_s_total"] for b, a in zip(moves, moves[1:]))
+    assert sum(m["device_s_since_previous"] for m in moves) == pytest.approx(moves[-1]["device_s_total"], abs=0.1)
+    assert "## Device time" in loop_page and "per kept gain" in loop_page and "| frontier move |" in loop_page
+    retro = (kb / "wiki" / s["retrospectives"][-1]["page"]).read_text()
+    assert "- device time:" in retro and "per experiment" in retro
 
 
 def test_status_json_and_resume_after_a_pause(tmp_path):

@@ -43,6 +43,8 @@ class LoopOut(BaseModel):
     categories: dict[str, Any] = Field(description="per category: tried, supported, refuted, best gain, closed")
     history: list[dict[str, Any]]
     retrospectives: list[str]
+    device_time: dict[str, Any] = Field(description="device-seconds in all, per experiment, per verdict, per kept "
+                                                    "gain and per frontier move (docs/loop.md)")
     state: dict[str, Any] = Field(description="the whole state file (loops/<name>/state.json)")
 
 

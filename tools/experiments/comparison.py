@@ -7,7 +7,7 @@ import shlex
 import statistics
 
 from ..runners.process import log_end
-from . import crash_facts, crash_pages, integrity, metrics, records, stats, verdict
+from . import crash_facts, crash_pages, integrity, metrics, noise, records, stats, verdict
 from .arms import ArmResult
 from .context import RunContext
 
@@ -192,15 +192,14 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
         rec["baseline"] = base_rec["exp_id"]
         if r.interleaved and b_tps:
             cal = records.calibration_for(prior, spec.variant, records.shape_key_of(base_rec))
-            noise = stats.noise_from_calibration(cal, stat)
-            timing = stats.paired(b_tps, v_tps, noise, r.looks)
+            timing = stats.paired(b_tps, v_tps, current_noise(prior, spec.variant, base_rec, stat), r.looks)
             if timing:
                 if stat == "min":
                     timing.how = "each run read by its fastest steady step (statistic min); " + timing.how
                 gain, band, ctx.band_how = timing.gain_pct, timing.band_pct, timing.how
                 rec["calibrated_by"] = (cal or {}).get("exp_id")
             else:
-                gain, band = round(100 * (v_tps[0] / b_tps[0] - 1), 3), noise.band_pct
+                gain, band = round(100 * (v_tps[0] / b_tps[0] - 1), 3), stats.noise_from_calibration(cal, stat).band_pct
                 single = "one interleaved round gives no interval: no speed verdict from it"
             base_mem = [a.metrics.get("memory_gb") for a in r.base if a.ok and a.metrics.get("memory_gb")]
             base_mem = _median(base_mem) if base_mem else None
@@ -255,3 +254,14 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
     rec.update({"status": "filed", "verdict": d.verdict, "ledger_status": d.status, "reasons": d.reasons,
                 "gain_pct": gain, "noise_band_pct": band, "timing": timing.as_record() if timing else None})
     return metrics.finite({k: v for k, v in rec.items() if v is not None}), d
+
+
+def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statistic: str) -> stats.Noise:
+    """What an interval of this lane is built from: the lane's current noise model (every paired round filed,
+    recency-weighted, the calibration among them) when it has one, else the calibration's floor or the default."""
+    key = records.shape_key_of(base_rec or {})
+    out = stats.noise_from_calibration(records.calibration_for(prior, variant, key), statistic)
+    lane = noise.lane_noise(prior, variant, key, statistic, (base_rec or {}).get("exp_id"))
+    if lane is not None:
+        out.lane, out.source = lane, lane.describe()
+    return out

@@ -76,9 +76,7 @@ class Schedule:
         return out
 
     def noise(self) -> stats.Noise:
-        key = records.shape_key_of(self.runs.base_rec or {})
-        return stats.noise_from_calibration(records.calibration_for(self.prior, self.spec.variant, key),
-                                            self.spec.statistic)
+        return comparison.current_noise(self.prior, self.spec.variant, self.runs.base_rec, self.spec.statistic)
 
     # --------------------------------------------------------------- the steps
 

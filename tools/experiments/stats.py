@@ -26,6 +26,8 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
+from .noise import DISAGREE, MIN_OWN_ROUNDS, STALE_P, LaneNoise
+
 # A quiet CPU step varies ~2 % run to run (docs/experiments.md), so one round's log-ratio has σ ≈ 2 % × √2; on the
 # shared 2-core machines it measured 18 % (140 runs): the rounds' own σ then dominates.
 DEFAULT_PAIR_SD_PCT = 2.8
@@ -91,6 +93,7 @@ class Noise:
     sigma_floor_pct: float = DEFAULT_PAIR_SD_PCT
     band_pct: float = RUN_TO_RUN_FLOOR_PCT
     source: str = "uncalibrated lane: default σ floor and band"
+    lane: LaneNoise | None = None  # the lane's current model (``noise.lane_noise``): with it, no floor
 
 
 STATISTICS = ("median", "min")  # what one run's tokens/s is read from: its median steady step, or its fastest
@@ -140,6 +143,7 @@ class Timing:
     decision: str                # supported | refuted | within | undecided
     how: str
     confidence_pct: float = 95.0  # of the interval: above 95 % when an adaptive experiment shares it over looks
+    df: float | None = None       # degrees of freedom of σ: the rounds', or pooled with the lane's noise model
 
     def as_record(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -166,9 +170,9 @@ def paired(base_tps: list[float], var_tps: list[float], noise: Noise, n_looks: i
     r = [100 * math.log(v / b) for b, v in zip(base_tps[:n], var_tps[:n])]
     mean = statistics.fmean(r)
     sd = statistics.stdev(r)
-    sigma = max(sd, noise.sigma_floor_pct)
+    sigma, df, whence = sigma_for(sd, n, noise)
     conf = 1 - ALPHA / n_looks
-    half = t_quantile(1 - (1 - conf) / 2, n - 1) * sigma / math.sqrt(n)
+    half = t_quantile(1 - (1 - conf) / 2, df) * sigma / math.sqrt(n)
     lo, hi = to_pct(mean - half), to_pct(mean + half)
     gain = to_pct(mean)
     sep = separation(base_tps[:n], var_tps[:n])
@@ -183,10 +187,35 @@ def paired(base_tps: list[float], var_tps: list[float], noise: Noise, n_looks: i
         decision = "undecided"
     how = (f"{n} paired rounds (A B): {100 * conf:g} % interval of the gain [{lo:+.2f}, {hi:+.2f}] %"
            + (f" ({100 * (1 - ALPHA):g} % shared over {n_looks} looks)" if n_looks > 1 else "")
-           + f", from σ {sigma:.2f} % per round (measured {sd:.2f} %, floor {noise.sigma_floor_pct:.2f} %); "
-           f"band ±{band:.2f} %; {noise.source}")
+           + f", from σ {sigma:.2f} % per round ({whence}); band ±{band:.2f} %; {noise.source}")
     return Timing(n, round(gain, 3), [round(lo, 3), round(hi, 3)], round(band, 3), round(sigma, 3), round(sd, 3),
-                  sep, decision, how, round(100 * conf, 3))
+                  sep, decision, how, round(100 * conf, 3), round(df, 2))
+
+
+def f_cdf(x: float, d1: float, d2: float) -> float:
+    """P(F <= x) for the F distribution with (d1, d2) degrees of freedom."""
+    return _betai(d1 / 2, d2 / 2, d1 * x / (d1 * x + d2)) if x > 0 else 0.0
+
+
+def sigma_for(sd: float, n: int, noise: Noise) -> tuple[float, float, str]:
+    """The σ per round an interval of ``n`` rounds (own σ ``sd``) is built from, its degrees of freedom, and how.
+    Without a lane model: the own σ floored by the calibration's (or the default). With one: the own rounds pooled
+    with the model when they agree; the own rounds alone when the model no longer describes the machine (see
+    ``noise``: busier, or quieter on enough evidence)."""
+    lane = noise.lane
+    if lane is None or lane.df <= 0:
+        sigma = max(sd, noise.sigma_floor_pct)
+        return sigma, n - 1, f"measured {sd:.2f} %, floor {noise.sigma_floor_pct:.2f} %"
+    ratio = sd / lane.sigma_pct if lane.sigma_pct > 0 else math.inf
+    quieter = ratio < 1 / DISAGREE and n >= MIN_OWN_ROUNDS and (
+        lane.trunk_df <= 0 or f_cdf(ratio ** 2, n - 1, lane.df) < STALE_P)
+    if ratio > DISAGREE or quieter:
+        return (max(sd, MIN_SIGMA_PCT), n - 1,
+                f"its own {n} rounds: measured {sd:.2f} %, {ratio:.1f}x the lane model's {lane.sigma_pct:.2f} %, "
+                f"which no longer describes the machine")
+    pooled = math.sqrt(((n - 1) * sd ** 2 + lane.df * lane.sigma_pct ** 2) / ((n - 1) + lane.df))
+    return (max(pooled, MIN_SIGMA_PCT), (n - 1) + lane.df,
+            f"measured {sd:.2f} % pooled with the lane model's {lane.sigma_pct:.2f} % ({lane.df:.1f} df)")
 
 
 def calibration(base_tps: list[float], var_tps: list[float]) -> dict:

@@ -187,6 +187,7 @@ class Loop:
         self.state.start_commit = prep.commit
         self.state.frontier.append(learn.frontier_row(self.spec, 0, rec, cfg, {}, prep.commit, "baseline", 0.0))
         self.state.usage["device_s"] += runs.device_seconds(rec)
+        self.state.frontier[-1]["device_s_total"] = round(self.state.usage["device_s"], 3)
         self.save()
         self.writer.append_log("loop start", self.spec.name, [f"baseline {out.exp_id}: tokens/s "
                                                               f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])

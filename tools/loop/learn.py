@@ -60,9 +60,13 @@ def learn(spec: LoopSpec, state: LoopState, pend: dict) -> Lesson:
         state.frontier.append(frontier_row(spec, n, rec, cfg, env, new_commit, p.change.describe(), gain,
                                            rec.get("gain_pct")))
     if not any(h.get("exp_id") == rec["exp_id"] for h in state.history):
-        state.history.append(runs.history_entry(p, rec, n, kept, pend))
+        cost = runs.device_seconds(rec)
         state.usage["runs"] += 1
-        state.usage["device_s"] = round(state.usage["device_s"] + runs.device_seconds(rec), 3)
+        state.usage["device_s"] = round(state.usage["device_s"] + cost, 3)
+        state.history.append(dict(runs.history_entry(p, rec, n, kept, pend), device_s=round(cost, 3),
+                                  device_s_total=state.usage["device_s"]))
+        if moved:  # what reaching this point of the frontier cost, overhead included
+            state.frontier[-1]["device_s_total"] = state.usage["device_s"]
     state.iteration = max(state.iteration, n)
     state.pending = [x for x in state.pendings() if x is not pend and x["iteration"] != n] or None
     return Lesson(kept, moved, commit, HYPOTHESIS_STATUS.get(rec.get("verdict"), "inconclusive"))

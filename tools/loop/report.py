@@ -16,6 +16,8 @@ from .. import pages
 from ..experiments.report import experiment_path
 from ..mdtext import code, escape
 from . import memory as mem
+from .device_time import device_time
+from .device_time import markdown as device_markdown
 from .proposal import CATEGORIES, Proposal
 from .reference import gap_section
 from .spec import LoopSpec
@@ -276,6 +278,7 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
             + "\n" + pages.region("loop-best", _best(spec, state, src))
             + ("\n" + pages.region("loop-gap", gap) if (gap := gap_section(state, src)) else "")
             + "\n" + pages.region("loop-frontier", _frontier(spec, state, src, name))
+            + "\n" + pages.region("loop-device-time", "\n".join(device_markdown(device_time(state))))
             + "\n" + pages.region("loop-hypotheses", _hypotheses(spec, state, src))
             + "\n" + pages.region("loop-categories", _categories(state, memory))
             + "\n" + pages.region("loop-knobs", _knobs(spec, state))
@@ -317,6 +320,12 @@ def _what_next(ranked: list[Proposal], memory: dict[str, dict], history: list[di
     return out
 
 
+def _device_line(dt: dict) -> str:
+    per = "".join(f", {v:,.0f} s per {what}" for what, v in (("experiment", dt.get("per_experiment_s")),
+                                                               ("kept gain", dt.get("per_kept_gain_s"))) if v)
+    return f"- device time: {dt['total_s']:,.0f} s in all{per}."
+
+
 def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], untried: list[Proposal],
                        n: int) -> pages.Page:
     """``analyses/<loop>-retrospective-<n>.md``: frontier-stuck count, category and knob coverage, change kinds,
@@ -343,6 +352,7 @@ def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], unt
            f"(model `{spec.model}`, lane `{spec.lane}`).", "", "## Where the loop stands", "",
            f"- frontier: {_num(trunk.get('tokens_per_s'))} tokens/s, {_pct(gain)} over the baseline, "
            f"{max(len(frontier) - 1, 0)} moves.",
+           _device_line(device_time(state)),
            f"- frontier stuck for **{stuck}** iterations" + (f" (last move at iteration {last_move})." if last_move is not None else "."),
            f"- current streak: {streak_n} in a row from `{cat}`." if streak_n else "- no streak yet.",
            f"- change kinds: {kinds['knobs']} knob changes ({kinds['single_knob']} of them a single knob), "

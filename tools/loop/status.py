@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from . import memory
+from .device_time import device_time
 
 
 def summary(state: dict) -> dict:
@@ -16,5 +17,6 @@ def summary(state: dict) -> dict:
             "frontier": state.get("frontier"), "pending": [x.get("phase") for x in pending],
             "categories": memory.compute(history),
             "history": [{k: h.get(k) for k in ("iteration", "exp_id", "category", "describe", "verdict", "gain_pct",
-                                                "kept")} for h in history],
-            "retrospectives": [r["page"] for r in state.get("retrospectives") or []]}
+                                                "kept", "device_s")} for h in history],
+            "retrospectives": [r["page"] for r in state.get("retrospectives") or []],
+            "device_time": device_time(state)}

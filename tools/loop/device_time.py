@@ -1,0 +1,60 @@
+"""Device-seconds per verdict: what the loop's answers cost on the machine. Every run's arms count (baseline reruns,
+profiled runs, the reference's), measured by the runner's own clock (``runs.device_seconds``); the baseline,
+calibration and reference checks are the loop's overhead, apart from its experiments."""
+
+from __future__ import annotations
+
+
+def device_time(state: dict) -> dict:
+    """Per experiment, per verdict, per kept gain and per frontier move, from the state document. States saved
+    before experiments carried their cost give ``None`` where it is not known."""
+    history = state.get("history") or []
+    total = float((state.get("usage") or {}).get("device_s") or 0.0)
+    known = [float(h["device_s"]) for h in history if isinstance(h.get("device_s"), (int, float))]
+    verdicts: dict[str, dict] = {}
+    for h in history:
+        d = verdicts.setdefault(str(h.get("verdict") or "unknown"), {"experiments": 0, "device_s": 0.0})
+        d["experiments"] += 1
+        d["device_s"] = round(d["device_s"] + float(h.get("device_s") or 0.0), 1)
+    for d in verdicts.values():
+        d["mean_s"] = round(d["device_s"] / d["experiments"], 1)
+    kept = sum(bool(h.get("kept")) for h in history)
+    spent = sum(known)
+    moves, before = [], 0.0
+    for i, row in enumerate(state.get("frontier") or []):
+        at = row.get("device_s_total")
+        moves.append({"iteration": row.get("iteration", 0), "exp_id": row.get("exp_id"),
+                      "description": "baseline" if i == 0 else row.get("description"),
+                      "gain_pct": row.get("gain_pct"), "device_s_total": at,
+                      "device_s_since_previous": None if at is None else round(at - before, 1)})
+        before = at if at is not None else before
+    complete = len(known) == len(history)
+    return {"total_s": round(total, 1), "experiments": len(history),
+            "experiments_s": round(spent, 1) if complete else None,
+            "overhead_s": round(total - spent, 1) if complete else None,
+            "per_experiment_s": round(spent / len(known), 1) if known and complete else None,
+            "per_kept_gain_s": round(spent / kept, 1) if kept and complete else None,
+            "per_verdict": verdicts, "frontier": moves}
+
+
+def markdown(dt: dict) -> list[str]:
+    """The loop page's section."""
+    out = ["## Device time", "",
+           f"{dt['total_s']:,.0f} device-seconds in all (every arm of every run, by the runner's clock)"
+           + (f": {dt['experiments_s']:,.0f} s on {dt['experiments']} experiments, {dt['overhead_s']:,.0f} s on the "
+              f"baseline, calibration and reference checks; **{dt['per_experiment_s']:,.0f} s per experiment**"
+              if dt.get("experiments_s") is not None and dt["experiments"] else "")
+           + (f", **{dt['per_kept_gain_s']:,.0f} s per kept gain**" if dt.get("per_kept_gain_s") else "") + ".", ""]
+    if dt["per_verdict"]:
+        out += ["| verdict | experiments | device-seconds | per experiment |", "|---|---:|---:|---:|"]
+        out += [f"| {v} | {d['experiments']} | {d['device_s']:,.0f} | {d['mean_s']:,.0f} |"
+                for v, d in sorted(dt["per_verdict"].items(), key=lambda kv: -kv[1]["device_s"])]
+        out.append("")
+    moves = [m for m in dt["frontier"][1:] if m["device_s_since_previous"] is not None]
+    if moves:
+        out += ["| frontier move | over the baseline | device-seconds since the previous move | in all |",
+                "|---|---:|---:|---:|"]
+        out += [f"| {m['description'] or m['exp_id']} | {m['gain_pct'] if m['gain_pct'] is not None else '—'} % | "
+                f"{m['device_s_since_previous']:,.0f} | {m['device_s_total']:,.0f} |" for m in moves]
+        out.append("")
+    return out
