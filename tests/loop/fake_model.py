@@ -1,7 +1,9 @@
 """A stand-in model for loop tests: the JSON-line contract without JAX, its speed a known function of its knobs.
 
 Known answers: bf16 1.5x faster, remat full 0.7x, accum 2 1.2x, shape 8x64 1.1x (same tokens), FAKE_FAST=1 in the
-environment 1.3x, --decoy 1.4x but the loss trajectory moves (semantics). --sleep-ms makes each step really take
+environment 1.3x, --decoy 1.4x but the loss trajectory moves (semantics); --fuse and --tile 1.06x each alone, 1.3x
+together (one unlocks the other); --noise-pct P moves each run's speed by up to P % (with --alternate COUNTER_FILE: by
+exactly P %, slower and faster in turn). --sleep-ms makes each step really take
 that long (for kill tests); --oom-batch N fails as XLA does, out of memory, at batch >= N unless remat is full. The file SPEED_FILE (optional) multiplies the speed (a code patch can edit it).
 """
 
@@ -22,6 +24,10 @@ p.add_argument("--decoy", action=argparse.BooleanOptionalAction, default=False)
 p.add_argument("--steps", type=int, default=14)
 p.add_argument("--sleep-ms", type=float, default=0.0)
 p.add_argument("--oom-batch", type=int, default=0)  # batch >= this without full remat: out of memory
+p.add_argument("--fuse", action=argparse.BooleanOptionalAction, default=False)
+p.add_argument("--tile", action=argparse.BooleanOptionalAction, default=False)
+p.add_argument("--noise-pct", type=float, default=0.0)  # each run's steps all slower or faster by up to this
+p.add_argument("--alternate", default="")  # with --noise-pct: a counter file; runs alternate +P %, -P % (no chance)
 a = p.parse_args()
 print(f"t0 {time.time():.6f}", flush=True)  # wall-clock start and end: tests check runs in flight together
 
@@ -37,12 +43,18 @@ speed *= 1.2 if a.accum == 2 else 1.0
 speed *= 1.1 if (a.batch, a.seq) == (8, 64) else 1.0
 speed *= 1.3 if os.environ.get("FAKE_FAST") == "1" else 1.0
 speed *= 1.4 if a.decoy else 1.0
+speed *= {(True, True): 1.3, (True, False): 1.06, (False, True): 1.06}.get((a.fuse, a.tile), 1.0)  # together
 factor = Path(__file__).with_name("SPEED")
 if factor.exists():
     speed *= float(factor.read_text().strip() or 1)
 
 rng = random.Random()
-base = 0.010 / speed
+if a.alternate:  # the n-th run of the whole test is P % slower when n is odd, P % faster when it is even
+    n = int(Path(a.alternate).read_text() or 0) if Path(a.alternate).exists() else 0
+    Path(a.alternate).write_text(str(n + 1))
+    base = 0.010 / speed * (1 + (a.noise_pct if n % 2 else -a.noise_pct) / 100)
+else:
+    base = 0.010 / speed * (1 + rng.uniform(-a.noise_pct, a.noise_pct) / 100)
 times = [0.5] + [base * (1 + rng.uniform(-0.004, 0.004)) for _ in range(a.steps - 1)]
 for _ in range(a.steps):
     if a.sleep_ms:

@@ -444,3 +444,27 @@ def test_after_an_oom_the_sweep_never_asks_for_more_memory_and_tries_a_memory_fi
                   and h["config"]["batch"] == ooms[0]["config"]["batch"]), None)
     if fixed:  # the OOM's move with remat=full ran through: the signature page names it as the first fix
         assert meta["fix"] == fixed["exp_id"] and "remat" in body.split("## First fix")[1]
+
+
+def test_near_misses_are_tried_together_and_the_interaction_is_recorded(tmp_path):
+    """Two moves that gain 6 % alone, measured while the runs alternate 3 % slower and faster (the arms of each
+    round on opposite sides: never separated, so inconclusive), are tried together (1.3x: one unlocks the other),
+    which clears the same noise and is kept; the loop page sets the measured gain against the parts' chained."""
+    kb = tmp_path / "kb"
+    knobs = {"fuse": {"flag": "--fuse", "values": [False, True], "category": "compiler"},
+             "tile": {"flag": "--tile", "values": [False, True], "category": "kernel"}}
+    make_kb(kb, knobs=knobs, budget={"runs": 3}, repeats={"min": 2, "max": 6},
+            command=[sys.executable, "fake_model.py", "--noise-pct", "3", "--alternate", str(tmp_path / "count")])
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    s = loop_state(kb)
+    first, second, together = s["history"]
+    assert first["verdict"] == second["verdict"] == "inconclusive" and first["gain_pct"] > 0 < second["gain_pct"]
+    assert together["change"]["knobs"] == {"fuse": True, "tile": True}
+    assert sorted(together["combines"]) == sorted([first["exp_id"], second["exp_id"]])
+    assert together["verdict"] == "supported" and together["kept"], together
+    (c,) = json.loads(tools(kb, "loop", "status", "fake-loop", "--json"))["combinations"]
+    chained = 100 * ((1 + first["gain_pct"] / 100) * (1 + second["gain_pct"] / 100) - 1)
+    assert c["expected_gain_pct"] == pytest.approx(chained, abs=1e-3) and c["gain_pct"] == together["gain_pct"]
+    assert c["interaction_pct"] == pytest.approx(together["gain_pct"] - chained, abs=1e-3) and c["interaction_pct"] > 5
+    page = (kb / "wiki" / "loops" / "fake-loop.md").read_text()
+    assert "## Near-misses combined" in page and "fuse=True, tile=True" in page

@@ -69,16 +69,22 @@ HISTORY = [
 
 
 def state(history=HISTORY) -> dict:
+    spent = 64.0  # device-seconds: the baseline's, then each experiment's (a crash stops early), as the engine counts
     frontier = [{"iteration": 0, "exp_id": exp_id(0), "tokens_per_s": 1000.0, "mfu_percent": None, "gain_pct": 0.0,
-                 "description": "baseline"}]
+                 "description": "baseline", "device_s_total": spent}]
+    history = [dict(e) for e in history]
     for e in history:
+        e["device_s"] = 31.5 if e["verdict"] == "crash" else 150.0 + 10 * e["iteration"]
+        spent += e["device_s"]
+        e["device_s_total"] = spent
         if e["kept"]:
             frontier.append({"iteration": e["iteration"], "exp_id": e["exp_id"], "page": e["page"],
                              "tokens_per_s": round(frontier[-1]["tokens_per_s"] * (1 + e["gain_pct"] / 100), 1),
                              "mfu_percent": 31.5, "step_gain_pct": e["gain_pct"], "description": e["describe"],
                              # as the engine files it: the interleaved gains chained over the baseline
                              "gain_pct": round(100 * ((1 + frontier[-1]["gain_pct"] / 100)
-                                                      * (1 + e["gain_pct"] / 100) - 1), 3)})
+                                                      * (1 + e["gain_pct"] / 100) - 1), 3),
+                             "device_s_total": spent})
     last = frontier[-1]
     return {"name": "cpu-loop", "model": "llama", "lane": "cpu-loop", "variant": "small/cpu", "status": "stopped",
             "stop_reason": "double plateau: two retrospectives with no frontier move",
@@ -90,7 +96,7 @@ def state(history=HISTORY) -> dict:
             "retrospectives": [{"iteration": 6, "page": "analyses/cpu-loop-retrospective-1.md", "frontier_moved": True},
                                {"iteration": 11, "page": "analyses/cpu-loop-retrospective-2.md",
                                 "frontier_moved": False}],
-            "usage": {"runs": 12, "wall_s": 3723.4, "llm_tokens": 48210, "cost_usd": 0.4213, "device_s": 0.0},
+            "usage": {"runs": 12, "wall_s": 3723.4, "llm_tokens": 48210, "cost_usd": 0.4213, "device_s": spent},
             "pending": None}
 
 
@@ -167,8 +173,8 @@ def test_loop_page_links_orders_and_validates():
     assert page.meta["best"] == exp_id(9) and page.meta["status"] == "stopped"
     assert page.meta["stop_reason"].startswith("double plateau")
     body = page.body
-    assert set(pages.regions(body)) == {"loop-status", "loop-best", "loop-frontier", "loop-hypotheses",
-                                        "loop-categories", "loop-knobs", "loop-retrospectives"}
+    assert set(pages.regions(body)) == {"loop-status", "loop-best", "loop-frontier", "loop-device-time",
+                                        "loop-hypotheses", "loop-categories", "loop-knobs", "loop-retrospectives"}
     assert "memory page" in pages.regions(body)["loop-status"]
     assert "1 h 02 min of wall time" in body and "48,210 LLM tokens ($0.421)" in body
     links = _links(page)

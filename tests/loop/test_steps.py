@@ -118,14 +118,15 @@ def _record(n: int, verdict: str, gain: float, baseline: str) -> dict:
 
 def test_a_supported_run_moves_the_trunk_once_and_chains_the_gain():
     s = loop_state()
-    before = s.frontier[-1]["gain_pct"]
+    before, spent = s.frontier[-1]["gain_pct"], s.usage["device_s"]
     p = proposal("precision", compute_dtype="float32")
     pend = _pending(s, 12, p, _record(12, "supported", 10.0, s.trunk["exp_id"]))
     s.pending = [pend]
     lesson = learn.learn(SPEC, s, pend)
     assert (lesson.kept, lesson.moved, lesson.status) == (True, True, "supported")
     assert s.trunk["exp_id"] == exp_id(12) and s.frontier[-1]["gain_pct"] == round(learn.chained_gain(before, 10.0), 3)
-    assert s.history[-1]["exp_id"] == exp_id(12) and s.usage["runs"] == 13 and s.usage["device_s"] == 12.5
+    assert s.history[-1]["exp_id"] == exp_id(12) and s.usage["runs"] == 13 and s.usage["device_s"] == spent + 12.5
+    assert s.history[-1]["device_s"] == 12.5 and s.frontier[-1]["device_s_total"] == spent + 12.5
     assert s.pending is None and s.iteration == 12
     again = learn.learn(SPEC, s, pend)  # the same iteration learnt twice (a resume): nothing counted twice
     assert not again.moved and len(s.history) == len(HISTORY) + 1 and s.usage["runs"] == 13

@@ -45,6 +45,8 @@ class LoopOut(BaseModel):
     retrospectives: list[str]
     device_time: dict[str, Any] = Field(description="device-seconds in all, per experiment, per verdict, per kept "
                                                     "gain and per frontier move (docs/loop.md)")
+    combinations: list[dict[str, Any]] = Field([], description="near-misses tried together: each part's gain alone, "
+                                                               "their chained sum, the measured gain, the interaction")
     state: dict[str, Any] = Field(description="the whole state file (loops/<name>/state.json)")
 
 

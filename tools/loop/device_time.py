@@ -39,6 +39,8 @@ def device_time(state: dict) -> dict:
 
 def markdown(dt: dict) -> list[str]:
     """The loop page's section."""
+    if not dt["total_s"]:
+        return ["## Device time", "", "No device time recorded yet.", ""]
     out = ["## Device time", "",
            f"{dt['total_s']:,.0f} device-seconds in all (every arm of every run, by the runner's clock)"
            + (f": {dt['experiments_s']:,.0f} s on {dt['experiments']} experiments, {dt['overhead_s']:,.0f} s on the "
@@ -54,7 +56,8 @@ def markdown(dt: dict) -> list[str]:
     if moves:
         out += ["| frontier move | over the baseline | device-seconds since the previous move | in all |",
                 "|---|---:|---:|---:|"]
-        out += [f"| {m['description'] or m['exp_id']} | {m['gain_pct'] if m['gain_pct'] is not None else '—'} % | "
+        out += [f"| {m['description'] or m['exp_id']} | "
+                f"{'—' if m['gain_pct'] is None else format(m['gain_pct'], '+.1f') + ' %'} | "
                 f"{m['device_s_since_previous']:,.0f} | {m['device_s_total']:,.0f} |" for m in moves]
         out.append("")
     return out

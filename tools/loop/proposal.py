@@ -64,6 +64,7 @@ class Proposal:
     notes: str = ""
     repeats: int = 0               # > 0: re-measure with at least this many interleaved repeats (successive halving)
     repair_of: str = ""            # the exp_id of a crashed patch this patch repairs (at most one repair each)
+    combines: list[str] = field(default_factory=list)  # near-misses (exp_ids) this change tries together
 
     @property
     def score(self) -> float:
@@ -103,7 +104,8 @@ class Proposal:
         return cls(str(d["statement"]), str(d["mechanism"]), str(d["predicted_signal"]), str(d["falsification"]),
                    change, d["category"], gain, conf, effort, str(d.get("proposer") or ""),
                    str(d.get("hypothesis_page") or ""), dict(d.get("usage") or {}), str(d.get("notes") or ""),
-                   int(d.get("repeats") or 0), str(d.get("repair_of") or ""))
+                   int(d.get("repeats") or 0), str(d.get("repair_of") or ""),
+                   [str(x) for x in d.get("combines") or [] if isinstance(x, str)])
 
 
 # The JSON schema an LLM fills in (a forced tool call); Proposal.from_dict checks the rest.

@@ -16,6 +16,8 @@ from .. import pages
 from ..experiments.report import experiment_path
 from ..mdtext import code, escape
 from . import memory as mem
+from .combos import combinations
+from .combos import markdown as combo_markdown
 from .device_time import device_time
 from .device_time import markdown as device_markdown
 from .proposal import CATEGORIES, Proposal
@@ -279,6 +281,8 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
             + ("\n" + pages.region("loop-gap", gap) if (gap := gap_section(state, src)) else "")
             + "\n" + pages.region("loop-frontier", _frontier(spec, state, src, name))
             + "\n" + pages.region("loop-device-time", "\n".join(device_markdown(device_time(state))))
+            + ("\n" + pages.region("loop-combinations", "\n".join(combos)) if (combos := combo_markdown(
+                combinations(state))) else "")
             + "\n" + pages.region("loop-hypotheses", _hypotheses(spec, state, src))
             + "\n" + pages.region("loop-categories", _categories(state, memory))
             + "\n" + pages.region("loop-knobs", _knobs(spec, state))

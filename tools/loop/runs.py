@@ -64,7 +64,8 @@ def history_entry(p: Proposal, rec: dict, n: int, kept: bool, pend: dict) -> dic
             "confidence": p.confidence, "effort": p.effort, "reasons": rec.get("reasons") or [],
             "config": pend["config"], "trunk_exp": pend["trunk_exp"], "repeats": rec.get("repeats"),
             "interrupted": pend.get("interrupted", 0),
-            "crash": _crash_brief(rec.get("crash")), "repair_of": p.repair_of or None}
+            "crash": _crash_brief(rec.get("crash")), "repair_of": p.repair_of or None,
+            "combines": list(p.combines) or None}
 
 
 def _crash_brief(crash: dict | None) -> dict | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from . import memory
+from .combos import combinations
 from .device_time import device_time
 
 
@@ -19,4 +20,4 @@ def summary(state: dict) -> dict:
             "history": [{k: h.get(k) for k in ("iteration", "exp_id", "category", "describe", "verdict", "gain_pct",
                                                 "kept", "device_s")} for h in history],
             "retrospectives": [r["page"] for r in state.get("retrospectives") or []],
-            "device_time": device_time(state)}
+            "device_time": device_time(state), "combinations": combinations(state)}

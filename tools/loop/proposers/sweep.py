@@ -3,9 +3,10 @@
 Each iteration it takes the single-knob move from the trunk with the best prior score (expected gain × confidence
 / effort). Priors, strongest first: this loop's own results, this knowledge base's loop results on other lanes and
 models, the shipped table of knob effects by hardware (tools/loop/knob_effects.json); an unknown move gets a small
-exploratory prior. Successive halving: every move is first measured at the loop's minimum repeats; moves that came
-out inconclusive with a positive gain are promoted, the better half re-measured once with twice the repeats. The
-frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each candidate).
+exploratory prior. Screen, then confirm: every untried move is measured first; near-misses (inconclusive with a
+positive gain) are tried together as one move; only then are the better half of them promoted, re-measured once
+with twice the repeats. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved
+with each candidate).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from . import Proposer
 UNKNOWN_GAIN_PCT = 2.0      # a move nobody has measured: worth a look, behind anything with evidence of a gain
 UNKNOWN_CONFIDENCE = 0.3
 OWN_WEIGHT, OTHER_WEIGHT = 1.0, 0.5
+COMBINE_NOTE = "near-misses together"
+PROMOTION_NOTE = "promotion of"
+MAX_COMBINED = 3            # near-misses tried together at most
 GAP_NOTE = "measured gap to the reference"
 ADOPT_NOTE = f"{GAP_NOTE}, every mapped item at once"
 
@@ -141,10 +145,14 @@ class SweepProposer(Proposer):
         elif adopt:
             out.append(adopt)
         out += self._memory_moves(priors, tried | refuted_here, refuted_changes)
+        out += self._near_misses_together(priors, tried | refuted_here, refuted_changes)
         if self.promote:
             out += self._promotions(priors, tried)
-        # adopting the reference's whole mapped side goes first, then closing one measured gap, then the rest
-        gap_last = lambda p: 0 if p.notes.startswith(ADOPT_NOTE) else 1 if p.notes.startswith(GAP_NOTE) else 2  # noqa: E731
+        # adopting the reference's whole mapped side goes first, then closing one measured gap, then the rest; the
+        # promotions (confirmations at twice the repeats) last: every untried move is screened first, and
+        # near-misses are tried together before any is re-measured alone
+        gap_last = lambda p: (0 if p.notes.startswith(ADOPT_NOTE) else 1 if p.notes.startswith(GAP_NOTE)  # noqa: E731
+                              else 3 if p.notes.startswith(PROMOTION_NOTE) else 2)
         if self.seed is not None:
             import random
             random.Random(self.seed).shuffle(out)
@@ -215,6 +223,47 @@ class SweepProposer(Proposer):
                 proposer=self.name, notes=f"memory fix for the OOM of {a.exp_id} ({a.crash.get('signature')})"))
         return out
 
+    def _near_misses_together(self, priors: Priors, skip: set[str], refuted_changes: set[str]) -> list[Proposal]:
+        """The near-misses of this trunk tried together: single-knob moves that came out inconclusive with a
+        positive gain (each inside the noise alone), the best ones on disjoint knobs (up to ``MAX_COMBINED``), as one
+        candidate expected to gain what its parts gain chained. Measured once, together: if the gains add, the sum
+        clears the noise where neither part did; the loop page sets the measured gain against the sum (interaction)."""
+        latest: dict[str, Attempt] = {}
+        for a in priors.attempts:
+            if a.trunk_exp == priors.trunk_exp and (a.change or {}).get("kind") == "knobs":
+                latest[a.run_key] = a
+        near = sorted((a for a in latest.values() if a.verdict == "inconclusive" and (a.gain_pct or 0) > 0),
+                      key=lambda a: -(a.gain_pct or 0))
+        parts, knobs = [], {}
+        for a in near:
+            ch = a.change.get("knobs") or {}
+            if ch and not set(ch) & set(knobs) and len(parts) < MAX_COMBINED:
+                parts.append(a)
+                knobs.update(ch)
+        if len(parts) < 2:
+            return []
+        cfg = dict(priors.trunk, **knobs)
+        change = Change("knobs", knobs=knobs)
+        if run_key(cfg, priors.spec.env_for(cfg, priors.trunk_env), priors.trunk_commit) in skip \
+                or change.fingerprint() in refuted_changes or crash_lessons.refusal(priors, cfg):
+            return []
+        chained = 1.0
+        for a in parts:
+            chained *= 1 + (a.gain_pct or 0) / 100
+        gain = 100 * (chained - 1)
+        each = "; ".join(f"{Change('knobs', knobs=a.change['knobs']).describe()} {a.gain_pct:+.1f} % ({a.exp_id})"
+                         for a in parts)
+        return [Proposal(
+            statement=f"Together, {len(parts)} near-misses ({change.describe()}) raise tokens/s by about {gain:+.0f} %, "
+                      "what their parts gained alone, chained.",
+            mechanism=f"each part gained inside the noise alone: {each}; gains of independent changes add, so the "
+                      "sum clears the noise where the parts did not",
+            predicted_signal="tokens/s beyond the noise band against the trunk, near the chained gain of the parts",
+            falsification="tokens/s within the noise band or slower (the parts' gains were noise, or they interact)",
+            change=change, category=parts[0].category, expected_gain_pct=round(gain, 2), confidence=0.55,
+            effort=1.0, proposer=self.name, notes=f"{COMBINE_NOTE}: {', '.join(a.exp_id for a in parts)}",
+            combines=[a.exp_id for a in parts])]
+
     def _promotions(self, priors: Priors, tried: set[str]) -> list[Proposal]:
         """Inconclusive moves with a positive gain on the current trunk: the better half, once, at 2× repeats."""
         here = [a for a in priors.attempts if a.trunk_exp == priors.trunk_exp and a.verdict == "inconclusive"
@@ -239,7 +288,7 @@ class SweepProposer(Proposer):
                 change=Change("knobs", knobs=dict(knobs)), category=a.category,
                 expected_gain_pct=float(a.gain_pct or 0), confidence=0.35, effort=1.5, proposer=self.name,
                 repeats=min(priors.spec.max_repeats * 2, max(priors.spec.min_repeats * 2, a.repeats * 2 or 4)),
-                notes=f"promotion of {a.exp_id}"))
+                notes=f"{PROMOTION_NOTE} {a.exp_id}"))
         return out
 
     # ------------------------------------------------------------------ the pick
@@ -254,8 +303,8 @@ class SweepProposer(Proposer):
             return None
         last = priors.attempts[-1].category if priors.attempts else ""
         allowed = [c for c in cands if c.category != priors.avoid_category] or cands
-        if priors.prefer_switch and last:
-            allowed = [c for c in allowed if c.category != last] or allowed
+        if priors.prefer_switch and last:  # near-misses together are a synthesis of categories, not a streak
+            allowed = [c for c in allowed if c.category != last or c.combines] or allowed
         return allowed[0]
 
     def untried(self, priors: Priors, n: int = 10) -> list[Proposal]:

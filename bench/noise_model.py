@@ -1,0 +1,174 @@
+"""The lane's noise model against the calibration floor, on recorded rounds of the reference model.
+
+    python bench/noise_model.py [--runs 100] [--modes quiet,interference] [--replay-only] [--check]
+
+1. Record (unless ``--replay-only``): the loop template's command for the reference model (the `small` CPU shape:
+   2 layers, d_model 128, 14 steps), run ``--runs`` times in A/A pairs with the compile cache, as a loop's timed
+   arms run; in ``interference`` mode a background process of fixed duty cycle (busy 60 ms, idle 40 ms, on one
+   core) runs all along. Each run's tokens/s by its median and by its fastest steady step go to
+   ``bench/noise_rounds/<mode>.json`` (our own measurements: committed, so a replay needs no machine time).
+2. Replay: experiments of up to 6 rounds (looks at 2, 4, 6, as a loop with ``repeats: {min: 2, max: 6}``) drawn as
+   circular blocks of consecutive recorded rounds, 2,000 per setting; each judged (a) as today's calibration floor
+   does (an A/A calibration of 5 rounds, made at the lane's start, floors σ) and (b) by the current noise model
+   (every earlier experiment's rounds, recency-weighted, the calibration among them). A/A: any `supported` is false.
+   Power: the variant arm multiplied by 1.10 (a true +10 % gain); `supported` is found. Also the mean rounds an
+   experiment used (the device time of a verdict).
+
+``--check`` exits 1 unless, in every mode and statistic, the model's false `supported` is ≤ 1 %; and in quiet mode its
+power at +10 % is ≥ 0.8 (under interference the power is printed: σ itself is what a busy machine costs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SCRIPT = REPO / "experiments" / "llama_train.py"
+COMMAND = [sys.executable, str(SCRIPT), "--preset", "tiny", "--n-layers", "2", "--d-model", "128", "--d-ff", "384",
+           "--steps", "14"]
+DATA = Path(__file__).resolve().parent / "noise_rounds"
+EXPERIMENTS = 2000
+LO, HI = 2, 6
+GAIN = 1.10
+HISTORY = 12            # earlier experiments the lane has filed when an experiment is judged
+CALIBRATION_ROUNDS = 5
+
+BUSY = """
+import time
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.060:
+        pass
+    time.sleep(0.040)
+"""
+
+
+def record(mode: str, runs: int) -> dict:
+    cache = Path(tempfile.mkdtemp(prefix="noise-cache-"))
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", TF_CPP_MIN_LOG_LEVEL="3")
+    subprocess.run(COMMAND, env=env, capture_output=True, check=True, timeout=600)  # fills the cache
+    load = subprocess.Popen([sys.executable, "-c", BUSY]) if mode == "interference" else None
+    out = {"mode": mode, "command": COMMAND[1:], "median": [], "min": [], "wall_s": []}
+    try:
+        for i in range(runs):
+            t = time.perf_counter()
+            p = subprocess.run(COMMAND, env=env, capture_output=True, text=True, check=True, timeout=600)
+            res = json.loads(p.stdout.strip().splitlines()[-1])
+            steady = res["step_times_s"][res.get("warmup_steps", 1):]
+            tps = res["tokens_per_step"]
+            out["median"].append(round(tps / statistics.median(steady), 2))
+            out["min"].append(round(tps / min(steady), 2))
+            out["wall_s"].append(round(time.perf_counter() - t, 3))
+            if i % 20 == 19:
+                print(f"  {mode}: {i + 1}/{runs} runs", flush=True)
+    finally:
+        if load is not None:
+            load.kill()
+    return out
+
+
+def rounds(series: list[float]) -> list[tuple[float, float]]:
+    """Consecutive runs as A/A rounds, the arm order alternating (A B, B A, ...) as the runner's rounds do."""
+    pairs = [(series[i], series[i + 1]) for i in range(0, len(series) - 1, 2)]
+    return [(a, b) if k % 2 == 0 else (b, a) for k, (a, b) in enumerate(pairs)]
+
+
+def experiment(all_rounds, rng) -> tuple[list[float], list[float]]:
+    start = rng.randrange(len(all_rounds))
+    block = [all_rounds[(start + i) % len(all_rounds)] for i in range(HI)]
+    return [b for b, _ in block], [v for _, v in block]
+
+
+def judge(base, var, noise, stats) -> tuple[str, int]:
+    t = None
+    for n in stats.look_points(LO, HI):
+        t = stats.paired(base[:n], var[:n], noise, stats.looks(LO, HI))
+        if t.decision != "undecided":
+            break
+    return t.decision, t.rounds
+
+
+def record_of(base, var, role=None) -> dict:
+    return {"variant": "v", "status": "filed", "verdict": "inconclusive", "role": role, "interleaved": True,
+            "baseline": "b", "runs_tokens_per_s": {"baseline": list(base), "variant": list(var)}}
+
+
+def replay(series: list[float], seed: int = 0) -> dict:
+    from tools.experiments import noise, stats
+
+    all_rounds = rounds(series)
+    rng = random.Random(seed)
+    out = {}
+    for rule in ("floor", "model"):
+        for what in ("a/a", "+10 %"):
+            supported = used = 0
+            for _ in range(EXPERIMENTS):
+                cal_b, cal_v = experiment(all_rounds, rng)
+                cal_b, cal_v = cal_b[:CALIBRATION_ROUNDS], cal_v[:CALIBRATION_ROUNDS]
+                if rule == "floor":
+                    cal = {"exp_id": "cal", "calibration": stats.calibration(cal_b, cal_v)}
+                    n = stats.noise_from_calibration(cal)
+                else:
+                    history = [record_of(cal_b, cal_v, "calibration")]
+                    history += [record_of(*experiment(all_rounds, rng)) for _ in range(HISTORY)]
+                    n = stats.noise_from_calibration({"exp_id": "cal", "calibration": stats.calibration(cal_b, cal_v)})
+                    n.lane = noise.lane_noise(history, "v", None, "median", "b")
+                base, var = experiment(all_rounds, rng)
+                if what != "a/a":
+                    var = [v * GAIN for v in var]
+                d, r = judge(base, var, n, stats)
+                supported += d == "supported"
+                used += r
+            out[f"{rule} {what}"] = {"supported_pct": round(100 * supported / EXPERIMENTS, 2),
+                                     "mean_rounds": round(used / EXPERIMENTS, 2)}
+    r = [100 * math.log(v / b) for b, v in all_rounds]
+    out["sigma_pct"] = round(statistics.stdev(r), 2)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--modes", default="quiet,interference")
+    ap.add_argument("--replay-only", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    DATA.mkdir(exist_ok=True)
+    ok, summary = True, {}
+    for mode in a.modes.split(","):
+        path = DATA / f"{mode}.json"
+        if not a.replay_only:
+            print(f"recording {a.runs} runs ({mode})", flush=True)
+            path.write_text(json.dumps(record(mode, a.runs)) + "\n")
+        data = json.loads(path.read_text())
+        for stat in ("median", "min"):
+            res = replay(data[stat])
+            summary[f"{mode}/{stat}"] = res
+            print(f"\n{mode}, read by {stat}: σ of a round {res['sigma_pct']} % ({len(data[stat])} runs)")
+            print(f"  {'rule':<8}{'A/A supported':>15}{'rounds':>8}{'+10 % found':>14}{'rounds':>8}")
+            for rule in ("floor", "model"):
+                aa, pw = res[f"{rule} a/a"], res[f"{rule} +10 %"]
+                print(f"  {rule:<8}{aa['supported_pct']:>14.2f}%{aa['mean_rounds']:>8.2f}"
+                      f"{pw['supported_pct']:>13.1f}%{pw['mean_rounds']:>8.2f}")
+            if res["model a/a"]["supported_pct"] > 1.0:
+                ok = False
+            if mode == "quiet" and res["model +10 %"]["supported_pct"] < 80.0:
+                ok = False
+    print(json.dumps({"noise_model": summary, "ok": ok}))
+    return 0 if ok or not a.check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
