@@ -199,9 +199,9 @@ def f_cdf(x: float, d1: float, d2: float) -> float:
 
 def sigma_for(sd: float, n: int, noise: Noise) -> tuple[float, float, str]:
     """The σ per round an interval of ``n`` rounds (own σ ``sd``) is built from, its degrees of freedom, and how.
-    Without a lane model: the own σ floored by the calibration's (or the default). With one: the own rounds pooled
-    with the model when they agree; the own rounds alone when the model no longer describes the machine (see
-    ``noise``: busier, or quieter on enough evidence)."""
+    Without a lane model: the own σ floored by the calibration's (or the default). With one: the own σ floored by
+    the model's, on the own degrees of freedom plus at most as many from the model; the own rounds alone when the
+    model no longer describes the machine (see ``noise``: busier, or quieter on enough evidence)."""
     lane = noise.lane
     if lane is None or lane.df <= 0:
         sigma = max(sd, noise.sigma_floor_pct)
@@ -213,9 +213,10 @@ def sigma_for(sd: float, n: int, noise: Noise) -> tuple[float, float, str]:
         return (max(sd, MIN_SIGMA_PCT), n - 1,
                 f"its own {n} rounds: measured {sd:.2f} %, {ratio:.1f}x the lane model's {lane.sigma_pct:.2f} %, "
                 f"which no longer describes the machine")
-    pooled = math.sqrt(((n - 1) * sd ** 2 + lane.df * lane.sigma_pct ** 2) / ((n - 1) + lane.df))
-    return (max(pooled, MIN_SIGMA_PCT), (n - 1) + lane.df,
-            f"measured {sd:.2f} % pooled with the lane model's {lane.sigma_pct:.2f} % ({lane.df:.1f} df)")
+    sigma = max(sd, lane.sigma_pct, MIN_SIGMA_PCT)
+    return (sigma, (n - 1) + min(n - 1, lane.df),
+            f"measured {sd:.2f} %, the lane model's {lane.sigma_pct:.2f} %: the larger, on "
+            f"{(n - 1) + min(n - 1, lane.df):.1f} df")
 
 
 def calibration(base_tps: list[float], var_tps: list[float]) -> dict:
