@@ -37,19 +37,23 @@ def device_time(state: dict) -> dict:
             "per_verdict": verdicts, "frontier": moves}
 
 
+def _s(v: float) -> str:
+    return f"{v:.1f}" if abs(v) < 10 else f"{v:,.0f}"
+
+
 def markdown(dt: dict) -> list[str]:
     """The loop page's section."""
     if not dt["total_s"]:
         return ["## Device time", "", "No device time recorded yet.", ""]
     out = ["## Device time", "",
-           f"{dt['total_s']:,.0f} device-seconds in all (every arm of every run, by the runner's clock)"
-           + (f": {dt['experiments_s']:,.0f} s on {dt['experiments']} experiments, {dt['overhead_s']:,.0f} s on the "
-              f"baseline, calibration and reference checks; **{dt['per_experiment_s']:,.0f} s per experiment**"
+           f"{_s(dt['total_s'])} device-seconds in all (every arm of every run, by the runner's clock)"
+           + (f": {_s(dt['experiments_s'])} s on {dt['experiments']} experiments, {_s(dt['overhead_s'])} s on the "
+              f"baseline, calibration and reference checks; **{_s(dt['per_experiment_s'])} s per experiment**"
               if dt.get("experiments_s") is not None and dt["experiments"] else "")
-           + (f", **{dt['per_kept_gain_s']:,.0f} s per kept gain**" if dt.get("per_kept_gain_s") else "") + ".", ""]
+           + (f", **{_s(dt['per_kept_gain_s'])} s per kept gain**" if dt.get("per_kept_gain_s") else "") + ".", ""]
     if dt["per_verdict"]:
         out += ["| verdict | experiments | device-seconds | per experiment |", "|---|---:|---:|---:|"]
-        out += [f"| {v} | {d['experiments']} | {d['device_s']:,.0f} | {d['mean_s']:,.0f} |"
+        out += [f"| {v} | {d['experiments']} | {_s(d['device_s'])} | {_s(d['mean_s'])} |"
                 for v, d in sorted(dt["per_verdict"].items(), key=lambda kv: -kv[1]["device_s"])]
         out.append("")
     moves = [m for m in dt["frontier"][1:] if m["device_s_since_previous"] is not None]
@@ -58,6 +62,6 @@ def markdown(dt: dict) -> list[str]:
                 "|---|---:|---:|---:|"]
         out += [f"| {m['description'] or m['exp_id']} | "
                 f"{'—' if m['gain_pct'] is None else format(m['gain_pct'], '+.1f') + ' %'} | "
-                f"{m['device_s_since_previous']:,.0f} | {m['device_s_total']:,.0f} |" for m in moves]
+                f"{_s(m['device_s_since_previous'])} | {_s(m['device_s_total'])} |" for m in moves]
         out.append("")
     return out
