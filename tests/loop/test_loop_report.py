@@ -395,3 +395,33 @@ def test_a_sweep_statement_names_an_empty_start_value():
     p = Priors(spec, spec.start_config(), {}, "", {"exp_id": "base"}, [], [], [], {}, [], None, [], [], "", "")
     statements = [x.statement for x in SweepProposer().untried(p) if "ynn" in x.change.knobs]
     assert statements and "(from unset)" in statements[0] and "(from )" not in statements[0]
+
+
+def test_after_a_keep_moves_that_may_depend_on_it_are_re_ranked_and_a_refuted_one_tried_again():
+    from tools.loop.priors import Attempt, Priors
+    from tools.loop.proposers.sweep import SweepProposer
+
+    def att(n, cat, knobs, verdict, gain, kept=False):
+        ch = Change("knobs", knobs=knobs)
+        return Attempt(f"e{n}", cat, vars(ch).copy(), ch.fingerprint(), verdict, gain, kept=kept, run_key=f"k{n}",
+                       trunk_exp="base")
+
+    def moves(attempts, trunk=None):
+        p = Priors(SPEC, trunk or SPEC.start_config(), {}, "", {"exp_id": "t"}, attempts, [], [], {}, [], None, [], [],
+                   "", "")
+        return {c.change.describe(): c for c in SweepProposer(promote=False).candidates(p)}
+
+    remat = att(1, "memory", {"remat": "full"}, "refuted", -20.0)
+    scan = att(2, "compiler", {"scan": True}, "refuted", -9.0)
+    before = moves([remat, scan])
+    assert "remat=full" not in before and "scan=True" not in before  # refuted on this trunk: not again
+    # a shape change is kept: remat's trade-off may have moved with it, scan's not
+    shape = att(3, "shape", {"shape": {"batch": 32, "seq_len": 64}}, "supported", 8.0, kept=True)
+    after = moves([remat, scan, shape], dict(SPEC.start_config(), shape={"batch": 32, "seq_len": 64}))
+    assert "remat=full" in after and "scan=True" not in after
+    assert "before a keep it may depend on (discounted)" in after["remat=full"].notes
+    # its old evidence counts as another lane's would: less confidence than one run on this trunk gives (0.55)
+    assert after["remat=full"].confidence == 0.5 and after["remat=full"].expected_gain_pct == -20.0
+    # an invalid move stays out whatever was kept since
+    bad = att(4, "memory", {"remat": "dots_saveable"}, "invalid", 30.0)
+    assert "remat=dots_saveable" not in moves([bad, shape], dict(SPEC.start_config(), shape={"batch": 32, "seq_len": 64}))

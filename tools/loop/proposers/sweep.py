@@ -21,6 +21,14 @@ from . import Proposer
 UNKNOWN_GAIN_PCT = 2.0      # a move nobody has measured: worth a look, behind anything with evidence of a gain
 UNKNOWN_CONFIDENCE = 0.3
 OWN_WEIGHT, OTHER_WEIGHT = 1.0, 0.5
+# categories whose moves may change what another's do: after a keep in one, the other's moves measured on the old
+# trunk are re-ranked (their evidence discounted) and a refuted one is tried again (a batch change moves the memory
+# trade-offs; bf16 halves the activations a remat policy saves)
+DEPENDS = {frozenset({"memory", "shape"}), frozenset({"memory", "precision"}), frozenset({"kernel", "shape"})}
+
+
+def may_depend(a: str, b: str) -> bool:
+    return a == b or frozenset({a, b}) in DEPENDS
 COMBINE_NOTE = "near-misses together"
 PROMOTION_NOTE = "promotion of"
 MAX_COMBINED = 3            # near-misses tried together at most
@@ -81,6 +89,18 @@ class SweepProposer(Proposer):
         return out
 
     @staticmethod
+    def _stale_attempts(priors: Priors, category: str) -> set[str]:
+        """The attempts of ``category`` made before a later keep in a category it may depend on: their trunk has
+        moved in a way that may change what the move does."""
+        stale, keeps = set(), []
+        for a in reversed(priors.attempts):
+            if any(may_depend(category, k) for k in keeps):
+                stale.add(a.exp_id)
+            if a.kept:
+                keeps.append(a.category)
+        return stale
+
+    @staticmethod
     def _gap_items(priors: Priors, knob, value) -> list[dict]:
         """The measured gap items (trunk against the loop's reference) this move closes."""
         return [it for it in priors.gap if (it.get("knobs") or {}).keys() == {knob.name}
@@ -94,13 +114,16 @@ class SweepProposer(Proposer):
             gain = max(sum(float(it.get("gain_pct") or 0) for it in gap), UNKNOWN_GAIN_PCT)
             what = "; ".join(it["what"] for it in gap)
             return gain, 0.7, f"{GAP_NOTE} {priors.gap_summary.get('ref')}: {what}"
-        own = self._evidence(priors.attempts, knob.name, value)
+        stale = self._stale_attempts(priors, knob.category)
+        own = self._evidence([a for a in priors.attempts if a.exp_id not in stale], knob.name, value)
+        moved = self._evidence([a for a in priors.attempts if a.exp_id in stale], knob.name, value)
         other = self._evidence(priors.other_lanes, knob.name, value)
-        if own or other:
-            w = [OWN_WEIGHT] * len(own) + [OTHER_WEIGHT] * len(other)
-            gain = sum(g * x for g, x in zip(own + other, w)) / sum(w)
-            conf = min(0.9, 0.4 + 0.15 * len(own) + 0.1 * len(other))
-            return gain, conf, f"{len(own)} earlier run(s) in this loop, {len(other)} on other lanes"
+        if own or moved or other:
+            w = [OWN_WEIGHT] * len(own) + [OTHER_WEIGHT] * (len(moved) + len(other))
+            gain = sum(g * x for g, x in zip(own + moved + other, w)) / sum(w)
+            conf = min(0.9, 0.4 + 0.15 * len(own) + 0.1 * (len(moved) + len(other)))
+            return gain, conf, (f"{len(own)} earlier run(s) in this loop, {len(other)} on other lanes"
+                                + (f", {len(moved)} before a keep it may depend on (discounted)" if moved else ""))
         table = self._table_prior(priors, knob, value)
         if table:
             return table[0], table[1], f"knob-effects table: {table[2]}"
@@ -113,9 +136,12 @@ class SweepProposer(Proposer):
         self.refused: list[dict] = []  # moves a crash rules out, and why (candidates.json)
         tried = {a.run_key for a in priors.attempts if a.run_key} | set(priors.trunk_keys)
         refuted_here = {a.run_key for a in priors.attempts if a.verdict in ("refuted", "invalid", "crash")}
-        refuted_changes = {a.fingerprint for a in priors.attempts if a.verdict in ("refuted", "invalid")}
         out: list[Proposal] = []
         for knob in spec.knobs.values():
+            # a move refuted before a keep it may depend on is tried again (once: then it is refuted on this trunk)
+            stale = self._stale_attempts(priors, knob.category)
+            refuted_changes = {a.fingerprint for a in priors.attempts if a.verdict == "invalid"
+                               or (a.verdict == "refuted" and a.exp_id not in stale)}
             for value in knob.values:
                 if value_key(value) == value_key(trunk.get(knob.name)):
                     continue
@@ -139,6 +165,7 @@ class SweepProposer(Proposer):
                     change=change, category=knob.category,
                     expected_gain_pct=round(gain, 2), confidence=round(conf, 2), effort=1.0, proposer=self.name,
                     notes=why))
+        refuted_changes = {a.fingerprint for a in priors.attempts if a.verdict in ("refuted", "invalid")}
         adopt = self._adopt_reference(priors, tried | refuted_here, refuted_changes)
         if adopt and (why := crash_lessons.refusal(priors, dict(trunk, **adopt.change.knobs))):
             self.refused.append({"change": adopt.change.describe(), "why": why})
