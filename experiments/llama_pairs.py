@@ -1,0 +1,1 @@
+../tools/templates/llama_pairs.py
