@@ -12,7 +12,6 @@ The loop stops only on a budget (runs, wall time, LLM tokens or cost, device-sec
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +24,9 @@ from ..experiments import abandoned, filing, ledger, records
 from ..experiments.runner import run_experiment, slugify
 from ..project import Project
 from ..runners import process
-from ..runners.process import start_problem
 from ..writer import Writer, atomic_write
-from . import admission, gates, gather, hypotheses, learn, memory, reference_lane, report, retro, runs, state as st
+from . import (admission, gates, gather, hypotheses, learn, memory, opening, reference_lane, report, retro, runs,
+               state as st)
 from .gates import StopGate
 from .priors import Attempt, Priors
 from .proposal import Proposal
@@ -115,9 +114,9 @@ class Loop:
         if self.pendings():
             self._finish_pending()
         if not self.state.trunk:
-            self._baseline()
+            opening.baseline(self)
         if self.spec.calibrate and not self.state.calibration:
-            self._calibrate()
+            opening.calibrate(self)
         if self.spec.reference:
             self._reference_steps()
         done = 0
@@ -160,66 +159,12 @@ class Loop:
                          "commit": (self.state.trunk or {}).get("commit", "")[:12]})
             self.writer.write_file(lane.ledger_rel, ledger.render(rows))
 
-    # ------------------------------------------------------------------ iteration 0: the baseline
-
-    def _baseline(self) -> None:
-        cfg = self.spec.start_config()
-        prep = self.workspace.prepare("000")
-        self.say(f"baseline: {' '.join(self.spec.command_for(cfg))}")
-        run = runs.runspec(self.spec, cfg, {}, prep.cwd, description="loop baseline",
-                           slug=f"{self.spec.name}-baseline",
-                           hypothesis="The starting configuration: the reference every change is compared with.",
-                           extra=self._loop_keys(), baseline=True)
-        if self.spec.runner == "local":
-            why = start_problem(run.command, prep.cwd, dict(os.environ, **run.env))
-            if why:
-                self._stopped(f"error: the baseline cannot start: {why}")
-                raise ToolsError(f"loop {self.spec.name}: the baseline cannot start: {why} (command "
-                                 f"{' '.join(run.command)!r} in {prep.cwd}); nothing was run or filed")
-        out = run_experiment(self.project, run, self.writer)
-        rec = dict(out.record, page=out.page)
-        if out.verdict in ("crash", "invalid"):
-            self._stopped(f"error: the baseline run was filed {out.verdict} ({'; '.join(out.reasons)}); its page "
-                          "shows the log")
-            raise ToolsError(f"loop {self.spec.name}: the baseline run {out.exp_id} was filed {out.verdict}: "
-                             f"{'; '.join(out.reasons)} (the log's end is on wiki/{out.page})")
-        self.state.trunk = runs.trunk_entry(rec, cfg, {}, prep.commit)
-        self.state.start_commit = prep.commit
-        self.state.frontier.append(learn.frontier_row(self.spec, 0, rec, cfg, {}, prep.commit, "baseline", 0.0))
-        self.state.usage["device_s"] += runs.device_seconds(rec)
-        self.state.frontier[-1]["device_s_total"] = round(self.state.usage["device_s"], 3)
-        self.save()
-        self.writer.append_log("loop start", self.spec.name, [f"baseline {out.exp_id}: tokens/s "
-                                                              f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])
-
     def _reference_steps(self) -> None:
         """The reference run (once), the gap page of this trunk against it, the interleaved check for the target."""
         reference_lane.ensure_reference(self)
         reference_lane.write_gap_page(self)
         reference_lane.check(self)
         reference_lane.write_model_gap(self)
-
-    def _loop_keys(self) -> dict:
-        return {"loop": self.spec.name, "iteration": 0, "loop_started": self.state.started}
-
-    def _calibrate(self) -> None:
-        """A/A rounds of the trunk against itself: later verdicts of this lane use the noise they measured."""
-        cfg, cwd = self.state.trunk["config"], self.workspace.prepare("000").cwd
-        self.say(f"calibration: {self.spec.calibrate} A/A rounds of the baseline")
-        run = runs.runspec(self.spec, cfg, {}, cwd, description="loop calibration (A/A)",
-                           slug=f"{self.spec.name}-calibration",
-                           hypothesis="The baseline against itself: how much a run of this lane moves by chance.",
-                           extra=self._loop_keys(), calibrate=True, compare_to=self.state.trunk["exp_id"],
-                           compare_cwd=cwd)
-        run.command = []  # the runner reruns the compared record's own command, code and environment
-        run.repeats = run.min_repeats = run.max_repeats = self.spec.calibrate
-        run.profile = False
-        out = run_experiment(self.project, run, self.writer)
-        cal = out.record.get("calibration") or {}
-        self.state.calibration = {"exp_id": out.exp_id, **{k: cal.get(k) for k in ("pair_sd_pct", "band_pct")}}
-        self.state.usage["device_s"] += runs.device_seconds(out.record)
-        self.save()
-        self.say(f"  → σ {cal.get('pair_sd_pct')} % per round, band ±{cal.get('band_pct')} %  wiki/{out.page}")
 
     def pendings(self) -> list[dict]:
         """The iterations in flight (a list: ``parallel`` > 1 runs several at once)."""

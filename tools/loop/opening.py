@@ -1,0 +1,69 @@
+"""Iteration 0 of a loop: the baseline run (its configuration becomes the trunk, its commit the start every kept
+change is measured from) and, with ``calibrate: N``, the A/A rounds of the trunk against itself. The engine calls
+these before its first iteration; each saves the state when done."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ToolsError
+from ..experiments.runner import run_experiment
+from ..runners.process import start_problem
+from . import learn, runs
+
+
+def loop_keys(loop) -> dict:
+    """The frontmatter keys that mark a run as this loop's (the resume finds its runs by them)."""
+    return {"loop": loop.spec.name, "iteration": 0, "loop_started": loop.state.started}
+
+
+def baseline(loop) -> None:
+    """Run the start configuration; refused before anything runs when its command cannot start, and the loop stops
+    with the page to read when it crashes or is filed invalid."""
+    spec, state = loop.spec, loop.state
+    cfg = spec.start_config()
+    prep = loop.workspace.prepare("000")
+    loop.say(f"baseline: {' '.join(spec.command_for(cfg))}")
+    run = runs.runspec(spec, cfg, {}, prep.cwd, description="loop baseline", slug=f"{spec.name}-baseline",
+                       hypothesis="The starting configuration: the reference every change is compared with.",
+                       extra=loop_keys(loop), baseline=True)
+    if spec.runner == "local":
+        why = start_problem(run.command, prep.cwd, dict(os.environ, **run.env))
+        if why:
+            loop._stopped(f"error: the baseline cannot start: {why}")
+            raise ToolsError(f"loop {spec.name}: the baseline cannot start: {why} (command "
+                             f"{' '.join(run.command)!r} in {prep.cwd}); nothing was run or filed")
+    out = run_experiment(loop.project, run, loop.writer)
+    rec = dict(out.record, page=out.page)
+    if out.verdict in ("crash", "invalid"):
+        loop._stopped(f"error: the baseline run was filed {out.verdict} ({'; '.join(out.reasons)}); its page "
+                      "shows the log")
+        raise ToolsError(f"loop {spec.name}: the baseline run {out.exp_id} was filed {out.verdict}: "
+                         f"{'; '.join(out.reasons)} (the log's end is on wiki/{out.page})")
+    state.trunk = runs.trunk_entry(rec, cfg, {}, prep.commit)
+    state.start_commit = prep.commit
+    state.frontier.append(learn.frontier_row(spec, 0, rec, cfg, {}, prep.commit, "baseline", 0.0))
+    state.usage["device_s"] += runs.device_seconds(rec)
+    state.frontier[-1]["device_s_total"] = round(state.usage["device_s"], 3)
+    loop.save()
+    loop.writer.append_log("loop start", spec.name, [f"baseline {out.exp_id}: tokens/s "
+                                                     f"{rec['metrics']['tokens_per_s']}", f"page {out.page}"])
+
+
+def calibrate(loop) -> None:
+    """A/A rounds of the trunk against itself: the lane's noise model starts from them (``experiments.noise``)."""
+    spec, state = loop.spec, loop.state
+    cfg, cwd = state.trunk["config"], loop.workspace.prepare("000").cwd
+    loop.say(f"calibration: {spec.calibrate} A/A rounds of the baseline")
+    run = runs.runspec(spec, cfg, {}, cwd, description="loop calibration (A/A)", slug=f"{spec.name}-calibration",
+                       hypothesis="The baseline against itself: how much a run of this lane moves by chance.",
+                       extra=loop_keys(loop), calibrate=True, compare_to=state.trunk["exp_id"], compare_cwd=cwd)
+    run.command = []  # the runner reruns the compared record's own command, code and environment
+    run.repeats = run.min_repeats = run.max_repeats = spec.calibrate
+    run.profile = False
+    out = run_experiment(loop.project, run, loop.writer)
+    cal = out.record.get("calibration") or {}
+    state.calibration = {"exp_id": out.exp_id, **{k: cal.get(k) for k in ("pair_sd_pct", "band_pct")}}
+    state.usage["device_s"] += runs.device_seconds(out.record)
+    loop.save()
+    loop.say(f"  → σ {cal.get('pair_sd_pct')} % per round, band ±{cal.get('band_pct')} %  wiki/{out.page}")
