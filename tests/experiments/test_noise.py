@@ -119,3 +119,34 @@ def test_a_true_ten_percent_gain_is_found_at_a_quiet_lanes_noise():
     found = sum(stats.paired(*_arms(10.0, 3.0, 6, seed=rng.randrange(1 << 30)), stats.Noise(lane=lane),
                              n_looks=3).decision == "supported" for _ in range(1000))
     assert found >= 800, found
+
+
+def test_auto_reads_runs_by_the_reading_the_lanes_rounds_found_steadier(project):
+    """`--statistic auto` on the stand-in model with another job delaying most steps: the first comparison has no
+    rounds to learn from (the median); every comparison files both readings; the next reads by the fastest step,
+    steadier here, and its page says why."""
+    from _exp_helpers import exp_run, fake
+
+    from tools.experiments import records
+
+    noisy = fake("--step-ms", "20", "--interference-pct", "60")
+    exp_run(project, "--baseline", command=noisy)
+    exp_run(project, "--repeats", "4", "--statistic", "auto", command=noisy)
+    first = records.lane_records(project.wiki, "m", "l")[-1]
+    assert first["statistic_choice"]["chosen"] == "median" and "no rounds read both ways" in \
+        first["statistic_choice"]["why"]
+    assert len(first["runs_tokens_per_s_best"]["variant"]) == 4  # both readings filed, whichever decided
+    exp_run(project, "--repeats", "4", "--statistic", "auto", command=noisy)
+    second = records.lane_records(project.wiki, "m", "l")[-1]
+    choice = second["statistic_choice"]
+    assert choice["chosen"] == "min" and choice["sigma_pct"]["min"] < choice["sigma_pct"]["median"], choice
+    assert second["statistic"] == "min" and "statistic auto chose min" in second["timing"]["how"]
+
+
+def test_choose_reading_needs_rounds_read_both_ways():
+    assert noise.choose_reading([], "tiny/cpu")["chosen"] == "median"
+    steady_min = [rec([8, -8, 8, -8], version=v, best=[1, -1, 1, -1]) for v in range(3)]
+    c = noise.choose_reading(steady_min, "tiny/cpu", "s")
+    assert c["chosen"] == "min" and c["sigma_pct"]["min"] < c["sigma_pct"]["median"]
+    steady_median = [rec([1, -1, 1, -1], version=v, best=[8, -8, 8, -8]) for v in range(3)]
+    assert noise.choose_reading(steady_median, "tiny/cpu", "s")["chosen"] == "median"

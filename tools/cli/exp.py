@@ -38,9 +38,10 @@ def exp() -> None:
               help="Adaptive: from --repeats rounds up to this many, until the gain's interval is decided.")
 @click.option("--calibrate", is_flag=True,
               help="A/A: rerun the baseline's command against itself, interleaved; later verdicts use its noise.")
-@click.option("--statistic", type=click.Choice(["median", "min"]), default="median", show_default=True,
+@click.option("--statistic", type=click.Choice(["median", "min", "auto"]), default="median", show_default=True,
               help="What a run's tokens/s is read from in comparisons: its median steady step, or its fastest "
-                   "(robust on a machine shared with other jobs).")
+                   "(robust on a machine shared with other jobs), or auto: the reading whose rounds in this lane "
+                   "have been steadier.")
 @click.option("--compare-to", default=None, help="exp_id to compare against (default: the variant's latest baseline).")
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
               help="Environment of this run only (XLA_FLAGS: appended); recorded, never given to the baseline.")

@@ -75,7 +75,7 @@ def show(project, name, model, lane) -> None:
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(2, 50),
               help="Interleaved rounds (each runs the baseline's command and COMMAND, the order alternating).")
 @click.option("--max-repeats", default=0, type=click.IntRange(0, 50), help="Adaptive: up to this many rounds.")
-@click.option("--statistic", type=click.Choice(["median", "min"]), default="median", show_default=True)
+@click.option("--statistic", type=click.Choice(["median", "min", "auto"]), default="median", show_default=True)
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run.")
 @click.option("--baseline-cwd", type=click.Path(file_okay=False, exists=True), default=None,
               help="A checkout of the baseline's code (in CI: the pull request's base commit); the baseline's command "

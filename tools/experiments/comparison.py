@@ -167,11 +167,13 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
     b_tps, v_tps = pairs(r, stat)
     if stat != "median":
         rec["statistic"] = stat
+    if ctx.reading:
+        rec["statistic_choice"] = ctx.reading
     if (b_tps or v_tps) and r.interleaved:
         rec["runs_tokens_per_s"] = {"baseline": [a.tps for a in r.base if a.ok], "variant": [a.tps for a in timed_ok]}
-        if stat == "min":
-            rec["runs_tokens_per_s_best"] = {"baseline": [a.speed("min") for a in r.base if a.ok],
-                                             "variant": [a.speed("min") for a in timed_ok]}
+        # both readings, whichever decides: a later `statistic: auto` learns from them which is steadier
+        rec["runs_tokens_per_s_best"] = {"baseline": [a.speed("min") for a in r.base if a.ok],
+                                         "variant": [a.speed("min") for a in timed_ok]}
         ctx.arms = rec["runs_tokens_per_s"]
     elif len(timed_ok) > 1:
         rec["runs_tokens_per_s"] = {"variant": [a.tps for a in timed_ok]}
@@ -196,6 +198,8 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
             if timing:
                 if stat == "min":
                     timing.how = "each run read by its fastest steady step (statistic min); " + timing.how
+                if ctx.reading:
+                    timing.how = f"statistic auto chose {ctx.reading['chosen']} ({ctx.reading['why']}); " + timing.how
                 gain, band, ctx.band_how = timing.gain_pct, timing.band_pct, timing.how
                 rec["calibrated_by"] = (cal or {}).get("exp_id")
             else:

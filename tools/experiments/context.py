@@ -22,6 +22,7 @@ class RunContext:
     traced_timing: bool = False                           # the one timed run also carried the profiler
     arms: dict | None = None                              # tokens/s per arm and round (``runs_tokens_per_s``)
     band_how: str = ""                                    # how the noise band was measured
+    reading: dict | None = None                           # ``statistic: auto``: the reading chosen, and why
     attribution_note: str | None = None
     # the profile
     profile_note: str | None = None                       # why there is no profile, when there is none

@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import runners
@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..project import Project
 from ..runners.process import Stop, deferred_signals, stop_on_signals
 from ..writer import Writer, atomic_write
-from . import abandoned, comparison, filing, integrity, records, rounds, stats, verdict
+from . import abandoned, comparison, filing, integrity, noise, records, rounds, stats, verdict
 from .context import RunContext
 from .filing import rel
 from .sides import Side, code_commit, merged_env, record_side, recorded_env, script_of
@@ -31,6 +31,7 @@ RUNNER_KEYS = frozenset(
     "script_sha256 script_copy raw_dir cwd runner env repeats run_wall_s wall_s_total interleaved stop config shape "
     "shape_key loss_trajectory metrics compile_cache role baseline best gain_vs_best_pct semantics runs_tokens_per_s calibration "
     "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
+    "statistic_choice runs_tokens_per_s_best "
     "reference_run notes page crash protected integrity".split())
 
 
@@ -70,7 +71,7 @@ class RunSpec:
     runner: str = "local"
     runner_options: dict = field(default_factory=dict)
     calibrate: bool = False              # A/A: the baseline's command against itself, filed with role calibration
-    statistic: str = "median"            # a run's tokens/s in comparisons: its median steady step, or ``min``
+    statistic: str = "median"            # a run's tokens/s in comparisons: its median steady step, ``min``, or ``auto``
     on_reserved: Callable[[str], None] | None = None  # called with the exp_id once reserved, before anything runs
     protected: list[str] = field(default_factory=list)  # files (``path``) or functions (``path::name``) hashed
                                          # with the run; a change since the baseline files it invalid
@@ -178,6 +179,10 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 abandoned.sweep_lane(w, lane)
                 prior = lane.records()
                 runs.base_rec = _compared(spec, prior)
+                if spec.statistic == "auto":  # chosen from the lane's earlier rounds, before this run's
+                    choice = noise.choose_reading(prior, spec.variant, records.shape_key_of(runs.base_rec or {}))
+                    spec = replace(spec, statistic=choice["chosen"])
+                    ctx.reading = choice
                 base_side = None
                 if runs.base_rec is not None and runs.base_rec.get("command"):
                     base_side, notes = record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd)

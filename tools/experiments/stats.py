@@ -96,7 +96,9 @@ class Noise:
     lane: LaneNoise | None = None  # the lane's current model (``noise.lane_noise``): with it, no floor
 
 
-STATISTICS = ("median", "min")  # what one run's tokens/s is read from: its median steady step, or its fastest
+# what one run's tokens/s is read from: its median steady step, its fastest, or (auto) whichever of the two the
+# lane's earlier rounds found steadier (``noise.choose_reading``)
+STATISTICS = ("median", "min", "auto")
 
 
 def noise_from_calibration(cal: dict | None, statistic: str = "median") -> Noise:

@@ -21,7 +21,8 @@ proposer: sweep                      # sweep | llm | queue
 runner: local
 repeats: {min: 2, max: 5}
 calibrate: 5                         # A/A rounds after the baseline (0: the default noise floor)
-statistic: min                       # read each run by its fastest steady step (a shared machine); default median
+statistic: min                       # read each run by its fastest steady step (a shared machine); auto: the
+                                     # steadier reading over the lane's rounds; default median
 compile_cache: true                  # timed runs share JAX's compile cache (.tools-cache/jax-compile); default true
 reference: python experiments/llama_train.py --preset small --batch 32   # or an experiment id (docs/gap.md)
 reference_codebase: maxtext          # the ingested codebase the reference runs (found from its command if not given)
