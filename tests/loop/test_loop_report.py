@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools import pages, wikiscan
-from tools.loop import hypotheses, memory, report
+from tools.loop import hypotheses, memory, report, retro_page
 from tools.loop.proposal import Change, Proposal, ProposalError
 from tools.loop.spec import parse
 from tools.writer import Writer
@@ -233,7 +233,7 @@ def _golden(name: str, text: str) -> None:
 
 def test_retrospective_ranks_untried_ideas_and_says_what_next():
     s = state()
-    page = report.retrospective_page(SPEC, s, memory.compute(s["history"]), UNTRIED, 2)
+    page = retro_page.retrospective_page(SPEC, s, memory.compute(s["history"]), UNTRIED, 2)
     assert page.path == "analyses/cpu-loop-retrospective-2.md" and page.type == "analysis"
     assert [p for p in pages.validate(page.path, page.meta, page.body) if p.severity == "error"] == []
     body = page.body
@@ -258,9 +258,9 @@ def test_what_next_switches_away_from_a_stuck_streak():
     s = state(hist)
     ideas = [proposal("more compiler", gain=10.0), proposal("a shape idea", gain=4.0, category="shape",
                                                             knobs={"shape": {"batch": 32, "seq_len": 64}})]
-    body = report.retrospective_page(SPEC, s, memory.compute(hist), ideas, 1).body
+    body = retro_page.retrospective_page(SPEC, s, memory.compute(hist), ideas, 1).body
     assert "Next: a shape idea (shape," in body and "away from `compiler`" in body
-    body = report.retrospective_page(SPEC, s, memory.compute(hist), [], 1).body
+    body = retro_page.retrospective_page(SPEC, s, memory.compute(hist), [], 1).body
     assert "No untried idea is left" in body and "| — | no untried idea |" in body
 
 
@@ -354,7 +354,7 @@ def test_every_page_links_resolve_in_a_written_wiki(tmp_path):
     s = state()
     w = Writer(tmp_path, today=TODAY)
     mem = memory.compute(s["history"])
-    made = [report.loop_page(SPEC, s, mem), report.retrospective_page(SPEC, s, mem, UNTRIED, 2),
+    made = [report.loop_page(SPEC, s, mem), retro_page.retrospective_page(SPEC, s, mem, UNTRIED, 2),
             report.observation_page(SPEC, HISTORY[0], {}), hypotheses.hypothesis_page(
                 SPEC, UNTRIED[1], "001-h", "supported", HISTORY[0]["page"])]
     targets = {f"experiments/llama/cpu-loop/{exp_id(n)}.md" for n in range(12)} | \

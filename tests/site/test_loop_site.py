@@ -17,7 +17,7 @@ import pytest
 from tools import pages
 from tools.experiments.context import RunContext
 from tools.experiments.report import experiment_page, model_page
-from tools.loop import hypotheses, memory, report
+from tools.loop import hypotheses, memory, report, retro_page
 from tools.loop.proposal import Change, Proposal
 from tools.loop.spec import parse
 from tools.sitegen.build import build_site
@@ -85,7 +85,7 @@ def write_loop(wiki: Path) -> dict:
              "frontier": frontier, "history": history, "retrospectives": [], "usage": {"runs": 6, "wall_s": 600},
              "pending": None}
     untried = [Proposal("scan off", "m", "s", "f", Change("knobs", knobs={"scan": False}), "compiler", 1.0)]
-    retro = report.retrospective_page(SPEC, state, memory.compute(history), untried, 1)
+    retro = retro_page.retrospective_page(SPEC, state, memory.compute(history), untried, 1)
     w.write_page(retro)
     state["retrospectives"].append({"iteration": 5, "page": retro.path, "frontier_moved": True})
     w.write_page(report.loop_page(SPEC, state, memory.compute(history)))

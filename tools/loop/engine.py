@@ -25,8 +25,8 @@ from ..experiments.runner import run_experiment, slugify
 from ..project import Project
 from ..runners import process
 from ..writer import Writer, atomic_write
-from . import (admission, gates, gather, hypotheses, learn, memory, opening, reference_lane, report, retro, runs,
-               state as st)
+from . import (admission, gates, gather, hypotheses, learn, memory, opening, reference_lane, report, retro,
+               retro_page, runs, state as st)
 from .gates import StopGate
 from .priors import Attempt, Priors
 from .proposal import Proposal
@@ -422,7 +422,7 @@ class Loop:
         priors = gather.gather(self.project, self.spec, doc, self.budget_left())
         untried = self.proposer.untried(priors) or SweepProposer().untried(priors)
         n = len(s.retrospectives) + 1
-        page = report.retrospective_page(self.spec, doc, memory.compute(s.history), untried, n)
+        page = retro_page.retrospective_page(self.spec, doc, memory.compute(s.history), untried, n)
         self.writer.write_page(page)
         retro.record(s, page.path, why, manual, final)
         self.save()

@@ -1,8 +1,7 @@
 """Loop pages, built from the loop state (plain data in, ``pages.Page`` out; the engine writes them).
 
 ``loop_page``: the lane's memory page (status, best, frontier, hypotheses, categories, knobs).
-``retrospective_page``: where the loop stands and the best untried ideas. ``observation_page``: what one
-run taught. Hypothesis pages (a proposal as a page, and a page back) are in ``hypotheses``.
+``observation_page``: what one run taught. The retrospective page is in ``retro_page``. Hypothesis pages (a proposal as a page, and a page back) are in ``hypotheses``.
 Everything generated sits inside ``pages.region(...)``: text written outside survives regeneration.
 """
 
@@ -20,12 +19,10 @@ from .combos import combinations
 from .combos import markdown as combo_markdown
 from .device_time import device_time
 from .device_time import markdown as device_markdown
-from .proposal import CATEGORIES, Proposal
 from .reference import gap_section
 from .spec import LoopSpec
 
 EXPLORER = "explore/loops/{name}/"  # the built site's page for one loop (tools/sitegen/loops.py)
-TOP_IDEAS = 10
 
 
 # ------------------------------------------------------------------ small formatting helpers
@@ -295,102 +292,6 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
             "best_tokens_per_s": (state.get("trunk") or {}).get("tokens_per_s"),
             "gain_pct": ((state.get("frontier") or [{}])[-1]).get("gain_pct")}
     return pages.Page(src, {k: v for k, v in meta.items() if v is not None}, body)
-
-
-# ------------------------------------------------------------------ retrospective
-
-def _what_next(ranked: list[Proposal], memory: dict[str, dict], history: list[dict]) -> str:
-    closed = set(mem.closed_topics(memory))
-    stuck = mem.since_frontier_move(history)
-    cat, n = mem.streak(history)
-    open_ideas = [p for p in ranked if p.category not in closed]
-    if not open_ideas:
-        return ("No untried idea is left outside the closed topics: widen the knob space in the loop file, or let a "
-                "proposer write env changes or code patches.")
-    top = open_ideas[0]
-    if stuck >= 3 and n >= 2 and top.category == cat:
-        other = next((p for p in open_ideas if p.category != cat), None)
-        if other:
-            top = other
-    out = f"Next: {_prose(top.statement)} ({top.category}, {code(top.change.describe())}, score {top.score:.2f})"
-    if stuck >= 3 and n >= 2 and top.category != cat:
-        out += f", away from `{cat}`: the frontier has not moved for {stuck} iterations and the last {n} were `{cat}`"
-    out += "."
-    untouched = [c for c, m in memory.items() if m["tried"] == 0 and c in {p.category for p in open_ideas}]
-    if untouched:
-        out += f" Untried categories with ideas waiting: {', '.join(untouched)}."
-    if closed:
-        out += f" Leave the closed topics alone: {', '.join(sorted(closed))}."
-    return out
-
-
-def _device_line(dt: dict) -> str:
-    per = "".join(f", {v:,.0f} s per {what}" for what, v in (("experiment", dt.get("per_experiment_s")),
-                                                               ("kept gain", dt.get("per_kept_gain_s"))) if v)
-    return f"- device time: {dt['total_s']:,.0f} s in all{per}."
-
-
-def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], untried: list[Proposal],
-                       n: int) -> pages.Page:
-    """``analyses/<loop>-retrospective-<n>.md``: frontier-stuck count, category and knob coverage, change kinds,
-    the untried ideas ranked by ``Proposal.score`` and a "what next" sentence built from them."""
-    name = str(state.get("name") or spec.name)
-    src, history = retrospective_path(name, n), state.get("history") or []
-    frontier, trunk = state.get("frontier") or [], state.get("trunk") or {}
-    tried_fp = {e.get("fingerprint") for e in history}
-    seen: set[str] = set()
-    ideas = []
-    for p in untried:
-        fp = p.change.fingerprint()
-        if fp not in tried_fp and fp not in seen:
-            seen.add(fp)
-            ideas.append(p)
-    ranked = sorted(ideas, key=lambda p: -p.score)
-    stuck = mem.since_frontier_move(history)
-    last_move = frontier[-1].get("iteration", 0) if frontier else None
-    cat, streak_n = mem.streak(history)
-    kinds = mem.change_kinds(history)
-    structural = kinds["env"] + kinds["patch"]
-    gain = _chained(frontier)
-    out = [f"Written at iteration {state.get('iteration', 0)} of {_link(src, 'loop ' + name, loop_path(name))} "
-           f"(model `{spec.model}`, lane `{spec.lane}`).", "", "## Where the loop stands", "",
-           f"- frontier: {_num(trunk.get('tokens_per_s'))} tokens/s, {_pct(gain)} over the baseline, "
-           f"{max(len(frontier) - 1, 0)} moves.",
-           _device_line(device_time(state)),
-           f"- frontier stuck for **{stuck}** iterations" + (f" (last move at iteration {last_move})." if last_move is not None else "."),
-           f"- current streak: {streak_n} in a row from `{cat}`." if streak_n else "- no streak yet.",
-           f"- change kinds: {kinds['knobs']} knob changes ({kinds['single_knob']} of them a single knob), "
-           f"{kinds['env']} env changes, {kinds['patch']} code patches; single-knob : structural = "
-           f"{kinds['single_knob']} : {structural}"
-           + (f" ({kinds['single_knob'] / structural:.1f})." if structural else " (no structural change tried yet)."),
-           ""] + ([gap_section(state, src)] if gap_section(state, src) else []) + ["## Categories", ""] + _category_table(memory)
-    closed = mem.closed_topics(memory)
-    never = [c for c in CATEGORIES if memory.get(c, {}).get("tried", 0) == 0]
-    out += ["", f"Closed topics: {', '.join(closed) or 'none'}. Never tried: {', '.join(never) or 'none'}.", "",
-            "## Knob space", ""]
-    cov = mem.knob_coverage(spec, history)
-    if cov:
-        tried, total = _coverage_total(cov)
-        out += [f"{tried} of {total} declared values have run ({100 * tried / max(total, 1):.0f} %).", ""]
-        out += _knob_table(cov, spec)
-    else:
-        out.append("No knobs declared.")
-    out += ["", "## Untried ideas, best first", "",
-            "Ranked by expected gain × confidence / effort.", "",
-            "| rank | statement | change | category | expected gain | confidence | effort | score |",
-            "|---:|---|---|---|---:|---:|---:|---:|"]
-    for i, p in enumerate(ranked[:TOP_IDEAS], 1):
-        flag = " (closed topic)" if p.category in closed else ""
-        out.append(f"| {i} | {_cell(p.statement)} | {code(p.change.describe() or p.change.kind)} | {p.category}{flag} | "
-                   f"{_pct(p.expected_gain_pct)} | {p.confidence:.2f} | {p.effort:g} | {p.score:.2f} |")
-    if not ranked:
-        out.append("| — | no untried idea | | | | | | |")
-    elif len(ranked) > TOP_IDEAS:
-        out += ["", f"{len(ranked) - TOP_IDEAS} more ideas ranked lower."]
-    out += ["", "## What next", "", _what_next(ranked, memory, history)]
-    meta = {"title": f"{name}: retrospective {n}", "type": "analysis",
-            "tags": _tags("loop", "retrospective", spec.model, spec.lane)}
-    return pages.Page(src, meta, f"# {name}: retrospective {n}\n\n" + pages.region("retrospective", "\n".join(out) + "\n"))
 
 
 # ------------------------------------------------------------------ observation of one run
