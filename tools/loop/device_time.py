@@ -20,13 +20,13 @@ def device_time(state: dict) -> dict:
         d["mean_s"] = round(d["device_s"] / d["experiments"], 1)
     kept = sum(bool(h.get("kept")) for h in history)
     spent = sum(known)
-    moves, before = [], 0.0
+    moves, before = [], 0.0  # differences of the rounded totals, so the moves add up to the total shown
     for i, row in enumerate(state.get("frontier") or []):
         at = row.get("device_s_total")
         moves.append({"iteration": row.get("iteration", 0), "exp_id": row.get("exp_id"),
                       "description": "baseline" if i == 0 else row.get("description"),
                       "gain_pct": row.get("gain_pct"), "device_s_total": at,
-                      "device_s_since_previous": None if at is None else round(at - before, 1)})
+                      "device_s_since_previous": None if at is None else round(round(at, 1) - round(before, 1), 1)})
         before = at if at is not None else before
     complete = len(known) == len(history)
     return {"total_s": round(total, 1), "experiments": len(history),
