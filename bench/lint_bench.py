@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools import lint, pages, scaffold, wikiindex, wikiscan  # noqa: E402
+from tools import mdscan
 from tools.project import Project  # noqa: E402
 
 PAGES = 4000  # total generated pages
@@ -170,7 +171,7 @@ def build_real(root: Path, n: int) -> int:
         for _ in range(6):
             c = rng.choice(cats)
             sym = rng.choice(syms[c])
-            slug = wikiscan.heading_slug(f"`{sym}` · implements/extends {bases[(c, sym)]}")
+            slug = mdscan.heading_slug(f"`{sym}` · implements/extends {bases[(c, sym)]}")
             good = f"{rel(page, c)}#{slug}" if rng.random() < 0.5 else rel(page, c)
             lines += [f"{prose(150)} The [{sym}]({rel(page, c)}#{sym}) class and [its page]({good}).", ""]
             nlinks += 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,28 +52,24 @@ def profiled_llama(tmp_path_factory) -> tuple[Path, list[str]]:
     """A `tools init` knowledge base holding two profiled runs of the reference model at tiny size on CPU (12
     steps) through `tools exp run`: the baseline and `--remat full`. Made once per test session and shared by every
     worker (a file lock; the first to come makes it): the suites that read real profiles read these."""
-    from filelock import FileLock
+    from _shared import shared_once
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base is a folder of the session's
-        shared = shared.parent
-    folder = shared / "profiled-llama"
-    done = folder / "exp_ids.json"
-    with FileLock(str(folder) + ".lock"):
-        if not done.exists():
-            root = folder / "kb"
-            folder.mkdir(exist_ok=True)
-            _tools(root.parent, "init", str(root))
-            ids = []
-            for flags, extra in ((["--baseline", "-m", "baseline"], []),
-                                 (["-m", "remat full", "--hypothesis", "full remat slows a compute-bound step"],
-                                  ["--remat", "full"])):
-                out = _tools(root, "--root", str(root), "exp", "run", "--model", "llama", "--lane", "cpu",
-                             "--variant", "tiny/cpu", "-q", "--profile", "--json", *flags, "--", sys.executable,
-                             str(REPO / "experiments" / "llama_train.py"), "--preset", "tiny", "--steps", "12", *extra)
-                ids.append(json.loads(out.strip().splitlines()[-1])["exp_id"])
-            done.write_text(json.dumps(ids))
-    return folder / "kb", json.loads(done.read_text())
+    def make(folder: Path) -> None:
+        root = folder / "kb"
+        shutil.rmtree(root, ignore_errors=True)  # a worker that failed half-way left it
+        _tools(folder, "init", str(root))
+        ids = []
+        for flags, extra in ((["--baseline", "-m", "baseline"], []),
+                             (["-m", "remat full", "--hypothesis", "full remat slows a compute-bound step"],
+                              ["--remat", "full"])):
+            out = _tools(root, "--root", str(root), "exp", "run", "--model", "llama", "--lane", "cpu",
+                         "--variant", "tiny/cpu", "-q", "--profile", "--json", *flags, "--", sys.executable,
+                         str(REPO / "experiments" / "llama_train.py"), "--preset", "tiny", "--steps", "12", *extra)
+            ids.append(json.loads(out.strip().splitlines()[-1])["exp_id"])
+        (folder / "exp_ids.json").write_text(json.dumps(ids))
+
+    folder = shared_once(tmp_path_factory, "profiled-llama", make)
+    return folder / "kb", json.loads((folder / "exp_ids.json").read_text())
 
 
 def _tools(cwd: Path, *args: str) -> str:

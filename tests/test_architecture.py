@@ -14,7 +14,7 @@ DOC = TOOLS.parent / "docs" / "architecture.md"
 # lowest first; a package may import its own floor's packages and any lower floor's, never a higher one
 FLOORS = [
     ["errors", "safeio", "mdtext", "mdrisk", "downlevel", "pysource", "pages", "project", "gitinfo", "gitrun", "writer",
-     "wikiscan", "mdsections", "wikiindex", "concepts", "treewalk", "plugins", "htmlpage"],
+     "mdscan", "wikiscan", "mdsections", "wikiindex", "concepts", "treewalk", "plugins", "htmlpage"],
     ["kernels", "llm", "search", "runners"],
     ["sources", "query", "lint", "profiling"],
     ["ingest"],

@@ -1,12 +1,12 @@
 """A page's sections: each heading with the lines it governs (to the next heading of the same or a higher level),
 so a reader can take one section of a 100 KB page instead of all of it. Pure; headings inside code blocks are not
-headings (``wikiscan.headings``)."""
+headings (``mdscan.headings``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .wikiscan import ATTR_ID, headings
+from .mdscan import ATTR_ID, headings
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools import pages, wikiscan
+from tools import mdscan
 from tools.loop import hypotheses, memory, report, retro_page
 from tools.loop.proposal import Change, Proposal, ProposalError
 from tools.loop.spec import parse
@@ -162,7 +163,7 @@ def test_knob_coverage_streak_and_frontier_idle_count():
 
 def _links(page: pages.Page) -> list[str]:
     wp = wikiscan.parse_page(page.path, pages.render(page.meta, page.body))
-    return [wikiscan.resolve(page.path, wikiscan.split_target(ln.target)[0]) for ln in wp.links if ln.kind == "md"]
+    return [mdscan.resolve(page.path, mdscan.split_target(ln.target)[0]) for ln in wp.links if ln.kind == "md"]
 
 
 def test_loop_page_links_orders_and_validates():

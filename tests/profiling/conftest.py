@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from _prof_helpers import LLAMA, REPO
+from _shared import shared_once
 
 TINY = ["--preset", "tiny", "--steps", "6"]
 RUNS = {  # name -> extra flags
@@ -36,17 +38,19 @@ def _prune(folder: Path) -> None:
 
 @pytest.fixture(scope="session")
 def profiles(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("profiles")
-    out = {}
-    for name, extra in RUNS.items():  # one at a time: a run sharing the cores with another traces its waits
-        folder = root / name
-        folder.mkdir()
-        res = subprocess.run([sys.executable, str(LLAMA), *TINY, *extra], env=_env(folder), cwd=REPO,
-                             capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-        _prune(folder)
-        out[name] = folder
-    return out
+    """Made once per session, shared by the workers (``_shared.shared_once``)."""
+    def make(root: Path) -> None:
+        for name, extra in RUNS.items():  # one at a time: a run sharing the cores with another traces its waits
+            folder = root / name
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that failed half-way left it
+            folder.mkdir()
+            res = subprocess.run([sys.executable, str(LLAMA), *TINY, *extra], env=_env(folder), cwd=REPO,
+                                 capture_output=True, text=True, timeout=600)
+            assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+            _prune(folder)
+
+    root = shared_once(tmp_path_factory, "profiles", make)
+    return {name: root / name for name in RUNS}
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from tools.cli import cli
 from tools.errors import InputError
 from tools.profiling import hlo
-from tools.profiling.hlo_diff import hlo_diff
+from tools.profiling.hlo_diff import fingerprint, hlo_diff
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ def test_two_compiles_of_the_same_program_are_identical(profiles):
     d = hlo_diff(profiles["fp32"], profiles["fp32_again"])
     assert d["identical"] and d["modules"][0]["module"] == "jit_train_step"
     assert not d["modules"][0]["added"] and not d["modules"][0]["excerpt"]
-    assert hlo.fingerprint(profiles["fp32"] / "hlo") == hlo.fingerprint(profiles["fp32_again"] / "hlo")
+    assert fingerprint(profiles["fp32"] / "hlo") == fingerprint(profiles["fp32_again"] / "hlo")
     res = CliRunner().invoke(cli, ["profile", "hlo-diff", str(profiles["fp32"]), str(profiles["fp32_again"])])
     assert res.exit_code == 0 and "Identical optimized HLO" in res.output
 
@@ -42,7 +42,7 @@ def test_remat_adds_instructions_and_the_excerpt_stays_short(profiles):
     res = CliRunner().invoke(cli, ["profile", "hlo-diff", str(profiles["fp32"]), str(profiles["fp32_remat"]),
                                    "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["modules"][0]["added"] == m["added"]
-    assert hlo.fingerprint(profiles["fp32"] / "hlo") != hlo.fingerprint(profiles["fp32_remat"] / "hlo")
+    assert fingerprint(profiles["fp32"] / "hlo") != fingerprint(profiles["fp32_remat"] / "hlo")
 
 
 def test_a_folder_without_a_dump_is_named(profiles, tmp_path):

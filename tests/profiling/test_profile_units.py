@@ -8,7 +8,7 @@ import sys
 from click.testing import CliRunner
 
 from tools.cli import cli
-from tools.profiling import hlo
+from tools.profiling import hlo, hlo_diff
 from tools.profiling.attribution import Attributor, SourceLines, is_library
 
 # The shape of what XLA makes of `log_softmax(x @ w)`: one fusion stamped with the consumer's metadata.
@@ -84,8 +84,8 @@ def test_signature_ignores_names():
 
 def test_canonical_text_keeps_its_contract():
     text = FUSED.replace("%dot.1", "%dot.77").replace("fusion.7", "fusion.123")
-    assert hlo.canonical_text(text) == hlo.canonical_text(FUSED)
-    assert "metadata" not in hlo.canonical_text(FUSED) and "dot.#1" in hlo.canonical_text(FUSED)
+    assert hlo_diff.canonical_text(text) == hlo_diff.canonical_text(FUSED)
+    assert "metadata" not in hlo_diff.canonical_text(FUSED) and "dot.#1" in hlo_diff.canonical_text(FUSED)
 
 
 def test_new_commands_have_help_and_imports_stay_light():
@@ -143,3 +143,19 @@ def test_the_step_period_is_not_stretched_by_a_traced_first_step_that_compiles()
     st = summary._steps(trace.Trace(ops, steps, "test", []))
     assert st["period_ms"] == 10.0  # a mean of the starts would say 108 ms
     assert st["span_busy_ms"] == 6 * 8.0
+
+
+def test_the_merged_busy_timeline_agrees_with_the_direct_union_on_any_window():
+    import random
+
+    from tools.profiling.trace import BusyTimeline, OpEvent, busy_time
+
+    rng = random.Random(1)
+    for _ in range(200):  # overlapping threads, zero-length ops, windows inside, across and outside the ops
+        ops = [OpEvent("op", "m", f"t{rng.randrange(3)}", rng.uniform(0, 1000), rng.choice([0.0, rng.uniform(0, 50)]))
+               for _ in range(rng.randrange(0, 60))]
+        timeline = BusyTimeline(ops)
+        for _ in range(20):
+            a = rng.uniform(-50, 1050)
+            b = a + rng.uniform(0, 400)
+            assert abs(timeline.busy(a, b) - busy_time(ops, a, b)) < 1e-6

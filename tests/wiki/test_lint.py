@@ -8,7 +8,8 @@ import pytest
 
 from tools import lint
 from tools.lint import links as lint_links
-from tools.wikiscan import Link, scan
+from tools.mdscan import Link
+from tools.wikiscan import scan
 
 from .conftest import TODAY, page, write
 

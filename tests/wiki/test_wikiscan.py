@@ -1,11 +1,11 @@
-"""wikiscan: the shared reader of wiki pages."""
+"""wikiscan and mdscan: the shared reader of wiki pages and what one markdown body holds."""
 
 from __future__ import annotations
 
 import pytest
 
-from tools import pages, wikiscan
-from tools.wikiscan import extract_links
+from tools import mdscan, pages, wikiscan
+from tools.mdscan import extract_links
 
 from .conftest import write
 
@@ -121,8 +121,8 @@ def test_anchors_match_python_markdown_toc():
              "A  --  b_c", "3.2 Results (v2)", "Performance-relevant surfaces", "What's *new*?"]
     text = "\n\n".join(f"## {h}" for h in heads)
     html = markdown.markdown(text, extensions=["toc"])
-    assert wikiscan.anchors(text) == set(re.findall(r'id="([^"]+)"', html))
-    assert wikiscan.anchors("## A {#custom}\n<a name=\"n\"></a>\n```\n## not\n```\n") == {"custom", "n"}
+    assert mdscan.anchors(text) == set(re.findall(r'id="([^"]+)"', html))
+    assert mdscan.anchors("## A {#custom}\n<a name=\"n\"></a>\n```\n## not\n```\n") == {"custom", "n"}
 
 
 def test_scan_survives_symlink_loops_and_dangling_links(tmp_path):
@@ -145,16 +145,16 @@ def test_parse_page_is_read_page_without_the_file(tmp_path):
 
 def test_md_link_spans_give_offsets_for_rewriting():
     text = "x [a `b`](t.md#h) ![i](p.png)\n```\n[no](c.md)\n```\n`[no](d.md)` [e](<f g.md>)\n"
-    spans = list(wikiscan.md_link_spans(text))
+    spans = list(mdscan.md_link_spans(text))
     assert [(t, tgt) for _, _, t, tgt in spans] == [("a `b`", "t.md#h"), ("i", "p.png"), ("e", "f g.md")]
     assert [text[s:e] for s, e, _, _ in spans] == ["[a `b`](t.md#h)", "[i](p.png)", "[e](<f g.md>)"]
     assert text[spans[1][0] - 1] == "!"  # an image
 
 
 def test_link_target_helpers():
-    assert wikiscan.split_target("a%20b.md#x?y") == ("a b.md", "#x?y")
-    assert wikiscan.resolve("concepts/a.md", "../kernels/k.md") == "kernels/k.md"
-    assert wikiscan.resolve("a.md", "../raw/x.py") == "../raw/x.py"
-    assert wikiscan.resolve("concepts/a.md", "/models/m.md") == "models/m.md"
-    assert wikiscan.is_external("https://x.org") and wikiscan.is_external("//cdn") and not wikiscan.is_external("a.md")
+    assert mdscan.split_target("a%20b.md#x?y") == ("a b.md", "#x?y")
+    assert mdscan.resolve("concepts/a.md", "../kernels/k.md") == "kernels/k.md"
+    assert mdscan.resolve("a.md", "../raw/x.py") == "../raw/x.py"
+    assert mdscan.resolve("concepts/a.md", "/models/m.md") == "models/m.md"
+    assert mdscan.is_external("https://x.org") and mdscan.is_external("//cdn") and not mdscan.is_external("a.md")
     assert wikiscan.slug("Org/Repo Name") == "org-repo-name"

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .. import safeio, wikiscan
+from .. import mdscan
 from ..project import Project
 from .registry import AgentError, op
 
@@ -230,9 +231,9 @@ def read(project: Project, a: PageReadIn) -> dict:
     except OSError as e:
         raise AgentError(f"{rel}: {e}") from None
     p = wikiscan.parse_page(rel, text, path=path)
-    links = sorted({wikiscan.resolve(rel, wikiscan.split_target(ln.target)[0]) for ln in p.links
-                    if ln.kind in ("md", "ref") and not wikiscan.is_external(ln.target)
-                    and wikiscan.split_target(ln.target)[0].endswith(".md")})
+    links = sorted({mdscan.resolve(rel, mdscan.split_target(ln.target)[0]) for ln in p.links
+                    if ln.kind in ("md", "ref") and not mdscan.is_external(ln.target)
+                    and mdscan.split_target(ln.target)[0].endswith(".md")})
     from .. import mdsections
 
     body, chosen = p.body, None
@@ -284,9 +285,9 @@ def backlinks(project: Project, a: ReadIn) -> dict:
     out = []
     for p in _scan(project):
         for ln in p.links:
-            target, _ = wikiscan.split_target(ln.target)
-            if ln.kind in ("md", "ref") and target and not wikiscan.is_external(ln.target) \
-                    and wikiscan.resolve(p.rel, target) == rel and p.rel != rel:
+            target, _ = mdscan.split_target(ln.target)
+            if ln.kind in ("md", "ref") and target and not mdscan.is_external(ln.target) \
+                    and mdscan.resolve(p.rel, target) == rel and p.rel != rel:
                 out.append(_ref(p))
                 break
     return {"path": rel, "backlinks": out}

@@ -276,11 +276,11 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
 
 
 def _fingerprint(raw_dir: Path) -> str | None:
-    """Prune the HLO dump to its text and hash it (``tools.profiling.hlo.fingerprint``)."""
-    from ..profiling import hlo
+    """Prune the HLO dump to its text and hash it (``tools.profiling.hlo_diff.fingerprint``)."""
+    from ..profiling import hlo_diff
 
     _prune_dump(raw_dir / "hlo")
-    return hlo.fingerprint(raw_dir / "hlo")
+    return hlo_diff.fingerprint(raw_dir / "hlo")
 
 
 def _attribution(project: Project, base_rec: dict | None, rec: dict, ctx: RunContext) -> None:

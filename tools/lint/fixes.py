@@ -21,9 +21,10 @@ import posixpath
 import re
 from collections import Counter
 
-from .. import pages, wikiindex
+from .. import mdscan, pages, wikiindex
 from ..project import Project
-from ..wikiscan import Link, Wiki, WikiPage, parse_page, scan
+from ..mdscan import Link
+from ..wikiscan import Wiki, WikiPage, parse_page, scan
 from ..writer import UNCHANGED, Writer
 from . import links
 from .checks import check_index, inferred_type
@@ -147,7 +148,7 @@ def _with_ids(text: str, rel: str, frags: set[str], used: set[str]) -> tuple[str
         if sym not in frags:
             continue
         n = offset + i
-        m = links.HEADING.match(lines[n])
+        m = mdscan.HEADING.match(lines[n])
         if not m:
             continue
         old_id = links.heading_slug(m.group(2))

@@ -9,9 +9,9 @@ from typing import NamedTuple
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from ..mdscan import Heading, Link, heading_slug, headings, is_external, resolve, split_target
 from ..project import Project
-from ..wikiscan import (HEADING, Heading, Link, Wiki, WikiPage, heading_slug, headings, is_external, resolve, slug,
-                        split_target)
+from ..wikiscan import Wiki, WikiPage, slug
 from .issues import issue
 
 NOT_COUNTED = ("index.md", "log.md")  # their links do not save a page from being an orphan

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import threading
 
-from .. import pages
 from ..errors import InputError, ToolsError
 from ..experiments import abandoned, filing, ledger, records
 from ..experiments.runner import run_experiment, slugify
@@ -28,6 +27,7 @@ from ..writer import Writer, atomic_write
 from . import (admission, gates, gather, hypotheses, learn, memory, opening, reference_lane, report, retro,
                retro_page, runs, state as st)
 from .gates import StopGate
+from .hypothesis_filer import HypothesisFiler
 from .priors import Attempt, Priors
 from .proposal import Proposal
 from .proposers import BudgetExhausted
@@ -60,6 +60,7 @@ class Loop:
         self.paths = st.LoopPaths(project, spec.name)
         self.say = say or (lambda msg: None)
         self.writer = Writer(project.wiki)
+        self.hyp = HypothesisFiler(self.writer, spec)
         self.proposer = proposer or get_proposer(spec.proposer, spec.proposer_options)
         self.people = QueueProposer(people_only=True)
         code = (project.root / spec.code).resolve() if spec.code else None
@@ -181,8 +182,8 @@ class Loop:
             batch.append(pend)
             self.state.pending = batch
             self.save()  # the state holds the proposal before its hypothesis page says "testing"
-            self._file_hypothesis(Proposal.from_dict(pend["proposal"]), pend["iteration"], "testing", None,
-                                  page=pend["hypothesis_page"])
+            self.hyp.file(Proposal.from_dict(pend["proposal"]), pend["iteration"], "testing", None,
+                          page=pend["hypothesis_page"])
         if not batch:
             return
         if len(batch) == 1:
@@ -286,7 +287,7 @@ class Loop:
             record("refusals.json", json.dumps(refusals, indent=1))
             self.say(f"refused: {p.change.describe()}: {why}")
             if p.hypothesis_page:
-                self._close_queued(p.hypothesis_page, why)
+                self.hyp.close_refused(p.hypothesis_page, why)
         return None
 
     def refuse(self, p: Proposal, priors: Priors) -> str | None:
@@ -390,7 +391,7 @@ class Loop:
         if p.change.kind == "patch":
             with self._git:
                 self.workspace.remove(f"{n:03d}")
-        self._file_hypothesis(p, n, lesson.status, rec.get("page"), page=pend["hypothesis_page"])
+        self.hyp.file(p, n, lesson.status, rec.get("page"), page=pend["hypothesis_page"])
         entry = next(h for h in reversed(self.state.history) if h.get("exp_id") == rec["exp_id"])
         self.writer.write_page(report.observation_page(self.spec, entry, rec))
         self.save()
@@ -436,29 +437,6 @@ class Loop:
     def _write_loop_page(self) -> None:
         self.writer.write_page(report.loop_page(self.spec, self.state.to_dict(), memory.compute(self.state.history)))
 
-    def _file_hypothesis(self, p: Proposal, n: int, status: str, experiment: str | None, page: str = "") -> str:
-        if p.hypothesis_page:  # a page written by a person or an agent
-            return self._update_queued(p.hypothesis_page, status, experiment)
-        hid = page.rsplit("/", 1)[-1].removesuffix(".md") if page else f"{n:03d}-{slugify(p.statement)[:40]}"
-        pg = hypotheses.hypothesis_page(self.spec, p, hid, status, experiment)
-        self.writer.write_page(pg)
-        return pg.path
-
-    def _update_queued(self, rel: str, status: str, experiment: str | None, extra: dict | None = None) -> str:
-        """A person's (or agent's) page: only its status and experiment link change; their text stays."""
-        path = self.writer.target(rel)
-        meta, body = pages.split(path.read_text(encoding="utf-8"))
-        meta = dict(meta or {}, status=status, loop=self.spec.name, **(extra or {}))
-        if experiment:
-            meta["experiment"] = experiment
-        self.writer.write_page(pages.Page(rel, meta, body))
-        return rel
-
-    def _close_queued(self, rel: str, why: str) -> None:
-        """A refused page is closed with the reason (the streak rule only defers it: it stays open)."""
-        status = admission.closes_page(why)
-        if status:
-            self._update_queued(rel, status, None, {"refused": why})
 
 # ---------------------------------------------------------------------- entry points for the faces
 

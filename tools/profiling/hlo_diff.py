@@ -3,12 +3,59 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections import Counter
 from pathlib import Path
 
 from ..errors import InputError
-from .hlo import _OPCODE, canonical_text, dump_text, find_dumps
+from .hlo import _COMP, _OPCODE, dump_text, find_dumps
+
+_META_ANY = re.compile(r",?\s*metadata=\{[^}]*\}")
+_NAME_TOKEN = re.compile(r"%?\b(?P<n>[A-Za-z_][\w\-]*\.\d+(?:\.\d+)*)\b")
+_MODULE_PREFIX = re.compile(r"^module_\d+\.")
+
+
+def canonical_text(text: str) -> str:
+    """Optimized HLO with what differs between two compiles of the same program removed: the module header and
+    stack-frame tables, ``metadata={...}`` (source lines, op names), and instruction/computation numbering
+    (``fusion.123`` → ``fusion.#1`` in order of first appearance)."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if _COMP.match(ln) and not ln.startswith("HloModule")), len(lines))
+    names: dict[str, str] = {}
+    per_base: dict[str, int] = {}
+
+    def rename(m: re.Match) -> str:
+        n = m.group("n")
+        if n not in names:
+            base = n.split(".", 1)[0]
+            per_base[base] = per_base.get(base, 0) + 1
+            names[n] = f"{base}.#{per_base[base]}"
+        return ("%" if m.group(0).startswith("%") else "") + names[n]
+
+    out = []
+    for ln in lines[start:]:
+        ln = _META_ANY.sub("", ln).rstrip()
+        if ln:
+            out.append(_NAME_TOKEN.sub(rename, ln))
+    return "\n".join(out) + "\n"
+
+
+def fingerprint(folder: Path) -> str | None:
+    """A hash of every dumped optimized module under ``folder`` (canonical text, by module name); None when the
+    folder holds no dump. Equal fingerprints: the compiler produced the same program."""
+    dumps = find_dumps(Path(folder))
+    if not dumps:
+        return None
+    by_name: dict[str, str] = {}
+    for p in dumps:
+        key = _MODULE_PREFIX.sub("", p.name)
+        by_name[key] = canonical_text(dump_text(p, Path(folder)))
+    h = hashlib.sha256()
+    for key in sorted(by_name):
+        h.update(key.encode() + b"\0" + by_name[key].encode() + b"\0")
+    return h.hexdigest()[:20]
+
 
 _ANY_NAME = re.compile(r"%?\b[A-Za-z_][\w\-]*\.#\d+\b|%[\w.\-#]+")
 _HEADER = re.compile(r"^HloModule\s+([^\s,]+)")

@@ -117,7 +117,8 @@ def _steps(tr: trace_mod.Trace) -> dict:
         return {"count": 0}
     walls = [s.dur_us for s in tr.steps]
     starts = sorted(s.start_us for s in tr.steps)
-    busy = [trace_mod.busy_time(tr.ops, s.start_us, s.start_us + s.dur_us) for s in tr.steps]
+    timeline = trace_mod.BusyTimeline(tr.ops)
+    busy = [timeline.busy(s.start_us, s.start_us + s.dur_us) for s in tr.steps]
     wall = sum(walls) or 1.0
     return {"count": len(walls), "median_ms": round(statistics.median(walls) / 1e3, 4),
             "min_ms": round(min(walls) / 1e3, 4), "max_ms": round(max(walls) / 1e3, 4),
@@ -125,8 +126,7 @@ def _steps(tr: trace_mod.Trace) -> dict:
             "idle_or_host_pct": round(100 - 100 * sum(busy) / wall, 2),
             # any XLA op running, from the first annotated step's start to the last one's end: the ops of a step
             # timed (and annotated) at dispatch still run in there (the integrity check's figure)
-            "span_busy_ms": round(trace_mod.busy_time(tr.ops, starts[0], max(s.start_us + s.dur_us for s in tr.steps))
-                                  / 1e3, 4),
+            "span_busy_ms": round(timeline.busy(starts[0], max(s.start_us + s.dur_us for s in tr.steps)) / 1e3, 4),
             # from one step's start to the next, on the profiler's clock (the median: a traced first step that
             # compiles is one long interval, not the period)
             "period_ms": round(statistics.median(b - a for a, b in zip(starts, starts[1:])) / 1e3, 4)

@@ -7,7 +7,8 @@ import posixpath
 import re
 
 from .. import mdtext
-from ..wikiscan import is_external, md_link_spans, resolve, slug, split_target
+from ..mdscan import is_external, md_link_spans, resolve, split_target
+from ..wikiscan import slug
 from .pages_view import SitePage
 
 

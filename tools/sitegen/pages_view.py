@@ -12,7 +12,8 @@ from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..wikiscan import REF_KEYS, WikiPage, is_external, resolve, slug, split_target
+from ..mdscan import is_external, resolve, split_target
+from ..wikiscan import REF_KEYS, WikiPage, slug
 
 LINK_KINDS = ("md", "ref")  # links MkDocs renders; [[wikilinks]] and <autolinks> are not page links
 

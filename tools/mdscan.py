@@ -1,0 +1,216 @@
+"""What one markdown body holds: headings and the ids the site gives them, links with their line numbers (code
+blocks and spans skipped), and how a link's target resolves from the page it is on. Pure: text in, values out."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+from urllib.parse import unquote
+
+
+class Link(NamedTuple):  # a tuple: 160,000 of them are made per lint of a large wiki
+    target: str  # as written, e.g. "../concepts/remat.md#policies"
+    line: int  # 1-based line in the file
+    kind: str  # "md" ([t](x) or ![t](x)), "ref" ([t]: x), "wiki" ([[x]]), "auto" (<scheme:...>)
+    text: str = ""
+
+
+_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
+
+
+def first_heading(body: str) -> str | None:
+    m = _H1.search(body)
+    return m.group(1).strip() if m else None
+
+
+# ---------------------------------------------------------------- anchors
+
+HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+ATTR_ID = re.compile(r"\{[^}]*#([\w.:-]+)[^}]*\}\s*$")
+_HTML_ID = re.compile(r"""<[a-zA-Z][^>]*\s(?:id|name)\s*=\s*["']([^"']+)["']""")
+
+
+_NOT_SLUG = re.compile(r"[^\w\s-]")
+_SLUG_GAPS = re.compile(r"[-\s]+")
+
+
+def heading_slug(text: str) -> str:
+    """The id Python-Markdown's toc extension gives a heading (its default ``slugify``)."""
+    text = _INLINE_MD.sub(lambda m: m.group(1) or m.group(2) or "", text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return _SLUG_GAPS.sub("-", _NOT_SLUG.sub("", text).strip().lower())
+
+
+_INLINE_MD = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)|`([^`\n]*)`")  # linear: a label holds no "["
+
+
+@dataclass(frozen=True)
+class Heading:
+    index: int      # body line index
+    text: str       # as written, an explicit {#id} included
+    id: str         # the id the page gives it: its {#id}, else its slug (deduplicated like toc: x, x_1)
+    explicit: bool  # the id is written ({#id})
+    level: int = 1  # 1 for #, 6 for ######
+
+
+def headings(body: str) -> tuple[list[Heading], set[str]]:
+    """The page's headings outside code blocks, and every id a link can target in it (heading ids, html ids)."""
+    out: list[Heading] = []
+    ids: set[str] = set()
+    lines = body.split("\n")
+    mask = code_mask(lines) if ("```" in body or "~~~" in body) else None
+    for i, ln in enumerate(lines):
+        if mask is not None and mask[i]:
+            continue
+        m = HEADING.match(ln) if ln[:1] == "#" or ln[:1] == " " else None
+        if m:
+            text = m.group(2)
+            explicit = ATTR_ID.search(text)
+            if explicit:
+                ident = explicit.group(1)
+            else:
+                base = heading_slug(text)
+                ident, n = base, 0
+                while ident in ids:
+                    n += 1
+                    ident = f"{base}_{n}"
+            ids.add(ident)
+            out.append(Heading(i, text, ident, bool(explicit), len(m.group(1))))
+        if "<" in ln:
+            ids.update(_HTML_ID.findall(ln))
+    return out, ids
+
+
+def anchors(body: str) -> set[str]:
+    """Ids a link can target in this page: heading slugs (deduplicated like toc: x, x_1), {#ids}, html ids."""
+    return headings(body)[1]
+
+
+# ---------------------------------------------------------------- links
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+_MD_LINK = re.compile(
+    r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"  # [text], one level of nested brackets
+    r"\(\s*(<[^<>\n]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)"  # (target or <target>
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"  # optional "title")
+)
+_REF_DEF = re.compile(r"^ {0,3}\[([^\]^][^\]]*)\]:\s*(<[^<>\n]*>|\S+)")  # not [^1]: footnotes
+_WIKI = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_AUTO = re.compile(r"<([a-zA-Z][a-zA-Z0-9+.-]{1,31}:[^\s<>]*)>")
+
+
+def _blank_code_spans(line: str) -> str:
+    if "`" not in line:
+        return line
+    return _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
+
+
+def code_mask(lines: list[str]) -> list[bool]:
+    """True for lines inside fenced code blocks (fence lines included)."""
+    out = [False] * len(lines)
+    fence: str | None = None
+    for i, ln in enumerate(lines):
+        if fence is None:
+            if "`" in ln[:6] or "~" in ln[:6]:
+                m = _FENCE.match(ln)
+                if m:
+                    fence = m.group(1)
+                    out[i] = True
+                    # ``` with a backtick in the info string is not a fence opener
+                    if fence[0] == "`" and "`" in ln[m.end():]:
+                        fence = None
+                        out[i] = False
+        else:
+            out[i] = True
+            s = ln.strip()
+            if s.startswith(fence[0] * len(fence)) and not s.strip(fence[0]):
+                fence = None
+    return out
+
+
+def extract_links(text: str, first_line: int = 1) -> list[Link]:
+    """Links in markdown ``text`` whose first line is file line ``first_line``.
+
+    Skips fenced code blocks and inline code spans. Angle brackets around targets are removed.
+    """
+    lines = text.split("\n")
+    mask = code_mask(lines) if ("```" in text or "~~~" in text) else None
+    out: list[Link] = []
+    for i, ln in enumerate(lines):
+        if mask is not None and mask[i]:
+            continue
+        if "[" not in ln and "<" not in ln:
+            continue
+        ln = _blank_code_spans(ln)
+        no = first_line + i
+        if "](" in ln:
+            for m in _MD_LINK.finditer(ln):
+                tgt = m.group(2)
+                if tgt.startswith("<"):
+                    tgt = tgt[1:-1]
+                out.append(Link(tgt, no, "md", m.group(1)))
+        if "[[" in ln:
+            for m in _WIKI.finditer(ln):
+                out.append(Link(m.group(1).strip(), no, "wiki", m.group(1)))
+        if "]:" in ln:
+            m = _REF_DEF.match(ln)
+            if m:
+                tgt = m.group(2)
+                if tgt.startswith("<"):
+                    tgt = tgt[1:-1]
+                out.append(Link(tgt, no, "ref", m.group(1)))
+        if "<" in ln and ":" in ln:
+            for m in _AUTO.finditer(ln):
+                out.append(Link(m.group(1), no, "auto", ""))
+    return out
+
+
+def md_link_spans(text: str) -> Iterator[tuple[int, int, str, str]]:
+    """(start, end, text, target) of each inline ``[text](target)`` outside code, to rewrite links in place.
+
+    Offsets are into ``text``; an image's span starts at its ``[`` (``text[start - 1] == "!"``)."""
+    lines = text.split("\n")
+    mask = code_mask(lines) if ("```" in text or "~~~" in text) else None
+    pos = 0
+    for i, ln in enumerate(lines):
+        start, pos = pos, pos + len(ln) + 1
+        if "](" not in ln or (mask is not None and mask[i]):
+            continue
+        for m in _MD_LINK.finditer(_blank_code_spans(ln)):  # same lengths: offsets hold
+            tgt = m.group(2)
+            if tgt.startswith("<"):
+                tgt = tgt[1:-1]
+            yield start + m.start(), start + m.end(), ln[m.start(1):m.end(1)], tgt
+
+
+# ---------------------------------------------------------------- link targets
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def is_external(target: str) -> bool:
+    """A URL with a scheme (https:, mailto:, file:) or a protocol-relative //host link."""
+    if target.startswith("//"):
+        return True
+    return ":" in target and bool(_SCHEME.match(target))
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """("path", "#anchor?query") with the path URL-decoded."""
+    h, q = target.find("#"), target.find("?")
+    cut = len(target) if h == q == -1 else h if q == -1 or -1 < h < q else q
+    return unquote(target[:cut]), target[cut:]
+
+
+def resolve(page_rel: str, path: str) -> str:
+    """Wiki-relative path of link ``path`` from page ``page_rel`` ('/' = wiki root; '../' kept in front)."""
+    if path.startswith("/"):
+        return posixpath.normpath(path.lstrip("/"))
+    base = page_rel.rpartition("/")[0]
+    return posixpath.normpath(f"{base}/{path}" if base else path)
