@@ -19,6 +19,7 @@ from tools.cli import cli
 from tools.experiments import records
 from tools.loop.proposers.sweep import ADOPT_NOTE
 
+pytestmark = pytest.mark.slow  # a real loop: the reference model's baseline, reference and experiments, profiled
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--preset", "tiny", "--steps", "6"]
 REF = ["--compute-dtype", "float32", "--batch", "16"]  # from bfloat16 at batch 4: 4x the tokens per step, +60 % on CPU

@@ -26,6 +26,7 @@ def side(profiles):
     return {name: sides.from_folder(folder) for name, folder in profiles.items()}
 
 
+@pytest.mark.slow  # six real profiled runs of the reference model (the session's `profiles`)
 def test_differences_come_from_the_hlo_alone(side):
     kinds = {d["kind"]: d for d in compare.differences(side["fp32"], side["bf16_ga2"])}
     assert {"precision", "accumulation"} <= set(kinds)
@@ -37,12 +38,14 @@ def test_differences_come_from_the_hlo_alone(side):
     assert remat["remat"]["property"] == {"remat": "full"}
 
 
+@pytest.mark.slow  # six real profiled runs of the reference model (the session's `profiles`)
 def test_an_identical_pair_has_no_difference(side):
     assert compare.differences(side["fp32"], side["fp32_again"]) == []
     a = compare.analyze(side["fp32"], side["fp32_again"])
     assert a["items"] == []
 
 
+@pytest.mark.slow  # six real profiled runs of the reference model (the session's `profiles`)
 def test_the_items_map_to_the_loop_knobs(side, tmp_path):
     spec = spec_mod.parse(KNOBS, tmp_path / "cpu.yml")
     items = compare.differences(side["fp32"], side["bf16_ga2"])
@@ -56,6 +59,7 @@ def test_the_items_map_to_the_loop_knobs(side, tmp_path):
     assert p.change.kind == "knobs" and p.proposer == "tools gap"
 
 
+@pytest.mark.slow  # six real profiled runs of the reference model (the session's `profiles`)
 def test_a_slower_reference_files_nothing(side):
     a, b = side["fp32"], side["fp32_remat"]
     fast, slow = (a, b) if a.tokens_per_s >= b.tokens_per_s else (b, a)
@@ -103,6 +107,7 @@ def _priors(spec, items, trunk, summary):
                   retrospective="", guidance="", gap=items, gap_summary=summary)
 
 
+@pytest.mark.slow  # six real profiled runs of the reference model (the session's `profiles`)
 def test_the_sweep_adopts_every_mapped_difference_at_once_then_one_by_one(side, tmp_path):
     """Two knob-mapped items against a faster reference: the first candidate runs the reference's side of both
     (composed, measured once); once that is refuted, the single moves that close a gap come first."""
