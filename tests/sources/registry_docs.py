@@ -57,7 +57,9 @@ def _from_index(spec: dict, path: Path) -> None:
     req = urllib.request.Request(f"{index}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     with urllib.request.urlopen(req, timeout=60) as r:
         files = json.load(r)["files"]
-    url = next(f["url"] for f in files if f["filename"] == spec["file"])
+    url = next((f["url"] for f in files if f["filename"] == spec["file"]), None)
+    if url is None:
+        raise KeyError(f"{spec['file']} is not on {index}")
     with urllib.request.urlopen(urllib.parse.urljoin(f"{index}/{name}/", url), timeout=300) as r:
         data = r.read()
     if hashlib.sha256(data).hexdigest() != spec["sha256"]:

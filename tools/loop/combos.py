@@ -4,6 +4,8 @@ gains add), negative when they compete for the same resource, positive when one 
 
 from __future__ import annotations
 
+import math
+
 
 def combinations(state: dict) -> list[dict]:
     history = state.get("history") or []
@@ -14,12 +16,9 @@ def combinations(state: dict) -> list[dict]:
             continue
         parts = [by_id.get(e) or {"exp_id": e} for e in h["combines"]]
         gains = [p.get("gain_pct") for p in parts]
-        expected = None
+        expected = None  # the parts chained, as ``learn.chained_gain`` does (not imported: status stays light)
         if all(isinstance(g, (int, float)) for g in gains):
-            chained = 1.0
-            for g in gains:
-                chained *= 1 + g / 100
-            expected = round(100 * (chained - 1), 3)
+            expected = round(100 * (math.prod(1 + g / 100 for g in gains) - 1), 3)
         measured = h.get("gain_pct")
         out.append({"exp_id": h.get("exp_id"), "describe": h.get("describe"), "verdict": h.get("verdict"),
                     "kept": bool(h.get("kept")), "gain_pct": measured, "expected_gain_pct": expected,

@@ -12,8 +12,10 @@ with each candidate).
 from __future__ import annotations
 
 import json
+from functools import reduce
 
 from .. import crash_lessons
+from ..learn import chained_gain
 from ..priors import Attempt, Priors, run_key
 from ..proposal import Change, Proposal
 from . import Proposer
@@ -25,15 +27,15 @@ OWN_WEIGHT, OTHER_WEIGHT = 1.0, 0.5
 # trunk are re-ranked (their evidence discounted) and a refuted one is tried again (a batch change moves the memory
 # trade-offs; bf16 halves the activations a remat policy saves)
 DEPENDS = {frozenset({"memory", "shape"}), frozenset({"memory", "precision"}), frozenset({"kernel", "shape"})}
-
-
-def may_depend(a: str, b: str) -> bool:
-    return a == b or frozenset({a, b}) in DEPENDS
 COMBINE_NOTE = "near-misses together"
 PROMOTION_NOTE = "promotion of"
 MAX_COMBINED = 3            # near-misses tried together at most
 GAP_NOTE = "measured gap to the reference"
 ADOPT_NOTE = f"{GAP_NOTE}, every mapped item at once"
+
+
+def may_depend(a: str, b: str) -> bool:
+    return a == b or frozenset({a, b}) in DEPENDS
 
 
 def norm(name: str) -> str:
@@ -274,10 +276,7 @@ class SweepProposer(Proposer):
         if run_key(cfg, priors.spec.env_for(cfg, priors.trunk_env), priors.trunk_commit) in skip \
                 or change.fingerprint() in refuted_changes or crash_lessons.refusal(priors, cfg):
             return []
-        chained = 1.0
-        for a in parts:
-            chained *= 1 + (a.gain_pct or 0) / 100
-        gain = 100 * (chained - 1)
+        gain = reduce(chained_gain, [a.gain_pct for a in parts], 0.0)
         each = "; ".join(f"{Change('knobs', knobs=a.change['knobs']).describe()} {a.gain_pct:+.1f} % ({a.exp_id})"
                          for a in parts)
         return [Proposal(
