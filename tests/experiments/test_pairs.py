@@ -40,3 +40,49 @@ def test_a_a_and_a_b_pairs_in_one_process():
     delta = max(abs(x - y) for x, y in zip(ab["a"]["losses"][:12], ab["b"]["losses"][:12]))
     assert 0 < delta < 0.05
     assert all(math.isfinite(x) for x in ab["b"]["losses"])
+
+
+# ----------------------------------------------------------------------------- `tools exp run --pairs`
+
+def _page(project, out: str) -> tuple[dict, str]:
+    from tools import pages
+
+    page = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("page "))
+    fm, body = pages.split((project.root / page).read_text(encoding="utf-8"))
+    return fm, body
+
+
+def test_exp_run_pairs_times_every_round_in_one_process_and_checks_its_clock(project):
+    from _exp_helpers import LLAMA, PY, exp_run
+
+    kw = dict(model="llama", lane="cpu", variant="tiny/cpu")
+    exp_run(project, "--baseline", "--compile-cache", command=[PY, LLAMA, "--preset", "tiny", "--steps", "8"], **kw)
+    out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "6", "-m", "remat full",
+                  command=[PY, LLAMA, "--preset", "tiny", "--steps", "8", "--remat", "full"], **kw)
+    fm, body = _page(project, out)
+    raw = project.root / fm["raw_dir"]
+    assert sorted(p.name for p in raw.glob("*.log")) == ["pairs.log"]  # one process for all six rounds
+    assert fm["pairs"] == {"rounds": 6, "block_steps": 8, "log": "pairs.log"} and fm["interleaved"]
+    assert len(fm["runs_tokens_per_s"]["baseline"]) == len(fm["runs_tokens_per_s"]["variant"]) == 6
+    assert fm["timing"]["rounds"] == 6 and fm["timing"]["how"].startswith("in-process pairs: 6 rounds")
+    assert fm["config"]["remat"] == "full" and fm["semantics"]["status"] == "ok"
+    integ = fm["integrity"]
+    assert integ["checks"]["clock"] == "ok" and not integ["findings"], integ
+    for arm in ("pairs-a", "pairs-b"):  # 6 blocks of 8 steps: 7 timed gaps each, on the runner's own clock
+        c = integ["facts"]["clock"][arm]
+        assert c["steps"] == 42 and c["runner_s"][0] <= c["runner_s"][1]
+        assert 0.8 * c["runner_s"][0] <= c["reported_s"] <= 1.25 * c["runner_s"][1] + 0.01
+    assert "steps inside its blocks" in body and "None" not in body.split("## ")[0]
+    assert fm["wall_s_total"] >= sum(fm["run_wall_s"])  # the process counted once
+
+
+def test_exp_run_pairs_falls_back_to_processes_when_the_environment_differs(project):
+    from _exp_helpers import LLAMA, PY, exp_run
+
+    kw = dict(model="llama", lane="cpu", variant="tiny/cpu")
+    exp_run(project, "--baseline", "--compile-cache", command=[PY, LLAMA, "--preset", "tiny", "--steps", "6"], **kw)
+    out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "2", "--env", "XLA_FLAGS=--xla_dump_hlo_as_text",
+                  command=[PY, LLAMA, "--preset", "tiny", "--steps", "6"], **kw)
+    fm, body = _page(project, out)
+    assert not fm.get("pairs") and (project.root / fm["raw_dir"] / "run-2.log").is_file()
+    assert "in-process pairs not used: the arms differ in their environment" in body

@@ -49,6 +49,9 @@ def exp() -> None:
 @click.option("--compile-cache", is_flag=True,
               help="Timed runs share JAX's persistent compile cache (.tools-cache/jax-compile): each program "
                    "compiles once across rounds. The profiled run always compiles (its HLO dump is evidence).")
+@click.option("--pairs", is_flag=True,
+              help="Interleaved rounds as blocks of one process: both arms of the reference model built in it and "
+                   "stepped in turn, when they differ in flags only (else process-level rounds, the page says why).")
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
 @click.option("--hang-after", "hang_s", type=float, default=None,
               help="Seconds without output after which a run is hung: its Python stack is taken, then it is killed.")

@@ -26,7 +26,8 @@ class ArmResult:
     crash: str | None = None        # why there is no result
     bad_loss: str | None = None     # a non-finite loss: the run ran, but its math broke
     metrics: dict = field(default_factory=dict)
-    kind: str = ""                  # base | var | profile | reference
+    kind: str = ""                  # base | var | profile | reference | pairs (the process of in-process pairs)
+    pairs: str = ""                 # a block of in-process pairs: its arm there (a | b), its clock checked there
 
     @property
     def tps(self) -> float | None:

@@ -9,6 +9,7 @@ import statistics
 from ..runners.process import log_end
 from . import crash_facts, crash_pages, integrity, metrics, noise, records, stats, verdict
 from .arms import ArmResult
+from .pairs import clock_check as pairs_clock
 from .context import RunContext
 
 
@@ -70,7 +71,11 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
     out = integrity.Integrity()
     arms_ok = [a for a in ([r.profile] if r.profile is not None else []) + list(r.var) if a is not None and a.ok]
     for a in arms_ok:
-        integrity.clock_check(a.result, integrity.step_lines(a.proc.log, a.proc.clock), out, a.name)
+        if not a.pairs:
+            integrity.clock_check(a.result, integrity.step_lines(a.proc.log, a.proc.clock), out, a.name)
+    for a in r.all_arms:
+        if a.kind == "pairs" and a.result is not None:
+            pairs_clock(a, out)
     prof = r.profile if r.profile is not None else (r.var[0] if r.traced and r.var else None)
     if prof is not None and prof.ok:
         integrity.hlo_check(prof.result, r.hlo_facts, out, bool((base_rec or {}).get("hlo_fingerprint")))
@@ -127,7 +132,7 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
         crash = "the command did not run"
     rec = dict(rec, repeats=len(r.var), run_wall_s=[round(a.proc.wall_s, 3) for a in r.var],
                wall_s_total=round(sum(a.proc.wall_s for a in r.all_arms), 3),
-               interleaved=bool(r.interleaved and r.base), stop=r.stop or None)
+               interleaved=bool(r.interleaved and r.base), stop=r.stop or None, pairs=r.pairs)
     if crash or bad:
         ctx.log_tail = last.proc.tail if last is not None else ""
         ctx.crash_reason = crash or bad.bad_loss
@@ -194,8 +199,12 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
         rec["baseline"] = base_rec["exp_id"]
         if r.interleaved and b_tps:
             cal = records.calibration_for(prior, spec.variant, records.shape_key_of(base_rec))
-            timing = stats.paired(b_tps, v_tps, current_noise(prior, spec.variant, base_rec, stat), r.looks)
+            timing = stats.paired(b_tps, v_tps, current_noise(prior, spec.variant, base_rec, stat, bool(r.pairs)),
+                                  r.looks)
             if timing:
+                if r.pairs:
+                    timing.how = (f"in-process pairs: {len(r.var)} rounds of {r.pairs['block_steps']}-step blocks, "
+                                  "both arms in one process, alternated; " + timing.how)
                 if stat == "min":
                     timing.how = "each run read by its fastest steady step (statistic min); " + timing.how
                 if ctx.reading:
@@ -260,12 +269,14 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
     return metrics.finite({k: v for k, v in rec.items() if v is not None}), d
 
 
-def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statistic: str) -> stats.Noise:
+def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statistic: str,
+                  pairs: bool = False) -> stats.Noise:
     """What an interval of this lane is built from: the lane's current noise model (every paired round filed,
-    recency-weighted, the calibration among them) when it has one, else the calibration's floor or the default."""
+    recency-weighted, the calibration among them) when it has one, else the calibration's floor or the default.
+    Rounds of in-process pairs (``pairs``) have a model of their own, with the calibration's floor until then."""
     key = records.shape_key_of(base_rec or {})
     out = stats.noise_from_calibration(records.calibration_for(prior, variant, key), statistic)
-    lane = noise.lane_noise(prior, variant, key, statistic, (base_rec or {}).get("exp_id"))
+    lane = noise.lane_noise(prior, variant, key, statistic, (base_rec or {}).get("exp_id"), pairs)
     if lane is not None:
         out.lane, out.source = lane, lane.describe()
     return out

@@ -90,8 +90,9 @@ class StepLine:
     after: float = 0.0  # ... when it last read the pipe before that, empty: the line was printed in (after, t]
 
 
-def step_lines(log: Path, clock: list[tuple[float, int]]) -> list[StepLine]:
-    """The lines ``{"step": i, ...}`` the command printed, each timed by the chunk of output that carried it."""
+def step_lines(log: Path, clock: list[tuple[float, int]], arm: str | None = None) -> list[StepLine]:
+    """The lines ``{"step": i, ...}`` the command printed, each timed by the chunk of output that carried it (with
+    ``arm``, only the lines ``{"arm": arm, ...}`` of that arm of in-process pairs)."""
     if not clock:
         return []
     try:
@@ -109,7 +110,8 @@ def step_lines(log: Path, clock: list[tuple[float, int]]) -> list[StepLine]:
                 obj = json.loads(line)
             except ValueError:
                 obj = None
-            if isinstance(obj, dict) and isinstance(obj.get("step"), int) and not isinstance(obj["step"], bool):
+            if isinstance(obj, dict) and isinstance(obj.get("step"), int) and not isinstance(obj["step"], bool) \
+                    and obj.get("arm") == arm:
                 k = bisect.bisect_left(offsets, end - 1)
                 if k < len(clock):
                     loss = obj.get("loss")
@@ -139,7 +141,7 @@ def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = 
     if not carried:
         out.add("clock", None, "the step lines carry no loss (a line printed before its step finished proves nothing)")
         return
-    wrong = [ln for ln in carried if ln.step < len(losses) and _differs(ln.loss, float(losses[ln.step]))]
+    wrong = [ln for ln in carried if ln.step < len(losses) and differs(ln.loss, float(losses[ln.step]))]
     if wrong:
         w = wrong[0]
         out.add("clock", Finding("step-losses", f"{prefix}step {w.step}'s line printed loss {w.loss}, the result "
@@ -195,7 +197,7 @@ def _windows(timed: list[int], by_step: dict, times: list[float]) -> tuple[Windo
             max(wins, key=lambda w: w.told - CLOCK_FAST * w.most))
 
 
-def _differs(a: float, b: float) -> bool:
+def differs(a: float, b: float) -> bool:
     return not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) > 1e-4 + 1e-5 * abs(b)
 
 

@@ -74,14 +74,16 @@ def log_ratios(rec: dict, statistic: str = "median") -> list[float]:
 
 
 def lane_noise(records: list[dict], variant: str, shape_key: str | None = None, statistic: str = "median",
-               baseline: str | None = None) -> LaneNoise | None:
+               baseline: str | None = None, pairs: bool = False) -> LaneNoise | None:
     """The model from ``records`` (one lane's, oldest first); None when no record of the variant has two rounds.
-    ``baseline``: the run the coming comparison is against (``trunk_df`` counts the rounds measured against it)."""
+    ``baseline``: the run the coming comparison is against (``trunk_df`` counts the rounds measured against it).
+    ``pairs``: from the rounds of in-process pairs only (else of processes only): their noise is another's."""
     from .records import shape_key_of
 
     usable = []
     for r in records:
-        if r.get("variant") != variant or r.get("status") != "filed" or r.get("verdict") == "crash":
+        if r.get("variant") != variant or r.get("status") != "filed" or r.get("verdict") == "crash" \
+                or bool(r.get("pairs")) != pairs:
             continue
         k = shape_key_of(r)
         if shape_key is not None and k is not None and k != shape_key:
@@ -115,12 +117,13 @@ def lane_noise(records: list[dict], variant: str, shape_key: str | None = None, 
 READINGS = ("median", "min")  # a run's tokens/s: over its median steady step, or its fastest
 
 
-def choose_reading(records: list[dict], variant: str, shape_key: str | None = None) -> dict:
+def choose_reading(records: list[dict], variant: str, shape_key: str | None = None, pairs: bool = False) -> dict:
     """``statistic: auto``: the reading whose lane model is steadier, from the rounds filed before this run (never
     from the run being judged, so choosing cannot flatter its verdict). Both readings are wall-clock tokens/s, so a
     change that moves only host time still shows; with no rounds read both ways yet, the median."""
-    models = {r: lane_noise(records, variant, shape_key, r) for r in READINGS}
-    both = [r for r in records if r.get("variant") == variant and r.get("runs_tokens_per_s_best")]
+    models = {r: lane_noise(records, variant, shape_key, r, pairs=pairs) for r in READINGS}
+    both = [r for r in records if r.get("variant") == variant and r.get("runs_tokens_per_s_best")
+            and bool(r.get("pairs")) == pairs]
     if not both or any(m is None for m in models.values()):
         return {"chosen": "median", "why": "no rounds read both ways yet: the median step"}
     sig = {r: m.sigma_pct for r, m in models.items()}

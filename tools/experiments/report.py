@@ -241,7 +241,11 @@ def integrity_section(integ: dict | None) -> list[str]:
     facts = integ.get("facts") or {}
     for arm, c in (facts.get("clock") or {}).items():
         least, most = (c.get("runner_s") or [None, None])[:2]
-        first, last = (c.get("window") or [None, None])[:2]
+        if "window" not in c:  # in-process pairs: each block's lines, summed over the arm's blocks
+            out.append(f"- clock ({arm}): {c.get('steps')} steps inside its blocks reported {c.get('reported_s')} s; "
+                       f"on the runner's clock their blocks' lines were {least}-{most} s apart")
+            continue
+        first, last = c["window"][:2]
         out.append(f"- clock ({arm}): steps {first}+1 to {last} "
                    f"reported {c.get('reported_s')} s; on the runner's clock their lines were {least}-{most} s "
                    f"apart (median single-step ratio {c.get('median_ratio')})")

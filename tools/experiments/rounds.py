@@ -7,7 +7,9 @@
   ``min_repeats`` and then more, up to ``max_repeats``, until the interval of the gain is decided
   (``stats.paired``, looked at after every even round and at the cap);
 - a same-shape semantics reference (``reference_command``) is its own round, run once when the lane has none;
-- the baseline reruns with the environment its record kept, never the variant's.
+- the baseline reruns with the environment its record kept, never the variant's;
+- with ``pairs`` (``tools exp run --pairs``) and arms that differ in flags only, the timed rounds are blocks of one
+  process (``pairs``): all ``max_repeats`` of them, looked at once.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import arms, comparison, records, stats, verdict
+from . import arms, comparison, pairs, records, stats, verdict
 from .arms import ArmResult
 from .sides import HLO_ENV, PROFILE_ENV, Side, compile_cache_env, merged_env, profile_env, record_side
 
@@ -44,6 +46,7 @@ class Runs:
     looks: int = 1                       # how often the interval may be looked at (adaptive: once per round)
     stop: str = ""                       # why the rounds ended
     error: Exception | None = None       # the runner backend raised: filed as a crash, then raised again
+    pairs: dict | None = None            # the timed rounds ran as in-process pairs: rounds, block steps, log
     notes: list[str] = field(default_factory=list)
 
 
@@ -91,6 +94,10 @@ class Schedule:
             checked = True
         limit = self.hi if r.interleaved and not r.calibration else self.lo
         r.looks = stats.looks(self.lo, self.hi) if r.interleaved and self.lo < self.hi else 1
+        if spec.pairs and r.interleaved and not r.calibration:
+            handled, checked = self._pairs_rounds(limit, checked)
+            if handled:
+                return r
         i = 0
         while len(r.var) < limit:
             i += 1
@@ -111,6 +118,47 @@ class Schedule:
         if r.interleaved and not r.calibration:
             r.stop = f"{len(r.var)} rounds" + (" (the cap)" if self.lo < self.hi else "")
         return r
+
+    def _pairs_rounds(self, rounds: int, checked: bool) -> tuple[bool, bool]:
+        """Every timed round as a block of one process; (handled, checked). Not handled (process-level rounds
+        follow, the page says why) when the arms differ in more than flags."""
+        r, spec = self.runs, self.spec
+        for _ in range(2):  # again when the first result moves the comparison to a same-shape baseline
+            planned, why = pairs.plan(self.base, self.variant, spec.runner)
+            if planned is None:
+                r.notes.append(f"in-process pairs not used: {why}; process-level rounds instead")
+                return False, checked
+            arm = pairs.side(planned, self.variant, rounds).arm("pairs", self.raw_dir, 2 * spec.timeout,
+                                                                 self._timed_env(self.variant))
+            arm.hang_s = spec.hang_s
+            (p,) = self.runner.run_round([arm], spec.echo)
+            whole, base, var = pairs.split("pairs", p, arm.timeout, spec.peak_flops)
+            r.all_arms.append(whole)
+            r.pairs = {"rounds": rounds, "block_steps": pairs.BLOCK_STEPS, "log": p.log.name}
+            if p.stopped_by:
+                r.stopped_by, r.stop = p.stopped_by, f"stopped by {p.stopped_by}"
+                return True, checked
+            if whole.crash:
+                r.crash, r.stop = whole, f"the in-process pairs crashed (both arms ran in it): {whole.crash}"
+                return True, checked
+            r.base, r.var = base, var
+            if failed := next((a for a in base if not a.ok), None):
+                r.base_failure, r.stop = failed, f"the baseline arm {failed.name} failed: {failed.crash or failed.bad_loss}"
+                return True, checked
+            if failed := next((a for a in var if not a.ok), None):
+                r.crash = failed if failed.result is None else None
+                r.stop = f"{failed.name}: {failed.crash or failed.bad_loss}"
+                return True, checked
+            if checked:
+                break
+            checked = True
+            if not self._after_first(var[0]):
+                return True, checked
+            if r.var:
+                break
+        r.looks = 1  # every round is in before the interval is looked at
+        r.stop = f"{len(r.var)} rounds of {pairs.BLOCK_STEPS}-step blocks in one process (in-process pairs)"
+        return True, checked
 
     def _profile_round(self) -> bool:
         r, spec = self.runs, self.spec

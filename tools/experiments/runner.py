@@ -31,7 +31,7 @@ RUNNER_KEYS = frozenset(
     "script_sha256 script_copy raw_dir cwd runner env repeats run_wall_s wall_s_total interleaved stop config shape "
     "shape_key loss_trajectory metrics compile_cache role baseline best gain_vs_best_pct semantics runs_tokens_per_s calibration "
     "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
-    "statistic_choice runs_tokens_per_s_best "
+    "statistic_choice runs_tokens_per_s_best pairs "
     "reference_run notes page crash protected integrity".split())
 
 
@@ -77,6 +77,8 @@ class RunSpec:
                                          # with the run; a change since the baseline files it invalid
     compile_cache: bool = False          # timed arms share JAX's compile cache (.tools-cache/jax-compile), never
                                          # the profiled run (its optimized-HLO dump is evidence)
+    pairs: bool = False                  # timed rounds as blocks of one process (``pairs``) when the arms differ in
+                                         # flags only; else process-level rounds, the page says why
 
 
 @dataclass
@@ -180,7 +182,8 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 prior = lane.records()
                 runs.base_rec = _compared(spec, prior)
                 if spec.statistic == "auto":  # chosen from the lane's earlier rounds, before this run's
-                    choice = noise.choose_reading(prior, spec.variant, records.shape_key_of(runs.base_rec or {}))
+                    choice = noise.choose_reading(prior, spec.variant, records.shape_key_of(runs.base_rec or {}),
+                                                  spec.pairs)
                     spec = replace(spec, statistic=choice["chosen"])
                     ctx.reading = choice
                 base_side = None

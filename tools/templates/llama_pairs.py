@@ -10,60 +10,87 @@ job on the machine lands on one arm and not the other. Here both step functions 
 ...): interference within a second hits both arms of a round. For compile-time knobs only (shapes, dtypes, remat,
 scan, attention); an environment or flag change (XLA_FLAGS) needs processes of its own.
 
-The last stdout line is one JSON object: per arm its configuration, tokens/s of each round's block (by the block's
-total time and by its fastest step), its losses in step order; the compile time of each; the wall time in all.
+Every step prints a line ``{"arm": "a", "step": i, "loss": ..., "step_time_s": ...}`` as ``llama_train`` does, so
+a runner can time each block on its own clock. The last stdout line is one JSON object: per arm its configuration,
+tokens/s of each round's block (by the block's total time and by its fastest step), its losses in step order, the
+step indices of each round's block, and ``result``: the arm's whole run as ``llama_train``'s JSON line reports it
+(its peak memory from the compiled step's own analysis, since a device's peak would hold both arms); the compile
+time of each; the wall time in all. ``--model`` names the ``llama_train.py`` to build from (default: the one
+beside this file).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import json
 import shlex
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import jax  # noqa: E402
+import jax
 
-import llama_train as lt  # noqa: E402
+lt = None  # the llama_train module the arms are built from (``load``)
+
+
+def load(path: Path):
+    """``llama_train.py`` at ``path``, imported as a module (its ``main`` does not run)."""
+    global lt
+    spec = importlib.util.spec_from_file_location("llama_train", path)
+    lt = importlib.util.module_from_spec(spec)
+    sys.modules["llama_train"] = lt
+    spec.loader.exec_module(lt)
+    return lt
 
 
 class Arm:
-    def __init__(self, flags: str):
+    def __init__(self, name: str, flags: str):
+        self.name = name
         self.cfg = lt.parse_args(shlex.split(flags))
         self.params = lt.init_params(self.cfg, jax.random.PRNGKey(self.cfg.seed))
         self.opt = lt.adamw_init(self.params)
-        self.step_fn = jax.jit(lambda p, o, t, c=self.cfg: lt.train_step(c, p, o, t),
-                               donate_argnums=(0, 1) if self.cfg.donate else ())
+        step_fn = jax.jit(lambda p, o, t, c=self.cfg: lt.train_step(c, p, o, t),
+                          donate_argnums=(0, 1) if self.cfg.donate else ())
         self.n = 0
         t = time.perf_counter()
-        self.step_fn = self.step_fn.lower(self.params, self.opt, lt.make_batch(self.cfg, 0)).compile()
+        self.step_fn = step_fn.lower(self.params, self.opt, lt.make_batch(self.cfg, 0)).compile()
         self.compile_s = time.perf_counter() - t
         self.block_tps: list[float] = []
         self.best_tps: list[float] = []
         self.losses: list[float] = []
+        self.times: list[float] = []
+        self.blocks: list[list[int]] = []
 
     def steps(self, k: int, timed: bool = True) -> None:
-        times = []
-        for _ in range(k):
-            batch = lt.make_batch(self.cfg, self.n)  # made before the clock starts, as llama_train's are
+        batches = [lt.make_batch(self.cfg, self.n + i) for i in range(k)]  # made before any clock starts
+        times, first = [], self.n
+        for batch in batches:
             t = time.perf_counter()
             self.params, self.opt, loss = self.step_fn(self.params, self.opt, batch)
             loss = float(jax.block_until_ready(loss))
             times.append(time.perf_counter() - t)
             self.losses.append(round(loss, 6))
+            print(json.dumps({"arm": self.name, "step": self.n, "loss": round(loss, 6),
+                              "step_time_s": round(times[-1], 6)}), flush=True)
             self.n += 1
+        self.times += times
         if timed:
+            self.blocks.append(list(range(first, self.n)))
             self.block_tps.append(round(self.cfg.tokens_per_step * k / sum(times), 2))
             self.best_tps.append(round(self.cfg.tokens_per_step / min(times), 2))
 
     def result(self) -> dict:
-        import dataclasses
-
+        run = lt.report(self.cfg, self.step_fn, lt.xla_flops(self.step_fn), self.compile_s, self.times, self.losses)
+        ma = self.step_fn.memory_analysis()
+        if ma is not None:
+            run["peak_memory_bytes"] = sum(int(getattr(ma, k, 0) or 0) for k in
+                                           ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"))
+            run["peak_memory_source"] = "compiled memory_analysis (arguments + outputs + temporaries)"
         return {"config": dataclasses.asdict(self.cfg), "tokens_per_step": self.cfg.tokens_per_step,
                 "compile_s": round(self.compile_s, 4), "tokens_per_s": self.block_tps,
-                "tokens_per_s_best": self.best_tps, "losses": self.losses}
+                "tokens_per_s_best": self.best_tps, "losses": self.losses, "blocks": self.blocks, "result": run}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -73,9 +100,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--block-steps", type=int, default=4)
     p.add_argument("--warmup-steps", type=int, default=1)
+    p.add_argument("--model", type=Path, default=Path(__file__).resolve().parent / "llama_train.py",
+                   help="the llama_train.py to build both arms from")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
-    arms = {"a": Arm(a.a), "b": Arm(a.b)}
+    load(a.model)
+    arms = {"a": Arm("a", a.a), "b": Arm("b", a.b)}
     for arm in arms.values():
         arm.steps(a.warmup_steps, timed=False)
     for r in range(a.rounds):

@@ -1,0 +1,122 @@
+"""In-process pairs without running a model: which arms one process may run (`pairs.plan`), each arm's blocks on
+the runner's clock (`pairs.clock_check`: an honest log passes, a slowed timer and replayed times are caught), and
+the lane's noise model kept apart for rounds of pairs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tools.experiments import integrity, noise, pairs
+from tools.experiments.arms import ArmResult
+from tools.experiments.sides import Side
+from tools.runners.process import Proc
+
+REPO = Path(__file__).resolve().parents[2]
+LLAMA = REPO / "tools" / "templates" / "llama_train.py"
+
+
+def test_plan_pairs_flag_only_changes_of_the_reference_model(tmp_path):
+    base = Side([sys.executable, str(LLAMA), "--preset", "tiny"], {}, tmp_path)
+    var = Side([sys.executable, str(LLAMA), "--preset", "tiny", "--remat", "full"], {}, tmp_path)
+    planned, why = pairs.plan(base, var, "local")
+    assert why == "" and planned == (sys.executable, LLAMA.resolve(), ["--preset", "tiny"],
+                                     ["--preset", "tiny", "--remat", "full"])
+    cmd = pairs.side(planned, var, 6).command
+    assert cmd[1] == str(pairs.SCRIPT) and cmd[cmd.index("--model") + 1] == str(LLAMA.resolve())
+    assert cmd[cmd.index("--b") + 1] == "--preset tiny --remat full" and cmd[cmd.index("--rounds") + 1] == "6"
+
+    flagged = Side(var.command, {"XLA_FLAGS": "--xla_foo"}, tmp_path)
+    assert "environment" in pairs.plan(base, flagged, "local")[1]
+    assert "runs each arm where it is sent" in pairs.plan(base, var, "xpk")[1]
+    other = tmp_path / "train.py"
+    other.write_text("def main():\n    pass\n")
+    assert "different scripts" in pairs.plan(base, Side([sys.executable, str(other)], {}, tmp_path), "local")[1]
+    plain = Side([sys.executable, str(other)], {}, tmp_path)
+    assert "does not build its step as the reference model does" in pairs.plan(plain, plain, "local")[1]
+    assert "is not `python <script>.py flags`" in pairs.plan(Side(["bash", "run.sh"], {}, tmp_path), var,
+                                                            "local")[1]
+
+
+def _pairs_log(tmp_path: Path, scale: float = 1.0, gap: float = 0.010, k: int = pairs.BLOCK_STEPS) -> ArmResult:
+    """A pairs process's log and the runner's clock: 2 arms x 3 blocks of ``k`` steps, each step really ``gap`` s
+    apart on the runner's clock (every line read on its own), reported as ``scale`` times that."""
+    lines, clock, t, offset = [], [], 0.0, 0
+    res = {"schema": pairs.SCHEMA, "rounds": 3, "block_steps": k}
+    step = {"a": 0, "b": 0}
+    times = {"a": [], "b": []}
+    blocks = {"a": [], "b": []}
+    for r in range(3):
+        for arm in ("a", "b") if r % 2 == 0 else ("b", "a"):
+            block = []
+            for _ in range(k):
+                t += gap
+                n = step[arm]
+                line = json.dumps({"arm": arm, "step": n, "loss": 5.0 - n / 100, "step_time_s": gap * scale})
+                lines.append(line)
+                offset += len(line) + 1
+                clock.append((round(t, 6), offset))
+                times[arm].append(gap * scale)
+                block.append(n)
+                step[arm] += 1
+            blocks[arm].append(block)
+            t += 0.050  # the other arm's block, or the start of the next round
+    for arm in ("a", "b"):
+        res[arm] = {"blocks": blocks[arm], "result": {"step_times_s": times[arm],
+                                                      "losses": [5.0 - n / 100 for n in range(step[arm])]}}
+    log = tmp_path / "pairs.log"
+    log.write_text("\n".join(lines) + "\n" + json.dumps(res) + "\n")
+    return ArmResult("pairs", Proc(0, False, t, log, "", clock=clock), res, kind="pairs")
+
+
+def test_each_block_is_timed_on_the_runners_clock(tmp_path):
+    out = integrity.Integrity()
+    pairs.clock_check(_pairs_log(tmp_path), out)
+    assert out.checks == {"clock": "ok"} and not out.findings
+    # 3 blocks of 8 steps: 7 timed gaps each; the other arm's blocks between them never count
+    assert pairs.BLOCK_STEPS == 8 and out.facts["clock"]["pairs-b"]["steps"] == 21
+    assert abs(out.facts["clock"]["pairs-b"]["reported_s"] - 0.21) < 1e-9
+
+    slowed = integrity.Integrity()
+    pairs.clock_check(_pairs_log(tmp_path, scale=0.6, gap=0.02), slowed)
+    assert {f.signature for f in slowed.findings} == {"clock-slow"}
+
+    replayed = integrity.Integrity()
+    pairs.clock_check(_pairs_log(tmp_path, scale=2.0, gap=0.02), replayed)
+    assert {f.signature for f in replayed.findings} == {"clock-replay"}
+    # a block bounds its gaps with one step's slack (the first line's read): a timer at 0.6x needs 8-step blocks
+    short = integrity.Integrity()
+    pairs.clock_check(_pairs_log(tmp_path, scale=0.6, gap=0.02, k=4), short)
+    assert not short.findings
+
+
+def test_missing_step_lines_and_wrong_losses_are_findings(tmp_path):
+    whole = _pairs_log(tmp_path)
+    text = whole.proc.log.read_text().splitlines()
+    whole.proc.log.write_text("\n".join(ln for ln in text if '"step": 5,' not in ln) + "\n")
+    out = integrity.Integrity()
+    pairs.clock_check(whole, out)
+    assert {f.signature for f in out.findings} == {"step-count"}
+
+    whole = _pairs_log(tmp_path)
+    whole.result["b"]["result"]["losses"][2] = 9.0
+    out = integrity.Integrity()
+    pairs.clock_check(whole, out)
+    assert [f.signature for f in out.findings] == ["step-losses"] and "pairs-b" in out.findings[0].detail
+
+
+def test_rounds_of_pairs_have_a_noise_model_of_their_own():
+    def rec(i, ratios, pairs_rec):
+        base = [1000.0] * len(ratios)
+        return {"exp_id": f"e{i}", "variant": "tiny/cpu", "status": "filed", "verdict": "inconclusive",
+                "interleaved": True, "pairs": pairs_rec,
+                "runs_tokens_per_s": {"baseline": base, "variant": [1000.0 * r for r in ratios]}}
+
+    process = [rec(i, [1.2, 0.85, 1.1, 0.9], None) for i in range(3)]        # σ ~15 % per round
+    inproc = [rec(10 + i, [1.02, 0.99, 1.01, 0.98], {"rounds": 4}) for i in range(3)]  # σ ~2 %
+    lane = process + inproc
+    proc_model = noise.lane_noise(lane, "tiny/cpu")
+    pairs_model = noise.lane_noise(lane, "tiny/cpu", pairs=True)
+    assert proc_model.experiments == pairs_model.experiments == 3
+    assert pairs_model.sigma_pct < 5 < proc_model.sigma_pct

@@ -1,0 +1,165 @@
+"""In-process pairs: every timed round of an interleaved comparison in one process (``tools exp run --pairs``).
+
+A process-level round runs each arm as a process of its own, and another job on the machine lands on one arm and
+not the other. When the two arms are the reference model (``llama_train.py``) with the same script, interpreter,
+folder and environment, differing in flags only (compile-time knobs: shapes, dtypes, remat, scan), the runner
+instead runs ``templates/llama_pairs.py`` once: both step functions built from that script, compiled once, stepped
+in alternating blocks (A B, B A, ...), so interference hits both arms within the same second. Each block becomes a
+round here, read as a process-level round is (its median step, or its fastest), and judged by the same statistics.
+
+What a process-level round proves, a block proves too: every step prints a line the runner times on its own clock,
+and the reported step times of each block must fit between those lines (``clock_check``). The profiled run, the
+HLO and semantics checks stay process-level. Anything else (an environment or XLA flag change, another script, a
+remote runner) gets processes of its own, with the reason on the page.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+from ..runners.process import Proc, log_end
+from . import arms, integrity, metrics
+from .arms import ArmResult
+from .sides import Side, script_of
+
+SCRIPT = Path(__file__).resolve().parents[1] / "templates" / "llama_pairs.py"
+SCHEMA = "autoresearch-pairs/1"
+BLOCK_STEPS = 8  # a block's first line opens its window: the runner's bound loses one step of each block, so a
+                 # block of 8 still catches a step timer running at 0.6x (the corpus's scaled clock)
+# what llama_pairs.py builds an arm from: a script that defines these is the reference model's kind
+MODEL_NAMES = frozenset({"parse_args", "init_params", "adamw_init", "train_step", "make_batch", "report", "xla_flops"})
+
+
+def plan(base: Side | None, variant: Side, runner: str) -> tuple[tuple[str, Path, list[str], list[str]] | None, str]:
+    """(interpreter, script, baseline flags, variant flags) when one process can run both arms, else (None, why)."""
+    if runner != "local":
+        return None, f"the {runner} runner runs each arm where it is sent"
+    if base is None:
+        return None, "no baseline arm to pair with"
+    if base.env != variant.env or list(base.unset) != list(variant.unset):
+        return None, "the arms differ in their environment (an environment or XLA flag change needs processes)"
+    sides = []
+    for side in (base, variant):
+        script = script_of(side.command, side.cwd)
+        i = next((k for k, a in enumerate(side.command) if a.endswith(".py")), None)
+        if script is None or i != 1:
+            return None, f"`{shlex.join(side.command[:3])}` is not `python <script>.py flags`"
+        sides.append((side.command[0], script.resolve(), side.command[2:]))
+    (py_a, script_a, flags_a), (py_b, script_b, flags_b) = sides
+    if py_a != py_b or script_a != script_b:
+        return None, "the arms run different scripts or interpreters (a code change needs processes)"
+    try:
+        tree = ast.parse(script_b.read_text(encoding="utf-8"), filename=str(script_b))
+    except (OSError, SyntaxError, ValueError) as e:
+        return None, f"{script_b}: cannot be read ({e})"
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    if missing := sorted(MODEL_NAMES - defined):
+        return None, f"{script_b.name} does not build its step as the reference model does (no {', '.join(missing)})"
+    return (py_b, script_b, flags_a, flags_b), ""
+
+
+def side(planned: tuple[str, Path, list[str], list[str]], variant: Side, rounds: int,
+         block_steps: int = BLOCK_STEPS) -> Side:
+    """The one process that runs every round."""
+    py, script, flags_a, flags_b = planned
+    return Side([py, str(SCRIPT), "--model", str(script), "--a", shlex.join(flags_a), "--b", shlex.join(flags_b),
+                 "--rounds", str(rounds), "--block-steps", str(block_steps)], dict(variant.env), variant.cwd,
+                list(variant.unset))
+
+
+def output(p: Proc) -> dict | None:
+    """The pairs process's last JSON line, or None."""
+    for line in reversed(log_end(p.log, integrity.LOG_READ_BYTES).splitlines()):
+        line = line.strip()
+        if line.startswith("{") and SCHEMA in line:
+            try:
+                out = json.loads(line)
+            except ValueError:
+                return None
+            return out if isinstance(out, dict) and out.get("schema") == SCHEMA else None
+    return None
+
+
+def split(name: str, p: Proc, timeout: float, peak_flops: float | None) -> tuple[ArmResult, list[ArmResult],
+                                                                               list[ArmResult]]:
+    """The process as an arm of its own (its wall time, its crash), and its blocks as rounds: (process, baseline
+    arms, variant arms), one of each per round, each read as a run of its warm-up step and that block's steps."""
+    out = None if p.timed_out or p.stopped_by or p.hung_s else output(p)
+    crash = arms.crash_reason(p, timeout, None, out)
+    whole = ArmResult(name, p, out if crash is None else None, crash, kind="pairs")
+    if crash is not None:
+        return whole, [], []
+    rounds = int(out.get("rounds") or 0)
+    share = replace(p, wall_s=p.wall_s / max(1, 2 * rounds))
+    got: dict[str, list[ArmResult]] = {}
+    for letter, kind in (("a", "base"), ("b", "var")):
+        arm = out.get(letter) or {}
+        run = arm.get("result") or {}
+        times = run.get("step_times_s") or []
+        got[kind] = []
+        for i, block in enumerate(arm.get("blocks") or []):
+            res = dict(run, step_times_s=[times[0], *(times[s] for s in block)], warmup_steps=1, pairs_block=i)
+            a = ArmResult(f"{'baseline' if kind == 'base' else 'run'}-{i + 1}", share, res, kind=kind, pairs=letter)
+            if bad := metrics.validate(res):
+                a.result, a.crash = None, f"bad JSON field {bad}"
+            else:
+                losses = res.get("losses") or []
+                nonfinite = next((x for x in losses if not math.isfinite(float(x))), None)
+                if nonfinite is not None:
+                    a.bad_loss = f"non-finite loss ({nonfinite}): the math broke"
+                a.metrics = metrics.compute(res, peak_flops)
+            got[kind].append(a)
+    return whole, got["base"], got["var"]
+
+
+def clock_check(whole: ArmResult, out: integrity.Integrity) -> None:
+    """Each arm's blocks against the runner's clock: the reported times of a block's steps after its first must
+    fit between the first's line and the last's, summed over the blocks (a block's lines are printed back to back;
+    between blocks the other arm runs). Step lines must cover every step and carry the reported losses."""
+    res = whole.result or {}
+    for letter in ("a", "b"):
+        arm = res.get(letter) or {}
+        run = arm.get("result") or {}
+        times, losses = run.get("step_times_s") or [], run.get("losses") or []
+        name = f"pairs-{letter}"
+        lines = {ln.step: ln for ln in integrity.step_lines(whole.proc.log, whole.proc.clock, arm=letter)}
+        if len(lines) < len(times):
+            out.add("clock", integrity.Finding("step-count", f"{name}: reported {len(times)} step times; the runner "
+                                               f"saw step lines for {len(lines)} steps"))
+            continue
+        wrong = [s for s, ln in lines.items() if s < len(losses) and (ln.loss is None or
+                                                                     integrity.differs(ln.loss, float(losses[s])))]
+        if wrong:
+            out.add("clock", integrity.Finding("step-losses", f"{name}: step {wrong[0]}'s line printed loss "
+                                               f"{lines[wrong[0]].loss}, the result reports {losses[wrong[0]]}"))
+            continue
+        told = least = most = 0.0
+        steps = 0
+        for block in arm.get("blocks") or []:
+            if len(block) < 2 or any(s not in lines or s >= len(times) for s in block):
+                continue
+            first, last = lines[block[0]], lines[block[-1]]
+            told += math.fsum(times[s] for s in block[1:])
+            least += last.after - first.t
+            most += last.t - first.after
+            steps += len(block) - 1
+        if steps < 3:
+            out.add("clock", None, f"{name}: only {steps} timed steps inside blocks with step lines")
+            continue
+        out.facts.setdefault("clock", {})[name] = {"steps": steps, "reported_s": round(told, 6),
+                                                   "runner_s": [round(least, 6), round(most, 6)]}
+        if told < integrity.CLOCK_SLOW * least and least - told > integrity.CLOCK_SLACK_S:
+            out.add("clock", integrity.Finding("clock-slow", f"{name}: its blocks report {told * 1e3:.1f} ms in all; "
+                                               f"on the runner's clock their lines were at least {least * 1e3:.1f} ms "
+                                               f"apart (ratio {told / least:.2f} < {integrity.CLOCK_SLOW})"))
+        elif told > integrity.CLOCK_FAST * most and told - most > integrity.CLOCK_SLACK_S:
+            out.add("clock", integrity.Finding("clock-replay", f"{name}: its blocks report {told * 1e3:.1f} ms in "
+                                               f"all; on the runner's clock their lines were at most "
+                                               f"{most * 1e3:.1f} ms apart"))
+        else:
+            out.add("clock", None)
