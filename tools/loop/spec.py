@@ -24,6 +24,8 @@ calibrate: 5                         # A/A rounds after the baseline (0: the def
 statistic: min                       # read each run by its fastest steady step (a shared machine); auto: the
                                      # steadier reading over the lane's rounds; default median
 compile_cache: true                  # timed runs share JAX's compile cache (.tools-cache/jax-compile); default true
+pairs: true                          # knob moves of the reference model: every round a block of one process
+                                     # (tools exp run --pairs); env knobs and patches keep processes; default false
 reference: python experiments/llama_train.py --preset small --batch 32   # or an experiment id (docs/gap.md)
 reference_codebase: maxtext          # the ingested codebase the reference runs (found from its command if not given)
 hang_s: 300                          # silent this long: hung (its Python stack taken, then killed)
@@ -117,6 +119,7 @@ class LoopSpec:
     calibrate: int = 0                # A/A rounds after the baseline: the lane's measured noise sets the bands
     statistic: str = "median"         # a run's tokens/s in comparisons: median steady step, or ``min`` (fastest)
     compile_cache: bool = True        # timed arms share JAX's compile cache (the profiled run never does)
+    pairs: bool = False               # interleaved rounds as in-process pairs where the arms differ in flags only
     reference: str = ""               # an experiment id, or a command run once as the reference (docs/gap.md)
     reference_codebase: str = ""      # the ingested codebase the reference runs (its knob defaults in the gap)
     hang_s: float | None = None       # no output for this long: the run is hung (stack taken, killed)
@@ -268,6 +271,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
         calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"),
         compile_cache=bool(data.get("compile_cache", True)),
+        pairs=bool(data.get("pairs", False)),
         hang_s=_positive(path, "hang_s", data.get("hang_s")),
         memory_tol_pct=float(mem.get("tolerance_pct", 5.0)),
         memory_max_gb=None if mem.get("max_gb") is None else float(mem["max_gb"]),

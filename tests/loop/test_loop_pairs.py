@@ -1,0 +1,48 @@
+"""A loop with `pairs: true` on the real reference model (JAX on the CPU): a knob move is measured as in-process
+pairs (every round a block of one process), with the runner's clock on each arm's blocks; the loop page and the
+experiment page say so."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tools import pages
+from tools.cli import cli
+from tools.experiments import records
+
+pytestmark = pytest.mark.slow  # a real loop: the reference model's baseline and one experiment
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_loop_with_pairs_measures_a_knob_move_in_one_process(tmp_path):
+    root = tmp_path / "kb"
+    res = CliRunner().invoke(cli, ["init", str(root)])
+    assert res.exit_code == 0, res.output
+    (root / "experiments").mkdir(exist_ok=True)
+    shutil.copy(REPO / "experiments" / "llama_train.py", root / "experiments" / "llama_train.py")
+    loop = {"model": "llama", "lane": "pairs", "variant": "tiny/cpu", "code": "experiments",
+            "command": [sys.executable, "llama_train.py", "--preset", "tiny", "--steps", "6"],
+            "knobs": {"remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"}},
+            "budget": {"runs": 1}, "repeats": {"min": 4, "max": 4}, "profile": True, "pairs": True,
+            "timeout_s": 600, "compile_cache": True}
+    (root / "loops").mkdir(exist_ok=True)
+    (root / "loops" / "p.yml").write_text(yaml.safe_dump(loop, sort_keys=False))
+    res = CliRunner().invoke(cli, ["--root", str(root), "loop", "start", "p"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    recs = [r for r in records.lane_records(root / "wiki", "llama", "pairs") if r.get("role") == "variant"]
+    assert len(recs) == 1, [r.get("role") for r in records.lane_records(root / "wiki", "llama", "pairs")]
+    rec = recs[0]
+    assert rec["config"]["remat"] == "full" and rec["verdict"] != "crash", rec.get("reasons")
+    assert rec["pairs"]["rounds"] == 4 and "in-process pairs" in rec["stop"], (rec.get("stop"), rec.get("notes"))
+    assert sorted(p.name for p in (root / rec["raw_dir"]).glob("*.log")) == ["pairs.log", "profile-run.log"]
+    assert {"pairs-a", "pairs-b"} <= set(rec["integrity"]["facts"]["clock"])
+    page = next(p for p in (root / "wiki" / "experiments" / "llama" / "pairs").glob("*.md")
+                if pages.split(p.read_text(encoding="utf-8"))[0].get("exp_id") == rec["exp_id"])
+    body = pages.split(page.read_text(encoding="utf-8"))[1]
+    assert "in-process pairs: 4 rounds of 8-step blocks" in body
