@@ -141,9 +141,14 @@ class Schedule:
             if whole.crash:
                 r.crash, r.stop = whole, f"the in-process pairs crashed (both arms ran in it): {whole.crash}"
                 return True, checked
+            if not base or len(base) != len(var):
+                r.crash, whole.crash = whole, "the pairs JSON line holds no rounds of both arms"
+                r.stop = f"the in-process pairs crashed: {whole.crash}"
+                return True, checked
             r.base, r.var = base, var
             if failed := next((a for a in base if not a.ok), None):
-                r.base_failure, r.stop = failed, f"the baseline arm {failed.name} failed: {failed.crash or failed.bad_loss}"
+                r.base_failure = failed
+                r.stop = f"the baseline arm {failed.name} failed: {failed.crash or failed.bad_loss}"
                 return True, checked
             if failed := next((a for a in var if not a.ok), None):
                 r.crash = failed if failed.result is None else None
