@@ -86,7 +86,7 @@ def has_decoy_flag() -> bool:
 
 
 def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code_text: str, calibrate: int = 5,
-            statistic: str = "min"):
+            statistic: str = "min", pairs: bool = False):
     """A fresh knowledge base at ``root`` with experiments/llama_train.py and loops/<lane>.yml; returns the spec."""
     import yaml
 
@@ -99,7 +99,8 @@ def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code
     loop = {"model": "llama", "lane": lane, "variant": "efficacy/cpu", "code": "experiments",
             "command": [sys.executable, "llama_train.py", *PRESET], "knobs": KNOBS,
             "budget": {"runs": budget}, "repeats": {"min": min_rep, "max": max_rep}, "proposer": "sweep",
-            "runner": "local", "profile": False, "timeout_s": 600, "calibrate": calibrate, "statistic": statistic}
+            "runner": "local", "profile": False, "timeout_s": 600, "calibrate": calibrate, "statistic": statistic,
+            "pairs": pairs}
     path = root / "loops" / f"{lane}.yml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(loop, sort_keys=False))
@@ -264,13 +265,13 @@ def large_search(meter: Meter, n_sample: int, passes: int, seed: int, rounds: in
 # ----------------------------------------------------------------------------- the loop and random search
 
 def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: tuple[int, int],
-             calibrate: int, statistic: str) -> dict:
+             calibrate: int, statistic: str, pairs: bool = False) -> dict:
     from tools.experiments.records import lane_records
     from tools.loop.engine import Loop, LoopInterrupted
     from tools.loop.proposers.sweep import SweepProposer
     from tools.project import Project
 
-    spec = make_kb(kb, lane, budget, *reps, code_text, calibrate, statistic)
+    spec = make_kb(kb, lane, budget, *reps, code_text, calibrate, statistic, pairs)
     out: dict = {"seed": seed, "lane": lane, "kb": str(kb)}
     out["interruptions"] = []
     while True:
@@ -294,6 +295,8 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
     hist = state["history"]
     out.update(best=dict(trunk.get("config") or {}), best_env=trunk.get("env") or {},
                best_tokens_per_s=trunk.get("tokens_per_s"), stop_reason=state.get("stop_reason"),
+               device_s=round(float((state.get("usage") or {}).get("device_s") or 0), 1),
+               pairs_runs=sum(bool(r.get("pairs")) for r in recs),
                experiments=[{"iteration": h["iteration"], "change": h["describe"], "verdict": h["verdict"],
                              "gain_pct": h.get("gain_pct"), "repeats": h.get("repeats"), "kept": h["kept"]}
                             for h in hist],

@@ -1,0 +1,113 @@
+"""The loop with in-process pairs against the loop with process-level rounds, on the same lane and seeds.
+
+    python bench/pairs_loop.py [--seeds 2] [--budget 10] [--rounds 5] [--check]
+
+The model, knob space (8 real knobs and the decoy) and loop settings of bench/loop_efficacy.py (A/A calibration 5,
+repeats 2..6, statistic min, the sweep proposer with a seed), per seed two loops, each in a knowledge base of its
+own: process-level rounds (as without `pairs:`) and `pairs: true`, in alternating order (even seeds process first).
+Each loop's device-seconds (every arm of every run by the runner's clock: the loop's `usage.device_s`), its
+experiments and its kept best; then the start configuration and every loop's best re-measured interleaved
+(A B C ... x ``--rounds``; each best's ratio to the start is the median of the ratios within a round).
+
+Targets (``--check``): the pairs loops' device-seconds at most half the process loops' (median of the per-seed
+ratios); the pairs loops' best at least 0.95 of the process loops' (median of the per-seed ratios); every decoy
+run of either loop filed ``invalid``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import loop_efficacy as le  # noqa: E402
+
+DEVICE_TARGET, BEST_TARGET = 0.5, 0.95
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--budget", type=int, default=10, help="experiments per loop")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final re-measure")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    a = ap.parse_args()
+    if not le.has_decoy_flag():
+        raise SystemExit(f"bench/pairs_loop.py: {le.SCRIPT} has no --decoy-skip-layer flag (the decoy knob)")
+    code = le.SCRIPT.read_text()
+    base = Path(tempfile.mkdtemp(prefix="pairs-loop-"))
+    t_all = time.perf_counter()
+    loops: dict[int, dict[str, dict]] = {}
+    try:
+        for s in range(a.seeds):
+            loops[s] = {}
+            for mode in (("process", "pairs") if s % 2 == 0 else ("pairs", "process")):
+                le.say(f"== seed {s}, {mode}: budget {a.budget} experiments")
+                t = time.perf_counter()
+                out = le.run_loop(base / f"{mode}-{s}", f"{mode}-s{s}", s, a.budget, code, (2, 6), 5, "min",
+                                  pairs=mode == "pairs")
+                out["wall_s"] = round(time.perf_counter() - t, 1)
+                loops[s][mode] = out
+                le.say(f"  {out.get('error') or ''}device {out.get('device_s')} s, wall {out['wall_s']} s, "
+                       f"{len(out.get('experiments', []))} experiments ({out.get('pairs_runs')} as pairs); best "
+                       f"{le.short(out['best']) if out.get('best') else '-'}")
+        spec = le.make_kb(base / "direct", "direct", a.budget, 2, 6, code)
+        meter = le.Meter(spec, base / "direct" / "experiments")
+        bests = [x["best"] for by in loops.values() for x in by.values() if x.get("best")]
+        le.say(f"== final comparison: start and {len(bests)} loop bests, interleaved, {a.rounds} rounds")
+        meter.run(meter.start)  # warm the compile cache and the reference losses
+        final = le.Rounds(meter, list({le.key(c): c for c in [meter.start, *bests]}.values()), a.rounds)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    rows, dev_ratios, best_ratios = [], [], []
+    for s, by in loops.items():
+        p, q = by["process"], by["pairs"]
+        rp, rq = final.ratio(p.get("best"), meter.start), final.ratio(q.get("best"), meter.start)
+        if p.get("device_s") and q.get("device_s"):
+            dev_ratios.append(round(q["device_s"] / p["device_s"], 3))
+        if rp and rq:
+            best_ratios.append(round(rq / rp, 4))
+        for mode, x, r in (("process", p, rp), ("pairs", q, rq)):
+            n = len(x.get("experiments", []))
+            rows.append({"seed": s, "mode": mode, "device_s": x.get("device_s"), "experiments": n,
+                         "device_s_per_experiment": round(x["device_s"] / n, 1) if n and x.get("device_s") else None,
+                         "pairs_runs": x.get("pairs_runs"), "best_over_start": r, "best": x.get("best"),
+                         "kept": sum(e["kept"] for e in x.get("experiments", [])),
+                         "decoy_runs": x.get("decoy_runs", 0), "decoy_invalid": x.get("decoy_invalid", 0),
+                         "stop": x.get("stop_reason"), "error": x.get("error")})
+    le.say(f"\n{'seed':>4} {'mode':<8} {'device-s':>9} {'exps':>5} {'s/exp':>7} {'pairs':>6} {'best/start':>11}  kept")
+    for r in rows:
+        le.say(f"{r['seed']:>4} {r['mode']:<8} {r['device_s'] or 0:>9.1f} {r['experiments']:>5} "
+               f"{r['device_s_per_experiment'] or 0:>7.1f} {r['pairs_runs'] or 0:>6} {r['best_over_start'] or 0:>11.3f}"
+               f"  {r['kept']}  {le.short(r['best']) if r['best'] else '-'}")
+    dev = statistics.median(dev_ratios) if dev_ratios else None
+    best = statistics.median(best_ratios) if best_ratios else None
+    decoys = sum(r["decoy_runs"] for r in rows), sum(r["decoy_invalid"] for r in rows)
+    misses = []
+    if dev is None or dev > DEVICE_TARGET:
+        misses.append(f"pairs/process device-seconds median {dev} > {DEVICE_TARGET}")
+    if best is None or best < BEST_TARGET:
+        misses.append(f"pairs best / process best median {best} < {BEST_TARGET}")
+    if decoys[0] != decoys[1]:
+        misses.append(f"{decoys[0] - decoys[1]} of {decoys[0]} decoy runs not filed invalid")
+    le.say(f"\npairs/process device-seconds {dev_ratios} (median {dev}); pairs best / process best {best_ratios} "
+           f"(median {best}); decoy runs {decoys[0]}, invalid {decoys[1]}; "
+           f"total {time.perf_counter() - t_all:.0f} s")
+    print(json.dumps({"bench": "pairs_loop", "seeds": a.seeds, "budget": a.budget, "rows": rows,
+                      "device_ratio": dev_ratios, "device_ratio_median": dev, "best_ratio": best_ratios,
+                      "best_ratio_median": best, "decoy_runs": decoys[0], "decoy_invalid": decoys[1],
+                      "targets_missed": misses, "wall_s": round(time.perf_counter() - t_all, 1)}, default=str))
+    if a.check and misses:
+        print("bench/pairs_loop.py: targets missed: " + "; ".join(misses), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
