@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 LLAMA = REPO / "tools" / "templates" / "llama_train.py"
 
 
-def test_plan_pairs_flag_only_changes_of_the_reference_model(tmp_path):
+def test_plan_pairs_flag_only_changes_of_the_reference_model(tmp_path, monkeypatch):
     base = Side([sys.executable, str(LLAMA), "--preset", "tiny"], {}, tmp_path)
     var = Side([sys.executable, str(LLAMA), "--preset", "tiny", "--remat", "full"], {}, tmp_path)
     planned, why = pairs.plan(base, var, "local")
@@ -25,10 +25,17 @@ def test_plan_pairs_flag_only_changes_of_the_reference_model(tmp_path):
                                      ["--preset", "tiny", "--remat", "full"])
     cmd = pairs.side(planned, var, 6).command
     assert cmd[1] == str(pairs.SCRIPT) and cmd[cmd.index("--model") + 1] == str(LLAMA.resolve())
-    assert cmd[cmd.index("--b") + 1] == "--preset tiny --remat full" and cmd[cmd.index("--rounds") + 1] == "6"
+    # "--b=" keeps a lone flag ("--scan") one value: "--b --scan" would read as two options
+    assert "--b=--preset tiny --remat full" in cmd and cmd[cmd.index("--rounds") + 1] == "6"
 
     flagged = Side(var.command, {"XLA_FLAGS": "--xla_foo"}, tmp_path)
     assert "environment" in pairs.plan(base, flagged, "local")[1]
+    # the same environment said two ways (the baseline's record keeps the variable, the variant inherits it)
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    assert pairs.plan(Side(base.command, {"JAX_PLATFORMS": "cpu"}, tmp_path), var, "local")[1] == ""
+    assert "environment" in pairs.plan(Side(base.command, {}, tmp_path, ["JAX_PLATFORMS"]), var, "local")[1]
+    (tmp_path / "elsewhere").mkdir()
+    assert "different folders" in pairs.plan(base, Side(var.command, {}, tmp_path / "elsewhere"), "local")[1]
     assert "runs each arm where it is sent" in pairs.plan(base, var, "xpk")[1]
     other = tmp_path / "train.py"
     other.write_text("def main():\n    pass\n")
@@ -89,6 +96,42 @@ def test_each_block_is_timed_on_the_runners_clock(tmp_path):
     short = integrity.Integrity()
     pairs.clock_check(_pairs_log(tmp_path, scale=0.6, gap=0.02, k=4), short)
     assert not short.findings
+
+
+def test_only_the_blocks_asked_for_are_rounds(tmp_path):
+    def proc(out: dict) -> Proc:
+        log = tmp_path / "pairs.log"
+        log.write_text(json.dumps(out) + "\n")
+        return Proc(0, False, 3.0, log, "")
+
+    times = [0.01] * (1 + 2 * pairs.BLOCK_STEPS)
+    blocks = [list(range(1 + i * pairs.BLOCK_STEPS, 1 + (i + 1) * pairs.BLOCK_STEPS)) for i in range(2)]
+    arm = {"blocks": blocks, "result": {"step_times_s": times, "tokens_per_step": 512, "losses": [5.0] * len(times)}}
+    good = {"schema": pairs.SCHEMA, "rounds": 2, "block_steps": pairs.BLOCK_STEPS, "warmup_steps": 1, "a": arm,
+            "b": arm}
+    whole, base, var = pairs.split("pairs", proc(good), 60, None)
+    assert whole.crash is None and len(base) == len(var) == 2 and all(a.ok for a in base + var)
+    # each round reads its block's steps, the first in the warm-up slot (the clock times the gaps after it)
+    assert var[1].result["step_times_s"] == [times[s] for s in blocks[1]] and var[1].pairs == "b"
+    assert abs(whole.proc.wall_s - 2 * sum(a.proc.wall_s for a in var)) < 1e-9
+    twice = dict(good, b=dict(arm, blocks=[blocks[0], blocks[0]]))  # one block read as two rounds
+    short = dict(good, a=dict(arm, result=dict(arm["result"], step_times_s=times[:5])))
+    for bad in (twice, short, dict(good, block_steps=1)):
+        whole, base, var = pairs.split("pairs", proc(bad), 60, None)
+        assert whole.crash.startswith("bad JSON field `blocks`") and not base and not var, whole.crash
+    whole, _, _ = pairs.split("pairs", Proc(1, False, 3.0, tmp_path / "pairs.log", ""), 60, None)
+    assert whole.crash and "exit code 1" in whole.crash
+
+
+def test_an_arm_without_clock_evidence_leaves_the_check_unchecked(tmp_path):
+    whole = _pairs_log(tmp_path, k=2)  # one timed gap per block, three in all per arm: checked
+    out = integrity.Integrity()
+    pairs.clock_check(whole, out)
+    assert out.checks["clock"] == "ok"
+    whole.result["a"]["blocks"] = [[0], [2], [4]]  # arm a's blocks give the clock nothing to time
+    out = integrity.Integrity()
+    pairs.clock_check(whole, out)
+    assert out.checks["clock"].startswith("unchecked: pairs-a: only 0 timed steps") and out.status == "partial"
 
 
 def test_missing_step_lines_and_wrong_losses_are_findings(tmp_path):

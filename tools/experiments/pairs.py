@@ -8,9 +8,12 @@ in alternating blocks (A B, B A, ...), so interference hits both arms within the
 round here, read as a process-level round is (its median step, or its fastest), and judged by the same statistics.
 
 What a process-level round proves, a block proves too: every step prints a line the runner times on its own clock,
-and the reported step times of each block must fit between those lines (``clock_check``). The profiled run, the
-HLO and semantics checks stay process-level. Anything else (an environment or XLA flag change, another script, a
-remote runner) gets processes of its own, with the reason on the page.
+and the reported step times of each block must fit between those lines (``clock_check``); the blocks must be the
+ones asked for (``split``). The profiled run and its HLO and trace checks stay process-level; the semantics and
+learning checks read the profiled run's losses when there is one, else the pairs process's. Anything else (an
+environment or XLA flag change, another script or folder, a remote runner) gets processes of its own, with the
+reason on the page. One thing processes rule out and one process does not: code that only the variant's flags
+reach slowing the other arm (a thread, module state); the flags are the user's own script's.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -41,8 +45,10 @@ def plan(base: Side | None, variant: Side, runner: str) -> tuple[tuple[str, Path
         return None, f"the {runner} runner runs each arm where it is sent"
     if base is None:
         return None, "no baseline arm to pair with"
-    if base.env != variant.env or list(base.unset) != list(variant.unset):
+    if _effective(base) != _effective(variant):
         return None, "the arms differ in their environment (an environment or XLA flag change needs processes)"
+    if Path(base.cwd or Path.cwd()).resolve() != Path(variant.cwd or Path.cwd()).resolve():
+        return None, "the arms run from different folders"
     sides = []
     for side in (base, variant):
         script = script_of(side.command, side.cwd)
@@ -63,13 +69,20 @@ def plan(base: Side | None, variant: Side, runner: str) -> tuple[tuple[str, Path
     return (py_b, script_b, flags_a, flags_b), ""
 
 
+def _effective(side: Side) -> dict[str, str]:
+    """The environment the side's process gets: the runner's, less what it unsets, plus its own."""
+    env = {k: v for k, v in os.environ.items() if k not in side.unset}
+    env.update(side.env)
+    return env
+
+
 def side(planned: tuple[str, Path, list[str], list[str]], variant: Side, rounds: int,
          block_steps: int = BLOCK_STEPS) -> Side:
     """The one process that runs every round, each arm first warmed up by a block's worth of untimed steps (after
     one step the first blocks still ran slower: A/A σ per round 8.7-11.0 % with one warm-up step, 5.5-6.9 % with
     eight, in 12-round runs of the loop template's shape)."""
     py, script, flags_a, flags_b = planned
-    return Side([py, str(SCRIPT), "--model", str(script), "--a", shlex.join(flags_a), "--b", shlex.join(flags_b),
+    return Side([py, str(SCRIPT), "--model", str(script), f"--a={shlex.join(flags_a)}", f"--b={shlex.join(flags_b)}",
                  "--rounds", str(rounds), "--block-steps", str(block_steps), "--warmup-steps", str(block_steps)],
                 dict(variant.env), variant.cwd,
                 list(variant.unset))
@@ -91,22 +104,27 @@ def output(p: Proc) -> dict | None:
 def split(name: str, p: Proc, timeout: float, peak_flops: float | None) -> tuple[ArmResult, list[ArmResult],
                                                                                list[ArmResult]]:
     """The process as an arm of its own (its wall time, its crash), and its blocks as rounds: (process, baseline
-    arms, variant arms), one of each per round, each read as a run of its warm-up step and that block's steps."""
+    arms, variant arms), one of each per round, each read as a run of that block's steps (the first in the warm-up
+    slot). A process that reports other blocks than those asked for is a crash naming the field."""
     out = None if p.timed_out or p.stopped_by or p.hung_s else output(p)
     crash = arms.crash_reason(p, timeout, None, out)
     whole = ArmResult(name, p, out if crash is None else None, crash, kind="pairs")
     if crash is not None:
         return whole, [], []
     rounds = int(out.get("rounds") or 0)
+    if bad := _bad_blocks(out, rounds):
+        whole.result, whole.crash = None, f"bad JSON field `blocks`: {bad}"
+        return whole, [], []
     share = replace(p, wall_s=p.wall_s / max(1, 2 * rounds))
     got: dict[str, list[ArmResult]] = {}
     for letter, kind in (("a", "base"), ("b", "var")):
-        arm = out.get(letter) or {}
-        run = arm.get("result") or {}
-        times = run.get("step_times_s") or []
+        arm = out[letter]
+        run = arm["result"]
+        times = run["step_times_s"]
         got[kind] = []
-        for i, block in enumerate(arm.get("blocks") or []):
-            res = dict(run, step_times_s=[times[0], *(times[s] for s in block)], warmup_steps=1, pairs_block=i)
+        for i, block in enumerate(arm["blocks"]):
+            # the block's first step fills the warm-up slot: the reading is of the steps the clock check covers
+            res = dict(run, step_times_s=[times[s] for s in block], warmup_steps=1, pairs_block=i)
             a = ArmResult(f"{'baseline' if kind == 'base' else 'run'}-{i + 1}", share, res, kind=kind, pairs=letter)
             if bad := metrics.validate(res):
                 a.result, a.crash = None, f"bad JSON field {bad}"
@@ -120,49 +138,77 @@ def split(name: str, p: Proc, timeout: float, peak_flops: float | None) -> tuple
     return whole, got["base"], got["var"]
 
 
+def _bad_blocks(out: dict, rounds: int) -> str | None:
+    """What is wrong with the blocks the process says it ran (None: each arm ran ``rounds`` blocks of
+    ``BLOCK_STEPS`` consecutive steps after its warm-up, each step's time reported)."""
+    if rounds < 1 or out.get("block_steps") != BLOCK_STEPS:
+        return f"expected rounds >= 1 of {BLOCK_STEPS} steps, got {rounds} of {out.get('block_steps')!r}"
+    warm = out.get("warmup_steps")
+    for letter in ("a", "b"):
+        arm = out.get(letter)
+        run = arm.get("result") if isinstance(arm, dict) else None
+        times = run.get("step_times_s") if isinstance(run, dict) else None
+        if not isinstance(times, list):
+            return f"arm {letter} reports no step times"
+        want = [list(range(warm + i * BLOCK_STEPS, warm + (i + 1) * BLOCK_STEPS)) for i in range(rounds)] \
+            if isinstance(warm, int) and warm >= 1 else None
+        if want is None or arm.get("blocks") != want:
+            return f"arm {letter}'s blocks are not {rounds} runs of {BLOCK_STEPS} consecutive steps after its warm-up"
+        if len(times) < want[-1][-1] + 1:
+            return f"arm {letter} reports {len(times)} step times for {want[-1][-1] + 1} steps"
+    return None
+
+
 def clock_check(whole: ArmResult, out: integrity.Integrity) -> None:
     """Each arm's blocks against the runner's clock: the reported times of a block's steps after its first must
     fit between the first's line and the last's, summed over the blocks (a block's lines are printed back to back;
-    between blocks the other arm runs). Step lines must cover every step and carry the reported losses."""
+    between blocks the other arm runs). Step lines must cover every step and carry the reported losses. An arm
+    without that evidence leaves the clock check unchecked, whatever the other gave."""
     res = whole.result or {}
     for letter in ("a", "b"):
-        arm = res.get(letter) or {}
-        run = arm.get("result") or {}
-        times, losses = run.get("step_times_s") or [], run.get("losses") or []
-        name = f"pairs-{letter}"
-        lines = {ln.step: ln for ln in integrity.step_lines(whole.proc.log, whole.proc.clock, arm=letter)}
-        if len(lines) < len(times):
-            out.add("clock", integrity.Finding("step-count", f"{name}: reported {len(times)} step times; the runner "
-                                               f"saw step lines for {len(lines)} steps"))
-            continue
-        wrong = [s for s, ln in lines.items() if s < len(losses) and (ln.loss is None or
-                                                                     integrity.differs(ln.loss, float(losses[s])))]
-        if wrong:
-            out.add("clock", integrity.Finding("step-losses", f"{name}: step {wrong[0]}'s line printed loss "
-                                               f"{lines[wrong[0]].loss}, the result reports {losses[wrong[0]]}"))
-            continue
-        told = least = most = 0.0
-        steps = 0
-        for block in arm.get("blocks") or []:
-            if len(block) < 2 or any(s not in lines or s >= len(times) for s in block):
-                continue
-            first, last = lines[block[0]], lines[block[-1]]
-            told += math.fsum(times[s] for s in block[1:])
-            least += last.after - first.t
-            most += last.t - first.after
-            steps += len(block) - 1
-        if steps < 3:
-            out.add("clock", None, f"{name}: only {steps} timed steps inside blocks with step lines")
-            continue
-        out.facts.setdefault("clock", {})[name] = {"steps": steps, "reported_s": round(told, 6),
-                                                   "runner_s": [round(least, 6), round(most, 6)]}
-        if told < integrity.CLOCK_SLOW * least and least - told > integrity.CLOCK_SLACK_S:
-            out.add("clock", integrity.Finding("clock-slow", f"{name}: its blocks report {told * 1e3:.1f} ms in all; "
-                                               f"on the runner's clock their lines were at least {least * 1e3:.1f} ms "
-                                               f"apart (ratio {told / least:.2f} < {integrity.CLOCK_SLOW})"))
-        elif told > integrity.CLOCK_FAST * most and told - most > integrity.CLOCK_SLACK_S:
-            out.add("clock", integrity.Finding("clock-replay", f"{name}: its blocks report {told * 1e3:.1f} ms in "
-                                               f"all; on the runner's clock their lines were at most "
-                                               f"{most * 1e3:.1f} ms apart"))
+        finding, why = _arm_clock(res.get(letter) or {}, whole, f"pairs-{letter}", out.facts)
+        if finding is not None:
+            out.add("clock", finding)
+        elif why:
+            if out.checks.get("clock") != "violated":
+                out.checks["clock"] = f"unchecked: {why}"
         else:
             out.add("clock", None)
+
+
+def _arm_clock(arm: dict, whole: ArmResult, name: str, facts: dict) -> tuple[integrity.Finding | None, str]:
+    run = arm.get("result") or {}
+    times, losses = run.get("step_times_s") or [], run.get("losses") or []
+    lines = {ln.step: ln for ln in integrity.step_lines(whole.proc.log, whole.proc.clock, arm=name[-1])}
+    if len(lines) < len(times):
+        return integrity.Finding("step-count", f"{name}: reported {len(times)} step times; the runner saw step "
+                                 f"lines for {len(lines)} steps"), ""
+    wrong = [s for s, ln in lines.items() if s < len(losses) and (ln.loss is None or
+                                                                 integrity.differs(ln.loss, float(losses[s])))]
+    if wrong:
+        return integrity.Finding("step-losses", f"{name}: step {wrong[0]}'s line printed loss "
+                                 f"{lines[wrong[0]].loss}, the result reports {losses[wrong[0]]}"), ""
+    told = least = most = 0.0
+    steps = 0
+    for block in arm.get("blocks") or []:
+        if len(block) < 2:
+            continue
+        if any(s not in lines or s >= len(times) for s in block):
+            return None, f"{name}: a block without a step line and a step time for each of its steps"
+        first, last = lines[block[0]], lines[block[-1]]
+        told += math.fsum(times[s] for s in block[1:])
+        least += last.after - first.t
+        most += last.t - first.after
+        steps += len(block) - 1
+    if steps < 3:
+        return None, f"{name}: only {steps} timed steps inside blocks with step lines"
+    facts.setdefault("clock", {})[name] = {"steps": steps, "reported_s": round(told, 6),
+                                           "runner_s": [round(least, 6), round(most, 6)]}
+    if told < integrity.CLOCK_SLOW * least and least - told > integrity.CLOCK_SLACK_S:
+        return integrity.Finding("clock-slow", f"{name}: its blocks report {told * 1e3:.1f} ms in all; on the "
+                                 f"runner's clock their lines were at least {least * 1e3:.1f} ms apart (ratio "
+                                 f"{told / least:.2f} < {integrity.CLOCK_SLOW})"), ""
+    if told > integrity.CLOCK_FAST * most and told - most > integrity.CLOCK_SLACK_S:
+        return integrity.Finding("clock-replay", f"{name}: its blocks report {told * 1e3:.1f} ms in all; on the "
+                                 f"runner's clock their lines were at most {most * 1e3:.1f} ms apart"), ""
+    return None, ""

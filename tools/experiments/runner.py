@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..project import Project
 from ..runners.process import Stop, deferred_signals, stop_on_signals
 from ..writer import Writer, atomic_write
-from . import abandoned, comparison, filing, integrity, noise, records, rounds, stats, verdict
+from . import abandoned, comparison, filing, integrity, noise, pairs, records, rounds, stats, verdict
 from .context import RunContext
 from .filing import rel
 from .sides import Side, code_commit, merged_env, record_side, recorded_env, script_of
@@ -181,15 +181,16 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 abandoned.sweep_lane(w, lane)
                 prior = lane.records()
                 runs.base_rec = _compared(spec, prior)
-                if spec.statistic == "auto":  # chosen from the lane's earlier rounds, before this run's
-                    choice = noise.choose_reading(prior, spec.variant, records.shape_key_of(runs.base_rec or {}),
-                                                  spec.pairs)
-                    spec = replace(spec, statistic=choice["chosen"])
-                    ctx.reading = choice
                 base_side = None
                 if runs.base_rec is not None and runs.base_rec.get("command"):
                     base_side, notes = record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd)
                     runs.notes += notes
+                if spec.statistic == "auto":  # chosen from the lane's earlier rounds, before this run's
+                    paired = spec.pairs and pairs.plan(base_side, var_side, spec.runner)[0] is not None
+                    choice = noise.choose_reading(prior, spec.variant, records.shape_key_of(runs.base_rec or {}),
+                                                  paired)
+                    spec = replace(spec, statistic=choice["chosen"])
+                    ctx.reading = choice
                 if spec.calibrate:
                     var_side = base_side
                 command = var_side.command if spec.calibrate else spec.command

@@ -57,6 +57,7 @@ class Arm:
         t = time.perf_counter()
         self.step_fn = step_fn.lower(self.params, self.opt, lt.make_batch(self.cfg, 0)).compile()
         self.compile_s = time.perf_counter() - t
+        print(json.dumps({"arm": name, "compiled_s": round(self.compile_s, 4)}), flush=True)  # alive: not hung
         self.block_tps: list[float] = []
         self.best_tps: list[float] = []
         self.losses: list[float] = []
