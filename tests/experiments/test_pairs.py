@@ -57,6 +57,13 @@ def test_exp_run_pairs_times_every_round_in_one_process_and_checks_its_clock(pro
 
     kw = dict(model="llama", lane="cpu", variant="tiny/cpu")
     exp_run(project, "--baseline", "--compile-cache", command=[PY, LLAMA, "--preset", "tiny", "--steps", "8"], **kw)
+    # an A/A calibration with --pairs: the baseline's flags as both arms of one process; the comparison after it
+    # is floored by it (a calibration of processes would not say what pairs see)
+    cal = _page(project, exp_run(project, "--calibrate", "--pairs", "--compile-cache", "--repeats", "4", command=[],
+                                 **kw))[0]
+    assert cal["role"] == "calibration" and cal["pairs"]["rounds"] == 4 and cal["calibration"]["rounds"] == 4
+    assert sorted(p.name for p in (project.root / cal["raw_dir"]).glob("*.log")) == ["pairs.log"]
+    assert len(cal["runs_tokens_per_s"]["baseline"]) == len(cal["runs_tokens_per_s"]["variant"]) == 4
     out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "6", "-m", "remat full",
                   command=[PY, LLAMA, "--preset", "tiny", "--steps", "8", "--remat", "full"], **kw)
     # arms of one flag each: "--b --remat=full" would read as two options; the runner passes --b=...
@@ -71,6 +78,7 @@ def test_exp_run_pairs_times_every_round_in_one_process_and_checks_its_clock(pro
     assert fm["pairs"] == {"rounds": 6, "block_steps": 8, "log": "pairs.log"} and fm["interleaved"]
     assert len(fm["runs_tokens_per_s"]["baseline"]) == len(fm["runs_tokens_per_s"]["variant"]) == 6
     assert fm["timing"]["rounds"] == 6 and fm["timing"]["how"].startswith("in-process pairs: 6 rounds")
+    assert fm["calibrated_by"] == cal["exp_id"] and "1 experiments, 1 of them A/A" in fm["timing"]["how"], fm["timing"]
     assert fm["config"]["remat"] == "full" and fm["semantics"]["status"] == "ok"
     integ = fm["integrity"]
     assert integ["checks"]["clock"] == "ok" and not integ["findings"], integ

@@ -163,3 +163,19 @@ def test_rounds_of_pairs_have_a_noise_model_of_their_own():
     pairs_model = noise.lane_noise(lane, "tiny/cpu", pairs=True)
     assert proc_model.experiments == pairs_model.experiments == 3
     assert pairs_model.sigma_pct < 5 < proc_model.sigma_pct
+
+
+def test_a_calibration_counts_for_the_rounds_it_was_measured_as():
+    from tools.experiments import records
+
+    def cal(i, pairs_rec):
+        return {"exp_id": f"c{i}", "variant": "tiny/cpu", "role": "calibration", "status": "filed",
+                "pairs": pairs_rec, "calibration": {"rounds": 5, "pair_sd_pct": 2.0 if pairs_rec else 9.0}}
+
+    process, inproc = cal(1, None), cal(2, {"rounds": 5})
+    # pairs take a pairs calibration, newest first; processes never take one (its σ is not theirs: narrower)
+    assert records.calibration_for([process, inproc], "tiny/cpu", pairs=True)["exp_id"] == "c2"
+    assert records.calibration_for([process, inproc], "tiny/cpu")["exp_id"] == "c1"
+    assert records.calibration_for([inproc], "tiny/cpu") is None
+    # pairs without one of their own fall back to the processes' (wider: a floor never narrower than theirs)
+    assert records.calibration_for([process], "tiny/cpu", pairs=True)["exp_id"] == "c1"

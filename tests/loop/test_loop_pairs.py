@@ -30,7 +30,7 @@ def test_a_loop_with_pairs_measures_a_knob_move_in_one_process(tmp_path):
             "command": [sys.executable, "llama_train.py", "--preset", "tiny", "--steps", "6"],
             "knobs": {"remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"}},
             "budget": {"runs": 1}, "repeats": {"min": 4, "max": 4}, "profile": True, "pairs": True,
-            "timeout_s": 600, "compile_cache": True}
+            "timeout_s": 600, "compile_cache": True, "calibrate": 3}
     (root / "loops").mkdir(exist_ok=True)
     (root / "loops" / "p.yml").write_text(yaml.safe_dump(loop, sort_keys=False))
     res = CliRunner().invoke(cli, ["--root", str(root), "loop", "start", "p"])
@@ -38,6 +38,12 @@ def test_a_loop_with_pairs_measures_a_knob_move_in_one_process(tmp_path):
     recs = [r for r in records.lane_records(root / "wiki", "llama", "pairs") if r.get("role") == "variant"]
     assert len(recs) == 1, [r.get("role") for r in records.lane_records(root / "wiki", "llama", "pairs")]
     rec = recs[0]
+    # the loop's A/A calibration ran as pairs too (the baseline's flags as both arms of one process), and floors
+    # the pairs comparison: a calibration of processes would say nothing of the noise blocks see
+    (cal,) = [r for r in records.lane_records(root / "wiki", "llama", "pairs") if r.get("role") == "calibration"]
+    assert cal["pairs"]["rounds"] == 3 and cal["calibration"]["rounds"] == 3, (cal.get("stop"), cal.get("reasons"))
+    assert sorted(p.name for p in (root / cal["raw_dir"]).glob("*.log")) == ["pairs.log"]
+    assert rec.get("calibrated_by") == cal["exp_id"], (rec.get("timing"), rec.get("reasons"))
     assert rec["config"]["remat"] == "full" and rec["verdict"] != "crash", rec.get("reasons")
     assert rec["pairs"]["rounds"] == 4 and "in-process pairs" in rec["stop"], (rec.get("stop"), rec.get("notes"))
     assert sorted(p.name for p in (root / rec["raw_dir"]).glob("*.log")) == ["pairs.log", "profile-run.log"]

@@ -198,7 +198,7 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
     elif m and role == "variant" and base_rec:
         rec["baseline"] = base_rec["exp_id"]
         if r.interleaved and b_tps:
-            cal = records.calibration_for(prior, spec.variant, records.shape_key_of(base_rec))
+            cal = records.calibration_for(prior, spec.variant, records.shape_key_of(base_rec), bool(r.pairs))
             timing = stats.paired(b_tps, v_tps, current_noise(prior, spec.variant, base_rec, stat, bool(r.pairs)),
                                   r.looks)
             if timing:
@@ -275,7 +275,7 @@ def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statis
     recency-weighted, the calibration among them) when it has one, else the calibration's floor or the default.
     Rounds of in-process pairs (``pairs``) have a model of their own, with the calibration's floor until then."""
     key = records.shape_key_of(base_rec or {})
-    out = stats.noise_from_calibration(records.calibration_for(prior, variant, key), statistic)
+    out = stats.noise_from_calibration(records.calibration_for(prior, variant, key, pairs), statistic)
     lane = noise.lane_noise(prior, variant, key, statistic, (base_rec or {}).get("exp_id"), pairs)
     if lane is not None:
         out.lane, out.source = lane, lane.describe()

@@ -128,11 +128,17 @@ def best_for(records: list[dict], variant: str, shape_key: str | None = None) ->
     return max(ks, key=lambda r: r["metrics"]["tokens_per_s"]) if ks else None
 
 
-def calibration_for(records: list[dict], variant: str, shape_key: str | None = None) -> dict | None:
-    """The latest filed A/A calibration of a variant (of that shape)."""
+def calibration_for(records: list[dict], variant: str, shape_key: str | None = None,
+                    pairs: bool = False) -> dict | None:
+    """The latest filed A/A calibration of a variant (of that shape) measured as the coming rounds are: of processes,
+    or of in-process pairs (``pairs``). Pairs fall back to a calibration of processes (their noise is larger: a wider
+    floor, never a narrower one); processes never take one of pairs."""
     cs = [r for r in records if r.get("variant") == variant and r.get("role") == "calibration"
           and r.get("status") == "filed" and (r.get("calibration") or {}).get("rounds") and _same_shape(r, shape_key)]
-    return cs[-1] if cs else None
+    same = [r for r in cs if bool(r.get("pairs")) == pairs]
+    if same:
+        return same[-1]
+    return next((r for r in reversed(cs) if not r.get("pairs")), None) if pairs else None
 
 
 def semantics_reference(records: list[dict], shape_key: str) -> dict | None:

@@ -9,7 +9,8 @@
 - a same-shape semantics reference (``reference_command``) is its own round, run once when the lane has none;
 - the baseline reruns with the environment its record kept, never the variant's;
 - with ``pairs`` (``tools exp run --pairs``) and arms that differ in flags only, the timed rounds are blocks of one
-  process (``pairs``): all ``max_repeats`` of them, looked at once.
+  process (``pairs``): all ``max_repeats`` of them, looked at once; an A/A calibration with ``pairs`` is the
+  baseline's flags as both arms of one such process.
 """
 
 from __future__ import annotations
@@ -94,8 +95,9 @@ class Schedule:
             checked = True
         limit = self.hi if r.interleaved and not r.calibration else self.lo
         r.looks = stats.looks(self.lo, self.hi) if r.interleaved and self.lo < self.hi else 1
-        if spec.pairs and r.interleaved and not r.calibration:
-            handled, checked = self._pairs_rounds(limit, checked)
+        if spec.pairs and r.interleaved:
+            # an A/A calibration of pairs is the baseline's flags as both arms: the noise pairs comparisons see
+            handled, checked = self._pairs_rounds(limit, checked or r.calibration)
             if handled:
                 return r
         i = 0
@@ -160,7 +162,7 @@ class Schedule:
                 r.crash = failed if failed.result is None else None
                 r.stop = f"{failed.name}: {failed.crash or failed.bad_loss}"
                 return True, checked
-            if checked:
+            if checked or r.calibration:
                 break
             checked = True
             if not self._after_first(var[0]):

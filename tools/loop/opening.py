@@ -54,7 +54,8 @@ def calibrate(loop) -> None:
     """A/A rounds of the trunk against itself: the lane's noise model starts from them (``experiments.noise``)."""
     spec, state = loop.spec, loop.state
     cfg, cwd = state.trunk["config"], loop.workspace.prepare("000").cwd
-    loop.say(f"calibration: {spec.calibrate} A/A rounds of the baseline")
+    how = " (in-process pairs)" if spec.pairs else ""
+    loop.say(f"calibration: {spec.calibrate} A/A rounds of the baseline{how}")
     run = runs.runspec(spec, cfg, {}, cwd, description="loop calibration (A/A)", slug=f"{spec.name}-calibration",
                        hypothesis="The baseline against itself: how much a run of this lane moves by chance.",
                        extra=loop_keys(loop), calibrate=True, compare_to=state.trunk["exp_id"], compare_cwd=cwd)
