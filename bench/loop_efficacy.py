@@ -1,6 +1,6 @@
 """Loop efficacy: does the loop find a configuration close to the best one, in 10 experiments?
 
-    python bench/loop_efficacy.py [--quick] [--seeds 3] [--keep DIR] [--check]
+    python bench/loop_efficacy.py [--lane template|small] [--quick] [--seeds 3] [--keep DIR] [--check]
 
 On the reference model (CPU, a preset that runs in a few seconds), over a declared space of 8 real knobs plus one
 decoy that changes the math (skips the last layer: faster, wrong), in one run:
@@ -40,22 +40,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lanes import DECOY, LANES  # noqa: E402
 SCRIPT = REPO / "experiments" / "llama_train.py"
-PRESET = ["--preset", "tiny", "--n-layers", "2", "--d-model", "128", "--d-ff", "384", "--steps", "14"]
-YNN = "--xla_cpu_experimental_ynn_fusion_type=dot"
-DECOY = "decoy_skip_layer"
-KNOBS = {  # the first value of each knob is the start; 512 tokens per step in every shape
-    "shape": {"category": "shape", "flags": {"batch": "--batch", "seq_len": "--seq-len"},
-              "values": [{"batch": 8, "seq_len": 64}, {"batch": 16, "seq_len": 32}, {"batch": 4, "seq_len": 128}]},
-    "grad_accum": {"flag": "--grad-accum", "values": [1, 2, 4], "category": "memory"},
-    "compute_dtype": {"flag": "--compute-dtype", "values": ["float32", "bfloat16"], "category": "precision"},
-    "remat": {"flag": "--remat", "values": ["none", "full", "dots_saveable"], "category": "memory"},
-    "scan": {"flag": "--scan", "values": [False, True], "category": "compiler"},
-    "attention": {"flag": "--attention", "values": ["naive", "dpa"], "category": "kernel"},
-    "donate": {"flag": "--donate", "values": [True, False], "category": "memory"},
-    "xla_ynn_dot": {"env": "XLA_FLAGS", "values": ["", YNN], "category": "compiler"},
-    DECOY: {"flag": "--decoy-skip-layer", "values": [False, True], "category": "other"},  # not declared `semantics`
-}
+PRESET, KNOBS, TOKENS = LANES["template"]["preset"], LANES["template"]["knobs"], 512
+
+
+def use_lane(name: str) -> None:
+    """Search ``lanes.LANES[name]``: its command and knob space for everything below."""
+    global PRESET, KNOBS, TOKENS
+    lane = LANES[name]
+    PRESET, KNOBS, TOKENS = lane["preset"], lane["knobs"], lane["tokens_per_step"]
+
+
 LOSS_TOL, LOSS_STEPS = 0.025, 12
 TARGET_RATIO = 0.95
 
@@ -353,6 +350,7 @@ def row(who: str, tps: float | None, ratio: float | None, cfg: dict | None, note
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 seed, small searches, budget 4")
+    ap.add_argument("--lane", choices=sorted(LANES), default="template", help="the command and knob space (lanes.py)")
     ap.add_argument("--seeds", type=int, help="loop and random-search seeds (3)")
     ap.add_argument("--budget", type=int, help="experiments per loop, configurations per random search (10)")
     ap.add_argument("--large", type=int, help="random configurations in the large search (32)")
@@ -362,6 +360,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="build the knowledge bases here (kept) instead of a temp dir")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     a = ap.parse_args()
+    use_lane(a.lane)
     q = a.quick
     seeds = list(range(a.seeds or (1 if q else 3)))
     budget, n_large, rounds = a.budget or (4 if q else 10), a.large or (4 if q else 32), a.rounds or (2 if q else 5)
@@ -384,7 +383,7 @@ def main() -> int:
         spec = make_kb(base / "direct", "direct", budget, *reps, code, statistic=a.statistic)
         meter = Meter(spec, base / "direct" / "experiments")
         cmd = " ".join(spec.command_for(meter.start)[1:])
-        say(f"model: {cmd}\n  512 tokens/step in every shape; knowledge bases under {base}")
+        say(f"model: {cmd}\n  {TOKENS:,} tokens/step in every shape; knowledge bases under {base}")
         t = time.perf_counter()
         m = [meter.run(meter.start) for _ in range(2)][-1]
         say(f"start configuration: {m['tokens_per_s']:,.0f} tokens/s, {m['wall_s']:.1f} s a run")

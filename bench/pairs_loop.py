@@ -1,13 +1,14 @@
 """The loop with in-process pairs against the loop with process-level rounds, on the same lane and seeds.
 
-    python bench/pairs_loop.py [--seeds 2] [--budget 10] [--rounds 5] [--check]
+    python bench/pairs_loop.py [--lane template|small] [--seeds 2] [--budget 10] [--rounds 5] [--check]
 
-The model, knob space (8 real knobs and the decoy) and loop settings of bench/loop_efficacy.py (A/A calibration 5,
-repeats 2..6, statistic min, the sweep proposer with a seed), per seed two loops, each in a knowledge base of its
-own: process-level rounds (as without `pairs:`) and `pairs: true`, in alternating order (even seeds process first).
-Each loop's device-seconds (every arm of every run by the runner's clock: the loop's `usage.device_s`), its
-experiments and its kept best; then the start configuration and every loop's best re-measured interleaved
-(A B C ... x ``--rounds``; each best's ratio to the start is the median of the ratios within a round).
+The model, knob space (8 real knobs and the decoy; ``--lane``, bench/lanes.py) and loop settings of
+bench/loop_efficacy.py (A/A calibration 5, repeats 2..6, statistic min, the sweep proposer with a seed), per seed
+two loops, each in a knowledge base of its own: process-level rounds (as without `pairs:`) and `pairs: true`, in
+alternating order (even seeds process first). Each loop's device-seconds (every arm of every run by the runner's
+clock: the loop's `usage.device_s`), its experiments and its kept best; then the start configuration and every
+loop's best re-measured interleaved (A B C ... x ``--rounds``; each best's ratio to the start is the median of the
+ratios within a round).
 
 Targets (``--check``): the pairs loops' device-seconds at most half the process loops' (median of the per-seed
 ratios); the pairs loops' best at least 0.95 of the process loops' (median of the per-seed ratios); every decoy
@@ -33,11 +34,13 @@ DEVICE_TARGET, BEST_TARGET = 0.5, 0.95
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lane", choices=sorted(le.LANES), default="template", help="command and knobs (lanes.py)")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--budget", type=int, default=10, help="experiments per loop")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final re-measure")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     a = ap.parse_args()
+    le.use_lane(a.lane)
     if not le.has_decoy_flag():
         raise SystemExit(f"bench/pairs_loop.py: {le.SCRIPT} has no --decoy-skip-layer flag (the decoy knob)")
     code = le.SCRIPT.read_text()
@@ -99,7 +102,7 @@ def main() -> int:
     le.say(f"\npairs/process device-seconds {dev_ratios} (median {dev}); pairs best / process best {best_ratios} "
            f"(median {best}); decoy runs {decoys[0]}, invalid {decoys[1]}; "
            f"total {time.perf_counter() - t_all:.0f} s")
-    print(json.dumps({"bench": "pairs_loop", "seeds": a.seeds, "budget": a.budget, "rows": rows,
+    print(json.dumps({"bench": "pairs_loop", "lane": a.lane, "seeds": a.seeds, "budget": a.budget, "rows": rows,
                       "device_ratio": dev_ratios, "device_ratio_median": dev, "best_ratio": best_ratios,
                       "best_ratio_median": best, "decoy_runs": decoys[0], "decoy_invalid": decoys[1],
                       "targets_missed": misses, "wall_s": round(time.perf_counter() - t_all, 1)}, default=str))

@@ -62,33 +62,39 @@ def test_exp_run_pairs_times_every_round_in_one_process_and_checks_its_clock(pro
     cal = _page(project, exp_run(project, "--calibrate", "--pairs", "--compile-cache", "--repeats", "4", command=[],
                                  **kw))[0]
     assert cal["role"] == "calibration" and cal["pairs"]["rounds"] == 4 and cal["calibration"]["rounds"] == 4
-    assert sorted(p.name for p in (project.root / cal["raw_dir"]).glob("*.log")) == ["pairs.log"]
+    assert sorted(p.name for p in (project.root / cal["raw_dir"]).glob("*.log")) == ["pairs-swapped.log", "pairs.log"]
     assert len(cal["runs_tokens_per_s"]["baseline"]) == len(cal["runs_tokens_per_s"]["variant"]) == 4
     out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "6", "-m", "remat full",
                   command=[PY, LLAMA, "--preset", "tiny", "--steps", "8", "--remat", "full"], **kw)
     # arms of one flag each: "--b --remat=full" would read as two options; the runner passes --b=...
     exp_run(project, "--baseline", "--compile-cache", command=[PY, LLAMA, "--steps=8"], model="llama", lane="one",
             variant="tiny/cpu")
-    lone = exp_run(project, "--pairs", "--compile-cache", "--repeats", "2", command=[PY, LLAMA, "--remat=full"],
-                   model="llama", lane="one", variant="tiny/cpu")
-    assert _page(project, lone)[0]["pairs"]["rounds"] == 2, lone
+    # --pairs-rounds: pairs (implied) with more rounds than --max-repeats (a round of pairs is a block of steps)
+    lone = exp_run(project, "--pairs-rounds", "3", "--compile-cache", "--repeats", "2",
+                   command=[PY, LLAMA, "--remat=full"], model="llama", lane="one", variant="tiny/cpu")
+    assert _page(project, lone)[0]["pairs"]["rounds"] == 3, lone
     fm, body = _page(project, out)
     raw = project.root / fm["raw_dir"]
-    assert sorted(p.name for p in raw.glob("*.log")) == ["pairs.log"]  # one process for all six rounds
-    assert fm["pairs"] == {"rounds": 6, "block_steps": 8, "log": "pairs.log"} and fm["interleaved"]
+    # two processes for all six rounds: three with the baseline as arm A, three with the variant as arm A
+    assert sorted(p.name for p in raw.glob("*.log")) == ["pairs-swapped.log", "pairs.log"]
+    assert fm["pairs"] == {"rounds": 6, "block_steps": 8, "log": "pairs.log", "swapped_log": "pairs-swapped.log",
+                           "swapped_rounds": 3} and fm["interleaved"]
+    swapped = json.loads((raw / "pairs-swapped.log").read_text().strip().splitlines()[-1])
+    assert swapped["a"]["config"]["remat"] == "full" and swapped["b"]["config"]["remat"] == "none"
     assert len(fm["runs_tokens_per_s"]["baseline"]) == len(fm["runs_tokens_per_s"]["variant"]) == 6
     assert fm["timing"]["rounds"] == 6 and fm["timing"]["how"].startswith("in-process pairs: 6 rounds")
     assert fm["calibrated_by"] == cal["exp_id"] and "1 experiments, 1 of them A/A" in fm["timing"]["how"], fm["timing"]
     assert fm["config"]["remat"] == "full" and fm["semantics"]["status"] == "ok"
     integ = fm["integrity"]
     assert integ["checks"]["clock"] == "ok" and not integ["findings"], integ
-    for arm in ("pairs-a", "pairs-b"):  # 6 blocks of 8 steps: 7 timed gaps each, on the runner's own clock
-        c = integ["facts"]["clock"][arm]
-        assert c["steps"] == 42 and c["runner_s"][0] <= c["runner_s"][1]
+    for arm in ("pairs-a", "pairs-b", "pairs-swapped-a", "pairs-swapped-b"):  # 3 blocks of 8 steps each: 7 timed
+        c = integ["facts"]["clock"][arm]                                     # gaps a block, on the runner's clock
+        assert c["steps"] == 21 and c["runner_s"][0] <= c["runner_s"][1]
         assert 0.8 * c["runner_s"][0] <= c["reported_s"] <= 1.25 * c["runner_s"][1] + 0.01
     assert "steps inside its blocks" in body and "None" not in body.split("## ")[0]
-    # the process counted once: each arm's block a share of it, the whole in the total
+    # each process counted once: each arm's block a share of it, the wholes in the total
     assert abs(fm["wall_s_total"] - 2 * sum(fm["run_wall_s"])) < 0.05, (fm["wall_s_total"], fm["run_wall_s"])
+    assert fm["timing"]["how"].split("; ")[0].endswith("their positions swapped in the second")
 
 
 def test_exp_run_pairs_falls_back_to_processes_when_the_environment_differs(project):

@@ -114,6 +114,12 @@ def test_only_the_blocks_asked_for_are_rounds(tmp_path):
     # each round reads its block's steps, the first in the warm-up slot (the clock times the gaps after it)
     assert var[1].result["step_times_s"] == [times[s] for s in blocks[1]] and var[1].pairs == "b"
     assert abs(whole.proc.wall_s - 2 * sum(a.proc.wall_s for a in var)) < 1e-9
+    # the second process runs the variant as arm A: its rounds follow the first's, each arm read as its own
+    b_arm = dict(arm, result=dict(arm["result"], step_times_s=[0.02] * len(times)))
+    _, base2, var2 = pairs.split("pairs-swapped", proc(dict(good, b=b_arm)), 60, None, swapped=True, first_round=3)
+    assert [a.name for a in base2 + var2] == ["baseline-3", "baseline-4", "run-3", "run-4"]
+    assert [a.pairs for a in base2 + var2] == ["b", "b", "a", "a"]
+    assert base2[0].result["step_times_s"][0] == 0.02 and var2[0].result["step_times_s"][0] == 0.01
     twice = dict(good, b=dict(arm, blocks=[blocks[0], blocks[0]]))  # one block read as two rounds
     short = dict(good, a=dict(arm, result=dict(arm["result"], step_times_s=times[:5])))
     for bad in (twice, short, dict(good, block_steps=1)):

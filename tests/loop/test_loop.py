@@ -169,6 +169,19 @@ def test_bad_loop_files_name_the_file_and_the_problem(tmp_path):
                                                                                  code=1)
     make_kb(root, memory={"limit": 3})
     assert "`memory` is a mapping {tolerance_pct: PCT, max_gb: GB}" in tools(root, "loop", "start", "fake-loop", code=1)
+    make_kb(root, pairs=1)
+    assert "`pairs` is true, false or a number of rounds (at least 2), not 1" in tools(root, "loop", "start",
+                                                                                       "fake-loop", code=1)
+
+
+def test_pairs_in_a_loop_file_is_a_switch_or_a_number_of_rounds(tmp_path):
+    from tools.loop.spec import PAIRS_ROUNDS, load
+
+    root = tmp_path / "kb"
+    for value, rounds in ((True, PAIRS_ROUNDS), (20, 20), (False, 0)):
+        make_kb(root, pairs=value)
+        spec = load(root / "loops" / "fake-loop.yml")
+        assert (spec.pairs, spec.pairs_rounds) == (bool(value), rounds)
 
 
 def test_the_loop_files_its_comparisons_by_the_declared_statistic(tmp_path):

@@ -29,7 +29,7 @@ def test_a_loop_with_pairs_measures_a_knob_move_in_one_process(tmp_path):
     loop = {"model": "llama", "lane": "pairs", "variant": "tiny/cpu", "code": "experiments",
             "command": [sys.executable, "llama_train.py", "--preset", "tiny", "--steps", "6"],
             "knobs": {"remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"}},
-            "budget": {"runs": 1}, "repeats": {"min": 4, "max": 4}, "profile": True, "pairs": True,
+            "budget": {"runs": 1}, "repeats": {"min": 2, "max": 2}, "profile": True, "pairs": 4,
             "timeout_s": 600, "compile_cache": True, "calibrate": 3}
     (root / "loops").mkdir(exist_ok=True)
     (root / "loops" / "p.yml").write_text(yaml.safe_dump(loop, sort_keys=False))
@@ -42,13 +42,14 @@ def test_a_loop_with_pairs_measures_a_knob_move_in_one_process(tmp_path):
     # the pairs comparison: a calibration of processes would say nothing of the noise blocks see
     (cal,) = [r for r in records.lane_records(root / "wiki", "llama", "pairs") if r.get("role") == "calibration"]
     assert cal["pairs"]["rounds"] == 3 and cal["calibration"]["rounds"] == 3, (cal.get("stop"), cal.get("reasons"))
-    assert sorted(p.name for p in (root / cal["raw_dir"]).glob("*.log")) == ["pairs.log"]
+    assert sorted(p.name for p in (root / cal["raw_dir"]).glob("*.log")) == ["pairs-swapped.log", "pairs.log"]
     assert rec.get("calibrated_by") == cal["exp_id"], (rec.get("timing"), rec.get("reasons"))
     assert rec["config"]["remat"] == "full" and rec["verdict"] != "crash", rec.get("reasons")
     assert rec["pairs"]["rounds"] == 4 and "in-process pairs" in rec["stop"], (rec.get("stop"), rec.get("notes"))
-    assert sorted(p.name for p in (root / rec["raw_dir"]).glob("*.log")) == ["pairs.log", "profile-run.log"]
+    assert sorted(p.name for p in (root / rec["raw_dir"]).glob("*.log")) == ["pairs-swapped.log", "pairs.log",
+                                                                             "profile-run.log"]
     assert {"pairs-a", "pairs-b"} <= set(rec["integrity"]["facts"]["clock"])
     page = next(p for p in (root / "wiki" / "experiments" / "llama" / "pairs").glob("*.md")
                 if pages.split(p.read_text(encoding="utf-8"))[0].get("exp_id") == rec["exp_id"])
     body = pages.split(page.read_text(encoding="utf-8"))[1]
-    assert "in-process pairs: 4 rounds of 8-step blocks" in body
+    assert "in-process pairs: 4 rounds of 8-step blocks, both arms in each of two processes" in body

@@ -52,6 +52,9 @@ def exp() -> None:
 @click.option("--pairs", is_flag=True,
               help="Interleaved rounds as blocks of one process: both arms of the reference model built in it and "
                    "stepped in turn, when they differ in flags only (else process-level rounds, the page says why).")
+@click.option("--pairs-rounds", type=click.IntRange(min=2), default=None,
+              help="Rounds of the pairs process (implies --pairs; default: --max-repeats). A round of pairs costs "
+                   "one block of steps per arm, not two processes.")
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
 @click.option("--hang-after", "hang_s", type=float, default=None,
               help="Seconds without output after which a run is hung: its Python stack is taken, then it is killed.")
@@ -92,6 +95,8 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
     if not opts.get("calibrate"):  # a calibration reruns the baseline's own command
         _must_start(list(command), env)
     opts["protected"] = list(opts.get("protected") or ())
+    opts["pairs_rounds"] = opts.get("pairs_rounds") or 0
+    opts["pairs"] = bool(opts.get("pairs") or opts["pairs_rounds"])
     out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
                                           env=env, **opts))
     m = out.metrics

@@ -204,7 +204,8 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
             if timing:
                 if r.pairs:
                     timing.how = (f"in-process pairs: {len(r.var)} rounds of {r.pairs['block_steps']}-step blocks, "
-                                  "both arms in one process, alternated; " + timing.how)
+                                  "both arms in each of two processes, alternated, their positions swapped in the "
+                                  "second; " + timing.how)
                 if stat == "min":
                     timing.how = "each run read by its fastest steady step (statistic min); " + timing.how
                 if ctx.reading:

@@ -1,11 +1,13 @@
-"""In-process pairs: every timed round of an interleaved comparison in one process (``tools exp run --pairs``).
+"""In-process pairs: the timed rounds of an interleaved comparison in two processes (``tools exp run --pairs``).
 
 A process-level round runs each arm as a process of its own, and another job on the machine lands on one arm and
 not the other. When the two arms are the reference model (``llama_train.py``) with the same script, interpreter,
 folder and environment, differing in flags only (compile-time knobs: shapes, dtypes, remat, scan), the runner
-instead runs ``templates/llama_pairs.py`` once: both step functions built from that script, compiled once, stepped
-in alternating blocks (A B, B A, ...), so interference hits both arms within the same second. Each block becomes a
-round here, read as a process-level round is (its median step, or its fastest), and judged by the same statistics.
+instead runs ``templates/llama_pairs.py`` twice: both step functions built from that script, compiled once, stepped
+in alternating blocks (A B, B A, ...), so interference hits both arms within the same second; the second process
+swaps the arms' positions (the variant as arm A), since in one process the arm built and warmed second runs a
+little faster. Each block becomes a round here, read as a process-level round is (its median step, or its
+fastest), and judged by the same statistics.
 
 What a process-level round proves, a block proves too: every step prints a line the runner times on its own clock,
 and the reported step times of each block must fit between those lines (``clock_check``); the blocks must be the
@@ -78,7 +80,7 @@ def _effective(side: Side) -> dict[str, str]:
 
 def side(planned: tuple[str, Path, list[str], list[str]], variant: Side, rounds: int,
          block_steps: int = BLOCK_STEPS) -> Side:
-    """The one process that runs every round, each arm first warmed up by a block's worth of untimed steps (after
+    """A process that runs ``rounds`` rounds, each arm first warmed up by a block's worth of untimed steps (after
     one step the first blocks still ran slower: A/A σ per round 8.7-11.0 % with one warm-up step, 5.5-6.9 % with
     eight, in 12-round runs of the loop template's shape)."""
     py, script, flags_a, flags_b = planned
@@ -101,11 +103,12 @@ def output(p: Proc) -> dict | None:
     return None
 
 
-def split(name: str, p: Proc, timeout: float, peak_flops: float | None) -> tuple[ArmResult, list[ArmResult],
-                                                                               list[ArmResult]]:
+def split(name: str, p: Proc, timeout: float, peak_flops: float | None, swapped: bool = False,
+          first_round: int = 1) -> tuple[ArmResult, list[ArmResult], list[ArmResult]]:
     """The process as an arm of its own (its wall time, its crash), and its blocks as rounds: (process, baseline
     arms, variant arms), one of each per round, each read as a run of that block's steps (the first in the warm-up
-    slot). A process that reports other blocks than those asked for is a crash naming the field."""
+    slot), numbered from ``first_round``. ``swapped``: the variant ran as arm A. A process that reports other blocks
+    than those asked for is a crash naming the field."""
     out = None if p.timed_out or p.stopped_by or p.hung_s else output(p)
     crash = arms.crash_reason(p, timeout, None, out)
     whole = ArmResult(name, p, out if crash is None else None, crash, kind="pairs")
@@ -117,7 +120,7 @@ def split(name: str, p: Proc, timeout: float, peak_flops: float | None) -> tuple
         return whole, [], []
     share = replace(p, wall_s=p.wall_s / max(1, 2 * rounds))
     got: dict[str, list[ArmResult]] = {}
-    for letter, kind in (("a", "base"), ("b", "var")):
+    for letter, kind in (("a", "var"), ("b", "base")) if swapped else (("a", "base"), ("b", "var")):
         arm = out[letter]
         run = arm["result"]
         times = run["step_times_s"]
@@ -125,7 +128,8 @@ def split(name: str, p: Proc, timeout: float, peak_flops: float | None) -> tuple
         for i, block in enumerate(arm["blocks"]):
             # the block's first step fills the warm-up slot: the reading is of the steps the clock check covers
             res = dict(run, step_times_s=[times[s] for s in block], warmup_steps=1, pairs_block=i)
-            a = ArmResult(f"{'baseline' if kind == 'base' else 'run'}-{i + 1}", share, res, kind=kind, pairs=letter)
+            a = ArmResult(f"{'baseline' if kind == 'base' else 'run'}-{first_round + i}", share, res, kind=kind,
+                          pairs=letter)
             if bad := metrics.validate(res):
                 a.result, a.crash = None, f"bad JSON field {bad}"
             else:
@@ -166,7 +170,7 @@ def clock_check(whole: ArmResult, out: integrity.Integrity) -> None:
     without that evidence leaves the clock check unchecked, whatever the other gave."""
     res = whole.result or {}
     for letter in ("a", "b"):
-        finding, why = _arm_clock(res.get(letter) or {}, whole, f"pairs-{letter}", out.facts)
+        finding, why = _arm_clock(res.get(letter) or {}, whole, f"{whole.name}-{letter}", out.facts)
         if finding is not None:
             out.add("clock", finding)
         elif why:

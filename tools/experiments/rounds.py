@@ -8,9 +8,9 @@
   (``stats.paired``, looked at after every even round and at the cap);
 - a same-shape semantics reference (``reference_command``) is its own round, run once when the lane has none;
 - the baseline reruns with the environment its record kept, never the variant's;
-- with ``pairs`` (``tools exp run --pairs``) and arms that differ in flags only, the timed rounds are blocks of one
-  process (``pairs``): all ``max_repeats`` of them, looked at once; an A/A calibration with ``pairs`` is the
-  baseline's flags as both arms of one such process.
+- with ``pairs`` (``tools exp run --pairs``) and arms that differ in flags only, the timed rounds are blocks of two
+  processes (``pairs``, then ``pairs-swapped`` with the arms' positions swapped): all of them, looked at once; an
+  A/A calibration with ``pairs`` is the baseline's flags as both arms of the same two processes.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ class Schedule:
         r.looks = stats.looks(self.lo, self.hi) if r.interleaved and self.lo < self.hi else 1
         if spec.pairs and r.interleaved:
             # an A/A calibration of pairs is the baseline's flags as both arms: the noise pairs comparisons see
-            handled, checked = self._pairs_rounds(limit, checked or r.calibration)
+            n = limit if r.calibration else max(limit, spec.pairs_rounds)
+            handled, checked = self._pairs_rounds(n, checked or r.calibration)
             if handled:
                 return r
         i = 0
@@ -122,8 +123,11 @@ class Schedule:
         return r
 
     def _pairs_rounds(self, rounds: int, checked: bool) -> tuple[bool, bool]:
-        """Every timed round as a block of one process; (handled, checked). Not handled (process-level rounds
-        follow, the page says why) when the arms differ in more than flags."""
+        """Every timed round as a block of one of two processes; (handled, checked). The first runs the baseline as
+        arm A, the second (``-swapped``) the variant as arm A: in one process the arm built and warmed second ran
+        faster (A/A, bench/noise_model.py --kind pairs: +0.7 % over 60 processes, +2-3 % in the first rounds), and
+        a bias of the position cancels when each arm holds each position for half the rounds. Not handled
+        (process-level rounds follow, the page says why) when the arms differ in more than flags."""
         r, spec = self.runs, self.spec
         for attempt in (1, 2):  # again when the first result moves the comparison to a same-shape baseline
             planned, why = pairs.plan(self.base, self.variant, spec.runner)
@@ -131,47 +135,63 @@ class Schedule:
                 r.notes.append(f"in-process pairs not used: {why}; process-level rounds instead")
                 r.pairs = None
                 return False, checked
-            for a in r.all_arms:  # the process against the other baseline: its wall time counts, its clock not
+            for a in r.all_arms:  # the processes against the other baseline: their wall time counts, their clock not
                 if a.kind == "pairs":
                     a.kind = "pairs-dropped"
             name = "pairs" if attempt == 1 else "pairs-2"
-            # two compiles and (rounds + 1) blocks per arm: a generous multiple of one run's timeout
-            arm = pairs.side(planned, self.variant, rounds).arm(name, self.raw_dir, (2 + rounds) * spec.timeout,
-                                                                 self._timed_env(self.variant))
-            arm.hang_s = spec.hang_s
-            (p,) = self.runner.run_round([arm], spec.echo)
-            whole, base, var = pairs.split(name, p, arm.timeout, spec.peak_flops)
-            r.all_arms.append(whole)
-            r.pairs = {"rounds": rounds, "block_steps": pairs.BLOCK_STEPS, "log": p.log.name}
-            if p.stopped_by:
-                r.stopped_by, r.stop = p.stopped_by, f"stopped by {p.stopped_by}"
+            first = (rounds + 1) // 2
+            r.base, r.var = [], []
+            r.pairs = {"rounds": rounds, "block_steps": pairs.BLOCK_STEPS, "log": f"{name}.log",
+                       "swapped_log": f"{name}-swapped.log", "swapped_rounds": rounds - first}
+            if not self._pairs_process(planned, name, first, False):
                 return True, checked
-            if whole.crash:
-                r.crash, r.stop = whole, f"the in-process pairs crashed (both arms ran in it): {whole.crash}"
+            if not checked and not r.calibration:
+                checked = True
+                if not self._after_first(r.var[0]):
+                    return True, checked
+                if not r.var:  # the comparison moved to a same-shape baseline: both processes again against it
+                    continue
+            if rounds - first and not self._pairs_process(planned, f"{name}-swapped", rounds - first, True):
                 return True, checked
-            if not base or len(base) != len(var):
-                r.crash, whole.crash = whole, "the pairs JSON line holds no rounds of both arms"
-                r.stop = f"the in-process pairs crashed: {whole.crash}"
-                return True, checked
-            r.base, r.var = base, var
-            if failed := next((a for a in base if not a.ok), None):
-                r.base_failure = failed
-                r.stop = f"the baseline arm {failed.name} failed: {failed.crash or failed.bad_loss}"
-                return True, checked
-            if failed := next((a for a in var if not a.ok), None):
-                r.crash = failed if failed.result is None else None
-                r.stop = f"{failed.name}: {failed.crash or failed.bad_loss}"
-                return True, checked
-            if checked or r.calibration:
-                break
-            checked = True
-            if not self._after_first(var[0]):
-                return True, checked
-            if r.var:
-                break
+            break
         r.looks = 1  # every round is in before the interval is looked at
-        r.stop = f"{len(r.var)} rounds of {pairs.BLOCK_STEPS}-step blocks in one process (in-process pairs)"
+        r.stop = (f"{len(r.var)} rounds of {pairs.BLOCK_STEPS}-step blocks in two processes (in-process pairs, the "
+                  "arms' positions swapped in the second)")
         return True, checked
+
+    def _pairs_process(self, planned, name: str, rounds: int, swapped: bool) -> bool:
+        """One pairs process of ``rounds`` blocks, its rounds appended; False when the schedule ends here."""
+        r, spec = self.runs, self.spec
+        py, script, flags_base, flags_var = planned
+        order = (py, script, flags_var, flags_base) if swapped else planned
+        # two compiles and (rounds + 1) blocks per arm: a generous multiple of one run's timeout
+        arm = pairs.side(order, self.variant, rounds).arm(name, self.raw_dir, (2 + rounds) * spec.timeout,
+                                                          self._timed_env(self.variant))
+        arm.hang_s = spec.hang_s
+        (p,) = self.runner.run_round([arm], spec.echo)
+        whole, base, var = pairs.split(name, p, arm.timeout, spec.peak_flops, swapped, len(r.var) + 1)
+        r.all_arms.append(whole)
+        if p.stopped_by:
+            r.stopped_by, r.stop = p.stopped_by, f"stopped by {p.stopped_by}"
+            return False
+        if whole.crash:
+            r.crash, r.stop = whole, f"the in-process pairs crashed (both arms ran in it): {whole.crash}"
+            return False
+        if not base or len(base) != len(var):
+            r.crash, whole.crash = whole, "the pairs JSON line holds no rounds of both arms"
+            r.stop = f"the in-process pairs crashed: {whole.crash}"
+            return False
+        r.base += base
+        r.var += var
+        if failed := next((a for a in base if not a.ok), None):
+            r.base_failure = failed
+            r.stop = f"the baseline arm {failed.name} failed: {failed.crash or failed.bad_loss}"
+            return False
+        if failed := next((a for a in var if not a.ok), None):
+            r.crash = failed if failed.result is None else None
+            r.stop = f"{failed.name}: {failed.crash or failed.bad_loss}"
+            return False
+        return True
 
     def _profile_round(self) -> bool:
         r, spec = self.runs, self.spec

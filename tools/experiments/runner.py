@@ -77,8 +77,10 @@ class RunSpec:
                                          # with the run; a change since the baseline files it invalid
     compile_cache: bool = False          # timed arms share JAX's compile cache (.tools-cache/jax-compile), never
                                          # the profiled run (its optimized-HLO dump is evidence)
-    pairs: bool = False                  # timed rounds as blocks of one process (``pairs``) when the arms differ in
+    pairs: bool = False                  # timed rounds as blocks of two processes (``pairs``) when the arms differ in
                                          # flags only; else process-level rounds, the page says why
+    pairs_rounds: int = 0                # rounds of that process (0: ``max_repeats``); a block costs steps, not a
+                                         # process, so pairs can afford the rounds a verdict's power needs
 
 
 @dataclass

@@ -27,7 +27,8 @@ def runspec(spec: LoopSpec, cfg: dict, env: dict, cwd: Path, *, description: str
                    runner_options=spec.runner_options, statistic=spec.statistic, extra=extra,
                    memory_tol_pct=spec.memory_tol_pct, memory_max_gb=spec.memory_max_gb, hang_s=spec.hang_s,
                    protected=[e for e in spec.protected if not any(c in e for c in "*?[")],
-                   compile_cache=spec.compile_cache and spec.runner == "local", pairs=spec.pairs, **kw)
+                   compile_cache=spec.compile_cache and spec.runner == "local", pairs=spec.pairs,
+                   pairs_rounds=spec.pairs_rounds, **kw)
 
 
 def reference(spec: LoopSpec, cfg: dict) -> tuple[list[str] | None, dict]:

@@ -25,7 +25,8 @@ statistic: min                       # read each run by its fastest steady step 
                                      # steadier reading over the lane's rounds; default median
 compile_cache: true                  # timed runs share JAX's compile cache (.tools-cache/jax-compile); default true
 pairs: true                          # knob moves of the reference model: every round a block of one process
-                                     # (tools exp run --pairs); env knobs and patches keep processes; default false
+                                     # (tools exp run --pairs), 24 rounds (or pairs: N); env knobs and patches
+                                     # keep processes; default false
 reference: python experiments/llama_train.py --preset small --batch 32   # or an experiment id (docs/gap.md)
 reference_codebase: maxtext          # the ingested codebase the reference runs (found from its command if not given)
 hang_s: 300                          # silent this long: hung (its Python stack taken, then killed)
@@ -56,6 +57,10 @@ from .proposal import CATEGORIES
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 BUDGET_KEYS = ("runs", "wall_s", "llm_tokens", "cost_usd", "device_s")
 TARGET_KEYS = ("tokens_per_s", "mfu_percent", "reference")
+# rounds of a pairs experiment with `pairs: true`: a round costs a block of steps per arm, not two processes, and
+# on recorded A/A rounds (bench/noise_model.py --kind pairs) 24 rounds in two processes kept false `supported`
+# under 1 % and found a true +10 % gain 9 times in 10, quiet and under load; 6 rounds found it 7 times in 10
+PAIRS_ROUNDS = 24
 
 
 @dataclass
@@ -120,6 +125,7 @@ class LoopSpec:
     statistic: str = "median"         # a run's tokens/s in comparisons: median steady step, or ``min`` (fastest)
     compile_cache: bool = True        # timed arms share JAX's compile cache (the profiled run never does)
     pairs: bool = False               # interleaved rounds as in-process pairs where the arms differ in flags only
+    pairs_rounds: int = 0             # rounds of a pairs experiment (``pairs: N``; ``pairs: true``: PAIRS_ROUNDS)
     reference: str = ""               # an experiment id, or a command run once as the reference (docs/gap.md)
     reference_codebase: str = ""      # the ingested codebase the reference runs (its knob defaults in the gap)
     hang_s: float | None = None       # no output for this long: the run is hung (stack taken, killed)
@@ -271,7 +277,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
         calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"),
         compile_cache=bool(data.get("compile_cache", True)),
-        pairs=bool(data.get("pairs", False)),
+        pairs=bool(data.get("pairs", False)), pairs_rounds=_pairs_rounds(path, data.get("pairs", False)),
         hang_s=_positive(path, "hang_s", data.get("hang_s")),
         memory_tol_pct=float(mem.get("tolerance_pct", 5.0)),
         memory_max_gb=None if mem.get("max_gb") is None else float(mem["max_gb"]),
@@ -290,6 +296,15 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     if spec.statistic not in STATISTICS:
         raise InputError(path, f"statistic must be one of {', '.join(STATISTICS)}, not {spec.statistic!r}")
     return spec
+
+
+def _pairs_rounds(path: Path, value) -> int:
+    """``pairs:``: false, true (PAIRS_ROUNDS rounds a pairs experiment) or the number of rounds (at least 2)."""
+    if value is None or isinstance(value, bool):
+        return PAIRS_ROUNDS if value else 0
+    if isinstance(value, int) and value >= 2:
+        return value
+    raise InputError(path, f"`pairs` is true, false or a number of rounds (at least 2), not {value!r}")
 
 
 def _protected(path: Path, value) -> list[str]:
