@@ -59,19 +59,24 @@ def test_exp_run_pairs_times_every_round_in_one_process_and_checks_its_clock(pro
     exp_run(project, "--baseline", "--compile-cache", command=[PY, LLAMA, "--preset", "tiny", "--steps", "8"], **kw)
     # an A/A calibration with --pairs: the baseline's flags as both arms of one process; the comparison after it
     # is floored by it (a calibration of processes would not say what pairs see)
-    cal = _page(project, exp_run(project, "--calibrate", "--pairs", "--compile-cache", "--repeats", "4", command=[],
+    cal = _page(project, exp_run(project, "--calibrate", "--pairs", "--compile-cache", "--repeats", "5", command=[],
                                  **kw))[0]
-    assert cal["role"] == "calibration" and cal["pairs"]["rounds"] == 4 and cal["calibration"]["rounds"] == 4
+    assert cal["role"] == "calibration" and cal["calibration"]["rounds"] == 5
+    assert cal["pairs"] == {"rounds": 5, "block_steps": 8, "log": "pairs.log", "swapped_log": "pairs-swapped.log",
+                            "swapped_rounds": 2}  # 3 rounds in the first process, 2 in the swapped one
     assert sorted(p.name for p in (project.root / cal["raw_dir"]).glob("*.log")) == ["pairs-swapped.log", "pairs.log"]
-    assert len(cal["runs_tokens_per_s"]["baseline"]) == len(cal["runs_tokens_per_s"]["variant"]) == 4
+    assert len(cal["runs_tokens_per_s"]["baseline"]) == len(cal["runs_tokens_per_s"]["variant"]) == 5
+    # a newer calibration of processes: the pairs comparison below still takes the pairs one
+    proc_cal = _page(project, exp_run(project, "--calibrate", "--compile-cache", "--repeats", "2", command=[], **kw))[0]
+    assert not proc_cal.get("pairs") and proc_cal["calibration"]["rounds"] == 2
     out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "6", "-m", "remat full",
                   command=[PY, LLAMA, "--preset", "tiny", "--steps", "8", "--remat", "full"], **kw)
     # arms of one flag each: "--b --remat=full" would read as two options; the runner passes --b=...
     exp_run(project, "--baseline", "--compile-cache", command=[PY, LLAMA, "--steps=8"], model="llama", lane="one",
             variant="tiny/cpu")
     # --pairs-rounds: pairs (implied) with more rounds than --max-repeats (a round of pairs is a block of steps)
-    lone = exp_run(project, "--pairs-rounds", "3", "--compile-cache", "--repeats", "2",
-                   command=[PY, LLAMA, "--remat=full"], model="llama", lane="one", variant="tiny/cpu")
+    lone = exp_run(project, "--pairs-rounds", "3", "--compile-cache", command=[PY, LLAMA, "--remat=full"],
+                   model="llama", lane="one", variant="tiny/cpu")
     assert _page(project, lone)[0]["pairs"]["rounds"] == 3, lone
     fm, body = _page(project, out)
     raw = project.root / fm["raw_dir"]

@@ -185,3 +185,13 @@ def test_a_calibration_counts_for_the_rounds_it_was_measured_as():
     assert records.calibration_for([inproc], "tiny/cpu") is None
     # pairs without one of their own fall back to the processes' (wider: a floor never narrower than theirs)
     assert records.calibration_for([process], "tiny/cpu", pairs=True)["exp_id"] == "c1"
+
+    # a lane calibrated as pairs only (a loop with `pairs: true`): processes are floored by the larger of the
+    # default and the pairs calibration's σ, with the default band
+    from tools.experiments import comparison, stats
+
+    quiet = comparison.current_noise([inproc], "tiny/cpu", None, "median")
+    assert quiet.sigma_floor_pct == stats.DEFAULT_PAIR_SD_PCT and quiet.band_pct == stats.RUN_TO_RUN_FLOOR_PCT
+    busy = dict(inproc, calibration={"rounds": 5, "pair_sd_pct": 6.0})
+    assert comparison.current_noise([busy], "tiny/cpu", None, "median").sigma_floor_pct == 6.0
+    assert comparison.current_noise([busy], "tiny/cpu", None, "median", pairs=True).band_pct == stats.MIN_BAND_PCT

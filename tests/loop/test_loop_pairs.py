@@ -48,7 +48,7 @@ def test_a_loop_with_pairs_measures_a_knob_move_in_one_process(tmp_path):
     assert rec["pairs"]["rounds"] == 4 and "in-process pairs" in rec["stop"], (rec.get("stop"), rec.get("notes"))
     assert sorted(p.name for p in (root / rec["raw_dir"]).glob("*.log")) == ["pairs-swapped.log", "pairs.log",
                                                                              "profile-run.log"]
-    assert {"pairs-a", "pairs-b"} <= set(rec["integrity"]["facts"]["clock"])
+    assert {"pairs-a", "pairs-b", "pairs-swapped-a", "pairs-swapped-b"} <= set(rec["integrity"]["facts"]["clock"])
     page = next(p for p in (root / "wiki" / "experiments" / "llama" / "pairs").glob("*.md")
                 if pages.split(p.read_text(encoding="utf-8"))[0].get("exp_id") == rec["exp_id"])
     body = pages.split(page.read_text(encoding="utf-8"))[1]

@@ -50,10 +50,11 @@ def exp() -> None:
               help="Timed runs share JAX's persistent compile cache (.tools-cache/jax-compile): each program "
                    "compiles once across rounds. The profiled run always compiles (its HLO dump is evidence).")
 @click.option("--pairs", is_flag=True,
-              help="Interleaved rounds as blocks of one process: both arms of the reference model built in it and "
-                   "stepped in turn, when they differ in flags only (else process-level rounds, the page says why).")
+              help="Interleaved rounds as blocks of two processes (the arms' positions swapped in the second): both "
+                   "arms of the reference model built in each and stepped in turn, when they differ in flags only "
+                   "(else process-level rounds, the page says why).")
 @click.option("--pairs-rounds", type=click.IntRange(min=2), default=None,
-              help="Rounds of the pairs process (implies --pairs; default: --max-repeats). A round of pairs costs "
+              help="Rounds of the pairs processes (implies --pairs; default: --max-repeats). A round of pairs costs "
                    "one block of steps per arm, not two processes.")
 @click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
 @click.option("--hang-after", "hang_s", type=float, default=None,
@@ -97,6 +98,8 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
     opts["protected"] = list(opts.get("protected") or ())
     opts["pairs_rounds"] = opts.get("pairs_rounds") or 0
     opts["pairs"] = bool(opts.get("pairs") or opts["pairs_rounds"])
+    if opts["pairs_rounds"]:  # an interleaved comparison (where pairs cannot run: up to 2 process-level rounds)
+        opts["max_repeats"] = max(opts.get("max_repeats") or 0, 2)
     out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
                                           env=env, **opts))
     m = out.metrics

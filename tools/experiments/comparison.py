@@ -276,7 +276,14 @@ def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statis
     recency-weighted, the calibration among them) when it has one, else the calibration's floor or the default.
     Rounds of in-process pairs (``pairs``) have a model of their own, with the calibration's floor until then."""
     key = records.shape_key_of(base_rec or {})
-    out = stats.noise_from_calibration(records.calibration_for(prior, variant, key, pairs), statistic)
+    cal = records.calibration_for(prior, variant, key, pairs)
+    out = stats.noise_from_calibration(cal, statistic)
+    if cal is None and not pairs and (other := records.calibration_for(prior, variant, key, True)) is not None:
+        # a lane calibrated as pairs only (a loop with `pairs: true`): its σ floors processes too, never below the
+        # default floor, with the default band, until the lane's process rounds make a model of their own
+        o = stats.noise_from_calibration(other, statistic)
+        out = stats.Noise(max(out.sigma_floor_pct, o.sigma_floor_pct), out.band_pct,
+                          f"no calibration of processes: the default floor or {o.source} (of pairs), the larger")
     lane = noise.lane_noise(prior, variant, key, statistic, (base_rec or {}).get("exp_id"), pairs)
     if lane is not None:
         out.lane, out.source = lane, lane.describe()

@@ -97,7 +97,7 @@ class Schedule:
         r.looks = stats.looks(self.lo, self.hi) if r.interleaved and self.lo < self.hi else 1
         if spec.pairs and r.interleaved:
             # an A/A calibration of pairs is the baseline's flags as both arms: the noise pairs comparisons see
-            n = limit if r.calibration else max(limit, spec.pairs_rounds)
+            n = limit if r.calibration else (spec.pairs_rounds or limit)
             handled, checked = self._pairs_rounds(n, checked or r.calibration)
             if handled:
                 return r
@@ -130,19 +130,18 @@ class Schedule:
         (process-level rounds follow, the page says why) when the arms differ in more than flags."""
         r, spec = self.runs, self.spec
         for attempt in (1, 2):  # again when the first result moves the comparison to a same-shape baseline
+            for a in r.all_arms:  # the process against the other baseline: its wall time counts, its clock not
+                if a.kind == "pairs":
+                    a.kind = "pairs-dropped"
             planned, why = pairs.plan(self.base, self.variant, spec.runner)
             if planned is None:
                 r.notes.append(f"in-process pairs not used: {why}; process-level rounds instead")
                 r.pairs = None
                 return False, checked
-            for a in r.all_arms:  # the processes against the other baseline: their wall time counts, their clock not
-                if a.kind == "pairs":
-                    a.kind = "pairs-dropped"
             name = "pairs" if attempt == 1 else "pairs-2"
             first = (rounds + 1) // 2
             r.base, r.var = [], []
-            r.pairs = {"rounds": rounds, "block_steps": pairs.BLOCK_STEPS, "log": f"{name}.log",
-                       "swapped_log": f"{name}-swapped.log", "swapped_rounds": rounds - first}
+            r.pairs = {"rounds": rounds, "block_steps": pairs.BLOCK_STEPS, "log": f"{name}.log"}
             if not self._pairs_process(planned, name, first, False):
                 return True, checked
             if not checked and not r.calibration:
@@ -151,8 +150,10 @@ class Schedule:
                     return True, checked
                 if not r.var:  # the comparison moved to a same-shape baseline: both processes again against it
                     continue
-            if rounds - first and not self._pairs_process(planned, f"{name}-swapped", rounds - first, True):
-                return True, checked
+            if rounds - first:
+                r.pairs.update(swapped_log=f"{name}-swapped.log", swapped_rounds=rounds - first)
+                if not self._pairs_process(planned, f"{name}-swapped", rounds - first, True):
+                    return True, checked
             break
         r.looks = 1  # every round is in before the interval is looked at
         r.stop = (f"{len(r.var)} rounds of {pairs.BLOCK_STEPS}-step blocks in two processes (in-process pairs, the "

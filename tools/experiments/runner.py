@@ -187,19 +187,22 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 if runs.base_rec is not None and runs.base_rec.get("command"):
                     base_side, notes = record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd)
                     runs.notes += notes
+                if spec.calibrate:
+                    var_side = base_side
                 if spec.statistic == "auto":  # chosen from the lane's earlier rounds, before this run's
                     paired = spec.pairs and pairs.plan(base_side, var_side, spec.runner)[0] is not None
                     choice = noise.choose_reading(prior, spec.variant, records.shape_key_of(runs.base_rec or {}),
                                                   paired)
                     spec = replace(spec, statistic=choice["chosen"])
                     ctx.reading = choice
-                if spec.calibrate:
-                    var_side = base_side
                 command = var_side.command if spec.calibrate else spec.command
                 ctx.command_line = shlex.join(command)
                 ctx.env = recorded_env(var_side.env, var_side.unset)
                 script = script_of(command, var_side.cwd)
                 n_runs = 2 * hi + int(spec.profile) + int(bool(spec.reference_command))
+                if spec.pairs:  # two processes of (2 + their rounds) timeouts each
+                    n_runs = max(n_runs, 4 + (spec.pairs_rounds or hi) + int(spec.profile)
+                                 + int(bool(spec.reference_command)))
                 version = lane.next_version()
                 if spec.on_reserved:  # e.g. the loop commits a code patch with its experiment's id first
                     spec.on_reserved(exp_id_for(spec, version, w.today))

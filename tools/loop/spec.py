@@ -24,7 +24,7 @@ calibrate: 5                         # A/A rounds after the baseline (0: the def
 statistic: min                       # read each run by its fastest steady step (a shared machine); auto: the
                                      # steadier reading over the lane's rounds; default median
 compile_cache: true                  # timed runs share JAX's compile cache (.tools-cache/jax-compile); default true
-pairs: true                          # knob moves of the reference model: every round a block of one process
+pairs: true                          # knob moves of the reference model: rounds as blocks of two processes
                                      # (tools exp run --pairs), 24 rounds (or pairs: N); env knobs and patches
                                      # keep processes; default false
 reference: python experiments/llama_train.py --preset small --batch 32   # or an experiment id (docs/gap.md)
