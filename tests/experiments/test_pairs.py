@@ -66,9 +66,6 @@ def test_exp_run_pairs_times_every_round_in_one_process_and_checks_its_clock(pro
                             "swapped_rounds": 2}  # 3 rounds in the first process, 2 in the swapped one
     assert sorted(p.name for p in (project.root / cal["raw_dir"]).glob("*.log")) == ["pairs-swapped.log", "pairs.log"]
     assert len(cal["runs_tokens_per_s"]["baseline"]) == len(cal["runs_tokens_per_s"]["variant"]) == 5
-    # a newer calibration of processes: the pairs comparison below still takes the pairs one
-    proc_cal = _page(project, exp_run(project, "--calibrate", "--compile-cache", "--repeats", "2", command=[], **kw))[0]
-    assert not proc_cal.get("pairs") and proc_cal["calibration"]["rounds"] == 2
     out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "6", "-m", "remat full",
                   command=[PY, LLAMA, "--preset", "tiny", "--steps", "8", "--remat", "full"], **kw)
     # arms of one flag each: "--b --remat=full" would read as two options; the runner passes --b=...
