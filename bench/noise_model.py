@@ -36,6 +36,7 @@ even a test that knew σ exactly would find +10 % in about 60 % of experiments.)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -72,14 +73,24 @@ while True:
 """
 
 
+@contextlib.contextmanager
+def load_for(mode: str):
+    """In ``interference`` mode, a background process of fixed duty cycle (busy 60 ms, idle 40 ms) while inside."""
+    load = subprocess.Popen([sys.executable, "-c", BUSY]) if mode == "interference" else None
+    try:
+        yield
+    finally:
+        if load is not None:
+            load.kill()
+
+
 def record(mode: str, runs: int) -> dict:
     cache = Path(tempfile.mkdtemp(prefix="noise-cache-"))
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", TF_CPP_MIN_LOG_LEVEL="3")
     subprocess.run(COMMAND, env=env, capture_output=True, check=True, timeout=600)  # fills the cache
-    load = subprocess.Popen([sys.executable, "-c", BUSY]) if mode == "interference" else None
     out = {"mode": mode, "command": COMMAND[1:], "median": [], "min": [], "wall_s": []}
-    try:
+    with load_for(mode):
         for i in range(runs):
             t = time.perf_counter()
             p = subprocess.run(COMMAND, env=env, capture_output=True, text=True, check=True, timeout=600)
@@ -91,9 +102,6 @@ def record(mode: str, runs: int) -> dict:
             out["wall_s"].append(round(time.perf_counter() - t, 3))
             if i % 20 == 19:
                 print(f"  {mode}: {i + 1}/{runs} runs", flush=True)
-    finally:
-        if load is not None:
-            load.kill()
     return out
 
 
@@ -105,9 +113,8 @@ def record_pairs(mode: str, processes: int, rounds: int) -> dict:
     flags = COMMAND[2:]
     side = pairs.side((sys.executable, SCRIPT, flags, flags), Side(COMMAND, {}, None), rounds)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    load = subprocess.Popen([sys.executable, "-c", BUSY]) if mode == "interference" else None
     out = {"mode": mode, "kind": "pairs", "command": side.command[1:], "median": [], "min": [], "wall_s": []}
-    try:
+    with load_for(mode):
         for i in range(processes):
             t = time.perf_counter()
             p = subprocess.run(side.command, env=env, capture_output=True, text=True, check=True, timeout=600)
@@ -121,9 +128,6 @@ def record_pairs(mode: str, processes: int, rounds: int) -> dict:
             out["wall_s"].append(round(time.perf_counter() - t, 3))
             if i % 20 == 19:
                 print(f"  {mode}: {i + 1}/{processes} pairs processes", flush=True)
-    finally:
-        if load is not None:
-            load.kill()
     return out
 
 
