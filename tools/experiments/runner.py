@@ -79,7 +79,7 @@ class RunSpec:
                                          # the profiled run (its optimized-HLO dump is evidence)
     pairs: bool = False                  # timed rounds as blocks of two processes (``pairs``) when the arms differ in
                                          # flags only; else process-level rounds, the page says why
-    pairs_rounds: int = 0                # rounds of that process (0: ``max_repeats``); a block costs steps, not a
+    pairs_rounds: int = 0                # rounds of those processes (0: ``max_repeats``); a block costs steps, not a
                                          # process, so pairs can afford the rounds a verdict's power needs
 
 
