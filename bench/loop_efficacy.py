@@ -83,7 +83,7 @@ def has_decoy_flag() -> bool:
 
 
 def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code_text: str, calibrate: int = 5,
-            statistic: str = "min", pairs: bool = False):
+            statistic: str = "min", pairs: bool = False, screen: bool = False):
     """A fresh knowledge base at ``root`` with experiments/llama_train.py and loops/<lane>.yml; returns the spec."""
     import yaml
 
@@ -97,7 +97,7 @@ def make_kb(root: Path, lane: str, budget: int, min_rep: int, max_rep: int, code
             "command": [sys.executable, "llama_train.py", *PRESET], "knobs": KNOBS,
             "budget": {"runs": budget}, "repeats": {"min": min_rep, "max": max_rep}, "proposer": "sweep",
             "runner": "local", "profile": False, "timeout_s": 600, "calibrate": calibrate, "statistic": statistic,
-            "pairs": pairs}
+            "pairs": pairs, **({"screen": True} if screen else {})}
     path = root / "loops" / f"{lane}.yml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(loop, sort_keys=False))
@@ -262,13 +262,13 @@ def large_search(meter: Meter, n_sample: int, passes: int, seed: int, rounds: in
 # ----------------------------------------------------------------------------- the loop and random search
 
 def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: tuple[int, int],
-             calibrate: int, statistic: str, pairs: bool = False) -> dict:
+             calibrate: int, statistic: str, pairs: bool = False, screen: bool = False) -> dict:
     from tools.experiments.records import lane_records
     from tools.loop.engine import Loop, LoopInterrupted
     from tools.loop.proposers.sweep import SweepProposer
     from tools.project import Project
 
-    spec = make_kb(kb, lane, budget, *reps, code_text, calibrate, statistic, pairs)
+    spec = make_kb(kb, lane, budget, *reps, code_text, calibrate, statistic, pairs, screen)
     out: dict = {"seed": seed, "lane": lane, "kb": str(kb)}
     out["interruptions"] = []
     while True:
@@ -300,7 +300,14 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
                configs_tried=len({h["run_key"] for h in hist}),
                supported_not_kept=[h["iteration"] for h in hist if h["verdict"] == "supported" and not h["kept"]],
                decoy_runs=len(decoys), decoy_invalid=sum(r.get("verdict") == "invalid" for r in decoys),
-               decoy_verdicts=[r.get("verdict") for r in decoys])
+               decoy_verdicts=[r.get("verdict") for r in decoys],
+               screens=len(state.get("screens") or []),
+               screen_device_s=round(sum(w.get("device_s") or 0 for w in state.get("screens") or []), 1),
+               screen_outcomes=[m.get("outcome") for w in state.get("screens") or [] for m in w.get("moves") or []],
+               decoy_screened_out=sum(m.get("outcome") != "confirm" for w in state.get("screens") or []
+                                      for m in w.get("moves") or [] if (m.get("config") or {}).get(DECOY)),
+               decoy_screen_passed=sum(m.get("outcome") == "confirm" for w in state.get("screens") or []
+                                       for m in w.get("moves") or [] if (m.get("config") or {}).get(DECOY)))
     return out
 
 

@@ -1,10 +1,11 @@
 """The loop with in-process pairs against the loop with process-level rounds, on the same lane and seeds.
 
-    python bench/pairs_loop.py [--lane template|small] [--seeds 2] [--budget 10] [--rounds 5] [--check]
+    python bench/pairs_loop.py [--lane template|small] [--seeds 2] [--budget 10] [--rounds 5] [--no-screen] [--check]
 
 The model, knob space (8 real knobs and the decoy; ``--lane``, bench/lanes.py) and loop settings of
 bench/loop_efficacy.py (A/A calibration 5, repeats 2..6, statistic min, the sweep proposer with a seed), per seed
-two loops, each in a knowledge base of its own: process-level rounds (as without `pairs:`) and `pairs: true`, in
+two loops, each in a knowledge base of its own: process-level rounds (as without `pairs:`) and `pairs: true` with
+`screen: true` (flag moves screened in one process before any is confirmed; ``--no-screen``: without), in
 alternating order (even seeds process first). Each loop's device-seconds (every arm of every run by the runner's
 clock: the loop's `usage.device_s`), its experiments and its kept best; then the start configuration and every
 loop's best re-measured interleaved (A B C ... x ``--rounds``; each best's ratio to the start is the median of the
@@ -12,7 +13,7 @@ ratios within a round).
 
 Targets (``--check``): the pairs loops' device-seconds at most half the process loops' (median of the per-seed
 ratios); the pairs loops' best at least 0.95 of the process loops' (median of the per-seed ratios); every decoy
-run of either loop filed ``invalid``.
+run of either loop filed ``invalid`` and every decoy a screen saw ruled out.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--budget", type=int, default=10, help="experiments per loop")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final re-measure")
+    ap.add_argument("--no-screen", action="store_true", help="the pairs loops without `screen: true`")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     a = ap.parse_args()
     le.use_lane(a.lane)
@@ -54,11 +56,12 @@ def main() -> int:
                 le.say(f"== seed {s}, {mode}: budget {a.budget} experiments")
                 t = time.perf_counter()
                 out = le.run_loop(base / f"{mode}-{s}", f"{mode}-s{s}", s, a.budget, code, (2, 6), 5, "min",
-                                  pairs=mode == "pairs")
+                                  pairs=mode == "pairs", screen=mode == "pairs" and not a.no_screen)
                 out["wall_s"] = round(time.perf_counter() - t, 1)
                 loops[s][mode] = out
                 le.say(f"  {out.get('error') or ''}device {out.get('device_s')} s, wall {out['wall_s']} s, "
-                       f"{len(out.get('experiments', []))} experiments ({out.get('pairs_runs')} as pairs); best "
+                       f"{len(out.get('experiments', []))} experiments ({out.get('pairs_runs')} as pairs), "
+                       f"{out.get('screens', 0)} screens ({out.get('screen_device_s', 0)} device-s); best "
                        f"{le.short(out['best']) if out.get('best') else '-'}")
         spec = le.make_kb(base / "direct", "direct", a.budget, 2, 6, code)
         meter = le.Meter(spec, base / "direct" / "experiments")
@@ -83,11 +86,16 @@ def main() -> int:
                          "pairs_runs": x.get("pairs_runs"), "best_over_start": r, "best": x.get("best"),
                          "kept": sum(e["kept"] for e in x.get("experiments", [])),
                          "decoy_runs": x.get("decoy_runs", 0), "decoy_invalid": x.get("decoy_invalid", 0),
+                         "screens": x.get("screens", 0), "screen_device_s": x.get("screen_device_s", 0),
+                         "decoy_screened_out": x.get("decoy_screened_out", 0),
+                         "decoy_screen_passed": x.get("decoy_screen_passed", 0),
                          "stop": x.get("stop_reason"), "error": x.get("error")})
-    le.say(f"\n{'seed':>4} {'mode':<8} {'device-s':>9} {'exps':>5} {'s/exp':>7} {'pairs':>6} {'best/start':>11}  kept")
+    le.say(f"\n{'seed':>4} {'mode':<8} {'device-s':>9} {'exps':>5} {'s/exp':>7} {'pairs':>6} {'screen-s':>9} "
+           f"{'best/start':>11}  kept")
     for r in rows:
         le.say(f"{r['seed']:>4} {r['mode']:<8} {r['device_s'] or 0:>9.1f} {r['experiments']:>5} "
-               f"{r['device_s_per_experiment'] or 0:>7.1f} {r['pairs_runs'] or 0:>6} {r['best_over_start'] or 0:>11.3f}"
+               f"{r['device_s_per_experiment'] or 0:>7.1f} {r['pairs_runs'] or 0:>6} {r['screen_device_s'] or 0:>9.1f} "
+               f"{r['best_over_start'] or 0:>11.3f}"
                f"  {r['kept']}  {le.short(r['best']) if r['best'] else '-'}")
     dev = statistics.median(dev_ratios) if dev_ratios else None
     best = statistics.median(best_ratios) if best_ratios else None
@@ -99,12 +107,17 @@ def main() -> int:
         misses.append(f"pairs best / process best median {best} < {BEST_TARGET}")
     if decoys[0] != decoys[1]:
         misses.append(f"{decoys[0] - decoys[1]} of {decoys[0]} decoy runs not filed invalid")
+    screened = sum(r["decoy_screened_out"] for r in rows), sum(r["decoy_screen_passed"] for r in rows)
+    if screened[1]:
+        misses.append(f"{screened[1]} decoys let through by a screen")
     le.say(f"\npairs/process device-seconds {dev_ratios} (median {dev}); pairs best / process best {best_ratios} "
-           f"(median {best}); decoy runs {decoys[0]}, invalid {decoys[1]}; "
+           f"(median {best}); decoy runs {decoys[0]}, invalid {decoys[1]}; decoys ruled out by a screen {screened[0]}, "
+           f"let through {screened[1]}; "
            f"total {time.perf_counter() - t_all:.0f} s")
     print(json.dumps({"bench": "pairs_loop", "lane": a.lane, "seeds": a.seeds, "budget": a.budget, "rows": rows,
                       "device_ratio": dev_ratios, "device_ratio_median": dev, "best_ratio": best_ratios,
                       "best_ratio_median": best, "decoy_runs": decoys[0], "decoy_invalid": decoys[1],
+                      "decoy_screened_out": screened[0], "decoy_screen_passed": screened[1], "screen": not a.no_screen,
                       "targets_missed": misses, "wall_s": round(time.perf_counter() - t_all, 1)}, default=str))
     if a.check and misses:
         print("bench/pairs_loop.py: targets missed: " + "; ".join(misses), file=sys.stderr)

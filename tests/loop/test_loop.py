@@ -184,6 +184,20 @@ def test_pairs_in_a_loop_file_is_a_switch_or_a_number_of_rounds(tmp_path):
         assert (spec.pairs, spec.pairs_rounds) == (bool(value), rounds)
 
 
+def test_screen_in_a_loop_file_needs_pairs_and_is_a_switch_or_rounds(tmp_path):
+    from tools.loop.spec import SCREEN_ROUNDS, load
+
+    root = tmp_path / "kb"
+    for value, rounds in ((True, SCREEN_ROUNDS), (3, 3), (False, 0)):
+        make_kb(root, pairs=True, screen=value)
+        assert load(root / "loops" / "fake-loop.yml").screen_rounds == rounds
+    make_kb(root, screen=True)
+    assert "`screen` needs `pairs`" in tools(root, "loop", "start", "fake-loop", code=1)
+    make_kb(root, pairs=True, screen="often")
+    out = tools(root, "loop", "start", "fake-loop", code=1)
+    assert "fake-loop.yml" in out and "`screen` is true, false or a number of rounds (at least 2), not 'often'" in out
+
+
 def test_the_loop_files_its_comparisons_by_the_declared_statistic(tmp_path):
     root = tmp_path / "kb"
     make_kb(root, statistic="min")

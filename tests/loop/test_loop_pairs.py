@@ -53,3 +53,47 @@ def test_a_loop_with_pairs_measures_a_knob_move_in_one_process(tmp_path):
                 if pages.split(p.read_text(encoding="utf-8"))[0].get("exp_id") == rec["exp_id"])
     body = pages.split(page.read_text(encoding="utf-8"))[1]
     assert "in-process pairs: 4 rounds of 8-step blocks, both arms in each of two processes" in body
+
+
+def test_a_screen_ranks_flag_moves_in_one_process_and_rules_out_a_decoy(tmp_path):
+    """Before the first proposal, the untried flag moves run together against the trunk in one process: the decoy
+    (a skipped layer: faster, other losses) is ruled out and never filed, the rest are confirmed on their own."""
+    import json
+
+    root = tmp_path / "kb"
+    assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
+    (root / "experiments").mkdir(exist_ok=True)
+    shutil.copy(REPO / "experiments" / "llama_train.py", root / "experiments" / "llama_train.py")
+    loop = {"model": "llama", "lane": "screen", "variant": "tiny/cpu", "code": "experiments",
+            "command": [sys.executable, "llama_train.py", "--preset", "tiny", "--steps", "6"],
+            "knobs": {"compute_dtype": {"flag": "--compute-dtype", "values": ["float32", "bfloat16"],
+                                        "category": "precision"},
+                      "remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"},
+                      "decoy": {"flag": "--decoy-skip-layer", "values": [False, True], "category": "other"}},
+            "budget": {"runs": 1}, "repeats": {"min": 2, "max": 2}, "profile": False, "pairs": 2, "screen": 2,
+            "timeout_s": 600, "compile_cache": True, "statistic": "min"}
+    (root / "loops").mkdir(exist_ok=True)
+    (root / "loops" / "s.yml").write_text(yaml.safe_dump(loop, sort_keys=False))
+    res = CliRunner().invoke(cli, ["--root", str(root), "loop", "start", "s"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    state = json.loads((root / "loops" / "s" / "state.json").read_text())
+    (wave,) = state["screens"]
+    assert wave["error"] is None and wave["rounds"] == 2 and wave["device_s"] > 0
+    assert (root / wave["log"]).is_file()
+    by = {m["describe"]: m for m in wave["moves"]}
+    assert set(by) == {"compute_dtype=bfloat16", "remat=full", "decoy=True"}, sorted(by)
+    decoy = by["decoy=True"]
+    assert decoy["losses"] == "changed" and decoy["outcome"] == "broken" and "would be invalid" in decoy["why"]
+    assert by["compute_dtype=bfloat16"]["losses"] == "ok" and by["remat=full"]["loss_diff"] is not None
+    assert all(len(m["interval_pct"]) == 2 and m["rounds"] == 2 for m in by.values())
+    # the one experiment of the budget is a move the screen let through (none when it let none through), never the
+    # decoy; a move it ruled out says why
+    through = {d for d, m in by.items() if m["outcome"] == "confirm"}
+    assert len(state["history"]) == (1 if through else 0), (state["history"], by)
+    assert {h["describe"] for h in state["history"]} <= through, (state["history"], by)
+    assert all(m["why"].startswith("the screen before iteration 1: ") for m in by.values() if m["outcome"] != "confirm")
+    assert state["usage"]["device_s"] >= wave["device_s"] + sum(h["device_s"] for h in state["history"])
+    page = (root / "wiki" / "loops" / "s.md").read_text(encoding="utf-8")
+    assert "## Screens" in page and "| `decoy=True` |" in page and "ruled out: invalid or broken" in page
+    out = CliRunner().invoke(cli, ["--root", str(root), "loop", "status", "s", "--json"])
+    assert json.loads(out.output)["screens"][0]["moves"], out.output

@@ -47,6 +47,9 @@ class LoopOut(BaseModel):
                                                     "gain and per frontier move (docs/loop.md)")
     combinations: list[dict[str, Any]] = Field([], description="near-misses tried together: each part's gain alone, "
                                                                "their chained sum, the measured gain, the interaction")
+    screens: list[dict[str, Any]] = Field([], description="screen waves: per trunk, each flag move measured in one "
+                                                          "process against it, and whether it was ruled out or left "
+                                                          "to confirm (docs/loop.md)")
     state: dict[str, Any] = Field(description="the whole state file (loops/<name>/state.json)")
 
 

@@ -115,7 +115,7 @@ def split(name: str, p: Proc, timeout: float, peak_flops: float | None, swapped:
     if crash is not None:
         return whole, [], []
     rounds = int(out.get("rounds") or 0)
-    if bad := _bad_blocks(out, rounds):
+    if bad := bad_blocks(out, rounds):
         whole.result, whole.crash = None, f"bad JSON field `blocks`: {bad}"
         return whole, [], []
     share = replace(p, wall_s=p.wall_s / max(1, 2 * rounds))
@@ -142,13 +142,13 @@ def split(name: str, p: Proc, timeout: float, peak_flops: float | None, swapped:
     return whole, got["base"], got["var"]
 
 
-def _bad_blocks(out: dict, rounds: int) -> str | None:
+def bad_blocks(out: dict, rounds: int, letters: tuple[str, ...] | list[str] = ("a", "b")) -> str | None:
     """What is wrong with the blocks the process says it ran (None: each arm ran ``rounds`` blocks of
     ``BLOCK_STEPS`` consecutive steps after its warm-up, each step's time reported)."""
     if rounds < 1 or out.get("block_steps") != BLOCK_STEPS:
         return f"expected rounds >= 1 of {BLOCK_STEPS} steps, got {rounds} of {out.get('block_steps')!r}"
     warm = out.get("warmup_steps")
-    for letter in ("a", "b"):
+    for letter in letters:
         arm = out.get(letter)
         run = arm.get("result") if isinstance(arm, dict) else None
         times = run.get("step_times_s") if isinstance(run, dict) else None
@@ -170,7 +170,7 @@ def clock_check(whole: ArmResult, out: integrity.Integrity) -> None:
     without that evidence leaves the clock check unchecked, whatever the other gave."""
     res = whole.result or {}
     for letter in ("a", "b"):
-        finding, why = _arm_clock(res.get(letter) or {}, whole, f"{whole.name}-{letter}", out.facts)
+        finding, why = arm_clock(res.get(letter) or {}, whole, f"{whole.name}-{letter}", out.facts)
         if finding is not None:
             out.add("clock", finding)
         elif why:
@@ -180,7 +180,7 @@ def clock_check(whole: ArmResult, out: integrity.Integrity) -> None:
             out.add("clock", None)
 
 
-def _arm_clock(arm: dict, whole: ArmResult, name: str, facts: dict) -> tuple[integrity.Finding | None, str]:
+def arm_clock(arm: dict, whole: ArmResult, name: str, facts: dict) -> tuple[integrity.Finding | None, str]:
     run = arm.get("result") or {}
     times, losses = run.get("step_times_s") or [], run.get("losses") or []
     lines = {ln.step: ln for ln in integrity.step_lines(whole.proc.log, whole.proc.clock, arm=name[-1])}

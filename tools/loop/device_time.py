@@ -1,6 +1,7 @@
 """Device-seconds per verdict: what the loop's answers cost on the machine. Every run's arms count (baseline reruns,
 profiled runs, the reference's), measured by the runner's own clock (``runs.device_seconds``); the baseline,
-calibration and reference checks are the loop's overhead, apart from its experiments."""
+calibration and reference checks are the loop's overhead, apart from its experiments and its screens (waves of moves
+in one process, ``screening``)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,12 @@ def device_time(state: dict) -> dict:
                       "device_s_since_previous": None if at is None else round(round(at, 1) - round(before, 1), 1)})
         before = at if at is not None else before
     complete = len(known) == len(history)
+    waves = state.get("screens") or []
+    screens_s = sum(float(w.get("device_s") or 0.0) for w in waves)
     return {"total_s": round(total, 1), "experiments": len(history),
             "experiments_s": round(spent, 1) if complete else None,
-            "overhead_s": round(total - spent, 1) if complete else None,
+            "screens": len(waves), "screens_s": round(screens_s, 1),
+            "overhead_s": round(total - spent - screens_s, 1) if complete else None,
             "per_experiment_s": round(spent / len(known), 1) if known and complete else None,
             "per_kept_gain_s": round(spent / kept, 1) if kept and complete else None,
             "per_verdict": verdicts, "frontier": moves}
@@ -47,7 +51,9 @@ def markdown(dt: dict) -> list[str]:
         return ["## Device time", "", "No device time recorded yet.", ""]
     out = ["## Device time", "",
            f"{_s(dt['total_s'])} device-seconds in all (every arm of every run, by the runner's clock)"
-           + (f": {_s(dt['experiments_s'])} s on {dt['experiments']} experiments, {_s(dt['overhead_s'])} s on the "
+           + (f": {_s(dt['experiments_s'])} s on {dt['experiments']} experiments, "
+              + (f"{_s(dt['screens_s'])} s on {dt['screens']} screen(s), " if dt.get("screens") else "")
+              + f"{_s(dt['overhead_s'])} s on the "
               f"baseline, calibration and reference checks; **{_s(dt['per_experiment_s'])} s per experiment**"
               if dt.get("experiments_s") is not None and dt["experiments"] else "")
            + (f", **{_s(dt['per_kept_gain_s'])} s per kept gain**" if dt.get("per_kept_gain_s") else "") + ".", ""]

@@ -25,7 +25,7 @@ from ..project import Project
 from ..runners import process
 from ..writer import Writer, atomic_write
 from . import (admission, gates, gather, hypotheses, learn, memory, opening, reference_lane, report, retro,
-               retro_page, runs, state as st)
+               retro_page, runs, screening, state as st)
 from .gates import StopGate
 from .hypothesis_filer import HypothesisFiler
 from .priors import Attempt, Priors
@@ -174,6 +174,9 @@ class Loop:
     def iteration(self) -> None:
         """Propose up to ``parallel`` hypotheses, run them at once, learn from each in order."""
         left = self.spec.budget.get("runs", float("inf")) - self.state.usage["runs"]
+        if (w := screening.wave(self, self.state.iteration + 1)) and w.get("stopped_by"):
+            self._stopped(f"interrupted by {w['stopped_by']} during a screen: `tools loop resume` screens again")
+            raise LoopInterrupted(w["stopped_by"])
         batch: list[dict] = []
         for _ in range(int(max(1, min(self.spec.parallel, left)))):
             pend = self._next_pending(self.state.iteration + 1 + len(batch), batch)

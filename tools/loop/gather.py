@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import pages
 from ..experiments import records
 from ..project import Project
-from . import memory
+from . import memory, screen_table
 from .priors import Attempt, Priors
 from .spec import LoopSpec
 
@@ -181,7 +181,8 @@ def gather(project: Project, spec: LoopSpec, state: dict, budget_left: dict[str,
         prefer_switch=memory.since_frontier_move(history) >= 2,
         budget_left=budget_left, knob_effects=knob_effects(hw),
         trunk_keys=[f["run_key"] for f in state.get("frontier") or [] if f.get("run_key")],
-        gap=gap, gap_summary=gap_summary)
+        gap=gap, gap_summary=gap_summary,
+        screens=screen_table.current(state))
 
 
 def reference_record(project: Project, spec: LoopSpec, state: dict) -> dict | None:

@@ -65,6 +65,7 @@ class Priors:
     trunk_keys: list[str] = field(default_factory=list)         # run keys of every configuration the trunk held
     gap: list[dict] = field(default_factory=list)               # gap items of the trunk against the reference
     gap_summary: dict = field(default_factory=dict)             # the reference, the gap %, what is unexplained
+    screens: dict[str, dict] = field(default_factory=dict)      # change -> what a screen measured (screen_table)
 
     @property
     def trunk_exp(self) -> str:

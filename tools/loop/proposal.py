@@ -8,6 +8,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..pages import LOOP_CATEGORIES as CATEGORIES
+
+# categories whose moves may change what another's do: after a keep in one, the other's moves measured on the old
+# trunk are re-ranked (their evidence discounted), a refuted one is tried again and a screened one screened again (a
+# batch change moves the memory trade-offs; bf16 halves the activations a remat policy saves)
+DEPENDS = {frozenset({"memory", "shape"}), frozenset({"memory", "precision"}), frozenset({"kernel", "shape"})}
+
+
+def may_depend(a: str, b: str) -> bool:
+    return a == b or frozenset({a, b}) in DEPENDS
 CHANGE_KINDS = ("knobs", "env", "patch")
 
 

@@ -20,6 +20,7 @@ from .combos import markdown as combo_markdown
 from .device_time import device_time
 from .device_time import markdown as device_markdown
 from .reference import gap_section
+from .screen_table import markdown as screen_markdown
 from .spec import LoopSpec
 
 EXPLORER = "explore/loops/{name}/"  # the built site's page for one loop (tools/sitegen/loops.py)
@@ -280,6 +281,7 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
             + "\n" + pages.region("loop-device-time", "\n".join(device_markdown(device_time(state))))
             + ("\n" + pages.region("loop-combinations", "\n".join(combos)) if (combos := combo_markdown(
                 combinations(state))) else "")
+            + ("\n" + pages.region("loop-screens", "\n".join(screens)) if (screens := screen_markdown(state)) else "")
             + "\n" + pages.region("loop-hypotheses", _hypotheses(spec, state, src))
             + "\n" + pages.region("loop-categories", _categories(state, memory))
             + "\n" + pages.region("loop-knobs", _knobs(spec, state))

@@ -27,6 +27,9 @@ compile_cache: true                  # timed runs share JAX's compile cache (.to
 pairs: true                          # knob moves of the reference model: rounds as blocks of two processes
                                      # (tools exp run --pairs), 24 rounds (or pairs: N); env knobs and patches
                                      # keep processes; default false
+screen: true                         # with pairs: before confirming, every untried flag move of the trunk in one
+                                     # process, 4 rounds (or screen: N), to rank them and drop the clearly slower
+                                     # and the broken (tools/loop/screening.py); default false
 reference: python experiments/llama_train.py --preset small --batch 32   # or an experiment id (docs/gap.md)
 reference_codebase: maxtext          # the ingested codebase the reference runs (found from its command if not given)
 hang_s: 300                          # silent this long: hung (its Python stack taken, then killed)
@@ -61,6 +64,9 @@ TARGET_KEYS = ("tokens_per_s", "mfu_percent", "reference")
 # on recorded A/A rounds (bench/noise_model.py --kind pairs) 24 rounds in two processes kept false `supported`
 # under 1 % and found a true +10 % gain 9 times in 10, quiet and under load; 6 rounds found it 7 times in 10
 PAIRS_ROUNDS = 24
+# rounds of a screen wave with `screen: true`: it only ranks (never a verdict); 4 rounds of blocks tell a move 10 %
+# slower from one that is not, and what a screen lets through is confirmed at PAIRS_ROUNDS
+SCREEN_ROUNDS = 4
 
 
 @dataclass
@@ -126,6 +132,7 @@ class LoopSpec:
     compile_cache: bool = True        # timed arms share JAX's compile cache (the profiled run never does)
     pairs: bool = False               # interleaved rounds as in-process pairs where the arms differ in flags only
     pairs_rounds: int = 0             # rounds of a pairs experiment (``pairs: N``; ``pairs: true``: PAIRS_ROUNDS)
+    screen_rounds: int = 0            # rounds of a screen wave (``screen: N``; ``screen: true``: SCREEN_ROUNDS); 0: off
     reference: str = ""               # an experiment id, or a command run once as the reference (docs/gap.md)
     reference_codebase: str = ""      # the ingested codebase the reference runs (its knob defaults in the gap)
     hang_s: float | None = None       # no output for this long: the run is hung (stack taken, killed)
@@ -278,6 +285,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"),
         compile_cache=bool(data.get("compile_cache", True)),
         pairs=bool(data.get("pairs", False)), pairs_rounds=_pairs_rounds(path, data.get("pairs", False)),
+        screen_rounds=_rounds(path, "screen", data.get("screen", False), SCREEN_ROUNDS),
         hang_s=_positive(path, "hang_s", data.get("hang_s")),
         memory_tol_pct=float(mem.get("tolerance_pct", 5.0)),
         memory_max_gb=None if mem.get("max_gb") is None else float(mem["max_gb"]),
@@ -293,6 +301,8 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         raise InputError(path, "repeats.max must be at least repeats.min")
     if spec.parallel < 1:
         raise InputError(path, "parallel must be at least 1")
+    if spec.screen_rounds and not spec.pairs:
+        raise InputError(path, "`screen` needs `pairs` (a screen runs the moves in one process, as pairs do)")
     if spec.statistic not in STATISTICS:
         raise InputError(path, f"statistic must be one of {', '.join(STATISTICS)}, not {spec.statistic!r}")
     return spec
@@ -300,11 +310,16 @@ def _parse(data: Any, path: Path) -> LoopSpec:
 
 def _pairs_rounds(path: Path, value) -> int:
     """``pairs:``: false, true (PAIRS_ROUNDS rounds a pairs experiment) or the number of rounds (at least 2)."""
+    return _rounds(path, "pairs", value, PAIRS_ROUNDS)
+
+
+def _rounds(path: Path, key: str, value, default: int) -> int:
+    """A key that is false, true (``default`` rounds) or a number of rounds (at least 2)."""
     if value is None or isinstance(value, bool):
-        return PAIRS_ROUNDS if value else 0
+        return default if value else 0
     if isinstance(value, int) and value >= 2:
         return value
-    raise InputError(path, f"`pairs` is true, false or a number of rounds (at least 2), not {value!r}")
+    raise InputError(path, f"`{key}` is true, false or a number of rounds (at least 2), not {value!r}")
 
 
 def _protected(path: Path, value) -> list[str]:

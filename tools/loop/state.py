@@ -86,6 +86,7 @@ class LoopState:
     frontier: list[dict] = field(default_factory=list)         # every trunk move, the baseline first
     history: list[dict] = field(default_factory=list)          # every run, kept or not
     retrospectives: list[dict] = field(default_factory=list)
+    screens: list[dict] = field(default_factory=list)          # screen waves: trunk, arms and what each measured
     usage: dict[str, float] = field(default_factory=_usage)    # runs, wall_s, llm_tokens, cost_usd, device_s
     pending: list[dict] | None = None      # the iterations in flight
     proposer_failures: int = 0             # in a row

@@ -20,4 +20,9 @@ def summary(state: dict) -> dict:
             "history": [{k: h.get(k) for k in ("iteration", "exp_id", "category", "describe", "verdict", "gain_pct",
                                                 "kept", "device_s")} for h in history],
             "retrospectives": [r["page"] for r in state.get("retrospectives") or []],
-            "device_time": device_time(state), "combinations": combinations(state)}
+            "device_time": device_time(state), "combinations": combinations(state),
+            "screens": [{"iteration": w.get("iteration"), "trunk_exp": w.get("trunk_exp"), "rounds": w.get("rounds"),
+                         "device_s": w.get("device_s"), "error": w.get("error"),
+                         "moves": [{k: m.get(k) for k in ("describe", "gain_pct", "interval_pct", "losses",
+                                                          "outcome", "why")} for m in w.get("moves") or []]}
+                        for w in state.get("screens") or []]}

@@ -1,4 +1,5 @@
-"""Two configurations of the reference model in one process, their steps alternated in short blocks.
+"""Two configurations of the reference model in one process, their steps alternated in short blocks (or more:
+``--arm``, a screen of several variants against arm A, ``tools.experiments.screen``).
 
     python llama_pairs.py --a "--preset tiny --compute-dtype float32" --b "--preset tiny --compute-dtype bfloat16" \\
         --rounds 20 --block-steps 4
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--a", required=True, help="llama_train.py flags of arm A (the baseline)")
     p.add_argument("--b", required=True, help="llama_train.py flags of arm B (the variant)")
+    p.add_argument("--arm", action="append", default=[], metavar="FLAGS",
+                   help="more arms (c, d, ...: a screen of several variants against arm A), in rotating order")
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--block-steps", type=int, default=4)
     p.add_argument("--warmup-steps", type=int, default=1)
@@ -106,14 +109,20 @@ def main(argv: list[str] | None = None) -> dict:
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     load(a.model)
-    arms = {"a": Arm("a", a.a), "b": Arm("b", a.b)}
+    flags = [a.a, a.b, *a.arm]
+    if len(flags) > 26:
+        p.error(f"at most 26 arms, got {len(flags)}")
+    names = [chr(ord("a") + i) for i in range(len(flags))]
+    arms = {n: Arm(n, f) for n, f in zip(names, flags)}
     for arm in arms.values():
         arm.steps(a.warmup_steps, timed=False)
     for r in range(a.rounds):
-        for name in ("a", "b") if r % 2 == 0 else ("b", "a"):
+        # each round starts one arm later (two arms: A B, B A, ...), so every arm holds every position in turn
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
             arms[name].steps(a.block_steps)
     out = {"schema": "autoresearch-pairs/1", "model": "llama", "rounds": a.rounds, "block_steps": a.block_steps,
-           "warmup_steps": a.warmup_steps, "a": arms["a"].result(), "b": arms["b"].result(),
+           "warmup_steps": a.warmup_steps, "arms": names, **{n: arm.result() for n, arm in arms.items()},
            "platform": jax.default_backend(), "jax_version": jax.__version__,
            "wall_s": round(time.perf_counter() - t0, 3)}
     print(json.dumps(out), flush=True)

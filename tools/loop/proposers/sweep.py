@@ -5,7 +5,8 @@ Each iteration it takes the single-knob move from the trunk with the best prior 
 models, the shipped table of knob effects by hardware (tools/loop/knob_effects.json); an unknown move gets a small
 exploratory prior. Screen, then confirm: every untried move is measured first; near-misses (inconclusive with a
 positive gain) are tried together as one move; only then are the better half of them promoted, re-measured once
-with twice the repeats. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved
+with twice the repeats. With ``screen:`` (tools/loop/screening.py) the first measure of a flag move is a wave of
+them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved
 with each candidate).
 """
 
@@ -17,25 +18,20 @@ from functools import reduce
 from .. import crash_lessons
 from ..learn import chained_gain
 from ..priors import Attempt, Priors, run_key
-from ..proposal import Change, Proposal
+from ..proposal import Change, Proposal, may_depend
+from ..screen_table import change_key
 from . import Proposer
 
 UNKNOWN_GAIN_PCT = 2.0      # a move nobody has measured: worth a look, behind anything with evidence of a gain
 UNKNOWN_CONFIDENCE = 0.3
 OWN_WEIGHT, OTHER_WEIGHT = 1.0, 0.5
-# categories whose moves may change what another's do: after a keep in one, the other's moves measured on the old
-# trunk are re-ranked (their evidence discounted) and a refuted one is tried again (a batch change moves the memory
-# trade-offs; bf16 halves the activations a remat policy saves)
-DEPENDS = {frozenset({"memory", "shape"}), frozenset({"memory", "precision"}), frozenset({"kernel", "shape"})}
 COMBINE_NOTE = "near-misses together"
 PROMOTION_NOTE = "promotion of"
 MAX_COMBINED = 3            # near-misses tried together at most
 GAP_NOTE = "measured gap to the reference"
 ADOPT_NOTE = f"{GAP_NOTE}, every mapped item at once"
-
-
-def may_depend(a: str, b: str) -> bool:
-    return a == b or frozenset({a, b}) in DEPENDS
+SCREEN_NOTE = "screened against this trunk:"
+SCREEN_CONFIDENCE = 0.6     # a few rounds in one process: a ranking, above a table's prior, below a confirmation
 
 
 def norm(name: str) -> str:
@@ -155,7 +151,16 @@ class SweepProposer(Proposer):
                 if why := crash_lessons.refusal(priors, cfg):
                     self.refused.append({"change": change.describe(), "why": why})
                     continue
+                screened = priors.screens.get(change_key(change.knobs))
+                if screened and screened.get("outcome") != "confirm":
+                    self.refused.append({"change": change.describe(), "why": screened.get("why") or "screened out"})
+                    continue
                 gain, conf, why = self.score(priors, knob, value)
+                if screened and isinstance(screened.get("gain_pct"), (int, float)):
+                    lo, hi = screened.get("interval_pct") or [None, None]
+                    gain, conf = float(screened["gain_pct"]), SCREEN_CONFIDENCE
+                    why = (f"{SCREEN_NOTE} {gain:+.1f} %" + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "")
+                           + f" over {screened.get('rounds')} rounds; before it: {why}")
                 out.append(Proposal(
                     statement=f"Setting {knob.name} to {shown(value)} (from {shown(trunk.get(knob.name))}) "
                               f"raises tokens/s by about {gain:+.0f} %.",

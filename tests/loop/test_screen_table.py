@@ -1,0 +1,52 @@
+"""Which screened moves still speak for the trunk (``screen_table.current``), and the loop page's section: pure
+functions of a state document."""
+
+from __future__ import annotations
+
+from tools.loop import screen_table
+from tools.loop.device_time import device_time
+from tools.loop.status import summary
+
+
+def _move(knobs: dict, category: str, outcome: str, gain: float) -> dict:
+    return {"change": {"kind": "knobs", "knobs": knobs}, "describe": ", ".join(f"{k}={v}" for k, v in knobs.items()),
+            "category": category, "outcome": outcome, "gain_pct": gain, "interval_pct": [gain - 3, gain + 3],
+            "rounds": 4, "losses": "ok", "loss_diff": 0.001, "problem": "", "why": "" if outcome == "confirm" else "x"}
+
+
+def _state(kept_category: str | None) -> dict:
+    wave = {"iteration": 1, "trunk_exp": "e1", "rounds": 4, "device_s": 30.5, "error": None,
+            "moves": [_move({"compute_dtype": "bfloat16"}, "precision", "confirm", 12.0),
+                      _move({"remat": "full"}, "memory", "slower", -9.0),
+                      _move({"batch": 16}, "shape", "confirm", 4.0)]}
+    history = [{"iteration": 1, "exp_id": "e2", "category": "precision", "kept": kept_category is not None,
+                "verdict": "supported", "device_s": 14.0, "describe": "compute_dtype=bfloat16"}]
+    if kept_category:
+        history[0]["category"] = kept_category
+    return {"name": "l", "status": "running", "iteration": 1, "usage": {"device_s": 60.0}, "history": history,
+            "screens": [wave], "frontier": []}
+
+
+def test_a_keep_sends_back_to_the_screen_only_the_moves_that_may_depend_on_it():
+    keys = {screen_table.change_key(k) for k in ({"compute_dtype": "bfloat16"}, {"remat": "full"}, {"batch": 16})}
+    assert set(screen_table.current(_state(None))) == keys  # nothing kept since the wave: all of it holds
+    # bf16 kept: precision (itself) and memory (bf16 halves what remat saves) are screened again; shape holds
+    assert set(screen_table.current(_state("precision"))) == {screen_table.change_key({"batch": 16})}
+    # a shape keep moves memory and shape moves, not precision
+    assert set(screen_table.current(_state("shape"))) == {screen_table.change_key({"compute_dtype": "bfloat16"})}
+    failed = _state(None)
+    failed["screens"][0]["error"] = "the process crashed"
+    assert screen_table.current(failed) == {}
+
+
+def test_screens_show_on_the_loop_page_in_status_and_in_device_time():
+    state = _state(None)
+    text = "\n".join(screen_table.markdown(state))
+    assert "## Screens" in text and "30.5 device-seconds" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| `")]
+    assert rows[0].startswith("| `compute_dtype=bfloat16` | +12.0 %") and "ruled out: slower" in rows[-1]
+    dt = device_time(state)
+    assert (dt["screens"], dt["screens_s"], dt["experiments_s"], dt["overhead_s"]) == (1, 30.5, 14.0, 15.5)
+    s = summary(state)
+    assert s["screens"][0]["moves"][1]["outcome"] == "slower" and s["screens"][0]["device_s"] == 30.5
+    assert screen_table.markdown({"screens": []}) == []

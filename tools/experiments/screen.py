@@ -1,0 +1,120 @@
+"""A screen: several compile-time moves of the reference model measured against the trunk in one process
+(``templates/llama_pairs.py`` with ``--arm``), a few rounds of blocks in rotating order. It ranks and it rules out;
+it never decides: a move it lets through is confirmed by an experiment of its own (``tools/loop/screening.py``).
+
+Per move: the median over rounds of its block's reading (fastest step, or the block's tokens/s) over the trunk's
+in the same round, with a t-interval of the log-ratio; its losses against the trunk's when the shapes match (the
+same tolerance as an experiment's semantics check); each arm's blocks against the runner's clock, as pairs are
+checked (``pairs.arm_clock``). In one process the arms built after the first ran a little faster (+0.7 % over 24
+rounds in A/A, more in the first rounds): a screen's gains lean that way, which ranking tolerates and a verdict
+would not.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..runners.process import Proc
+from . import arms, integrity, pairs, stats, verdict
+from .arms import ArmResult
+from .sides import Side
+
+
+@dataclass
+class Screened:
+    letter: str                            # the arm in the screen's process (b, c, ...; a is the trunk)
+    gain_pct: float | None = None          # median over rounds of the move's reading over the trunk's, minus 1
+    interval_pct: list[float] | None = None  # 95 % t-interval of that gain (from the rounds' log-ratios)
+    rounds: int = 0
+    tokens_per_s: float | None = None      # the median of its blocks' tokens/s (what the user reads)
+    losses: str = "unchecked"              # ok | changed | unchecked (another shape, no losses)
+    loss_diff: float | None = None
+    problem: str = ""                      # why its figures cannot be used (the clock, a broken loss, bad blocks)
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def slower(self) -> bool:
+        """Slower than the trunk beyond the screen's own noise (the whole interval below zero)."""
+        return self.interval_pct is not None and self.interval_pct[1] < 0
+
+    def to_dict(self) -> dict:
+        return {"letter": self.letter, "gain_pct": self.gain_pct, "interval_pct": self.interval_pct,
+                "rounds": self.rounds, "tokens_per_s": self.tokens_per_s, "losses": self.losses,
+                "loss_diff": self.loss_diff, "problem": self.problem}
+
+
+def side(planned: tuple[str, Path, list[str], list[str]], more: list[list[str]], base: Side, rounds: int) -> Side:
+    """One process: the trunk as arm A, the first move as B, the rest as C, D, ... (``pairs.plan`` of the trunk and
+    the first move gives the interpreter and the script; every move must pass ``pairs.plan`` against the trunk)."""
+    py, script, flags_a, flags_b = planned
+    return Side([py, str(pairs.SCRIPT), "--model", str(script), f"--a={shlex.join(flags_a)}",
+                 f"--b={shlex.join(flags_b)}", *[f"--arm={shlex.join(f)}" for f in more],
+                 "--rounds", str(rounds), "--block-steps", str(pairs.BLOCK_STEPS),
+                 "--warmup-steps", str(pairs.BLOCK_STEPS)], dict(base.env), base.cwd, list(base.unset))
+
+
+def read(p: Proc, moves: int, statistic: str, timeout: float) -> tuple[str | None, list[Screened]]:
+    """(why the process as a whole failed, else None; one ``Screened`` per move, in the order given)."""
+    out = None if p.timed_out or p.stopped_by or p.hung_s else pairs.output(p)
+    crash = arms.crash_reason(p, timeout, None, out)
+    if crash is not None:
+        return crash, []
+    letters = [chr(ord("b") + i) for i in range(moves)]
+    if out.get("arms") != ["a", *letters]:
+        return f"bad JSON field `arms`: expected {['a', *letters]}, got {out.get('arms')!r}", []
+    rounds = int(out.get("rounds") or 0)
+    if bad := pairs.bad_blocks(out, rounds, ["a", *letters]):
+        return f"bad JSON field `blocks`: {bad}", []
+    whole = ArmResult("screen", p, out, None, kind="screen")
+    checked = integrity.Integrity()
+    trunk = out["a"]
+    if why := _arm_problem(trunk, whole, "a", checked):
+        return f"the trunk's arm: {why}", []
+    base = _readings(trunk, statistic)
+    got = []
+    for letter in letters:
+        arm = out[letter]
+        s = Screened(letter, rounds=rounds)
+        s.problem = _arm_problem(arm, whole, letter, checked)
+        mine = _readings(arm, statistic)
+        ratios = [math.log(v / b) for v, b in zip(mine, base) if v > 0 and b > 0]
+        if ratios and not s.problem:
+            s.gain_pct = round(100 * (math.exp(statistics.median(ratios)) - 1), 3)
+            if len(ratios) >= 2:
+                half = stats.t_quantile(0.975, len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
+                mean = statistics.fmean(ratios)
+                s.interval_pct = [round(100 * (math.exp(mean - half) - 1), 3),
+                                  round(100 * (math.exp(mean + half) - 1), 3)]
+        s.tokens_per_s = round(statistics.median(arm["tokens_per_s"]), 2) if arm.get("tokens_per_s") else None
+        if _same_shape(trunk, arm):
+            sem = verdict.semantics(trunk["result"].get("losses"), arm["result"].get("losses"), "the trunk's arm")
+            s.losses, s.loss_diff = sem.status, sem.max_abs_delta
+        s.facts = checked.facts.get("clock", {}).get(f"screen-{letter}", {})
+        got.append(s)
+    return None, got
+
+
+def _readings(arm: dict, statistic: str) -> list[float]:
+    return [float(x) for x in arm.get("tokens_per_s_best" if statistic == "min" else "tokens_per_s") or []]
+
+
+def _same_shape(a: dict, b: dict) -> bool:
+    ca, cb = a.get("config") or {}, b.get("config") or {}
+    return all(ca.get(k) == cb.get(k) for k in ("batch", "seq_len")) and a.get("tokens_per_step") == \
+        b.get("tokens_per_step")
+
+
+def _arm_problem(arm: dict, whole: ArmResult, letter: str, checked: integrity.Integrity) -> str:
+    """Why an arm's figures cannot be used: a non-finite loss, or blocks its step lines on the runner's clock
+    contradict ("" when none)."""
+    losses = (arm.get("result") or {}).get("losses") or []
+    if any(not math.isfinite(float(x)) for x in losses):
+        return "a non-finite loss: the math broke"
+    finding, why = pairs.arm_clock(arm, whole, f"screen-{letter}", checked.facts)
+    if finding is not None:
+        return f"{finding.signature}: {finding.detail}"
+    return ""

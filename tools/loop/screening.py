@@ -1,0 +1,127 @@
+"""Screen, then confirm (``screen:`` in a loop file with ``pairs:``). Before the first proposal on a trunk, every
+untried knob move the sweep would propose that differs from the trunk in flags only runs in ONE process against
+the trunk (``experiments.screen``: a few rounds of blocks, the arms in rotating order). What it finds is a ranking,
+never a verdict:
+
+- a move whose losses left the trunk's (same shape, the semantics tolerance), whose arm broke or whose blocks the
+  runner's clock contradicts is ruled out on this trunk (it would be filed ``invalid``);
+- a move slower than the trunk beyond the screen's own noise (its whole interval below zero), or no faster (its
+  median gain at or below zero), is ruled out on this trunk: the screen's rounds find a true +10 % but may miss a
+  small gain, which the loop trades for the device time of confirming moves that do not pay;
+- the rest are ranked by their screened gain (the sweep's prior for them), and each is confirmed by an experiment of
+  its own (in-process pairs, ``pairs:`` rounds), the only thing that can be ``supported``.
+
+A keep moves the trunk: the moves in a category that may depend on the kept one (``proposal.DEPENDS``) are screened
+again on the new trunk rather than trusted from the old; the others keep what their screen found
+(``screen_table.current``). The screen's process counts in the loop's device-seconds.
+"""
+
+from __future__ import annotations
+
+from ..experiments import pairs, screen
+from ..experiments.sides import Side, compile_cache_env
+from ..runners import Arm
+from ..runners import get as get_runner
+from . import admission, gather
+from .proposers.sweep import SweepProposer
+from .screen_table import change_key
+
+MIN_MOVES = 2  # one move alone: its confirmation costs what its screen would
+
+
+def moves(engine) -> tuple[Side | None, list[dict]]:
+    """The trunk's side and the moves a screen of it would run: {change, describe, config, run_key, flags}."""
+    spec, state = engine.spec, engine.state
+    trunk = state.trunk
+    priors = gather.gather(engine.project, spec, state.to_dict(), engine.budget_left())
+    with engine._git:
+        cwd = engine.workspace.prepare("screen", "").cwd
+    trunk_env = dict(trunk.get("env") or {})
+    base = Side(spec.command_for(trunk["config"]), spec.env_for(trunk["config"], trunk_env), cwd, [])
+    out, seen = [], set()
+    for p in SweepProposer(promote=False).candidates(priors):
+        if p.change.kind != "knobs":
+            continue
+        cfg, env = admission.config_of(spec, trunk, p)
+        if env != trunk_env:
+            continue  # an environment change needs processes of its own
+        key = admission.key_of(spec, trunk, p, cfg, env)
+        if key in seen or change_key(p.change.knobs) in priors.screens:
+            continue
+        planned, _ = pairs.plan(base, Side(spec.command_for(cfg), spec.env_for(cfg, env), cwd, []), spec.runner)
+        if planned is None:
+            continue
+        seen.add(key)
+        out.append({"change": vars(p.change).copy(), "describe": p.change.describe(), "category": p.category,
+                    "config": cfg,
+                    "run_key": key, "flags": planned[3], "planned": planned})
+    return base, out
+
+
+def wave(engine, n: int) -> dict | None:
+    """Screen the current trunk's untried flag moves once (None: nothing to screen, or screened already;
+    ``{"stopped_by": ...}``: the process was stopped by a signal)."""
+    spec, state = engine.spec, engine.state
+    trunk = state.trunk
+    if not spec.screen_rounds or spec.runner != "local" or not trunk:
+        return None
+    if any(w.get("trunk_exp") == trunk["exp_id"] for w in state.screens):
+        return None  # screened this trunk already (what the wave left out is not a flag move, or too few)
+    base, todo = moves(engine)
+    if len(todo) < MIN_MOVES:
+        return None
+    if spec.compile_cache:
+        base.env = compile_cache_env(engine.project.cache / "jax-compile", base.env)
+    side = screen.side(todo[0]["planned"], [m["flags"] for m in todo[1:]], base, spec.screen_rounds)
+    folder = engine.paths.iteration_dir(n)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "screen.log"
+    engine.say(f"screen of {trunk['exp_id']}: {len(todo)} moves in one process, {spec.screen_rounds} rounds")
+    proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, spec.timeout_s,
+                                              hang_s=spec.hang_s)])[0]
+    state.usage["device_s"] = round(state.usage["device_s"] + proc.wall_s, 3)
+    state.usage["wall_s"] = round(state.usage["wall_s"] + proc.wall_s, 3)
+    if proc.stopped_by:  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
+        return {"stopped_by": proc.stopped_by}
+    crash, got = screen.read(proc, len(todo), spec.statistic, spec.timeout_s)
+    rows = []
+    for m, s in zip(todo, got):
+        row = {k: m[k] for k in ("change", "describe", "category", "config", "run_key")} | s.to_dict()
+        row["outcome"] = outcome(s)
+        row["why"] = "" if row["outcome"] == "confirm" else why_ruled_out(row, n)
+        rows.append(row)
+    w = {"iteration": n, "trunk_exp": trunk["exp_id"], "rounds": spec.screen_rounds, "statistic": spec.statistic,
+         "log": str(log.relative_to(engine.project.root)), "device_s": round(proc.wall_s, 3),
+         "error": crash, "moves": rows}
+    state.screens.append(w)
+    engine.save()
+    if crash:
+        engine.say(f"  the screen failed ({crash}): every move is confirmed on its own")
+    else:
+        ruled = [r for r in rows if r["outcome"] != "confirm"]
+        engine.say(f"  {len(rows) - len(ruled)} to confirm, {len(ruled)} ruled out, {proc.wall_s:.1f} device-s")
+    return w
+
+
+def outcome(s: screen.Screened) -> str:
+    """confirm | slower | no gain | broken: what the sweep does with a screened move (only ``confirm`` is
+    proposed on this trunk)."""
+    if s.problem or s.losses == "changed" or s.gain_pct is None:
+        return "broken"
+    if s.slower:
+        return "slower"
+    return "confirm" if s.gain_pct > 0 else "no gain"
+
+
+def why_ruled_out(row: dict, n: int) -> str:
+    """The sentence the sweep's refusal list gives for a move a screen ruled out."""
+    where = f"the screen before iteration {n}"
+    if row.get("losses") == "changed":
+        return f"{where}: its losses left the trunk's (max |Δloss| {row.get('loss_diff')}): it would be invalid"
+    if row.get("problem"):
+        return f"{where}: {row['problem']}"
+    if row.get("gain_pct") is None:
+        return f"{where}: no reading"
+    lo, hi = row.get("interval_pct") or [None, None]
+    what = "slower than the trunk" if row.get("outcome") == "slower" else "no faster than the trunk"
+    return f"{where}: {what}, {row['gain_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}] over {row['rounds']} rounds"
