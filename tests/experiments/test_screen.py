@@ -1,0 +1,80 @@
+"""What a screen's process must show before its figures rank anything (``experiments.screen.read``): the arms asked
+for, the blocks asked for, and step lines the runner saw for every reported step. The real process runs in
+tests/loop/test_loop_pairs.py; here, logs that fall short of it."""
+
+from __future__ import annotations
+
+import json
+
+from tools.experiments import pairs, screen
+from tools.runners.process import Proc
+
+ROUNDS, WARM = 2, pairs.BLOCK_STEPS
+
+
+def _arm(name: str, tps: float) -> dict:
+    steps = WARM + ROUNDS * pairs.BLOCK_STEPS
+    blocks = [list(range(WARM + i * pairs.BLOCK_STEPS, WARM + (i + 1) * pairs.BLOCK_STEPS)) for i in range(ROUNDS)]
+    return {"config": {"batch": 8, "seq_len": 64}, "tokens_per_step": 512, "tokens_per_s": [tps] * ROUNDS,
+            "tokens_per_s_best": [tps * 1.1] * ROUNDS, "blocks": blocks,
+            "result": {"step_times_s": [512 / tps] * steps, "losses": [5.0 - 0.01 * i for i in range(steps)]}}
+
+
+def _proc(tmp_path, out: dict, step_lines: bool = False, rc: int = 0) -> Proc:
+    """The process's log; with ``step_lines``, every step's line as its own chunk on a runner's clock that agrees
+    with the reported step times (each line printed when its step ended)."""
+    log = tmp_path / "screen.log"
+    lines, clock, t, size = [], [], 0.0, 0
+    if step_lines:
+        for name in out["arms"]:
+            run = out[name]["result"]
+            for i, loss in enumerate(run["losses"]):
+                lines.append(json.dumps({"arm": name, "step": i, "loss": loss,
+                                         "step_time_s": run["step_times_s"][i]}))
+                t += run["step_times_s"][i]
+                size += len(lines[-1]) + 1
+                clock.append((t, size))
+    lines.append(json.dumps(out))
+    log.write_text("\n".join(lines) + "\n")
+    clock.append((t + 0.01, size + len(lines[-1]) + 1))
+    return Proc(rc=rc, timed_out=False, wall_s=3.0, log=log, tail=lines[-1][-200:], clock=clock)
+
+
+def _out(names: list[str]) -> dict:
+    return {"schema": pairs.SCHEMA, "rounds": ROUNDS, "block_steps": pairs.BLOCK_STEPS, "warmup_steps": WARM,
+            "arms": names, **{n: _arm(n, 30000.0 + 1000 * i) for i, n in enumerate(names)}}
+
+
+def test_a_screen_that_ran_other_arms_than_asked_is_a_failed_screen(tmp_path):
+    crash, got = screen.read(_proc(tmp_path, _out(["a", "b"])), moves=2, statistic="min", timeout=60)
+    assert got == [] and crash == "bad JSON field `arms`: expected ['a', 'b', 'c'], got ['a', 'b']"
+    bad = _out(["a", "b", "c"])
+    bad["c"]["blocks"] = bad["c"]["blocks"][:1]
+    crash, _ = screen.read(_proc(tmp_path, bad), moves=2, statistic="min", timeout=60)
+    assert crash.startswith("bad JSON field `blocks`: arm c's blocks are not 2 runs of 8")
+    crash, _ = screen.read(_proc(tmp_path, _out(["a", "b", "c"]), rc=1), moves=2, statistic="min", timeout=60)
+    assert crash and "exit code 1" in crash
+
+
+def test_steps_the_runner_never_saw_rank_nothing(tmp_path):
+    # figures printed in one JSON line, no step line behind them: the trunk's arm cannot be timed, so nothing is
+    crash, got = screen.read(_proc(tmp_path, _out(["a", "b", "c"])), moves=2, statistic="min", timeout=60)
+    assert got == [] and crash.startswith("the trunk's arm: step-count:")
+
+
+def test_a_move_whose_losses_leave_the_trunks_is_marked_changed_and_gains_are_read_per_round(tmp_path):
+    out = _out(["a", "b", "c"])
+    out["c"]["result"]["losses"] = [x + 0.5 for x in out["c"]["result"]["losses"]]
+    crash, (b, c) = screen.read(_proc(tmp_path, out, step_lines=True), moves=2, statistic="min", timeout=60)
+    assert crash is None and not b.problem and not c.problem, (b.problem, c.problem)
+    assert (b.losses, c.losses, c.loss_diff) == ("ok", "changed", 0.5)
+    assert b.gain_pct == round(100 * (31000 / 30000 - 1), 3) and c.gain_pct == round(100 * (32000 / 30000 - 1), 3)
+    assert b.facts["steps"] == ROUNDS * (pairs.BLOCK_STEPS - 1)  # every block's steps after its first, timed
+    # an arm whose blocks claim less time than its lines took on the runner's clock is broken, not fast
+    out["b"]["result"]["step_times_s"] = [x * 0.5 for x in out["b"]["result"]["step_times_s"]]
+    proc = _proc(tmp_path, _out(["a", "b", "c"]), step_lines=True)  # the clock of the honest times
+    proc.log.write_text(proc.log.read_text().rsplit("\n", 2)[0] + "\n" + json.dumps(out) + "\n")
+    crash, (b, c) = screen.read(proc, moves=2, statistic="min", timeout=60)
+    assert crash is None and b.problem.startswith("clock-slow: screen-b") and b.gain_pct is None, b.problem
+    # and one whose result reports other losses than its step lines printed (arm c's +0.5 against honest lines)
+    assert c.problem.startswith("step-losses: screen-c: step 0's line printed loss 5.0, the result reports 5.5")
