@@ -77,3 +77,18 @@ def test_importing_the_proposer_leaves_the_sdks_out():
             "print(sorted(m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_screened_moves_reach_the_prompt_ranked_with_what_ruled_each_out():
+    p = priors()
+    assert "Screened moves" not in render(p).state
+    p.screens = {
+        '{"remat": "dots"}': {"change": {"kind": "knobs", "knobs": {"remat": "dots"}}, "gain_pct": -9.5,
+                              "interval_pct": [-12.0, -7.0], "losses": "ok", "outcome": "slower",
+                              "why": "the screen before iteration 3: slower than the trunk"},
+        '{"batch": 32}': {"change": {"kind": "knobs", "knobs": {"batch": 32}}, "gain_pct": 6.25,
+                          "interval_pct": [1.0, 11.5], "losses": "unchecked", "outcome": "confirm", "why": ""}}
+    state = render(p).state
+    lines = [ln for ln in state.split("## Screened moves")[1].splitlines() if ln.startswith("- {")]
+    assert lines[0].startswith('- {"batch": 32}: +6.2 % [+1.0, +11.5], losses unchecked, to confirm'), lines
+    assert lines[1].endswith("ruled out: the screen before iteration 3: slower than the trunk"), lines

@@ -17,7 +17,7 @@ def _move(knobs: dict, category: str, outcome: str, gain: float) -> dict:
 def _state(kept_category: str | None) -> dict:
     wave = {"iteration": 1, "trunk_exp": "e1", "rounds": 4, "device_s": 30.5, "error": None,
             "moves": [_move({"compute_dtype": "bfloat16"}, "precision", "confirm", 12.0),
-                      _move({"remat": "full"}, "memory", "slower", -9.0),
+                      _move({"remat": "full"}, "memory", "slower", -4.0),
                       _move({"batch": 16}, "shape", "confirm", 4.0)]}
     history = [{"iteration": 1, "exp_id": "e2", "category": "precision", "kept": kept_category is not None,
                 "verdict": "supported", "device_s": 14.0, "describe": "compute_dtype=bfloat16"}]
@@ -28,6 +28,7 @@ def _state(kept_category: str | None) -> dict:
 
 
 def test_a_keep_sends_back_to_the_screen_only_the_moves_that_may_depend_on_it():
+    # remat=full screened -4 % [-7, -1]: slower, but near enough that a keep it depends on may turn it around
     keys = {screen_table.change_key(k) for k in ({"compute_dtype": "bfloat16"}, {"remat": "full"}, {"batch": 16})}
     assert set(screen_table.current(_state(None))) == keys  # nothing kept since the wave: all of it holds
     # bf16 kept: precision (itself) and memory (bf16 halves what remat saves) are screened again; shape holds
@@ -37,6 +38,21 @@ def test_a_keep_sends_back_to_the_screen_only_the_moves_that_may_depend_on_it():
     failed = _state(None)
     failed["screens"][0]["error"] = "the process crashed"
     assert screen_table.current(failed) == {}
+    # an environment keep (an XLA flag recompiles every program) sends every move back
+    env = _state("compiler")
+    env["history"][0]["change"] = {"kind": "env", "env": {"XLA_FLAGS": "--x"}}
+    assert screen_table.current(env) == {}
+
+
+def test_what_a_keep_does_not_turn_around_stays_ruled_out():
+    state = _state("precision")
+    moves = state["screens"][0]["moves"]
+    moves[1] = _move({"remat": "full"}, "memory", "slower", -20.0)      # [-23, -17]: clearly slower
+    moves.append(_move({"decoy": True}, "precision", "broken", 80.0))   # its losses left the trunk's
+    moves[-1]["losses"] = "changed"
+    got = screen_table.current(state)
+    assert set(got) == {screen_table.change_key(k) for k in ({"remat": "full"}, {"decoy": True}, {"batch": 16})}
+    assert got[screen_table.change_key({"remat": "full"})]["wave"] == 1
 
 
 def test_screens_show_on_the_loop_page_in_status_and_in_device_time():

@@ -145,6 +145,18 @@ def _state(p: Priors) -> str:
         if len(mapped) > 1:
             out += ["", f"All mapped items at once, one run (each alone may sit inside the noise band): "
                         f"{_json(mapped)}"]
+    if p.screens:
+        out += ["", "## Screened moves (several flag moves against the trunk in one process: a ranking, not a "
+                    "verdict)", "",
+                "Ruled out ones would be slower, no faster, or invalid on this trunk; propose the others first, best "
+                "screened gain first:", ""]
+        for m in sorted(p.screens.values(), key=lambda m: -(m.get("gain_pct") or -1e9))[:MAX_HYPOTHESES]:
+            lo, hi = m.get("interval_pct") or [None, None]
+            gain = "no reading" if m.get("gain_pct") is None else f"{m['gain_pct']:+.1f} %" + (
+                f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "")
+            out.append(f"- {_json((m.get('change') or {}).get('knobs') or {})}: {gain}, losses {m.get('losses')}, "
+                       f"{'to confirm' if m.get('outcome') == 'confirm' else 'ruled out: ' + str(m.get('why'))}")
+        out += _more(list(p.screens), MAX_HYPOTHESES)
     if p.profile:
         out += ["", "## Latest profile of the trunk", "", _dump(p.profile)]
     if p.retrospective.strip():

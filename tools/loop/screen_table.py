@@ -8,6 +8,8 @@ import json
 
 from .proposal import may_depend
 
+CLEARLY_SLOWER_PCT = 5.0  # a move this much slower at the top of its screen's interval stays ruled out after a keep
+
 
 def change_key(knobs: dict) -> str:
     return json.dumps(knobs, sort_keys=True, default=str)
@@ -15,20 +17,32 @@ def change_key(knobs: dict) -> str:
 
 def current(state: dict) -> dict[str, dict]:
     """change key -> the latest screen row of that move that still holds: made on this trunk, or on an earlier one
-    when no keep since then was in a category the move may depend on (``proposal.DEPENDS``). The kept move itself
-    and anything a dependent keep moved are screened again."""
-    kept = [(h.get("iteration") or 0, str(h.get("category") or "")) for h in state.get("history") or []
-            if h.get("kept")]
+    when no keep since then was in a category the move may depend on (``proposal.DEPENDS``), nor an environment
+    change (an XLA flag recompiles every program). Across such a keep two findings still hold: losses that left the
+    trunk's (the move changes the model's math, whatever the trunk) and a move slower by more than
+    ``CLEARLY_SLOWER_PCT`` at the top of its interval (a keep of a few percent does not turn it around). The kept
+    move itself and the rest are screened again."""
+    kept = [(h.get("iteration") or 0, str(h.get("category") or ""), bool((h.get("change") or {}).get("env")))
+            for h in state.get("history") or [] if h.get("kept")]
     out: dict[str, dict] = {}
     for w in state.get("screens") or []:
         if w.get("error"):
             continue
-        since = [c for i, c in kept if i >= (w.get("iteration") or 0)]
+        since = [(c, env) for i, c, env in kept if i >= (w.get("iteration") or 0)]
         for m in w.get("moves") or []:
             knobs = (m.get("change") or {}).get("knobs") or {}
-            if knobs and not any(may_depend(str(m.get("category") or ""), c) for c in since):
+            moved = any(env or may_depend(str(m.get("category") or ""), c) for c, env in since)
+            if knobs and (not moved or holds_across_keeps(m)):
                 out[change_key(knobs)] = dict(m, wave=w.get("iteration"), trunk_exp=w.get("trunk_exp"))
     return out
+
+
+def holds_across_keeps(m: dict) -> bool:
+    if m.get("losses") == "changed":
+        return True
+    hi = (m.get("interval_pct") or [None, None])[1]
+    return m.get("outcome") == "slower" and isinstance(hi, (int, float)) and hi < -CLEARLY_SLOWER_PCT
+
 
 OUTCOMES = {"confirm": "to confirm", "slower": "ruled out: slower", "no gain": "ruled out: no faster",
             "broken": "ruled out: invalid or broken"}
