@@ -266,6 +266,7 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
     from tools.experiments.records import lane_records
     from tools.loop.engine import Loop, LoopInterrupted
     from tools.loop.proposers.sweep import SweepProposer
+    from tools.loop.screening import RULED_OUT
     from tools.project import Project
 
     spec = make_kb(kb, lane, budget, *reps, code_text, calibrate, statistic, pairs, screen)
@@ -304,9 +305,9 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
                screens=len(state.get("screens") or []),
                screen_device_s=round(sum(w.get("device_s") or 0 for w in state.get("screens") or []), 1),
                screen_outcomes=[m.get("outcome") for w in state.get("screens") or [] for m in w.get("moves") or []],
-               decoy_screened_out=sum(m.get("outcome") != "confirm" for w in state.get("screens") or []
+               decoy_screened_out=sum(m.get("outcome") in RULED_OUT for w in state.get("screens") or []
                                       for m in w.get("moves") or [] if (m.get("config") or {}).get(DECOY)),
-               decoy_screen_passed=sum(m.get("outcome") == "confirm" for w in state.get("screens") or []
+               decoy_screen_passed=sum(m.get("outcome") not in RULED_OUT for w in state.get("screens") or []
                                        for m in w.get("moves") or [] if (m.get("config") or {}).get(DECOY)))
     return out
 

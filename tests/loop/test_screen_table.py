@@ -66,3 +66,44 @@ def test_screens_show_on_the_loop_page_in_status_and_in_device_time():
     s = summary(state)
     assert s["screens"][0]["moves"][1]["outcome"] == "slower" and s["screens"][0]["device_s"] == 30.5
     assert screen_table.markdown({"screens": []}) == []
+
+
+def test_the_sweep_refuses_what_a_screen_ruled_out_and_ranks_the_rest_by_their_screened_gain():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from llm_helpers import priors
+
+    from tools.loop.proposers.sweep import SweepProposer
+
+    p = priors()
+    before = {c.change.describe() for c in SweepProposer().candidates(p)}
+    shape = {"shape": {"batch": 32, "seq_len": 64}}
+    assert {"remat=dots_saveable", 'shape={"batch":32,"seq_len":64}'} <= before, before
+    p.screens = {screen_table.change_key({"remat": "dots_saveable"}): _move({"remat": "dots_saveable"}, "memory",
+                                                                             "slower", -12.0),
+                 screen_table.change_key(shape): _move(shape, "shape", "confirm", 30.0)}
+    p.screens[screen_table.change_key({"remat": "dots_saveable"})]["why"] = "the screen before iteration 2: slower"
+    sweep = SweepProposer()
+    cands = sweep.candidates(p)
+    assert "remat=dots_saveable" not in {c.change.describe() for c in cands}
+    assert {"change": "remat=dots_saveable", "why": "the screen before iteration 2: slower"} in sweep.refused
+    top = cands[0]
+    assert top.change.knobs == shape and top.expected_gain_pct == 30.0 and top.confidence == 0.6, top
+    assert top.notes.startswith("screened against this trunk: +30.0 % [+27.0, +33.0] over 4 rounds")
+
+
+def test_what_a_screened_move_becomes():
+    from tools.experiments.screen import Screened
+    from tools.loop.screening import outcome, why_ruled_out
+
+    assert outcome(Screened("b", gain_pct=4.0, interval_pct=[-1.0, 9.0], rounds=4)) == "confirm"
+    assert outcome(Screened("b", gain_pct=-1.0, interval_pct=[-6.0, 4.0], rounds=4)) == "no gain"
+    assert outcome(Screened("b", gain_pct=-9.0, interval_pct=[-12.0, -6.0], rounds=4)) == "slower"
+    assert outcome(Screened("b", gain_pct=70.0, interval_pct=[60.0, 80.0], losses="changed", loss_diff=0.4)) == "broken"
+    assert outcome(Screened("b", problem="a non-finite loss: the math broke")) == "broken"
+    # the clock could not vouch for its blocks (another arm's code may have slowed them): no reading, not ruled out
+    assert outcome(Screened("b", problem="clock-slow: screen-b: ...")) == "unscreened"
+    row = {"outcome": "no gain", "gain_pct": -1.0, "interval_pct": None, "rounds": 1, "losses": "ok"}
+    assert why_ruled_out(row, 3) == "the screen before iteration 3: no faster than the trunk, -1.0 % over 1 rounds"

@@ -2,10 +2,10 @@
 (``templates/llama_pairs.py`` with ``--arm``), a few rounds of blocks in rotating order. It ranks and it rules out;
 it never decides: a move it lets through is confirmed by an experiment of its own (``tools/loop/screening.py``).
 
-Per move: the median over rounds of its block's reading (fastest step, or the block's tokens/s) over the trunk's
-in the same round, with a t-interval of the log-ratio; its losses against the trunk's when the shapes match (the
+Per move: the median over rounds of its block's reading (its fastest step with ``statistic: min``, else the block's
+tokens/s; both from the step times of the steps the runner's clock bounds) over the trunk's in the same round, with a t-interval of the log-ratio; its losses against the trunk's when the shapes match (the
 same tolerance as an experiment's semantics check); each arm's blocks against the runner's clock, as pairs are
-checked (``pairs.arm_clock``). In one process the arms built after the first ran a little faster (+0.7 % over 24
+checked (``pairs.arm_clock``; an arm the clock contradicts or cannot check has no reading). In one process the arms built after the first ran a little faster (+0.7 % over 24
 rounds in A/A, more in the first rounds): a screen's gains lean that way, which ranking tolerates and a verdict
 would not.
 """
@@ -69,11 +69,24 @@ def read(p: Proc, moves: int, statistic: str, timeout: float) -> tuple[str | Non
     rounds = int(out.get("rounds") or 0)
     if bad := pairs.bad_blocks(out, rounds, ["a", *letters]):
         return f"bad JSON field `blocks`: {bad}", []
+    try:
+        return None, _screened(p, out, letters, rounds, statistic)
+    except TrunkUnusable as e:
+        return str(e), []
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:  # figures that are not numbers where they must be
+        return f"bad JSON field: {type(e).__name__}: {e}", []
+
+
+class TrunkUnusable(Exception):
+    """The trunk's arm cannot be a yardstick: nothing in the screen ranks."""
+
+
+def _screened(p: Proc, out: dict, letters: list[str], rounds: int, statistic: str) -> list[Screened]:
     whole = ArmResult("screen", p, out, None, kind="screen")
     checked = integrity.Integrity()
     trunk = out["a"]
     if why := _arm_problem(trunk, whole, "a", checked):
-        return f"the trunk's arm: {why}", []
+        raise TrunkUnusable(f"the trunk's arm: {why}")
     base = _readings(trunk, statistic)
     got = []
     for letter in letters:
@@ -95,11 +108,19 @@ def read(p: Proc, moves: int, statistic: str, timeout: float) -> tuple[str | Non
             s.losses, s.loss_diff = sem.status, sem.max_abs_delta
         s.facts = checked.facts.get("clock", {}).get(f"screen-{letter}", {})
         got.append(s)
-    return None, got
+    return got
 
 
 def _readings(arm: dict, statistic: str) -> list[float]:
-    return [float(x) for x in arm.get("tokens_per_s_best" if statistic == "min" else "tokens_per_s") or []]
+    """Per block, tokens/s of the steps the runner's clock bounds (each block's steps after its first, as
+    ``pairs.split`` reads a block): the fastest of them (``min``) or all of them, from the reported step times, never
+    the figures the program printed for itself."""
+    times, per = arm["result"]["step_times_s"], float(arm["tokens_per_step"])
+    out = []
+    for block in arm["blocks"]:
+        t = [float(times[i]) for i in block[1:]]
+        out.append(per / min(t) if statistic == "min" else per * len(t) / math.fsum(t))
+    return out
 
 
 def _same_shape(a: dict, b: dict) -> bool:
@@ -117,4 +138,4 @@ def _arm_problem(arm: dict, whole: ArmResult, letter: str, checked: integrity.In
     finding, why = pairs.arm_clock(arm, whole, f"screen-{letter}", checked.facts)
     if finding is not None:
         return f"{finding.signature}: {finding.detail}"
-    return ""
+    return f"clock unchecked: {why}" if why else ""

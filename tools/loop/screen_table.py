@@ -18,11 +18,12 @@ def change_key(knobs: dict) -> str:
 def current(state: dict) -> dict[str, dict]:
     """change key -> the latest screen row of that move that still holds: made on this trunk, or on an earlier one
     when no keep since then was in a category the move may depend on (``proposal.DEPENDS``), nor an environment
-    change (an XLA flag recompiles every program). Across such a keep two findings still hold: losses that left the
+    change (an XLA flag recompiles every program) or a code patch. Across such a keep two findings still hold: losses that left the
     trunk's (the move changes the model's math, whatever the trunk) and a move slower by more than
     ``CLEARLY_SLOWER_PCT`` at the top of its interval (a keep of a few percent does not turn it around). The kept
     move itself and the rest are screened again."""
-    kept = [(h.get("iteration") or 0, str(h.get("category") or ""), bool((h.get("change") or {}).get("env")))
+    kept = [(h.get("iteration") or 0, str(h.get("category") or ""),
+             bool((h.get("change") or {}).get("env")) or (h.get("change") or {}).get("kind", "knobs") != "knobs")
             for h in state.get("history") or [] if h.get("kept")]
     out: dict[str, dict] = {}
     for w in state.get("screens") or []:
@@ -44,8 +45,8 @@ def holds_across_keeps(m: dict) -> bool:
     return m.get("outcome") == "slower" and isinstance(hi, (int, float)) and hi < -CLEARLY_SLOWER_PCT
 
 
-OUTCOMES = {"confirm": "to confirm", "slower": "ruled out: slower", "no gain": "ruled out: no faster",
-            "broken": "ruled out: invalid or broken"}
+OUTCOMES = {"confirm": "to confirm", "unscreened": "to confirm (no reading)", "slower": "ruled out: slower",
+            "no gain": "ruled out: no faster", "broken": "ruled out: invalid or broken"}
 
 
 def _pct(v) -> str:
@@ -58,8 +59,8 @@ def markdown(state: dict) -> list[str]:
         return []
     out = ["## Screens", "",
            "Before the first proposal on a trunk, its untried flag moves ran together in one process against it "
-           "(rotating blocks, the fastest step of each), to rank them: a screen rules out, it never decides. A move "
-           "it lets through is confirmed by an experiment of its own.", ""]
+           "(rotating blocks, read as the loop's statistic reads a run), to rank them: a screen rules out, it never "
+           "decides. A move it lets through is confirmed by an experiment of its own.", ""]
     for w in waves:
         out.append(f"**Before iteration {w.get('iteration')}**, on trunk `{w.get('trunk_exp')}`: "
                    f"{len(w.get('moves') or [])} moves, {w.get('rounds')} rounds, {w.get('device_s')} device-seconds"

@@ -3,8 +3,9 @@ untried knob move the sweep would propose that differs from the trunk in flags o
 the trunk (``experiments.screen``: a few rounds of blocks, the arms in rotating order). What it finds is a ranking,
 never a verdict:
 
-- a move whose losses left the trunk's (same shape, the semantics tolerance), whose arm broke or whose blocks the
-  runner's clock contradicts is ruled out on this trunk (it would be filed ``invalid``);
+- a move whose losses left the trunk's (same shape, the semantics tolerance) or whose math broke is ruled out (it
+  would be filed ``invalid``); one whose blocks the runner's clock contradicts or cannot check has no reading and
+  is proposed on its usual prior (another arm's code in the same process could have caused it);
 - a move slower than the trunk beyond the screen's own noise (its whole interval below zero), or no faster (its
   median gain at or below zero), is ruled out on this trunk: the screen's rounds find a true +10 % but may miss a
   small gain, which the loop trades for the device time of confirming moves that do not pay;
@@ -40,8 +41,8 @@ def moves(engine) -> tuple[Side | None, list[dict]]:
     base = Side(spec.command_for(trunk["config"]), spec.env_for(trunk["config"], trunk_env), cwd, [])
     out, seen = [], set()
     for p in SweepProposer(promote=False).candidates(priors):
-        if p.change.kind != "knobs":
-            continue
+        if p.change.kind != "knobs" or len(p.change.knobs) != 1:
+            continue  # the sweep reads screens for its single-knob moves
         cfg, env = admission.config_of(spec, trunk, p)
         if env != trunk_env:
             continue  # an environment change needs processes of its own
@@ -70,6 +71,9 @@ def wave(engine, n: int) -> dict | None:
     base, todo = moves(engine)
     if len(todo) < MIN_MOVES:
         return None
+    left = engine.budget_left().get("device_s")
+    if left is not None and left <= 0:
+        return None
     if spec.compile_cache:
         base.env = compile_cache_env(engine.project.cache / "jax-compile", base.env)
     side = screen.side(todo[0]["planned"], [m["flags"] for m in todo[1:]], base, spec.screen_rounds)
@@ -77,18 +81,18 @@ def wave(engine, n: int) -> dict | None:
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "screen.log"
     engine.say(f"screen of {trunk['exp_id']}: {len(todo)} moves in one process, {spec.screen_rounds} rounds")
-    proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, spec.timeout_s,
+    proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, spec.timeout_s * (len(todo) + 1),
                                               hang_s=spec.hang_s)])[0]
     state.usage["device_s"] = round(state.usage["device_s"] + proc.wall_s, 3)
     state.usage["wall_s"] = round(state.usage["wall_s"] + proc.wall_s, 3)
     if proc.stopped_by:  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
         return {"stopped_by": proc.stopped_by}
-    crash, got = screen.read(proc, len(todo), spec.statistic, spec.timeout_s)
+    crash, got = screen.read(proc, len(todo), spec.statistic, spec.timeout_s * (len(todo) + 1))
     rows = []
     for m, s in zip(todo, got):
         row = {k: m[k] for k in ("change", "describe", "category", "config", "run_key")} | s.to_dict()
         row["outcome"] = outcome(s)
-        row["why"] = "" if row["outcome"] == "confirm" else why_ruled_out(row, n)
+        row["why"] = why_ruled_out(row, n) if row["outcome"] in RULED_OUT else row.get("problem") or ""
         rows.append(row)
     w = {"iteration": n, "trunk_exp": trunk["exp_id"], "rounds": spec.screen_rounds, "statistic": spec.statistic,
          "log": str(log.relative_to(engine.project.root)), "device_s": round(proc.wall_s, 3),
@@ -98,19 +102,26 @@ def wave(engine, n: int) -> dict | None:
     if crash:
         engine.say(f"  the screen failed ({crash}): every move is confirmed on its own")
     else:
-        ruled = [r for r in rows if r["outcome"] != "confirm"]
+        ruled = [r for r in rows if r["outcome"] in RULED_OUT]
         engine.say(f"  {len(rows) - len(ruled)} to confirm, {len(ruled)} ruled out, {proc.wall_s:.1f} device-s")
     return w
 
 
 def outcome(s: screen.Screened) -> str:
-    """confirm | slower | no gain | broken: what the sweep does with a screened move (only ``confirm`` is
-    proposed on this trunk)."""
-    if s.problem or s.losses == "changed" or s.gain_pct is None:
+    """What the sweep does with a screened move: ``confirm`` (proposed, its screened gain its prior), ``unscreened``
+    (proposed on its usual prior: its arm's blocks had no clock-checked reading, which another arm's code in the same
+    process could cause), or ruled out on this trunk: ``broken`` (its losses left the trunk's, or the math broke),
+    ``slower`` (the whole interval below zero), ``no gain`` (the median at or below zero)."""
+    if s.losses == "changed" or s.problem.startswith("a non-finite loss"):
         return "broken"
+    if s.problem or s.gain_pct is None:
+        return "unscreened"
     if s.slower:
         return "slower"
     return "confirm" if s.gain_pct > 0 else "no gain"
+
+
+RULED_OUT = ("broken", "slower", "no gain")
 
 
 def why_ruled_out(row: dict, n: int) -> str:
@@ -120,8 +131,7 @@ def why_ruled_out(row: dict, n: int) -> str:
         return f"{where}: its losses left the trunk's (max |Δloss| {row.get('loss_diff')}): it would be invalid"
     if row.get("problem"):
         return f"{where}: {row['problem']}"
-    if row.get("gain_pct") is None:
-        return f"{where}: no reading"
     lo, hi = row.get("interval_pct") or [None, None]
     what = "slower than the trunk" if row.get("outcome") == "slower" else "no faster than the trunk"
-    return f"{where}: {what}, {row['gain_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}] over {row['rounds']} rounds"
+    interval = f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else ""
+    return f"{where}: {what}, {row['gain_pct']:+.1f} %{interval} over {row['rounds']} rounds"

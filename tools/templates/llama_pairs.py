@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> dict:
     for arm in arms.values():
         arm.steps(a.warmup_steps, timed=False)
     for r in range(a.rounds):
-        # each round starts one arm later (two arms: A B, B A, ...), so every arm holds every position in turn
+        # each round starts one arm later (two arms: A B, B A, ...): over as many rounds as arms, every arm
+        # holds every position once
         k = r % len(names)
         for name in names[k:] + names[:k]:
             arms[name].steps(a.block_steps)

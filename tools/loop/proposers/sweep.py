@@ -31,6 +31,7 @@ MAX_COMBINED = 3            # near-misses tried together at most
 GAP_NOTE = "measured gap to the reference"
 ADOPT_NOTE = f"{GAP_NOTE}, every mapped item at once"
 SCREEN_NOTE = "screened against this trunk:"
+SCREENED_OUT = ("broken", "slower", "no gain")  # screening.RULED_OUT (not imported: the loop imports the sweep)
 SCREEN_CONFIDENCE = 0.6     # a few rounds in one process: a ranking, above a table's prior, below a confirmation
 
 
@@ -152,11 +153,12 @@ class SweepProposer(Proposer):
                     self.refused.append({"change": change.describe(), "why": why})
                     continue
                 screened = priors.screens.get(change_key(change.knobs))
-                if screened and screened.get("outcome") != "confirm":
+                if screened and screened.get("outcome") in SCREENED_OUT:
                     self.refused.append({"change": change.describe(), "why": screened.get("why") or "screened out"})
                     continue
                 gain, conf, why = self.score(priors, knob, value)
-                if screened and isinstance(screened.get("gain_pct"), (int, float)):
+                if screened and screened.get("outcome") == "confirm" and not why.startswith(GAP_NOTE) \
+                        and isinstance(screened.get("gain_pct"), (int, float)):
                     lo, hi = screened.get("interval_pct") or [None, None]
                     gain, conf = float(screened["gain_pct"]), SCREEN_CONFIDENCE
                     why = (f"{SCREEN_NOTE} {gain:+.1f} %" + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "")
