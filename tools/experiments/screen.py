@@ -3,11 +3,12 @@
 it never decides: a move it lets through is confirmed by an experiment of its own (``tools/loop/screening.py``).
 
 Per move: the median over rounds of its block's reading (its fastest step with ``statistic: min``, else the block's
-tokens/s; both from the step times of the steps the runner's clock bounds) over the trunk's in the same round, with a t-interval of the log-ratio; its losses against the trunk's when the shapes match (the
-same tolerance as an experiment's semantics check); each arm's blocks against the runner's clock, as pairs are
-checked (``pairs.arm_clock``; an arm the clock contradicts or cannot check has no reading). In one process the arms built after the first ran a little faster (+0.7 % over 24
-rounds in A/A, more in the first rounds): a screen's gains lean that way, which ranking tolerates and a verdict
-would not.
+tokens/s; both from the step times of the steps the runner's clock bounds) over the trunk's in the same round, with
+a t-interval of the log-ratio; its losses against the trunk's when the shapes match (the same tolerance as an
+experiment's semantics check); each arm's blocks against the runner's clock, as pairs are checked
+(``pairs.arm_clock``; an arm the clock contradicts or cannot check has no reading). In one process the arms built
+after the first ran a little faster (+0.7 % over 24 rounds in A/A, more in the first rounds): a screen's gains lean
+that way, which ranking tolerates and a verdict would not.
 """
 
 from __future__ import annotations

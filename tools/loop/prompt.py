@@ -154,8 +154,10 @@ def _state(p: Priors) -> str:
             lo, hi = m.get("interval_pct") or [None, None]
             gain = "no reading" if m.get("gain_pct") is None else f"{m['gain_pct']:+.1f} %" + (
                 f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "")
+            then = {"confirm": "to confirm", "unscreened": f"to confirm (no reading: {m.get('problem')})"}.get(
+                str(m.get("outcome")), f"ruled out: {m.get('why')}")
             out.append(f"- {_json((m.get('change') or {}).get('knobs') or {})}: {gain}, losses {m.get('losses')}, "
-                       f"{'to confirm' if m.get('outcome') == 'confirm' else 'ruled out: ' + str(m.get('why'))}")
+                       f"{then}")
         out += _more(list(p.screens), MAX_HYPOTHESES)
     if p.profile:
         out += ["", "## Latest profile of the trunk", "", _dump(p.profile)]

@@ -17,6 +17,8 @@ DEPENDS = {frozenset({"memory", "shape"}), frozenset({"memory", "precision"}), f
 
 def may_depend(a: str, b: str) -> bool:
     return a == b or frozenset({a, b}) in DEPENDS
+
+
 CHANGE_KINDS = ("knobs", "env", "patch")
 
 

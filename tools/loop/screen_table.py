@@ -18,8 +18,8 @@ def change_key(knobs: dict) -> str:
 def current(state: dict) -> dict[str, dict]:
     """change key -> the latest screen row of that move that still holds: made on this trunk, or on an earlier one
     when no keep since then was in a category the move may depend on (``proposal.DEPENDS``), nor an environment
-    change (an XLA flag recompiles every program) or a code patch. Across such a keep two findings still hold: losses that left the
-    trunk's (the move changes the model's math, whatever the trunk) and a move slower by more than
+    change (an XLA flag recompiles every program) or a code patch. Across such a keep two findings still hold:
+    losses that left the trunk's (the move changes the model's math, whatever the trunk) and a move slower by more than
     ``CLEARLY_SLOWER_PCT`` at the top of its interval (a keep of a few percent does not turn it around). The kept
     move itself and the rest are screened again."""
     kept = [(h.get("iteration") or 0, str(h.get("category") or ""),

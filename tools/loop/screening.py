@@ -12,9 +12,9 @@ never a verdict:
 - the rest are ranked by their screened gain (the sweep's prior for them), and each is confirmed by an experiment of
   its own (in-process pairs, ``pairs:`` rounds), the only thing that can be ``supported``.
 
-A keep moves the trunk: the moves in a category that may depend on the kept one (``proposal.DEPENDS``) are screened
-again on the new trunk rather than trusted from the old; the others keep what their screen found
-(``screen_table.current``). The screen's process counts in the loop's device-seconds.
+A keep moves the trunk: the moves in a category that may depend on the kept one (``proposal.DEPENDS``; every move
+after an environment or patch keep) are screened again on the new trunk rather than trusted from the old; the others
+keep what their screen found (``screen_table.current``). The screen's process counts in the loop's device-seconds.
 """
 
 from __future__ import annotations
@@ -54,8 +54,7 @@ def moves(engine) -> tuple[Side | None, list[dict]]:
             continue
         seen.add(key)
         out.append({"change": vars(p.change).copy(), "describe": p.change.describe(), "category": p.category,
-                    "config": cfg,
-                    "run_key": key, "flags": planned[3], "planned": planned})
+                    "config": cfg, "run_key": key, "flags": planned[3], "planned": planned})
     return base, out
 
 
@@ -81,13 +80,14 @@ def wave(engine, n: int) -> dict | None:
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "screen.log"
     engine.say(f"screen of {trunk['exp_id']}: {len(todo)} moves in one process, {spec.screen_rounds} rounds")
-    proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, spec.timeout_s * (len(todo) + 1),
+    timeout = spec.timeout_s * (len(todo) + 1)  # a compile and the blocks of every arm, as pairs scale theirs
+    proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, timeout,
                                               hang_s=spec.hang_s)])[0]
     state.usage["device_s"] = round(state.usage["device_s"] + proc.wall_s, 3)
     state.usage["wall_s"] = round(state.usage["wall_s"] + proc.wall_s, 3)
     if proc.stopped_by:  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
         return {"stopped_by": proc.stopped_by}
-    crash, got = screen.read(proc, len(todo), spec.statistic, spec.timeout_s * (len(todo) + 1))
+    crash, got = screen.read(proc, len(todo), spec.statistic, timeout)
     rows = []
     for m, s in zip(todo, got):
         row = {k: m[k] for k in ("change", "describe", "category", "config", "run_key")} | s.to_dict()

@@ -6,8 +6,8 @@ models, the shipped table of knob effects by hardware (tools/loop/knob_effects.j
 exploratory prior. Screen, then confirm: every untried move is measured first; near-misses (inconclusive with a
 positive gain) are tried together as one move; only then are the better half of them promoted, re-measured once
 with twice the repeats. With ``screen:`` (tools/loop/screening.py) the first measure of a flag move is a wave of
-them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved
-with each candidate).
+them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. The
+frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each candidate).
 """
 
 from __future__ import annotations
