@@ -78,3 +78,45 @@ def test_a_move_whose_losses_leave_the_trunks_is_marked_changed_and_gains_are_re
     assert crash is None and b.problem.startswith("clock-slow: screen-b") and b.gain_pct is None, b.problem
     # and one whose result reports other losses than its step lines printed (arm c's +0.5 against honest lines)
     assert c.problem.startswith("step-losses: screen-c: step 0's line printed loss 5.0, the result reports 5.5")
+
+
+def _process(tmp_path, name: str, step_s: float, losses_shift: float = 0.0, timer: float = 1.0, rc: int = 0):
+    """One process of a screen in processes: its step lines on a runner's clock that saw ``step_s`` per step, and a
+    result reporting ``step_s * timer`` per step (``timer`` < 1: a step timer that runs slow)."""
+    from tools.experiments import arms
+
+    steps = 8
+    losses = [5.0 - 0.01 * i + losses_shift for i in range(steps)]
+    lines, clock, t, size = [], [], 0.0, 0
+    for i, loss in enumerate(losses):
+        lines.append(json.dumps({"step": i, "loss": loss}))
+        t += step_s
+        size += len(lines[-1]) + 1
+        clock.append((t, size))
+    lines.append(json.dumps({"step_times_s": [step_s * timer] * steps, "tokens_per_step": 512, "losses": losses,
+                             "warmup_steps": 1, "shape": {"batch": 8, "seq_len": 64}}))
+    log = tmp_path / f"{name}.log"
+    log.write_text("\n".join(lines) + "\n")
+    clock.append((t + 0.01, size + len(lines[-1]) + 1))
+    p = Proc(rc=rc, timed_out=False, wall_s=t + 1.0, log=log, tail=lines[-1][-200:], clock=clock)
+    return arms.check(name, p, 60, None)
+
+
+def test_a_screen_in_processes_reads_each_round_against_the_trunks_process(tmp_path):
+    trunk = [_process(tmp_path, "trunk-1", 0.02), _process(tmp_path, "trunk-2", 0.021)]
+    fast = [_process(tmp_path, "m1-1", 0.018), _process(tmp_path, "m1-2", 0.0185)]        # +11.1 %, +13.5 %
+    other = [_process(tmp_path, "m2-1", 0.015, 0.5), _process(tmp_path, "m2-2", 0.015, 0.5)]  # losses off
+    slow_timer = [_process(tmp_path, "m3-1", 0.02, timer=0.5), _process(tmp_path, "m3-2", 0.02, timer=0.5)]
+    crashed = [_process(tmp_path, "m4-1", 0.02), _process(tmp_path, "m4-2", 0.02, rc=1)]
+    crash, (a, b, c, d) = screen.read_processes(trunk, [fast, other, slow_timer, crashed], "min")
+    assert crash is None
+    assert a.letter == "m1" and a.rounds == 2 and 11.1 < a.gain_pct < 13.6, a  # round by round, each its own trunk
+    assert a.losses == "ok" and not a.problem and a.interval_pct[0] < a.gain_pct < a.interval_pct[1]
+    assert b.losses == "changed" and b.loss_diff == 0.5
+    assert c.problem.startswith("m3-1: clock-slow") and c.gain_pct is None, c.problem
+    assert d.problem.startswith("m4-2: exit code 1") and d.gain_pct is None, d.problem
+    # the trunk is the yardstick: a trunk process without a result, or the clock cannot vouch for, ranks nothing
+    crash, got = screen.read_processes([trunk[0], _process(tmp_path, "trunk-2", 0.02, rc=1)], [fast], "min")
+    assert got == [] and crash.startswith("the trunk's process trunk-2: exit code 1")
+    crash, got = screen.read_processes([_process(tmp_path, "trunk-1", 0.02, timer=0.5)], [fast[:1]], "min")
+    assert got == [] and "clock-slow" in crash

@@ -42,6 +42,17 @@ def test_a_keep_sends_back_to_the_screen_only_the_moves_that_may_depend_on_it():
     env = _state("compiler")
     env["history"][0]["change"] = {"kind": "env", "env": {"XLA_FLAGS": "--x"}}
     assert screen_table.current(env) == {}
+    # ... and so does a keep of a knob that sets the environment
+    flag = _state("compiler")
+    flag["history"][0]["change"] = {"kind": "knobs", "knobs": {"xla_ynn_dot": "--xla_x=dot"}}
+    assert set(screen_table.current(flag)) == keys  # read as a compiler knob: no move here depends on it
+    assert screen_table.current(flag, {"xla_ynn_dot"}) == {}
+    # a screen in processes that failed drops its own moves, not the ones screened in one process
+    half = _state(None)
+    half["screens"][0]["moves"][2]["screened_in"] = "processes"
+    half["screens"][0]["processes_error"] = "the trunk's process trunk-1: exit code 1"
+    assert set(screen_table.current(half)) == {screen_table.change_key({"compute_dtype": "bfloat16"}),
+                                                screen_table.change_key({"remat": "full"})}
 
 
 def test_what_a_keep_does_not_turn_around_stays_ruled_out():
@@ -60,7 +71,7 @@ def test_screens_show_on_the_loop_page_in_status_and_in_device_time():
     text = "\n".join(screen_table.markdown(state))
     assert "## Screens" in text and "30.5 device-seconds" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| `")]
-    assert rows[0].startswith("| `compute_dtype=bfloat16` | +12.0 %") and "ruled out: slower" in rows[-1]
+    assert rows[0].startswith("| `compute_dtype=bfloat16` | one process | 4 | +12.0 %") and "ruled out: slower" in rows[-1]
     dt = device_time(state)
     assert (dt["screens"], dt["screens_s"], dt["experiments_s"], dt["overhead_s"]) == (1, 30.5, 14.0, 15.5)
     s = summary(state)
@@ -92,6 +103,23 @@ def test_the_sweep_refuses_what_a_screen_ruled_out_and_ranks_the_rest_by_their_s
     top = cands[0]
     assert top.change.knobs == shape and top.expected_gain_pct == 30.0 and top.confidence == 0.6, top
     assert top.notes.startswith("screened against this trunk: +30.0 % [+27.0, +33.0] over 4 rounds")
+    # once the move's own experiment ran, the screen no longer sets its prior: the experiment's evidence does
+    p.screens[screen_table.change_key(shape)]["confirmed_by"] = "e9"
+    after = next(c for c in SweepProposer().candidates(p) if c.change.knobs == shape)
+    assert not after.notes.startswith("screened") and after.expected_gain_pct != 30.0, after
+
+
+def test_a_screened_move_knows_its_own_experiment_since_the_screen():
+    state = _state(None)
+    state["screens"][0]["iteration"] = 2
+    assert all(m["confirmed_by"] is None for m in screen_table.current(state).values())
+    state["history"] = [{"iteration": 1, "exp_id": "e1", "kept": False, "category": "shape",
+                         "change": {"kind": "knobs", "knobs": {"batch": 16}}},   # before the screen: not its check
+                        {"iteration": 2, "exp_id": "e3", "kept": False, "category": "precision",
+                         "change": {"kind": "knobs", "knobs": {"compute_dtype": "bfloat16"}}}]
+    got = screen_table.current(state)
+    assert got[screen_table.change_key({"compute_dtype": "bfloat16"})]["confirmed_by"] == "e3"
+    assert got[screen_table.change_key({"batch": 16})]["confirmed_by"] is None
 
 
 def test_what_a_screened_move_becomes():

@@ -9,6 +9,10 @@ experiment's semantics check); each arm's blocks against the runner's clock, as 
 (``pairs.arm_clock``; an arm the clock contradicts or cannot check has no reading). In one process the arms built
 after the first ran a little faster (+0.7 % over 24 rounds in A/A, more in the first rounds): a screen's gains lean
 that way, which ranking tolerates and a verdict would not.
+
+A move one process cannot run beside the trunk (an environment or XLA flag change) is screened in processes instead
+(``read_processes``): a few rounds of the trunk and the move as processes of their own, read as an experiment reads
+a process.
 """
 
 from __future__ import annotations
@@ -94,15 +98,8 @@ def _screened(p: Proc, out: dict, letters: list[str], rounds: int, statistic: st
         arm = out[letter]
         s = Screened(letter, rounds=rounds)
         s.problem = _arm_problem(arm, whole, letter, checked)
-        mine = _readings(arm, statistic)
-        ratios = [math.log(v / b) for v, b in zip(mine, base) if v > 0 and b > 0]
-        if ratios and not s.problem:
-            s.gain_pct = round(100 * (math.exp(statistics.median(ratios)) - 1), 3)
-            if len(ratios) >= 2:
-                half = stats.t_quantile(0.975, len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
-                mean = statistics.fmean(ratios)
-                s.interval_pct = [round(100 * (math.exp(mean - half) - 1), 3),
-                                  round(100 * (math.exp(mean + half) - 1), 3)]
+        if not s.problem:
+            _gain(s, _readings(arm, statistic), base)
         s.tokens_per_s = round(statistics.median(arm["tokens_per_s"]), 2) if arm.get("tokens_per_s") else None
         if _same_shape(trunk, arm):
             sem = verdict.semantics(trunk["result"].get("losses"), arm["result"].get("losses"), "the trunk's arm")
@@ -110,6 +107,63 @@ def _screened(p: Proc, out: dict, letters: list[str], rounds: int, statistic: st
         s.facts = checked.facts.get("clock", {}).get(f"screen-{letter}", {})
         got.append(s)
     return got
+
+
+def _gain(s: Screened, mine: list[float], base: list[float]) -> None:
+    """The median over rounds of the move's reading over the trunk's (same round), and a t-interval of the mean."""
+    ratios = [math.log(v / b) for v, b in zip(mine, base) if v and b and v > 0 and b > 0]
+    if not ratios:
+        return
+    s.gain_pct = round(100 * (math.exp(statistics.median(ratios)) - 1), 3)
+    if len(ratios) >= 2:
+        half = stats.t_quantile(0.975, len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
+        mean = statistics.fmean(ratios)
+        s.interval_pct = [round(100 * (math.exp(mean - half) - 1), 3), round(100 * (math.exp(mean + half) - 1), 3)]
+
+
+def read_processes(trunk: list[ArmResult], moves: list[list[ArmResult]], statistic: str
+                   ) -> tuple[str | None, list[Screened]]:
+    """A screen in processes, for moves one process cannot run beside the trunk (an environment or XLA flag change
+    recompiles every program): each round ran the trunk and every move as processes of their own, in rotating
+    order. Per move, as in one process: the median over rounds of its reading over the trunk's in the same round
+    (the experiment's reading of a process, ``ArmResult.speed``, once its step lines passed the runner's clock), the
+    interval, its losses against the trunk's. A move's process that crashed or that the clock contradicts has no
+    reading (proposed on its usual prior: its own experiment files the crash, or the finding)."""
+    if not trunk:
+        return "the trunk ran no process", []
+    for a in trunk:
+        why = (a.crash or a.bad_loss) if not a.ok else _process_problem(a)
+        if why:
+            return f"the trunk's process {a.name}: {why}", []
+    base = [a.speed(statistic) for a in trunk]
+    got = []
+    for runs in moves:
+        s = Screened(runs[0].name.rsplit("-", 1)[0] if runs else "", rounds=len(runs))
+        bad = next((a for a in runs if not a.ok), None)
+        s.problem = f"{bad.name}: {bad.crash or bad.bad_loss}" if bad else \
+            next((f"{a.name}: {why}" for a in runs if (why := _process_problem(a))), "")
+        if not s.problem:
+            _gain(s, [a.speed(statistic) for a in runs], base)
+        ok = [a for a in runs if a.ok]
+        s.tokens_per_s = round(statistics.median(a.tps for a in ok), 2) if ok and all(a.tps for a in ok) else None
+        if ok and verdict.shape_key(ok[0].result) == verdict.shape_key(trunk[0].result):
+            sem = verdict.semantics(trunk[0].result.get("losses"), ok[0].result.get("losses"), "the trunk's process")
+            s.losses, s.loss_diff = sem.status, sem.max_abs_delta
+        if bad and bad.bad_loss:
+            s.problem = f"a non-finite loss: the math broke ({bad.name}: {bad.bad_loss})"
+        got.append(s)
+    return None, got
+
+
+def _process_problem(a: ArmResult) -> str:
+    """Why a process's figures cannot be read: its step lines contradict the runner's clock, or cannot be checked."""
+    checked = integrity.Integrity()
+    integrity.clock_check(a.result, integrity.step_lines(a.proc.log, a.proc.clock), checked, a.name)
+    if checked.findings:
+        f = checked.findings[0]
+        return f"{f.signature}: {f.detail}"
+    state = checked.checks.get("clock", "")
+    return f"clock {state}" if state.startswith("unchecked") else ""
 
 
 def _readings(arm: dict, statistic: str) -> list[float]:

@@ -182,7 +182,7 @@ def gather(project: Project, spec: LoopSpec, state: dict, budget_left: dict[str,
         budget_left=budget_left, knob_effects=knob_effects(hw),
         trunk_keys=[f["run_key"] for f in state.get("frontier") or [] if f.get("run_key")],
         gap=gap, gap_summary=gap_summary,
-        screens=screen_table.current(state))
+        screens=screen_table.current(state, {k for k, knob in spec.knobs.items() if knob.env}))
 
 
 def reference_record(project: Project, spec: LoopSpec, state: dict) -> dict | None:

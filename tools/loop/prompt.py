@@ -146,8 +146,8 @@ def _state(p: Priors) -> str:
             out += ["", f"All mapped items at once, one run (each alone may sit inside the noise band): "
                         f"{_json(mapped)}"]
     if p.screens:
-        out += ["", "## Screened moves (several flag moves against the trunk in one process: a ranking, not a "
-                    "verdict)", "",
+        out += ["", "## Screened moves (knob moves against the trunk, flag moves in one process, XLA-flag moves in "
+                    "processes: a ranking, not a verdict)", "",
                 "Ruled out ones would be slower, no faster, or invalid on this trunk; propose the others first, best "
                 "screened gain first:", ""]
         for m in sorted(p.screens.values(), key=lambda m: -(m.get("gain_pct") or -1e9))[:MAX_HYPOTHESES]:
@@ -156,6 +156,8 @@ def _state(p: Priors) -> str:
                 f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "")
             then = {"confirm": "to confirm", "unscreened": f"to confirm (no reading: {m.get('problem')})"}.get(
                 str(m.get("outcome")), f"ruled out: {m.get('why')}")
+            if m.get("confirmed_by"):
+                then = f"its own experiment since: {m['confirmed_by']} (see the history above)"
             out.append(f"- {_json((m.get('change') or {}).get('knobs') or {})}: {gain}, losses {m.get('losses')}, "
                        f"{then}")
         out += _more(list(p.screens), MAX_HYPOTHESES)

@@ -15,27 +15,37 @@ def change_key(knobs: dict) -> str:
     return json.dumps(knobs, sort_keys=True, default=str)
 
 
-def current(state: dict) -> dict[str, dict]:
+def current(state: dict, env_knobs: frozenset[str] | set[str] = frozenset()) -> dict[str, dict]:
     """change key -> the latest screen row of that move that still holds: made on this trunk, or on an earlier one
     when no keep since then was in a category the move may depend on (``proposal.DEPENDS``), nor an environment
-    change (an XLA flag recompiles every program) or a code patch. Across such a keep two findings still hold:
-    losses that left the trunk's (the move changes the model's math, whatever the trunk) and a move slower by more than
-    ``CLEARLY_SLOWER_PCT`` at the top of its interval (a keep of a few percent does not turn it around). The kept
-    move itself and the rest are screened again."""
-    kept = [(h.get("iteration") or 0, str(h.get("category") or ""),
-             bool((h.get("change") or {}).get("env")) or (h.get("change") or {}).get("kind", "knobs") != "knobs")
+    change (an XLA flag recompiles every program: a change of its own environment, or of a knob in ``env_knobs``) or
+    a code patch. Across such a keep two findings still hold: losses that left the trunk's (the move changes the
+    model's math, whatever the trunk) and a move slower by more than ``CLEARLY_SLOWER_PCT`` at the top of its
+    interval (a keep of a few percent does not turn it around). The kept move itself and the rest are screened
+    again."""
+    kept = [(h.get("iteration") or 0, str(h.get("category") or ""), _changes_env(h.get("change") or {}, env_knobs))
             for h in state.get("history") or [] if h.get("kept")]
+    ran = [(h.get("iteration") or 0, change_key((h.get("change") or {}).get("knobs") or {}), h.get("exp_id"))
+           for h in state.get("history") or [] if (h.get("change") or {}).get("kind", "knobs") == "knobs"]
     out: dict[str, dict] = {}
     for w in state.get("screens") or []:
-        if w.get("error"):
-            continue
         since = [(c, env) for i, c, env in kept if i >= (w.get("iteration") or 0)]
         for m in w.get("moves") or []:
+            if w.get("processes_error" if m.get("screened_in") == "processes" else "error"):
+                continue  # the part of the screen that failed speaks for none of its moves
             knobs = (m.get("change") or {}).get("knobs") or {}
             moved = any(env or may_depend(str(m.get("category") or ""), c) for c, env in since)
             if knobs and (not moved or holds_across_keeps(m)):
-                out[change_key(knobs)] = dict(m, wave=w.get("iteration"), trunk_exp=w.get("trunk_exp"))
+                key = change_key(knobs)
+                # its own experiment since the screen speaks louder than the screen (the sweep's own evidence)
+                confirmed = next((e for i, k, e in ran if k == key and i >= (w.get("iteration") or 0)), None)
+                out[key] = dict(m, wave=w.get("iteration"), trunk_exp=w.get("trunk_exp"), confirmed_by=confirmed)
     return out
+
+
+def _changes_env(change: dict, env_knobs) -> bool:
+    return bool(change.get("env")) or change.get("kind", "knobs") != "knobs" or \
+        any(k in env_knobs for k in change.get("knobs") or {})
 
 
 def holds_across_keeps(m: dict) -> bool:
@@ -59,13 +69,17 @@ def markdown(state: dict) -> list[str]:
         return []
     out = ["## Screens", "",
            "Before the first proposal on a trunk, its untried flag moves ran together in one process against it "
-           "(rotating blocks, read as the loop's statistic reads a run), to rank them: a screen rules out, it never "
-           "decides. A move it lets through is confirmed by an experiment of its own.", ""]
+           "(rotating blocks, read as the loop's statistic reads a run), and its environment moves (an XLA flag) "
+           "as processes alternating with the trunk's, to rank them: a screen rules out, it never decides. A move "
+           "it lets through is confirmed by an experiment of its own.", ""]
     for w in waves:
+        failed = [f"the screen in one process failed: {w['error']}" if w.get("error") else "",
+                  f"the screen in processes failed: {w['processes_error']}" if w.get("processes_error") else ""]
         out.append(f"**Before iteration {w.get('iteration')}**, on trunk `{w.get('trunk_exp')}`: "
-                   f"{len(w.get('moves') or [])} moves, {w.get('rounds')} rounds, {w.get('device_s')} device-seconds"
-                   + (f"; the screen failed: {w['error']}" if w.get("error") else "") + ".")
-        out += ["", "| move | gain | 95 % interval | losses | outcome |", "|---|---:|---|---|---|"]
+                   f"{len(w.get('moves') or [])} moves, {w.get('device_s')} device-seconds"
+                   + "".join(f"; {f}" for f in failed if f) + ".")
+        out += ["", "| move | screened in | rounds | gain | 95 % interval | losses | outcome |",
+                "|---|---|---:|---:|---|---|---|"]
         for m in sorted(w.get("moves") or [], key=lambda m: -(m.get("gain_pct") or -1e9)):
             lo, hi = m.get("interval_pct") or [None, None]
             interval = "—" if lo is None else f"[{lo:+.1f}, {hi:+.1f}] %"
@@ -75,6 +89,7 @@ def markdown(state: dict) -> list[str]:
             what = OUTCOMES.get(m.get("outcome"), m.get("outcome") or "")
             if m.get("problem"):
                 what += f": {m['problem']}"
-            out.append(f"| `{m.get('describe')}` | {_pct(m.get('gain_pct'))} | {interval} | {losses} | {what} |")
+            out.append(f"| `{m.get('describe')}` | {m.get('screened_in') or 'one process'} | {m.get('rounds')} | "
+                       f"{_pct(m.get('gain_pct'))} | {interval} | {losses} | {what} |")
         out.append("")
     return out

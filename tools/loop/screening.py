@@ -1,25 +1,28 @@
 """Screen, then confirm (``screen:`` in a loop file with ``pairs:``). Before the first proposal on a trunk, every
-untried knob move the sweep would propose that differs from the trunk in flags only runs in ONE process against
-the trunk (``experiments.screen``: a few rounds of blocks, the arms in rotating order). What it finds is a ranking,
-never a verdict:
+untried knob move the sweep would propose runs against the trunk: the moves that differ from it in flags only
+together in ONE process (``experiments.screen``: a few rounds of blocks, the arms in rotating order), the moves that
+change the environment (an XLA flag: a process sees one) in processes, ``ENV_ROUNDS`` rounds of the trunk and each
+such move as processes of their own (``screen.read_processes``). What it finds is a ranking, never a verdict:
 
 - a move whose losses left the trunk's (same shape, the semantics tolerance) or whose math broke is ruled out (it
-  would be filed ``invalid``); one whose blocks the runner's clock contradicts or cannot check has no reading and
-  is proposed on its usual prior (another arm's code in the same process could have caused it);
+  would be filed ``invalid``); one whose figures the runner's clock contradicts or cannot check, or whose process
+  crashed, has no reading and is proposed on its usual prior (another arm's code in the same process could have
+  caused it; its own experiment files a crash with its page);
 - a move slower than the trunk beyond the screen's own noise (its whole interval below zero), or no faster (its
   median gain at or below zero), is ruled out on this trunk: the screen's rounds find a true +10 % but may miss a
   small gain, which the loop trades for the device time of confirming moves that do not pay;
 - the rest are ranked by their screened gain (the sweep's prior for them), and each is confirmed by an experiment of
-  its own (in-process pairs, ``pairs:`` rounds), the only thing that can be ``supported``.
+  its own (in-process pairs, ``pairs:`` rounds, or processes for an environment move), the only thing that can be
+  ``supported``.
 
 A keep moves the trunk: the moves in a category that may depend on the kept one (``proposal.DEPENDS``; every move
 after an environment or patch keep) are screened again on the new trunk rather than trusted from the old; the others
-keep what their screen found (``screen_table.current``). The screen's process counts in the loop's device-seconds.
+keep what their screen found (``screen_table.current``). The screen's processes count in the loop's device-seconds.
 """
 
 from __future__ import annotations
 
-from ..experiments import pairs, screen
+from ..experiments import arms, pairs, screen
 from ..experiments.sides import Side, compile_cache_env
 from ..runners import Arm
 from ..runners import get as get_runner
@@ -27,11 +30,14 @@ from . import admission, gather
 from .proposers.sweep import SweepProposer
 from .screen_table import change_key
 
-MIN_MOVES = 2  # one move alone: its confirmation costs what its screen would
+MIN_MOVES = 2  # one flag move alone: its confirmation costs what its screen would
+ENV_ROUNDS = 2  # rounds of a screen in processes: a process costs a compile; two rounds miss a true +10 % at a
+                # process-level σ of 7 % about one time in 40, and a move is only ruled out, never kept, on them
 
 
-def moves(engine) -> tuple[Side | None, list[dict]]:
-    """The trunk's side and the moves a screen of it would run: {change, describe, config, run_key, flags}."""
+def moves(engine) -> tuple[Side | None, list[dict], list[dict]]:
+    """The trunk's side, the flag moves a screen in one process would run ({change, describe, category, config,
+    run_key, flags, planned}) and the moves that change the environment, screened in processes ({..., side})."""
     spec, state = engine.spec, engine.state
     trunk = state.trunk
     priors = gather.gather(engine.project, spec, state.to_dict(), engine.budget_left())
@@ -39,72 +45,129 @@ def moves(engine) -> tuple[Side | None, list[dict]]:
         cwd = engine.workspace.prepare("screen", "").cwd
     trunk_env = dict(trunk.get("env") or {})
     base = Side(spec.command_for(trunk["config"]), spec.env_for(trunk["config"], trunk_env), cwd, [])
-    out, seen = [], set()
+    flags, envs, seen = [], [], set()
     for p in SweepProposer(promote=False).candidates(priors):
         if p.change.kind != "knobs" or len(p.change.knobs) != 1:
             continue  # the sweep reads screens for its single-knob moves
         cfg, env = admission.config_of(spec, trunk, p)
         if env != trunk_env:
-            continue  # an environment change needs processes of its own
+            continue  # a proposal's own environment is not a knob move
         key = admission.key_of(spec, trunk, p, cfg, env)
         if key in seen or change_key(p.change.knobs) in priors.screens:
             continue
-        planned, _ = pairs.plan(base, Side(spec.command_for(cfg), spec.env_for(cfg, env), cwd, []), spec.runner)
-        if planned is None:
-            continue
         seen.add(key)
-        out.append({"change": vars(p.change).copy(), "describe": p.change.describe(), "category": p.category,
-                    "config": cfg, "run_key": key, "flags": planned[3], "planned": planned})
-    return base, out
+        row = {"change": vars(p.change).copy(), "describe": p.change.describe(), "category": p.category,
+               "config": cfg, "run_key": key}
+        variant = Side(spec.command_for(cfg), spec.env_for(cfg, env), cwd, [])
+        planned, _ = pairs.plan(base, variant, spec.runner)
+        if planned is not None:
+            flags.append(row | {"flags": planned[3], "planned": planned})
+        elif variant.env != base.env:  # an environment knob (an XLA flag): processes of its own
+            envs.append(row | {"side": variant})
+    return base, flags, envs
 
 
 def wave(engine, n: int) -> dict | None:
-    """Screen the current trunk's untried flag moves once (None: nothing to screen, or screened already;
-    ``{"stopped_by": ...}``: the process was stopped by a signal)."""
+    """Screen the current trunk's untried knob moves once: the flag moves together in one process, the environment
+    moves in processes (None: nothing to screen, or screened already; ``{"stopped_by": ...}``: stopped by a
+    signal)."""
     spec, state = engine.spec, engine.state
     trunk = state.trunk
     if not spec.screen_rounds or spec.runner != "local" or not trunk:
         return None
     if any(w.get("trunk_exp") == trunk["exp_id"] for w in state.screens):
-        return None  # screened this trunk already (what the wave left out is not a flag move, or too few)
-    base, todo = moves(engine)
-    if len(todo) < MIN_MOVES:
+        return None  # screened this trunk already (what the wave left out: not a knob move, or a flag move alone)
+    base, flags, envs = moves(engine)
+    if len(flags) < MIN_MOVES:
+        flags = []
+    if not flags and not envs:
         return None
     left = engine.budget_left().get("device_s")
     if left is not None and left <= 0:
         return None
     if spec.compile_cache:
         base.env = compile_cache_env(engine.project.cache / "jax-compile", base.env)
-    side = screen.side(todo[0]["planned"], [m["flags"] for m in todo[1:]], base, spec.screen_rounds)
     folder = engine.paths.iteration_dir(n)
     folder.mkdir(parents=True, exist_ok=True)
+    w = {"iteration": n, "trunk_exp": trunk["exp_id"], "rounds": spec.screen_rounds, "statistic": spec.statistic,
+         "log": None, "device_s": 0.0, "error": None, "moves": []}
+    engine.say(f"screen of {trunk['exp_id']}: " + ", ".join(
+        ([f"{len(flags)} flag moves in one process ({spec.screen_rounds} rounds)"] if flags else [])
+        + ([f"{len(envs)} environment move(s) in processes ({ENV_ROUNDS} rounds)"] if envs else [])))
+    for part in ((_in_one_process, flags), (_in_processes, envs)):
+        if part[1] and (stopped := part[0](engine, w, base, part[1], folder)):
+            return stopped  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
+    state.screens.append(w)
+    engine.save()
+    ruled = [r for r in w["moves"] if r["outcome"] in RULED_OUT]
+    engine.say(f"  {len(w['moves']) - len(ruled)} to confirm, {len(ruled)} ruled out, {w['device_s']:.1f} device-s")
+    return w
+
+
+def _charge(engine, w: dict, procs: list) -> None:
+    spent = sum(p.wall_s for p in procs)
+    usage = engine.state.usage
+    usage["device_s"] = round(usage["device_s"] + spent, 3)
+    usage["wall_s"] = round(usage["wall_s"] + spent, 3)
+    w["device_s"] = round(w["device_s"] + spent, 3)
+
+
+def _in_one_process(engine, w: dict, base: Side, todo: list[dict], folder) -> dict | None:
+    spec = engine.spec
+    side = screen.side(todo[0]["planned"], [m["flags"] for m in todo[1:]], base, spec.screen_rounds)
     log = folder / "screen.log"
-    engine.say(f"screen of {trunk['exp_id']}: {len(todo)} moves in one process, {spec.screen_rounds} rounds")
     timeout = spec.timeout_s * (len(todo) + 1)  # a compile and the blocks of every arm, as pairs scale theirs
     proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, timeout,
                                               hang_s=spec.hang_s)])[0]
-    state.usage["device_s"] = round(state.usage["device_s"] + proc.wall_s, 3)
-    state.usage["wall_s"] = round(state.usage["wall_s"] + proc.wall_s, 3)
-    if proc.stopped_by:  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
+    _charge(engine, w, [proc])
+    if proc.stopped_by:
         return {"stopped_by": proc.stopped_by}
+    w["log"] = str(log.relative_to(engine.project.root))
     crash, got = screen.read(proc, len(todo), spec.statistic, timeout)
-    rows = []
+    w["error"] = crash
+    if crash:
+        engine.say(f"  the screen failed ({crash}): every flag move is confirmed on its own")
+    _rows(w, todo, got, "one process")
+    return None
+
+
+def _in_processes(engine, w: dict, base: Side, todo: list[dict], folder) -> dict | None:
+    """``ENV_ROUNDS`` rounds, each the trunk and every move as processes of their own, in rotating order."""
+    spec = engine.spec
+    raw = folder / "screen-processes"
+    raw.mkdir(parents=True, exist_ok=True)
+    sides = [("trunk", base)] + [(f"m{i + 1}", m["side"] if not spec.compile_cache else Side(
+        m["side"].command, compile_cache_env(engine.project.cache / "jax-compile", m["side"].env), m["side"].cwd))
+        for i, m in enumerate(todo)]
+    got: dict[str, list] = {name: [] for name, _ in sides}
+    for r in range(ENV_ROUNDS):
+        order = sides[r % len(sides):] + sides[:r % len(sides)]
+        arm_list = [side.arm(f"{name}-{r + 1}", raw, spec.timeout_s) for name, side in order]
+        for arm in arm_list:
+            arm.hang_s = spec.hang_s
+        procs = get_runner("local").run_round(arm_list)
+        _charge(engine, w, procs)
+        if any(p.stopped_by for p in procs):
+            return {"stopped_by": next(p.stopped_by for p in procs if p.stopped_by)}
+        for (name, _), arm, p in zip(order, arm_list, procs):
+            got[name].append(arms.check(arm.name, p, arm.timeout, None))
+    w["processes_log"] = str(raw.relative_to(engine.project.root))
+    crash, screened = screen.read_processes(got["trunk"], [got[f"m{i + 1}"] for i in range(len(todo))],
+                                            spec.statistic)
+    w["processes_error"] = crash
+    if crash:
+        engine.say(f"  the screen in processes failed ({crash}): every environment move is confirmed on its own")
+    _rows(w, todo, screened, "processes")
+    return None
+
+
+def _rows(w: dict, todo: list[dict], got: list, how: str) -> None:
     for m, s in zip(todo, got):
         row = {k: m[k] for k in ("change", "describe", "category", "config", "run_key")} | s.to_dict()
+        row["screened_in"] = how
         row["outcome"] = outcome(s)
-        row["why"] = why_ruled_out(row, n) if row["outcome"] in RULED_OUT else row.get("problem") or ""
-        rows.append(row)
-    w = {"iteration": n, "trunk_exp": trunk["exp_id"], "rounds": spec.screen_rounds, "statistic": spec.statistic,
-         "log": str(log.relative_to(engine.project.root)), "device_s": round(proc.wall_s, 3),
-         "error": crash, "moves": rows}
-    state.screens.append(w)
-    engine.save()
-    if crash:
-        engine.say(f"  the screen failed ({crash}): every move is confirmed on its own")
-    else:
-        ruled = [r for r in rows if r["outcome"] in RULED_OUT]
-        engine.say(f"  {len(rows) - len(ruled)} to confirm, {len(ruled)} ruled out, {proc.wall_s:.1f} device-s")
-    return w
+        row["why"] = why_ruled_out(row, w["iteration"]) if row["outcome"] in RULED_OUT else row.get("problem") or ""
+        w["moves"].append(row)
 
 
 def outcome(s: screen.Screened) -> str:

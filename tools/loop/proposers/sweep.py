@@ -158,7 +158,7 @@ class SweepProposer(Proposer):
                     continue
                 gain, conf, why = self.score(priors, knob, value)
                 if screened and screened.get("outcome") == "confirm" and not why.startswith(GAP_NOTE) \
-                        and isinstance(screened.get("gain_pct"), (int, float)):
+                        and not screened.get("confirmed_by") and isinstance(screened.get("gain_pct"), (int, float)):
                     lo, hi = screened.get("interval_pct") or [None, None]
                     gain, conf = float(screened["gain_pct"]), SCREEN_CONFIDENCE
                     why = (f"{SCREEN_NOTE} {gain:+.1f} %" + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "")
