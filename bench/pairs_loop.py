@@ -1,6 +1,7 @@
 """The loop with in-process pairs against the loop with process-level rounds, on the same lane and seeds.
 
-    python bench/pairs_loop.py [--lane template|small] [--seeds 2] [--budget 10] [--rounds 5] [--no-screen] [--check]
+    python bench/pairs_loop.py [--lane template|small] [--mode quiet|interference] [--seeds 2] [--budget 10]
+                               [--rounds 5] [--no-screen] [--check]
 
 The model, knob space (8 real knobs and the decoy; ``--lane``, bench/lanes.py) and loop settings of
 bench/loop_efficacy.py (A/A calibration 5, repeats 2..6, statistic min, the sweep proposer with a seed), per seed
@@ -9,7 +10,9 @@ two loops, each in a knowledge base of its own: process-level rounds (as without
 alternating order (even seeds process first). Each loop's device-seconds (every arm of every run by the runner's
 clock: the loop's `usage.device_s`), its experiments and its kept best; then the start configuration and every
 loop's best re-measured interleaved (A B C ... x ``--rounds``; each best's ratio to the start is the median of the
-ratios within a round).
+ratios within a round). ``--mode interference``: both loops run beside a background process of fixed duty cycle
+(busy 60 ms, idle 40 ms: bench/noise_model.py's load), started before and stopped after each loop; the final
+re-measure runs quiet.
 
 Targets (``--check``): the pairs loops' device-seconds at most half the process loops' (median of the per-seed
 ratios); the pairs loops' best at least 0.95 of the process loops' (median of the per-seed ratios); every decoy
@@ -29,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loop_efficacy as le  # noqa: E402
+from noise_model import load_for  # noqa: E402
 
 DEVICE_TARGET, BEST_TARGET = 0.5, 0.95
 
@@ -36,6 +40,8 @@ DEVICE_TARGET, BEST_TARGET = 0.5, 0.95
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lane", choices=sorted(le.LANES), default="template", help="command and knobs (lanes.py)")
+    ap.add_argument("--mode", choices=("quiet", "interference"), default="quiet",
+                    help="interference: the loops run beside a fixed duty-cycle load")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--budget", type=int, default=10, help="experiments per loop")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final re-measure")
@@ -55,8 +61,9 @@ def main() -> int:
             for mode in (("process", "pairs") if s % 2 == 0 else ("pairs", "process")):
                 le.say(f"== seed {s}, {mode}: budget {a.budget} experiments")
                 t = time.perf_counter()
-                out = le.run_loop(base / f"{mode}-{s}", f"{mode}-s{s}", s, a.budget, code, (2, 6), 5, "min",
-                                  pairs=mode == "pairs", screen=mode == "pairs" and not a.no_screen)
+                with load_for(a.mode):
+                    out = le.run_loop(base / f"{mode}-{s}", f"{mode}-s{s}", s, a.budget, code, (2, 6), 5, "min",
+                                      pairs=mode == "pairs", screen=mode == "pairs" and not a.no_screen)
                 out["wall_s"] = round(time.perf_counter() - t, 1)
                 loops[s][mode] = out
                 le.say(f"  {out.get('error') or ''}device {out.get('device_s')} s, wall {out['wall_s']} s, "
@@ -114,7 +121,7 @@ def main() -> int:
            f"(median {best}); decoy runs {decoys[0]}, invalid {decoys[1]}; decoys ruled out by a screen {screened[0]}, "
            f"let through {screened[1]}; "
            f"total {time.perf_counter() - t_all:.0f} s")
-    print(json.dumps({"bench": "pairs_loop", "lane": a.lane, "seeds": a.seeds, "budget": a.budget, "rows": rows,
+    print(json.dumps({"bench": "pairs_loop", "lane": a.lane, "mode": a.mode, "seeds": a.seeds, "budget": a.budget, "rows": rows,
                       "device_ratio": dev_ratios, "device_ratio_median": dev, "best_ratio": best_ratios,
                       "best_ratio_median": best, "decoy_runs": decoys[0], "decoy_invalid": decoys[1],
                       "decoy_screened_out": screened[0], "decoy_screen_passed": screened[1], "screen": not a.no_screen,

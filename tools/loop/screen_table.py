@@ -22,7 +22,8 @@ def current(state: dict, env_knobs: frozenset[str] | set[str] = frozenset()) -> 
     a code patch. Across such a keep two findings still hold: losses that left the trunk's (the move changes the
     model's math, whatever the trunk) and a move slower by more than ``CLEARLY_SLOWER_PCT`` at the top of its
     interval (a keep of a few percent does not turn it around). The kept move itself and the rest are screened
-    again."""
+    again, and so is a move whose own experiment ran after its screen once a keep came after that experiment
+    (``confirmed_by`` names the experiment until then)."""
     kept = [(h.get("iteration") or 0, str(h.get("category") or ""), _changes_env(h.get("change") or {}, env_knobs))
             for h in state.get("history") or [] if h.get("kept")]
     ran = [(h.get("iteration") or 0, change_key((h.get("change") or {}).get("knobs") or {}), h.get("exp_id"))
@@ -35,11 +36,17 @@ def current(state: dict, env_knobs: frozenset[str] | set[str] = frozenset()) -> 
                 continue  # the part of the screen that failed speaks for none of its moves
             knobs = (m.get("change") or {}).get("knobs") or {}
             moved = any(env or may_depend(str(m.get("category") or ""), c) for c, env in since)
-            if knobs and (not moved or holds_across_keeps(m)):
-                key = change_key(knobs)
-                # its own experiment since the screen speaks louder than the screen (the sweep's own evidence)
-                confirmed = next((e for i, k, e in ran if k == key and i >= (w.get("iteration") or 0)), None)
-                out[key] = dict(m, wave=w.get("iteration"), trunk_exp=w.get("trunk_exp"), confirmed_by=confirmed)
+            if not knobs or (moved and not holds_across_keeps(m)):
+                continue
+            key = change_key(knobs)
+            # its own experiment since the screen speaks louder than the screen (the sweep's own evidence), on that
+            # trunk; once the trunk moves on, the move is screened again rather than proposed on an old verdict
+            confirmed = next(((i, e) for i, k, e in ran if k == key and i >= (w.get("iteration") or 0)), None)
+            if confirmed and any(i >= confirmed[0] for i, _, _ in kept) and not holds_across_keeps(m):
+                out.pop(key, None)
+                continue
+            out[key] = dict(m, wave=w.get("iteration"), trunk_exp=w.get("trunk_exp"),
+                            confirmed_by=confirmed[1] if confirmed else None)
     return out
 
 
