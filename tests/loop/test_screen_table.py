@@ -74,6 +74,8 @@ def test_screens_show_on_the_loop_page_in_status_and_in_device_time():
     assert rows[0].startswith("| `compute_dtype=bfloat16` | one process | 4 | +12.0 %") and "ruled out: slower" in rows[-1]
     dt = device_time(state)
     assert (dt["screens"], dt["screens_s"], dt["experiments_s"], dt["overhead_s"]) == (1, 30.5, 14.0, 15.5)
+    assert dt["per_kept_gain_s"] is None  # nothing kept
+    assert device_time(_state("precision"))["per_kept_gain_s"] == 44.5  # the kept experiment and the screen before it
     s = summary(state)
     assert s["screens"][0]["moves"][1]["outcome"] == "slower" and s["screens"][0]["device_s"] == 30.5
     assert screen_table.markdown({"screens": []}) == []

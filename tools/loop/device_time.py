@@ -37,7 +37,8 @@ def device_time(state: dict) -> dict:
             "screens": len(waves), "screens_s": round(screens_s, 1),
             "overhead_s": round(total - spent - screens_s, 1) if complete else None,
             "per_experiment_s": round(spent / len(known), 1) if known and complete else None,
-            "per_kept_gain_s": round(spent / kept, 1) if kept and complete else None,
+            # what a kept gain cost: the experiments and the screens that ranked them (the search, not the set-up)
+            "per_kept_gain_s": round((spent + screens_s) / kept, 1) if kept and complete else None,
             "per_verdict": verdicts, "frontier": moves}
 
 
