@@ -86,7 +86,8 @@ def wave(engine, n: int) -> dict | None:
     if left is not None and left <= 0:
         return None
     if spec.compile_cache:
-        base.env = compile_cache_env(engine.project.cache / "jax-compile", base.env)
+        for side in [base] + [m["side"] for m in envs]:
+            side.env = compile_cache_env(engine.project.cache / "jax-compile", side.env)
     folder = engine.paths.iteration_dir(n)
     folder.mkdir(parents=True, exist_ok=True)
     w = {"iteration": n, "trunk_exp": trunk["exp_id"], "rounds": spec.screen_rounds, "statistic": spec.statistic,
@@ -94,8 +95,8 @@ def wave(engine, n: int) -> dict | None:
     engine.say(f"screen of {trunk['exp_id']}: " + ", ".join(
         ([f"{len(flags)} flag moves in one process ({spec.screen_rounds} rounds)"] if flags else [])
         + ([f"{len(envs)} environment move(s) in processes ({ENV_ROUNDS} rounds)"] if envs else [])))
-    for part in ((_in_one_process, flags), (_in_processes, envs)):
-        if part[1] and (stopped := part[0](engine, w, base, part[1], folder)):
+    for screen_part, todo in ((_in_one_process, flags), (_in_processes, envs)):
+        if todo and (stopped := screen_part(engine, w, base, todo, folder)):
             return stopped  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
     state.screens.append(w)
     engine.save()
@@ -136,9 +137,7 @@ def _in_processes(engine, w: dict, base: Side, todo: list[dict], folder) -> dict
     spec = engine.spec
     raw = folder / "screen-processes"
     raw.mkdir(parents=True, exist_ok=True)
-    sides = [("trunk", base)] + [(f"m{i + 1}", m["side"] if not spec.compile_cache else Side(
-        m["side"].command, compile_cache_env(engine.project.cache / "jax-compile", m["side"].env), m["side"].cwd))
-        for i, m in enumerate(todo)]
+    sides = [("trunk", base)] + [(f"m{i + 1}", m["side"]) for i, m in enumerate(todo)]
     got: dict[str, list] = {name: [] for name, _ in sides}
     for r in range(ENV_ROUNDS):
         order = sides[r % len(sides):] + sides[:r % len(sides)]
