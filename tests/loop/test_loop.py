@@ -111,7 +111,9 @@ def test_status_json_and_resume_after_a_pause(tmp_path):
     assert s["driver_running"] is False and len(s["history"]) == 2
     tools(kb, "loop", "resume", "fake-loop", "-q")
     s = loop_state(kb)
-    assert s["iteration"] == 7 and s["stop_reason"].startswith("budget")
+    # on to the end: the proposer's last move (what is left undoes a supported keep) or the budget's
+    assert s["iteration"] == len(s["history"]) >= 6, s["iteration"]
+    assert s["stop_reason"].startswith("budget") or s["stop_reason"].startswith("plateau"), s["stop_reason"]
     exp_ids = [h["exp_id"] for h in s["history"]]
     assert len(exp_ids) == len(set(exp_ids))
 

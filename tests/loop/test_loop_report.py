@@ -385,6 +385,51 @@ def test_sweep_promotes_an_inconclusive_gain_measured_once():
     assert SweepProposer()._promotions(priors([a, again]), set()) == []
 
 
+def test_the_sweep_does_not_undo_a_supported_keep_until_a_keep_it_may_depend_on():
+    from tools.loop.priors import Attempt, Priors
+    from tools.loop.proposers.sweep import SweepProposer
+
+    bf16 = dict(START, compute_dtype="bfloat16")
+    kept = Attempt("e1", "precision", {"kind": "knobs", "knobs": {"compute_dtype": "bfloat16"}}, "f1", "supported",
+                   11.0, kept=True, config=bf16, run_key="k1", trunk_exp="base")
+    scan = Attempt("e2", "compiler", {"kind": "knobs", "knobs": {"scan": True}}, "f2", "supported", 4.0, kept=True,
+                   config=dict(bf16, scan=True), run_key="k2", trunk_exp="e1")
+
+    def moves(attempts, trunk):
+        sweep = SweepProposer()
+        p = Priors(SPEC, trunk, {}, "", {"exp_id": attempts[-1].exp_id}, attempts, [], [], {}, [], None, [], [],
+                   "", "")
+        return {c.change.describe() for c in sweep.candidates(p)}, {r["change"]: r["why"] for r in sweep.refused}
+
+    # bf16 kept (supported), then scan (compiler: precision does not depend on it): float32 again is refused, with
+    # the experiment that measured it; scan=False undoes the last keep, refused too
+    got, refused = moves([kept, scan], dict(bf16, scan=True))
+    assert "compute_dtype=float32" not in got and "scan=False" not in got
+    assert refused["compute_dtype=float32"].startswith("it undoes e1 (supported, +11.0 %, kept)")
+    assert "remat=full" in got  # the rest of the space is untouched
+    # a memory keep since (bf16 halves what remat saves: they may depend): float32 is worth a run again
+    remat = Attempt("e3", "memory", {"kind": "knobs", "knobs": {"remat": "full"}}, "f3", "supported", 3.0,
+                    kept=True, config=dict(bf16, scan=True, remat="full"), run_key="k3", trunk_exp="e2")
+    got, refused = moves([kept, scan, remat], dict(bf16, scan=True, remat="full"))
+    assert "compute_dtype=float32" in got and "compute_dtype=float32" not in refused
+    # only a supported single-knob keep is undone by its reversal: an inconclusive one kept nothing to undo
+    got, _ = moves([Attempt("e1", "precision", kept.change, "f1", "inconclusive", 2.0, config=bf16, run_key="k1",
+                            trunk_exp="base")], START)
+    assert "compute_dtype=bfloat16" in got
+    # a move inconclusive at no gain on an earlier trunk, with only keeps since that it does not depend on (a scan
+    # keep, for a memory move), is not confirmed again; after a keep it may depend on (precision), it is
+    nogain = Attempt("e2", "memory", {"kind": "knobs", "knobs": {"remat": "full"}}, "f4", "inconclusive", -1.5,
+                     config=dict(START, remat="full"), run_key="k4", trunk_exp="base")
+    on_scan = Attempt("e3", "compiler", scan.change, "f2", "supported", 4.0, kept=True, config=dict(START, scan=True),
+                      run_key="k5", trunk_exp="base")
+    got, refused = moves([nogain, on_scan], dict(START, scan=True))
+    assert "remat=full" not in got and "inconclusive at -1.5 %: no gain" in refused["remat=full"], refused
+    on_bf16 = Attempt("e3", "precision", kept.change, "f1", "supported", 11.0, kept=True, config=bf16, run_key="k6",
+                      trunk_exp="base")
+    got, _ = moves([nogain, on_bf16], bf16)
+    assert "remat=full" in got
+
+
 def test_a_sweep_statement_names_an_empty_start_value():
     from tools.loop.priors import Priors
     from tools.loop.proposers.sweep import SweepProposer

@@ -22,8 +22,8 @@ def current(state: dict, env_knobs: frozenset[str] | set[str] = frozenset()) -> 
     a code patch. Across such a keep two findings still hold: losses that left the trunk's (the move changes the
     model's math, whatever the trunk) and a move slower by more than ``CLEARLY_SLOWER_PCT`` at the top of its
     interval (a keep of a few percent does not turn it around). The kept move itself and the rest are screened
-    again, and so is a move whose own experiment ran after its screen once a keep came after that experiment
-    (``confirmed_by`` names the experiment until then)."""
+    again. A move whose own experiment ran after its screen is marked ``confirmed_by`` that experiment: the sweep
+    reads the experiment, not the screen, and the move is not screened again until a keep it may depend on."""
     kept = [(h.get("iteration") or 0, str(h.get("category") or ""), _changes_env(h.get("change") or {}, env_knobs))
             for h in state.get("history") or [] if h.get("kept")]
     ran = [(h.get("iteration") or 0, change_key((h.get("change") or {}).get("knobs") or {}), h.get("exp_id"))
@@ -39,14 +39,10 @@ def current(state: dict, env_knobs: frozenset[str] | set[str] = frozenset()) -> 
             if not knobs or (moved and not holds_across_keeps(m)):
                 continue
             key = change_key(knobs)
-            # its own experiment since the screen speaks louder than the screen (the sweep's own evidence), on that
-            # trunk; once the trunk moves on, the move is screened again rather than proposed on an old verdict
-            confirmed = next(((i, e) for i, k, e in ran if k == key and i >= (w.get("iteration") or 0)), None)
-            if confirmed and any(i >= confirmed[0] for i, _, _ in kept) and not holds_across_keeps(m):
-                out.pop(key, None)
-                continue
-            out[key] = dict(m, wave=w.get("iteration"), trunk_exp=w.get("trunk_exp"),
-                            confirmed_by=confirmed[1] if confirmed else None)
+            # its own experiment since the screen speaks louder than the screen (the sweep's own evidence), across
+            # the keeps it does not depend on as the screen would: the move is not screened again on their account
+            confirmed = next((e for i, k, e in ran if k == key and i >= (w.get("iteration") or 0)), None)
+            out[key] = dict(m, wave=w.get("iteration"), trunk_exp=w.get("trunk_exp"), confirmed_by=confirmed)
     return out
 
 

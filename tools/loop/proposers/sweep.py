@@ -6,8 +6,10 @@ models, the shipped table of knob effects by hardware (tools/loop/knob_effects.j
 exploratory prior. Screen, then confirm: every untried move is measured first; near-misses (inconclusive with a
 positive gain) are tried together as one move; only then are the better half of them promoted, re-measured once
 with twice the repeats. With ``screen:`` (tools/loop/screening.py) the first measure of a flag move is a wave of
-them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. The
-frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each candidate).
+them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. A move
+that undoes a supported keep (the knob set back) is not proposed, nor screened, until a keep it may depend on: the
+keep's own comparison measured it; nor is a move whose own runs on earlier trunks (none of whose keeps since it
+may depend on) came out inconclusive at no gain. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each candidate).
 """
 
 from __future__ import annotations
@@ -88,6 +90,28 @@ class SweepProposer(Proposer):
         return out
 
     @staticmethod
+    def _sets_only(a: Attempt, knob: str, value) -> bool:
+        knobs = (a.change or {}).get("knobs") or {}
+        return (a.change or {}).get("kind", "knobs") == "knobs" and list(knobs) == [knob] \
+            and value_key(knobs[knob]) == value_key(value)
+
+    @staticmethod
+    def _undoes(priors: Priors) -> dict[tuple[str, str], Attempt]:
+        """(knob, value) -> the kept single-knob experiment that moved the trunk away from that value, supported:
+        setting it back was measured there already, in the opposite direction (a move that undoes a keep is only
+        worth a run again after a keep it may depend on)."""
+        by_id, out = {a.exp_id: a for a in priors.attempts}, {}
+        for a in priors.attempts:
+            knobs = (a.change or {}).get("knobs") or {}
+            if not (a.kept and a.verdict == "supported" and len(knobs) == 1 and a.gain_pct is not None):
+                continue
+            before = by_id[a.trunk_exp].config if a.trunk_exp in by_id else priors.spec.start_config()
+            (name, value), = knobs.items()
+            if name in before and value_key(before[name]) != value_key(value):
+                out[(name, value_key(before[name]))] = a
+        return out
+
+    @staticmethod
     def _stale_attempts(priors: Priors, category: str) -> set[str]:
         """The attempts of ``category`` made before a later keep in a category it may depend on: their trunk has
         moved in a way that may change what the move does."""
@@ -135,6 +159,7 @@ class SweepProposer(Proposer):
         self.refused: list[dict] = []  # moves a crash rules out, and why (candidates.json)
         tried = {a.run_key for a in priors.attempts if a.run_key} | set(priors.trunk_keys)
         refuted_here = {a.run_key for a in priors.attempts if a.verdict in ("refuted", "invalid", "crash")}
+        undoes = self._undoes(priors)
         out: list[Proposal] = []
         for knob in spec.knobs.values():
             # a move refuted before a keep it may depend on is tried again (once: then it is refuted on this trunk)
@@ -148,6 +173,20 @@ class SweepProposer(Proposer):
                 key = run_key(cfg, spec.env_for(cfg, priors.trunk_env), priors.trunk_commit)
                 change = Change("knobs", knobs={knob.name: value})
                 if key in tried or key in refuted_here or change.fingerprint() in refuted_changes:
+                    continue
+                undone = undoes.get((knob.name, value_key(value)))
+                if undone is not None and undone.exp_id not in stale:
+                    self.refused.append({"change": change.describe(), "why": (
+                        f"it undoes {undone.exp_id} (supported, {undone.gain_pct:+.1f} %, kept), and no keep since "
+                        f"is one a {knob.category} move may depend on")})
+                    continue
+                measured = [float(a.gain_pct) for a in priors.attempts if a.exp_id not in stale
+                            and a.verdict == "inconclusive" and a.gain_pct is not None
+                            and self._sets_only(a, knob.name, value)]
+                if measured and sum(measured) <= 0:
+                    self.refused.append({"change": change.describe(), "why": (
+                        f"measured {len(measured)}× on trunks it does not depend on, inconclusive at "
+                        + ", ".join(f"{g:+.1f} %" for g in measured) + ": no gain to confirm")})
                     continue
                 if why := crash_lessons.refusal(priors, cfg):
                     self.refused.append({"change": change.describe(), "why": why})
