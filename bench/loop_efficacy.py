@@ -296,7 +296,8 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
                device_s=round(float((state.get("usage") or {}).get("device_s") or 0), 1),
                pairs_runs=sum(bool(r.get("pairs")) for r in recs),
                experiments=[{"iteration": h["iteration"], "change": h["describe"], "verdict": h["verdict"],
-                             "gain_pct": h.get("gain_pct"), "repeats": h.get("repeats"), "kept": h["kept"]}
+                             "gain_pct": h.get("gain_pct"), "repeats": h.get("repeats"), "kept": h["kept"],
+                             "device_s": h.get("device_s")}
                             for h in hist],
                configs_tried=len({h["run_key"] for h in hist}),
                supported_not_kept=[h["iteration"] for h in hist if h["verdict"] == "supported" and not h["kept"]],

@@ -6,10 +6,11 @@ models, the shipped table of knob effects by hardware (tools/loop/knob_effects.j
 exploratory prior. Screen, then confirm: every untried move is measured first; near-misses (inconclusive with a
 positive gain) are tried together as one move; only then are the better half of them promoted, re-measured once
 with twice the repeats. With ``screen:`` (tools/loop/screening.py) the first measure of a flag move is a wave of
-them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. A move
-that undoes a supported keep (the knob set back) is not proposed, nor screened, until a keep it may depend on: the
-keep's own comparison measured it; nor is a move whose own runs on earlier trunks (none of whose keeps since it
-may depend on) came out inconclusive at no gain. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each candidate).
+them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. Two
+moves are neither proposed nor screened until a keep they may depend on: one that undoes a supported keep (the knob
+set back: the keep's own comparison measured it), and one whose own runs on earlier trunks came out inconclusive at
+no gain. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each
+candidate).
 """
 
 from __future__ import annotations
@@ -185,8 +186,8 @@ class SweepProposer(Proposer):
                             and self._sets_only(a, knob.name, value)]
                 if measured and sum(measured) <= 0:
                     self.refused.append({"change": change.describe(), "why": (
-                        f"measured {len(measured)}× on trunks it does not depend on, inconclusive at "
-                        + ", ".join(f"{g:+.1f} %" for g in measured) + ": no gain to confirm")})
+                        "inconclusive at " + ", ".join(f"{g:+.1f} %" for g in measured) + " on earlier trunks, "
+                        f"with no keep since that a {knob.category} move may depend on: no gain to confirm")})
                     continue
                 if why := crash_lessons.refusal(priors, cfg):
                     self.refused.append({"change": change.describe(), "why": why})
