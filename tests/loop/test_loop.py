@@ -114,6 +114,10 @@ def test_status_json_and_resume_after_a_pause(tmp_path):
     # on to the end: the proposer's last move (what is left undoes a supported keep) or the budget's
     assert s["iteration"] == len(s["history"]) >= 6, s["iteration"]
     assert s["stop_reason"].startswith("budget") or s["stop_reason"].startswith("plateau"), s["stop_reason"]
+    if s["stop_reason"].startswith("plateau"):  # the retrospective says why nothing is left
+        retro = (kb / "wiki" / s["retrospectives"][-1]["page"]).read_text()
+        aside = retro.split("## Set aside on this trunk", 1)[1].split("## What next", 1)[0]
+        assert "| `" in aside and "it undoes 20" in aside, aside
     exp_ids = [h["exp_id"] for h in s["history"]]
     assert len(exp_ids) == len(set(exp_ids))
 

@@ -430,7 +430,20 @@ def test_the_sweep_does_not_undo_a_supported_keep_until_a_keep_it_may_depend_on(
     assert "remat=full" in got
 
 
-def test_a_sweep_statement_names_an_empty_start_value():
+def test_the_retrospective_lists_what_the_sweep_set_aside_and_why():
+    s = state()
+    aside = [{"change": "compute_dtype=float32", "why": "it undoes e1 (supported, +11.0 %, kept)"},
+             {"change": "remat=full", "why": "the screen before iteration 4: no faster | than the trunk"},
+             {"change": "remat=full", "why": "a duplicate row"}]
+    body = retro_page.retrospective_page(SPEC, s, memory.compute(s["history"]), UNTRIED, 2, aside).body
+    section = body.split("## Set aside on this trunk", 1)[1].split("## What next", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| `")]
+    assert rows[0] == "| `compute_dtype=float32` | it undoes e1 (supported, +11.0 %, kept) |"
+    assert len(rows) == 2 and "\\|" in rows[1]  # one row per move; a pipe in a reason does not split the table
+    assert "## Set aside" not in retro_page.retrospective_page(SPEC, s, memory.compute(s["history"]), UNTRIED, 2).body
+
+
+
     from tools.loop.priors import Priors
     from tools.loop.proposers.sweep import SweepProposer
     from tools.loop.spec import Knob

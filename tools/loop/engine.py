@@ -425,8 +425,10 @@ class Loop:
         doc = s.to_dict()
         priors = gather.gather(self.project, self.spec, doc, self.budget_left())
         untried = self.proposer.untried(priors) or SweepProposer().untried(priors)
+        rules = SweepProposer()  # what the sweep's rules set aside, whoever proposes
+        rules.candidates(priors)
         n = len(s.retrospectives) + 1
-        page = retro_page.retrospective_page(self.spec, doc, memory.compute(s.history), untried, n)
+        page = retro_page.retrospective_page(self.spec, doc, memory.compute(s.history), untried, n, rules.refused)
         self.writer.write_page(page)
         retro.record(s, page.path, why, manual, final)
         self.save()

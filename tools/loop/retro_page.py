@@ -15,6 +15,7 @@ from .report import (_category_table, _cell, _chained, _coverage_total, _knob_ta
 from .spec import LoopSpec
 
 TOP_IDEAS = 10
+TOP_SET_ASIDE = 20
 
 
 def _what_next(ranked: list[Proposal], memory: dict[str, dict], history: list[dict]) -> str:
@@ -48,10 +49,29 @@ def _device_line(dt: dict) -> str:
     return f"- device time: {dt['total_s']:,.0f} s in all{per}."
 
 
+def _set_aside_section(set_aside: list[dict]) -> list[str]:
+    first: dict[str, dict] = {}
+    for r in set_aside:
+        if r.get("change"):
+            first.setdefault(r["change"], r)  # a move refused twice (a sweep and its promotion): its first reason
+    rows = list(first.values())
+    if not rows:
+        return []
+    out = ["", "## Set aside on this trunk", "",
+           "Moves of the knob space the sweep does not propose here, each with the evidence that rules it out "
+           "(a screen, a crash, a keep it would undo, its own inconclusive runs); a keep they may depend on brings "
+           "them back.", "", "| move | why |", "|---|---|"]
+    out += [f"| {code(r['change'])} | {_cell(r.get('why') or '')} |" for r in rows[:TOP_SET_ASIDE]]
+    if len(rows) > TOP_SET_ASIDE:
+        out += ["", f"{len(rows) - TOP_SET_ASIDE} more set aside."]
+    return out
+
+
 def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], untried: list[Proposal],
-                       n: int) -> pages.Page:
+                       n: int, set_aside: list[dict] | None = None) -> pages.Page:
     """``analyses/<loop>-retrospective-<n>.md``: frontier-stuck count, category and knob coverage, change kinds,
-    the untried ideas ranked by ``Proposal.score`` and a "what next" sentence built from them."""
+    the untried ideas ranked by ``Proposal.score``, the moves the sweep's rules set aside on this trunk and why
+    (``set_aside``: ``{change, why}``; what a plateau stop leaves a reader asking), and a "what next" sentence."""
     name = str(state.get("name") or spec.name)
     src, history = retrospective_path(name, n), state.get("history") or []
     frontier, trunk = state.get("frontier") or [], state.get("trunk") or {}
@@ -105,6 +125,7 @@ def retrospective_page(spec: LoopSpec, state: dict, memory: dict[str, dict], unt
         out.append("| — | no untried idea | | | | | | |")
     elif len(ranked) > TOP_IDEAS:
         out += ["", f"{len(ranked) - TOP_IDEAS} more ideas ranked lower."]
+    out += _set_aside_section(set_aside or [])
     out += ["", "## What next", "", _what_next(ranked, memory, history)]
     meta = {"title": f"{name}: retrospective {n}", "type": "analysis",
             "tags": _tags("loop", "retrospective", spec.model, spec.lane)}
