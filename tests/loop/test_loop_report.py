@@ -443,7 +443,7 @@ def test_the_retrospective_lists_what_the_sweep_set_aside_and_why():
     assert "## Set aside" not in retro_page.retrospective_page(SPEC, s, memory.compute(s["history"]), UNTRIED, 2).body
 
 
-
+def test_a_sweep_statement_names_an_empty_start_value():
     from tools.loop.priors import Priors
     from tools.loop.proposers.sweep import SweepProposer
     from tools.loop.spec import Knob
