@@ -109,3 +109,19 @@ def test_exp_run_pairs_falls_back_to_processes_when_the_environment_differs(proj
     fm, body = _page(project, out)
     assert not fm.get("pairs") and (project.root / fm["raw_dir"] / "run-2.log").is_file()
     assert "in-process pairs not used: the arms differ in their environment" in body
+    assert "--xla_dump_hlo_as_text acts on the process" in body
+
+    # an XLA flag that is a per-compile option: both arms in one process, the variant compiled with it as an
+    # option, believed because a witness process with the real XLA_FLAGS compiled the same program
+    ynn = "--xla_cpu_experimental_ynn_fusion_type=dot"
+    out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "2", "--env", f"XLA_FLAGS={ynn}",
+                  command=[PY, LLAMA, "--preset", "tiny", "--steps", "6"], **kw)
+    fm, body = _page(project, out)
+    raw = project.root / fm["raw_dir"]
+    assert fm["pairs"]["xla_options"] == {"b": {"xla_cpu_experimental_ynn_fusion_type": "dot"}}, fm["pairs"]
+    assert fm["env"]["XLA_FLAGS"] == ynn  # the page records the environment the variant really asks for
+    assert (raw / "pairs-witness-b.log").is_file() and (raw / "pairs-witness-b" / "a.txt").is_file()
+    assert "arm b (variant) compiled the program its XLA_FLAGS give (witness process pairs-witness-b)" in body
+    assert "in-process pairs not used" not in body and fm["integrity"]["checks"]["clock"] == "ok"
+    # the witness's compile counts in the experiment's wall time, beside the two pairs processes
+    assert fm["wall_s_total"] > 2 * sum(fm["run_wall_s"]) + 0.1, (fm["wall_s_total"], fm["run_wall_s"])

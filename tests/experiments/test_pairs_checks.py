@@ -21,15 +21,29 @@ def test_plan_pairs_flag_only_changes_of_the_reference_model(tmp_path, monkeypat
     base = Side([sys.executable, str(LLAMA), "--preset", "tiny"], {}, tmp_path)
     var = Side([sys.executable, str(LLAMA), "--preset", "tiny", "--remat", "full"], {}, tmp_path)
     planned, why = pairs.plan(base, var, "local")
-    assert why == "" and planned == (sys.executable, LLAMA.resolve(), ["--preset", "tiny"],
-                                     ["--preset", "tiny", "--remat", "full"])
+    assert why == "" and planned == pairs.Planned(sys.executable, LLAMA.resolve(), ["--preset", "tiny"],
+                                                  ["--preset", "tiny", "--remat", "full"])
+    assert not planned.options and planned.env(var) == ({}, [])
     cmd = pairs.side(planned, var, 6).command
     assert cmd[1] == str(pairs.SCRIPT) and cmd[cmd.index("--model") + 1] == str(LLAMA.resolve())
     # "--b=" keeps a lone flag ("--scan") one value: "--b --scan" would read as two options
     assert "--b=--preset tiny --remat full" in cmd and cmd[cmd.index("--rounds") + 1] == "6"
 
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
     flagged = Side(var.command, {"XLA_FLAGS": "--xla_foo"}, tmp_path)
-    assert "environment" in pairs.plan(base, flagged, "local")[1]
+    xla, why = pairs.plan(base, flagged, "local")
+    assert why == "" and xla.options_b == {"xla_foo": "true"} and not xla.options_a and xla.xla_flags is None
+    # the process gets no XLA_FLAGS of its own: each arm compiles with its own as options
+    assert xla.env(flagged) == ({}, ["XLA_FLAGS"])
+    cmd = pairs.side(xla, flagged, 6).command
+    assert '--b-options={"xla_foo": "true"}' in cmd and not any(c.startswith("--a-options") for c in cmd)
+    swapped = xla.swapped()
+    assert swapped.options_a == {"xla_foo": "true"} and swapped.flags_b == xla.flags_a
+    assert "environment" in pairs.plan(base, Side(var.command, {"OTHER": "1"}, tmp_path), "local")[1]
+    assert "acts on the process" in pairs.plan(base, Side(var.command, {"XLA_FLAGS": "--xla_dump_to=/x"}, tmp_path),
+                                               "local")[1]
+    assert "not `--xla_name=value`" in pairs.plan(base, Side(var.command, {"XLA_FLAGS": "--flagfile=f"}, tmp_path),
+                                                  "local")[1]
     # the same environment said two ways (the baseline's record keeps the variable, the variant inherits it)
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     assert pairs.plan(Side(base.command, {"JAX_PLATFORMS": "cpu"}, tmp_path), var, "local")[1] == ""

@@ -71,7 +71,9 @@ def test_a_screen_ranks_flag_moves_in_one_process_and_rules_out_a_decoy(tmp_path
                       "remat": {"flag": "--remat", "values": ["none", "full"], "category": "memory"},
                       "decoy": {"flag": "--decoy-skip-layer", "values": [False, True], "category": "other"},
                       "ynn": {"env": "XLA_FLAGS", "values": ["", "--xla_cpu_experimental_ynn_fusion_type=dot"],
-                              "category": "compiler"}},
+                              "category": "compiler"},
+                      "eigen": {"env": "XLA_FLAGS", "values": ["", "--xla_cpu_multi_thread_eigen=false"],
+                                "category": "compiler"}},
             "budget": {"runs": 1}, "repeats": {"min": 2, "max": 2}, "profile": False, "pairs": 2, "screen": 2,
             "timeout_s": 600, "compile_cache": True, "statistic": "min"}
     (root / "loops").mkdir(exist_ok=True)
@@ -83,12 +85,19 @@ def test_a_screen_ranks_flag_moves_in_one_process_and_rules_out_a_decoy(tmp_path
     assert wave["error"] is None and wave["rounds"] == 2 and wave["device_s"] > 0
     assert (root / wave["log"]).is_file()
     by = {m["describe"]: m for m in wave["moves"]}
-    ynn = by.pop("ynn=--xla_cpu_experimental_ynn_fusion_type=dot")  # an XLA flag: processes of its own
-    assert ynn["screened_in"] == "processes" and ynn["rounds"] == 2 and wave["processes_error"] is None, ynn
-    assert ynn["losses"] == "ok" and not ynn["problem"] and len(ynn["interval_pct"]) == 2, ynn
+    # an XLA flag that acts on the process (eigen's threads) gets processes of its own
+    eigen = by.pop("eigen=--xla_cpu_multi_thread_eigen=false")
+    assert eigen["screened_in"] == "processes" and eigen["rounds"] == 2 and wave["processes_error"] is None, eigen
+    assert eigen["losses"] == "ok" and not eigen["problem"] and len(eigen["interval_pct"]) == 2, eigen
     logs = sorted(p.name for p in (root / wave["processes_log"]).iterdir())
     assert logs == ["m1-1.log", "m1-2.log", "trunk-1.log", "trunk-2.log"], logs
-    assert set(by) == {"compute_dtype=bfloat16", "remat=full", "decoy=True"}, sorted(by)
+    # a per-compile XLA flag runs in the one process, compiled with it as an option: its program differs from the
+    # trunk's (both written beside the screen's log), so its reading stands
+    ynn = by["ynn=--xla_cpu_experimental_ynn_fusion_type=dot"]
+    assert not ynn["problem"] and len(ynn["interval_pct"]) == 2, ynn
+    hlo = sorted(p.name for p in (root / wave["log"]).parent.joinpath("screen-hlo").iterdir())
+    assert hlo == ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt"], hlo
+    assert set(by) == {"compute_dtype=bfloat16", "remat=full", "decoy=True", ynn["describe"]}, sorted(by)
     assert all(m["screened_in"] == "one process" for m in by.values())
     decoy = by["decoy=True"]
     assert decoy["losses"] == "changed" and decoy["outcome"] == "broken" and "would be invalid" in decoy["why"]
@@ -96,7 +105,7 @@ def test_a_screen_ranks_flag_moves_in_one_process_and_rules_out_a_decoy(tmp_path
     assert all(len(m["interval_pct"]) == 2 and m["rounds"] == 2 for m in by.values())
     # the one experiment of the budget is a move the screen let through (none when it let none through), never the
     # decoy; a move it ruled out says why
-    through = {d for d, m in [*by.items(), (ynn["describe"], ynn)] if m["outcome"] in ("confirm", "unscreened")}
+    through = {d for d, m in [*by.items(), (eigen["describe"], eigen)] if m["outcome"] in ("confirm", "unscreened")}
     assert len(state["history"]) == (1 if through else 0), (state["history"], by)
     assert {h["describe"] for h in state["history"]} <= through, (state["history"], by)
     assert all(m["why"].startswith("the screen before iteration 1: ") for m in by.values()

@@ -12,9 +12,11 @@ fastest), and judged by the same statistics.
 What a process-level round proves, a block proves too: every step prints a line the runner times on its own clock,
 and the reported step times of each block must fit between those lines (``clock_check``); the blocks must be the
 ones asked for (``split``). The profiled run and its HLO and trace checks stay process-level; the semantics and
-learning checks read the profiled run's losses when there is one, else the pairs process's. Anything else (an
-environment or XLA flag change, another script or folder, a remote runner) gets processes of its own, with the
-reason on the page. One thing processes rule out and one process does not: code that only the variant's flags
+learning checks read the profiled run's losses when there is one, else the pairs process's. Arms that differ in
+XLA flags share the process too, each compiled with its own as options (``xla_options``), believed only when a
+witness process with the arm's real ``XLA_FLAGS`` compiled the same program (``options_hold``). Anything else
+(another environment change, another script or folder, a remote runner) gets processes of its own, with the reason
+on the page. One thing processes rule out and one process does not: code that only the variant's flags
 reach slowing the other arm (a thread, module state); the flags are the user's own script's.
 """
 
@@ -25,11 +27,11 @@ import json
 import math
 import os
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..runners.process import Proc, log_end
-from . import arms, integrity, metrics
+from . import arms, integrity, metrics, xla_options
 from .arms import ArmResult
 from .sides import Side, script_of
 
@@ -41,14 +43,51 @@ BLOCK_STEPS = 8  # a block's first line opens its window: the runner's bound los
 MODEL_NAMES = frozenset({"parse_args", "init_params", "adamw_init", "train_step", "make_batch", "report", "xla_flops"})
 
 
-def plan(base: Side | None, variant: Side, runner: str) -> tuple[tuple[str, Path, list[str], list[str]] | None, str]:
-    """(interpreter, script, baseline flags, variant flags) when one process can run both arms, else (None, why)."""
+@dataclass(frozen=True)
+class Planned:
+    """What one process needs to run two arms: the interpreter, the model script, each arm's flags, and, when the
+    arms differ in XLA flags, each arm's compile options and the flags both share (the process's ``XLA_FLAGS``)."""
+    python: str
+    script: Path
+    flags_a: list[str]
+    flags_b: list[str]
+    options_a: dict[str, str] = field(default_factory=dict)
+    options_b: dict[str, str] = field(default_factory=dict)
+    xla_flags: str | None = None  # the process's XLA_FLAGS when an arm has options (None: unset)
+
+    @property
+    def options(self) -> bool:
+        return bool(self.options_a or self.options_b)
+
+    def swapped(self) -> Planned:
+        return replace(self, flags_a=self.flags_b, flags_b=self.flags_a, options_a=self.options_b,
+                       options_b=self.options_a)
+
+    def env(self, side: Side) -> tuple[dict[str, str], list[str]]:
+        """The process's environment and what it unsets: the side's, with the shared XLA flags when arms have
+        options of their own."""
+        env, unset = dict(side.env), list(side.unset)
+        if self.options:
+            if self.xla_flags:
+                env["XLA_FLAGS"] = self.xla_flags
+            else:
+                env.pop("XLA_FLAGS", None)
+                unset.append("XLA_FLAGS")
+        return env, unset
+
+
+def plan(base: Side | None, variant: Side, runner: str) -> tuple[Planned | None, str]:
+    """What one process needs to run both arms, else (None, why)."""
     if runner != "local":
         return None, f"the {runner} runner runs each arm where it is sent"
     if base is None:
         return None, "no baseline arm to pair with"
+    options: tuple[str | None, dict[str, str], dict[str, str]] = (None, {}, {})
     if _effective(base) != _effective(variant):
-        return None, "the arms differ in their environment (an environment or XLA flag change needs processes)"
+        split, why = xla_options.split(_effective(base), _effective(variant))
+        if split is None:
+            return None, why
+        options = split
     if Path(base.cwd or Path.cwd()).resolve() != Path(variant.cwd or Path.cwd()).resolve():
         return None, "the arms run from different folders"
     sides = []
@@ -68,7 +107,8 @@ def plan(base: Side | None, variant: Side, runner: str) -> tuple[tuple[str, Path
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     if missing := sorted(MODEL_NAMES - defined):
         return None, f"{script_b.name} does not build its step as the reference model does (no {', '.join(missing)})"
-    return (py_b, script_b, flags_a, flags_b), ""
+    common, options_a, options_b = options
+    return Planned(py_b, script_b, flags_a, flags_b, options_a, options_b, common), ""
 
 
 def _effective(side: Side) -> dict[str, str]:
@@ -78,16 +118,49 @@ def _effective(side: Side) -> dict[str, str]:
     return env
 
 
-def side(planned: tuple[str, Path, list[str], list[str]], variant: Side, rounds: int,
-         block_steps: int = BLOCK_STEPS) -> Side:
+def side(planned: Planned, variant: Side, rounds: int, block_steps: int = BLOCK_STEPS,
+         hlo_dir: Path | None = None) -> Side:
     """A process that runs ``rounds`` rounds, each arm first warmed up by a block's worth of untimed steps (after
     one step the first blocks still ran slower: A/A σ per round 8.7-11.0 % with one warm-up step, 5.5-6.9 % with
-    eight, in 12-round runs of the loop template's shape)."""
-    py, script, flags_a, flags_b = planned
-    return Side([py, str(SCRIPT), "--model", str(script), f"--a={shlex.join(flags_a)}", f"--b={shlex.join(flags_b)}",
-                 "--rounds", str(rounds), "--block-steps", str(block_steps), "--warmup-steps", str(block_steps)],
-                dict(variant.env), variant.cwd,
-                list(variant.unset))
+    eight, in 12-round runs of the loop template's shape). ``hlo_dir``: each arm's optimized program written
+    there."""
+    env, unset = planned.env(variant)
+    return Side(_command(planned) + ["--rounds", str(rounds), "--block-steps", str(block_steps),
+                                     "--warmup-steps", str(block_steps)]
+                + (["--hlo-dir", str(hlo_dir)] if hlo_dir else []), env, variant.cwd, unset)
+
+
+def _command(planned: Planned) -> list[str]:
+    cmd = [planned.python, str(SCRIPT), "--model", str(planned.script), f"--a={shlex.join(planned.flags_a)}",
+           f"--b={shlex.join(planned.flags_b)}"]
+    for letter, options in (("a", planned.options_a), ("b", planned.options_b)):
+        if options:
+            cmd.append(f"--{letter}-options={xla_options.encode(options)}")
+    return cmd
+
+
+def witness(planned: Planned, arm_side: Side, letter: str, hlo_dir: Path) -> Side:
+    """A process with the arm's own environment (its XLA flags in ``XLA_FLAGS``) that compiles the arm and writes
+    its optimized program to ``hlo_dir/a.txt``, running no step: what the arm compiled with options must equal."""
+    flags = shlex.join(planned.flags_a if letter == "a" else planned.flags_b)
+    return Side([planned.python, str(SCRIPT), "--model", str(planned.script), f"--a={flags}", f"--b={flags}",
+                 "--witness", "--hlo-dir", str(hlo_dir)], dict(arm_side.env), arm_side.cwd, list(arm_side.unset))
+
+
+def options_hold(planned: Planned, hlo_dir: Path, witness_dirs: dict[str, Path]) -> str:
+    """Why the arms compiled with options are not the programs their XLA flags give ("" when each equals its
+    witness's)."""
+    for letter, options in (("a", planned.options_a), ("b", planned.options_b)):
+        if not options:
+            continue
+        mine, theirs = hlo_dir / f"{letter}.txt", witness_dirs[letter] / "a.txt"
+        if not mine.is_file() or not theirs.is_file():
+            return f"arm {letter}'s optimized program was not written ({mine if not mine.is_file() else theirs})"
+        if not xla_options.same_program(mine.read_text(errors="replace"), theirs.read_text(errors="replace")):
+            flags = " ".join(f"--{k}={v}" for k, v in options.items())
+            return (f"arm {letter} compiled with `{flags}` as options is another program than the flags in "
+                    "XLA_FLAGS give (its witness process's)")
+    return ""
 
 
 def output(p: Proc) -> dict | None:

@@ -142,8 +142,20 @@ class Schedule:
             first = (rounds + 1) // 2
             r.base, r.var = [], []
             r.pairs = {"rounds": rounds, "block_steps": pairs.BLOCK_STEPS, "log": f"{name}.log"}
-            if not self._pairs_process(planned, name, first, False):
+            witnesses = self._witnesses(planned, name) if planned.options else {}
+            if witnesses is None:
                 return True, checked
+            if not self._pairs_process(planned, name, first, False):
+                if why := self._options_refused():
+                    return self._no_pairs(why), checked
+                return True, checked
+            if witnesses:
+                if why := pairs.options_hold(planned, self.raw_dir / f"{name}-hlo", witnesses):
+                    return self._no_pairs(why), checked
+                r.pairs["xla_options"] = {k: v for k, v in (("a", planned.options_a), ("b", planned.options_b)) if v}
+                r.notes.append("in-process pairs with XLA flags as compile options: " + "; ".join(
+                    f"arm {k} ({'baseline' if k == 'a' else 'variant'}) compiled the program its XLA_FLAGS give "
+                    f"(witness process {name}-witness-{k})" for k in witnesses))
             if not checked and not r.calibration:
                 checked = True
                 if not self._after_first(r.var[0]):
@@ -160,14 +172,65 @@ class Schedule:
                   "arms' positions swapped in the second)")
         return True, checked
 
-    def _pairs_process(self, planned, name: str, rounds: int, swapped: bool) -> bool:
+    def _witnesses(self, planned: pairs.Planned, name: str) -> dict[str, Path] | None:
+        """For each arm with XLA compile options, a process with its own XLA_FLAGS that compiles it and writes the
+        program (``pairs.witness``): {arm: folder}; None when the schedule ends here (stopped, or a crash)."""
+        r, spec = self.runs, self.spec
+        got = {}
+        for letter, side, options in (("a", self.base, planned.options_a), ("b", self.variant, planned.options_b)):
+            if not options:
+                continue
+            folder = self.raw_dir / f"{name}-witness-{letter}"
+            w = pairs.witness(planned, side, letter, folder)
+            arm = w.arm(f"{name}-witness-{letter}", self.raw_dir, spec.timeout, self._timed_env(w))
+            arm.hang_s = spec.hang_s
+            (p,) = self.runner.run_round([arm], spec.echo)
+            whole = ArmResult(arm.name, p, None, None, kind="witness")
+            r.all_arms.append(whole)
+            if p.stopped_by:
+                r.stopped_by, r.stop = p.stopped_by, f"stopped by {p.stopped_by}"
+                return None
+            if p.timed_out or p.hung_s or p.rc != 0:
+                whole.crash = arms.crash_reason(p, arm.timeout, None, pairs.output(p)) or f"exit {p.rc}"
+                crashed = whole if letter == "b" else None
+                r.crash, r.stop = crashed, f"the {'variant' if letter == 'b' else 'baseline'} did not compile " \
+                                           f"with its XLA flags (witness process): {whole.crash}"
+                if letter == "a":
+                    r.base_failure = whole
+                return None
+            got[letter] = folder
+        return got
+
+    def _options_refused(self) -> str:
+        """Why the last pairs process stopped before its rounds when XLA refused an arm's compile option ("" when
+        it did not)."""
+        r = self.runs
+        whole = r.all_arms[-1] if r.all_arms else None
+        out = pairs.output(whole.proc) if whole is not None and whole.kind == "pairs" else None
+        if not out or not out.get("refused_option"):
+            return ""
+        whole.kind, whole.crash = "pairs-dropped", None
+        r.crash, r.stop = None, ""
+        return f"XLA does not take the flag as a compile option ({out['refused_option']})"
+
+    def _no_pairs(self, why: str) -> bool:
+        """The pairs rounds set aside (their processes' wall time still counts): process-level rounds follow."""
+        r = self.runs
+        for a in r.all_arms:
+            if a.kind == "pairs":
+                a.kind = "pairs-dropped"
+        r.base, r.var, r.pairs = [], [], None
+        r.notes.append(f"in-process pairs not used: {why}; process-level rounds instead")
+        return False
+
+    def _pairs_process(self, planned: pairs.Planned, name: str, rounds: int, swapped: bool) -> bool:
         """One pairs process of ``rounds`` blocks, its rounds appended; False when the schedule ends here."""
         r, spec = self.runs, self.spec
-        py, script, flags_base, flags_var = planned
-        order = (py, script, flags_var, flags_base) if swapped else planned
+        order = planned.swapped() if swapped else planned
         # two compiles and (rounds + 1) blocks per arm: a generous multiple of one run's timeout
-        arm = pairs.side(order, self.variant, rounds).arm(name, self.raw_dir, (2 + rounds) * spec.timeout,
-                                                          self._timed_env(self.variant))
+        hlo = self.raw_dir / f"{name}-hlo" if planned.options and not swapped else None
+        side = pairs.side(order, self.variant, rounds, hlo_dir=hlo)
+        arm = side.arm(name, self.raw_dir, (2 + rounds) * spec.timeout, self._timed_env(side))
         arm.hang_s = spec.hang_s
         (p,) = self.runner.run_round([arm], spec.echo)
         whole, base, var = pairs.split(name, p, arm.timeout, spec.peak_flops, swapped, len(r.var) + 1)

@@ -10,9 +10,11 @@ experiment's semantics check); each arm's blocks against the runner's clock, as 
 after the first ran a little faster (+0.7 % over 24 rounds in A/A, more in the first rounds): a screen's gains lean
 that way, which ranking tolerates and a verdict would not.
 
-A move one process cannot run beside the trunk (an environment or XLA flag change) is screened in processes instead
-(``read_processes``): a few rounds of the trunk and the move as processes of their own, read as an experiment reads
-a process.
+A move that changes an XLA flag runs in the same process, compiled with the flag as an option
+(``experiments/xla_options.py``); its program must differ from the trunk's, or it has no reading. A move one process
+cannot run beside the trunk (another environment change, an XLA flag of the trunk's taken away) is screened in
+processes instead (``read_processes``): a few rounds of the trunk and the move as processes of their own, read as an
+experiment reads a process.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runners.process import Proc
-from . import arms, integrity, pairs, stats, verdict
+from . import arms, integrity, pairs, stats, verdict, xla_options
 from .arms import ArmResult
 from .sides import Side
 
@@ -52,14 +54,37 @@ class Screened:
                 "loss_diff": self.loss_diff, "problem": self.problem}
 
 
-def side(planned: tuple[str, Path, list[str], list[str]], more: list[list[str]], base: Side, rounds: int) -> Side:
-    """One process: the trunk as arm A, the first move as B, the rest as C, D, ... (``pairs.plan`` of the trunk and
-    the first move gives the interpreter and the script; every move must pass ``pairs.plan`` against the trunk)."""
-    py, script, flags_a, flags_b = planned
-    return Side([py, str(pairs.SCRIPT), "--model", str(script), f"--a={shlex.join(flags_a)}",
-                 f"--b={shlex.join(flags_b)}", *[f"--arm={shlex.join(f)}" for f in more],
-                 "--rounds", str(rounds), "--block-steps", str(pairs.BLOCK_STEPS),
-                 "--warmup-steps", str(pairs.BLOCK_STEPS)], dict(base.env), base.cwd, list(base.unset))
+def side(planned: pairs.Planned, more: list[pairs.Planned], base: Side, rounds: int,
+         hlo_dir: Path | None = None) -> Side:
+    """One process with the trunk's environment: the trunk as arm A, the first move as B, the rest as C, D, ...
+    (each move's ``pairs.plan`` against the trunk: the interpreter and the script from the first; a move that
+    changes an XLA flag compiles with it as an option, and none may take one of the trunk's XLA flags away).
+    ``hlo_dir``: each arm's optimized program written there."""
+    cmd = [planned.python, str(pairs.SCRIPT), "--model", str(planned.script), f"--a={shlex.join(planned.flags_a)}",
+           f"--b={shlex.join(planned.flags_b)}", *[f"--arm={shlex.join(m.flags_b)}" for m in more]]
+    if planned.options_b:
+        cmd.append(f"--b-options={xla_options.encode(planned.options_b)}")
+    if any(m.options_b for m in more):
+        cmd += [f"--arm-options={xla_options.encode(m.options_b)}" for m in more]
+    cmd += ["--rounds", str(rounds), "--block-steps", str(pairs.BLOCK_STEPS), "--warmup-steps", str(pairs.BLOCK_STEPS)]
+    return Side(cmd + (["--hlo-dir", str(hlo_dir)] if hlo_dir else []), dict(base.env), base.cwd, list(base.unset))
+
+
+def option_problems(hlo_dir: Path, letters: dict[str, bool]) -> dict[str, str]:
+    """Per arm compiled with XLA options (``letters``: arm -> has options): why its reading says nothing of the
+    flag, when its program is the trunk's (the option did not reach the compile in one process; its own
+    experiment checks the flag against a process of its own)."""
+    trunk = hlo_dir / "a.txt"
+    out = {}
+    for letter, has in letters.items():
+        mine = hlo_dir / f"{letter}.txt"
+        if not has:
+            continue
+        if not trunk.is_file() or not mine.is_file():
+            out[letter] = "its optimized program was not written: the XLA flag's reach is unchecked"
+        elif xla_options.same_program(mine.read_text(errors="replace"), trunk.read_text(errors="replace")):
+            out[letter] = "its XLA flag as a compile option left the trunk's program unchanged in one process"
+    return out
 
 
 def read(p: Proc, moves: int, statistic: str, timeout: float) -> tuple[str | None, list[Screened]]:

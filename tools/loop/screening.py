@@ -1,8 +1,10 @@
 """Screen, then confirm (``screen:`` in a loop file with ``pairs:``). Before the first proposal on a trunk, every
-untried knob move the sweep would propose runs against the trunk: the moves that differ from it in flags only
-together in ONE process (``experiments.screen``: a few rounds of blocks, the arms in rotating order), the moves that
-change the environment (an XLA flag: a process sees one) in processes, ``ENV_ROUNDS`` rounds of the trunk and each
-such move as processes of their own (``screen.read_processes``). What it finds is a ranking, never a verdict:
+untried knob move the sweep would propose runs against the trunk: the moves that differ from it in flags, or that
+add an XLA flag (compiled with it as an option, ``experiments/xla_options.py``), together in ONE process
+(``experiments.screen``: a few rounds of blocks, the arms in rotating order); the moves that change the environment
+otherwise (another variable, an XLA flag of the trunk's taken away or changed) in processes, ``ENV_ROUNDS`` rounds of
+the trunk and each such move as processes of their own (``screen.read_processes``). What it finds is a ranking,
+never a verdict:
 
 - a move whose losses left the trunk's (same shape, the semantics tolerance) or whose math broke is ruled out (it
   would be filed ``invalid``); one whose figures the runner's clock contradicts or cannot check, or whose process
@@ -60,9 +62,9 @@ def moves(engine) -> tuple[Side | None, list[dict], list[dict]]:
                "config": cfg, "run_key": key}
         variant = Side(spec.command_for(cfg), spec.env_for(cfg, env), cwd, [])
         planned, _ = pairs.plan(base, variant, spec.runner)
-        if planned is not None:
-            flags.append(row | {"flags": planned[3], "planned": planned})
-        elif variant.env != base.env:  # an environment knob (an XLA flag): processes of its own
+        if planned is not None and not planned.options_a:  # the process keeps every XLA flag of the trunk's
+            flags.append(row | {"flags": planned.flags_b, "planned": planned})
+        elif variant.env != base.env:  # another environment change: processes of its own
             envs.append(row | {"side": variant})
     return base, flags, envs
 
@@ -115,7 +117,9 @@ def _charge(engine, w: dict, procs: list) -> None:
 
 def _in_one_process(engine, w: dict, base: Side, todo: list[dict], folder) -> dict | None:
     spec = engine.spec
-    side = screen.side(todo[0]["planned"], [m["flags"] for m in todo[1:]], base, spec.screen_rounds)
+    with_options = any(m["planned"].options for m in todo)
+    hlo = folder / "screen-hlo" if with_options else None
+    side = screen.side(todo[0]["planned"], [m["planned"] for m in todo[1:]], base, spec.screen_rounds, hlo)
     log = folder / "screen.log"
     timeout = spec.timeout_s * (len(todo) + 1)  # a compile and the blocks of every arm, as pairs scale theirs
     proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, timeout,
@@ -125,6 +129,11 @@ def _in_one_process(engine, w: dict, base: Side, todo: list[dict], folder) -> di
         return {"stopped_by": proc.stopped_by}
     w["log"] = str(log.relative_to(engine.project.root))
     crash, got = screen.read(proc, len(todo), spec.statistic, timeout)
+    if hlo is not None and not crash:
+        problems = screen.option_problems(hlo, {s.letter: bool(m["planned"].options) for s, m in zip(got, todo)})
+        for s in got:
+            if s.letter in problems:
+                s.problem, s.gain_pct, s.interval_pct = problems[s.letter], None, None
     w["error"] = crash
     if crash:
         engine.say(f"  the screen failed ({crash}): every flag move is confirmed on its own")

@@ -8,8 +8,12 @@ A process-level round runs each arm as a process of its own: seconds of start-up
 job on the machine lands on one arm and not the other. Here both step functions are built from
 ``llama_train``'s own pieces (``init_params``, ``train_step``, ``make_batch``: the same program a run of
 ``llama_train.py`` compiles), compiled once, and stepped in blocks, the order alternating each round (A B, B A,
-...): interference within a second hits both arms of a round. For compile-time knobs only (shapes, dtypes, remat,
-scan, attention); an environment or flag change (XLA_FLAGS) needs processes of its own.
+...): interference within a second hits both arms of a round. For compile-time knobs (shapes, dtypes, remat,
+scan, attention) and XLA flags that are per-compile options (``--a-options``, ``--b-options``, ``--arm-options``:
+JSON objects, the arm compiled with ``compiler_options``; ``tools/experiments/xla_options.py``); another
+environment change needs processes of its own. ``--hlo-dir``: each arm's optimized program written there
+(``<arm>.txt``); ``--witness``: compile arm A and write its program, no step run (the program the flag in
+``XLA_FLAGS`` gives, against which an arm compiled with options is checked).
 
 Every step prints a line ``{"arm": "a", "step": i, "loss": ..., "step_time_s": ...}`` as ``llama_train`` does, so
 a runner can time each block on its own clock. The last stdout line is one JSON object: per arm its configuration,
@@ -46,8 +50,49 @@ def load(path: Path):
     return lt
 
 
+# XLA_FLAGS spells an enum value as its parser reads it ("dot"); a compile option wants the proto's name
+# ("LIBRARY_FUSION_TYPE_DOT"): the enum type's prefix of each such flag XLA_FLAGS takes short
+ENUM_PREFIXES = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_",
+                 "xla_cpu_experimental_onednn_fusion_type": "LIBRARY_FUSION_TYPE_",
+                 "xla_cpu_experimental_xnn_fusion_type": "LIBRARY_FUSION_TYPE_",
+                 "xla_cpu_experimental_xnn_graph_fusion_mode": "XNN_GRAPH_FUSION_MODE_"}
+
+
+class OptionRefused(Exception):
+    pass
+
+
+def spellings(name: str, value: str) -> list[str]:
+    """The ways to spell an XLA_FLAGS value as a compile option, the flag's own first (a list of enum values:
+    each spelled)."""
+    prefix = ENUM_PREFIXES.get(name, "")
+    out = [value, value.upper()]
+    if prefix:
+        out.append(",".join(v if v.upper().startswith(prefix) else prefix + v.upper() for v in value.split(",")))
+    return list(dict.fromkeys(out))
+
+
+def compile_with(lowered, options: dict[str, str]):
+    """``lowered`` compiled with ``options``, each value in the first spelling XLA takes (OptionRefused: none)."""
+    chosen: dict[str, str] = {}
+    compiled = None
+    for name, value in options.items():
+        last = None
+        for v in spellings(name, value):
+            try:  # a spelling XLA refuses fails before anything compiles
+                compiled = lowered.compile(compiler_options={**chosen, name: v})
+            except Exception as e:  # XlaRuntimeError: INVALID_ARGUMENT, an option or value XLA does not take
+                last = e
+                continue
+            chosen[name] = v
+            break
+        else:
+            raise OptionRefused(f"--{name}={value}: {str(last).splitlines()[0][:300]}")
+    return compiled, chosen
+
+
 class Arm:
-    def __init__(self, name: str, flags: str):
+    def __init__(self, name: str, flags: str, options: dict[str, str] | None = None):
         self.name = name
         self.cfg = lt.parse_args(shlex.split(flags))
         self.params = lt.init_params(self.cfg, jax.random.PRNGKey(self.cfg.seed))
@@ -56,7 +101,8 @@ class Arm:
                           donate_argnums=(0, 1) if self.cfg.donate else ())
         self.n = 0
         t = time.perf_counter()
-        self.step_fn = step_fn.lower(self.params, self.opt, lt.make_batch(self.cfg, 0)).compile()
+        lowered = step_fn.lower(self.params, self.opt, lt.make_batch(self.cfg, 0))
+        self.step_fn, self.options = compile_with(lowered, options) if options else (lowered.compile(), {})
         self.compile_s = time.perf_counter() - t
         print(json.dumps({"arm": name, "compiled_s": round(self.compile_s, 4)}), flush=True)  # alive: not hung
         self.block_tps: list[float] = []
@@ -91,6 +137,7 @@ class Arm:
                                            ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"))
             run["peak_memory_source"] = "compiled memory_analysis (arguments + outputs + temporaries)"
         return {"config": dataclasses.asdict(self.cfg), "tokens_per_step": self.cfg.tokens_per_step,
+                "options": self.options,
                 "compile_s": round(self.compile_s, 4), "tokens_per_s": self.block_tps,
                 "tokens_per_s_best": self.best_tps, "losses": self.losses, "blocks": self.blocks, "result": run}
 
@@ -106,14 +153,39 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warmup-steps", type=int, default=1)
     p.add_argument("--model", type=Path, default=Path(__file__).resolve().parent / "llama_train.py",
                    help="the llama_train.py to build both arms from")
+    p.add_argument("--a-options", default="{}", help="arm A's XLA compile options (a JSON object)")
+    p.add_argument("--b-options", default="{}", help="arm B's XLA compile options (a JSON object)")
+    p.add_argument("--arm-options", action="append", default=[], metavar="JSON",
+                   help="the compile options of each --arm, in order (default: none)")
+    p.add_argument("--hlo-dir", type=Path, help="write each arm's optimized program there (<arm>.txt)")
+    p.add_argument("--witness", action="store_true", help="compile arm A, write its program, run no step")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     load(a.model)
     flags = [a.a, a.b, *a.arm]
     if len(flags) > 26:
         p.error(f"at most 26 arms, got {len(flags)}")
+    if len(a.arm_options) > len(a.arm):
+        p.error(f"{len(a.arm_options)} --arm-options for {len(a.arm)} --arm")
+    options = [json.loads(o) for o in [a.a_options, a.b_options, *a.arm_options]]
+    options += [{}] * (len(flags) - len(options))
     names = [chr(ord("a") + i) for i in range(len(flags))]
-    arms = {n: Arm(n, f) for n, f in zip(names, flags)}
+    if a.witness:
+        names, flags = names[:1], flags[:1]
+    try:
+        arms = {n: Arm(n, f, o) for n, f, o in zip(names, flags, options)}
+    except OptionRefused as e:
+        print(json.dumps({"schema": "autoresearch-pairs/1", "refused_option": str(e)}), flush=True)
+        raise SystemExit(3)
+    if a.hlo_dir:
+        a.hlo_dir.mkdir(parents=True, exist_ok=True)
+        for n, arm in arms.items():
+            (a.hlo_dir / f"{n}.txt").write_text(arm.step_fn.as_text())
+    if a.witness:
+        out = {"schema": "autoresearch-pairs/1", "witness": True, "arms": names, "platform": jax.default_backend(),
+               "wall_s": round(time.perf_counter() - t0, 3)}
+        print(json.dumps(out), flush=True)
+        return out
     for arm in arms.values():
         arm.steps(a.warmup_steps, timed=False)
     for r in range(a.rounds):
