@@ -294,6 +294,8 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
     out.update(best=dict(trunk.get("config") or {}), best_env=trunk.get("env") or {},
                best_tokens_per_s=trunk.get("tokens_per_s"), stop_reason=state.get("stop_reason"),
                device_s=round(float((state.get("usage") or {}).get("device_s") or 0), 1),
+               # the device-seconds spent when the loop made its last keep (its baseline's, when it kept nothing)
+               to_best_device_s=(state.get("frontier") or [{}])[-1].get("device_s_total"),
                pairs_runs=sum(bool(r.get("pairs")) for r in recs),
                experiments=[{"iteration": h["iteration"], "change": h["describe"], "verdict": h["verdict"],
                              "gain_pct": h.get("gain_pct"), "repeats": h.get("repeats"), "kept": h["kept"],

@@ -125,3 +125,15 @@ def test_exp_run_pairs_falls_back_to_processes_when_the_environment_differs(proj
     assert "in-process pairs not used" not in body and fm["integrity"]["checks"]["clock"] == "ok"
     # the witness's compile counts in the experiment's wall time, beside the two pairs processes
     assert fm["wall_s_total"] > 2 * sum(fm["run_wall_s"]) + 0.1, (fm["wall_s_total"], fm["run_wall_s"])
+
+    # a flag XLA_FLAGS still takes but a compile does not (a retired option): the pairs process stops before its
+    # rounds, naming it, and process-level rounds follow; the set-aside process's time still counts
+    out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "2", "--env",
+                  "XLA_FLAGS=--xla_cpu_use_thunk_runtime=false", command=[PY, LLAMA, "--preset", "tiny", "--steps", "6"],
+                  **kw)
+    fm, body = _page(project, out)
+    raw = project.root / fm["raw_dir"]
+    assert not fm.get("pairs") and (raw / "run-2.log").is_file() and (raw / "pairs.log").is_file()
+    assert ("in-process pairs not used: XLA does not take the flag as a compile option "
+            "(--xla_cpu_use_thunk_runtime=false: INVALID_ARGUMENT: No such compile option") in body, body
+    assert fm["verdict"] != "crash"

@@ -66,7 +66,7 @@ def spellings(name: str, value: str) -> list[str]:
     """The ways to spell an XLA_FLAGS value as a compile option, the flag's own first (a list of enum values:
     each spelled)."""
     prefix = ENUM_PREFIXES.get(name, "")
-    out = [value, value.upper()]
+    out = [value, value.capitalize() if value.lower() in ("true", "false") else value, value.upper()]  # a bool: True
     if prefix:
         out.append(",".join(v if v.upper().startswith(prefix) else prefix + v.upper() for v in value.split(",")))
     return list(dict.fromkeys(out))
