@@ -28,8 +28,9 @@ def _minutes(seconds: float) -> str:
 
 
 def demo_time(r: dict) -> str:
-    return f"about {round(r['seconds'] / 60)} minutes on {r['machine'].split(',')[0]} (measured {r['date']}: " \
-           f"{_minutes(r['seconds'])})"
+    halves = max(1, round(r["seconds"] / 30)) / 2  # to the half minute
+    about = f"{halves:g} minute{'' if halves == 1 else 's'}"
+    return f"about {about} on {r['machine'].split(',')[0]} (measured {r['date']}: {_minutes(r['seconds'])})"
 
 
 def demo_pages(r: dict) -> str:
