@@ -129,8 +129,8 @@ def test_exp_run_pairs_falls_back_to_processes_when_the_environment_differs(proj
     # a flag XLA_FLAGS still takes but a compile does not (a retired option): the pairs process stops before its
     # rounds, naming it, and process-level rounds follow; the set-aside process's time still counts
     out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "2", "--env",
-                  "XLA_FLAGS=--xla_cpu_use_thunk_runtime=false", command=[PY, LLAMA, "--preset", "tiny", "--steps", "6"],
-                  **kw)
+                  "XLA_FLAGS=--xla_cpu_use_thunk_runtime=false",
+                  command=[PY, LLAMA, "--preset", "tiny", "--steps", "6"], **kw)
     fm, body = _page(project, out)
     raw = project.root / fm["raw_dir"]
     assert not fm.get("pairs") and (raw / "run-2.log").is_file() and (raw / "pairs.log").is_file()
