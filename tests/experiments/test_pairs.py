@@ -137,3 +137,10 @@ def test_exp_run_pairs_falls_back_to_processes_when_the_environment_differs(proj
     assert ("in-process pairs not used: XLA does not take the flag as a compile option "
             "(--xla_cpu_use_thunk_runtime=false: INVALID_ARGUMENT: No such compile option") in body, body
     assert fm["verdict"] != "crash"
+
+    # a flag XLA_FLAGS itself rejects: the variant's witness process cannot compile it, and the run is its crash
+    out = exp_run(project, "--pairs", "--compile-cache", "--repeats", "2", "--env", "XLA_FLAGS=--xla_no_such_flag=1",
+                  command=[PY, LLAMA, "--preset", "tiny", "--steps", "6"], code=1, **kw)
+    fm, body = _page(project, out)
+    assert fm["verdict"] == "crash" and fm["stop"].startswith("the variant did not compile with its XLA flags")
+    assert "`pairs-witness-b.log`" in body and not (project.root / fm["raw_dir"] / "pairs.log").exists()

@@ -74,6 +74,10 @@ def spellings(name: str, value: str) -> list[str]:
 
 def compile_with(lowered, options: dict[str, str]):
     """``lowered`` compiled with ``options``, each value in the first spelling XLA takes (OptionRefused: none)."""
+    try:  # each option in its first spelling: one compile when XLA takes them all
+        return lowered.compile(compiler_options=dict(options)), dict(options)
+    except Exception:  # noqa: BLE001 - a spelling XLA refuses: each option on its own below
+        pass
     chosen: dict[str, str] = {}
     compiled = None
     for name, value in options.items():
