@@ -21,15 +21,19 @@
 4. ``--kind pairs``: the same, for rounds of in-process pairs (``tools exp run --pairs``): ``--processes`` A/A
    processes of ``llama_pairs.py`` exactly as the runner starts them (the template's flags as both arms, 24 rounds
    of 8-step blocks after an 8-step warm-up of each arm), each block read as the runner reads it (its steps after
-   the first) to ``bench/noise_rounds/<mode>-pairs.json``. An experiment is one recorded process cut to its first
-   6, 12 or 24 rounds (never rounds of two: what one process shares, its arms' luck of layout and its burst of
-   load, stays inside the experiment), judged once on all of them as the runner does; the floor is a 5-round
-   calibration of pairs from another process, the model the lane's pairs rounds (12 other processes and that
+   the first) to ``bench/noise_rounds/<mode>-pairs.json``. An experiment of 6, 12 or 24 rounds is drawn in three
+   designs: ``one`` (one recorded process cut to its first n rounds), ``swapped`` (the first half from one process,
+   the rest from another with the arms' positions swapped) and ``looked``, the runner's: ``swapped`` with a look
+   after the first process, where a verdict must hold with the variant's position (arm B) worth ±3 % and the
+   swapped half is not run when it does (each look at α/2; ``mean rounds`` shows what it saves). What one process
+   shares, its arms' luck of layout and its burst of load, stays inside the experiment. The floor is a 5-round
+   calibration of pairs from other processes, the model the lane's pairs rounds (12 other experiments and that
    calibration).
 
 ``--check`` exits 1 unless, in every setting, the model's false `supported` is ≤ 1 % and its power at +10 % is at
-least the calibration floor's (within 2 points: the resampling's own error); for pairs, the runner's design (two
-processes, swapped) at a loop's rounds (24) is checked, and its power at +10 % must be ≥ 80 % quiet too. (Power at +10 % is bounded by the σ of a round: at 8.5 % per round and 6 rounds
+least the calibration floor's (within 2 points: the resampling's own error); for pairs, the runner's design
+(``looked``) at a loop's rounds (24) is checked, and its power at +10 % must be ≥ 80 % quiet too. (Power at +10 %
+is bounded by the σ of a round: at 8.5 % per round and 6 rounds
 even a test that knew σ exactly would find +10 % in about 60 % of experiments.)
 """
 
@@ -61,6 +65,8 @@ HISTORY = 12            # earlier experiments the lane has filed when an experim
 CALIBRATION_ROUNDS = 5
 PAIRS_ROUNDS = [6, 12, 24]  # a recorded pairs process runs the last; replayed as experiments of each
 PAIRS_DEFAULT = 24          # a loop's `pairs: true` (tools/loop/spec.py PAIRS_ROUNDS)
+DESIGNS = {"one": "one process", "swapped": "two processes, positions swapped",
+           "looked": "two processes, positions swapped, a look after the first (the runner's)"}
 SAME = 2.0              # percentage points of power within which two rules count as equal (2,000 draws: SE ≈ 1 pp)
 
 BUSY = """
@@ -133,8 +139,8 @@ def record_pairs(mode: str, processes: int, rounds: int) -> dict:
 
 def pairs_rounds(procs: list[dict], n: int, swapped: bool, rng) -> tuple[list[float], list[float]]:
     """One pairs experiment of ``n`` rounds drawn from the recorded processes: (baseline, variant) per round. One
-    process: its first ``n`` rounds, the baseline as arm A. ``swapped`` (the runner's design): the first half of
-    one process as that, the rest from another process with the arms' positions swapped (the variant as arm A)."""
+    process: its first ``n`` rounds, the baseline as arm A. ``swapped`` (the runner's two processes): the first half
+    of one process as that, the rest from another process with the arms' positions swapped (the variant as arm A)."""
     if not swapped:
         e = rng.choice(procs)
         return e["a"][:n], e["b"][:n]
@@ -143,19 +149,33 @@ def pairs_rounds(procs: list[dict], n: int, swapped: bool, rng) -> tuple[list[fl
     return e["a"][:first] + f["b"][:n - first], e["b"][:first] + f["a"][:n - first]
 
 
+def judge_pairs(base: list[float], var: list[float], model, design: str, stats) -> tuple[str, int]:
+    """(decision, rounds used) of one pairs experiment. ``one`` and ``swapped``: judged once on every round.
+    ``looked`` (the runner's design, experiments/rounds.py): a look after the first process (``stats.first_process``,
+    the variant's position worth ``POSITION_ALLOWANCE_PCT`` either way), the swapped process only when undecided."""
+    if design != "looked":
+        return stats.paired(base, var, model, 1).decision, len(base)
+    first = (len(base) + 1) // 2
+    if (t := stats.first_process(base[:first], var[:first], model)) is not None:
+        return t.decision, first
+    looks = stats.PAIRS_LOOKS if first >= stats.MIN_FIRST_ROUNDS else 1
+    return stats.paired(base, var, model, looks).decision, len(base)
+
+
 def replay_pairs(procs: list[dict], seed: int = 0, calibrated_on: list[dict] | None = None, n: int = HI,
-                 swapped: bool = True) -> dict:
-    """As ``replay``, an experiment being ``n`` rounds of recorded processes (``pairs_rounds``), judged once on all
-    of them (the runner looks at a pairs run once); floor and model as the runner builds them for pairs: a 5-round
-    calibration of the same design, the model over 12 earlier experiments of ``n`` rounds and that calibration."""
+                 design: str = "looked") -> dict:
+    """As ``replay``, an experiment being ``n`` rounds of recorded processes (``pairs_rounds``), judged as
+    ``design`` says (``judge_pairs``); floor and model as the runner builds them for pairs: a 5-round calibration
+    of two processes, the model over 12 earlier experiments of ``n`` rounds and that calibration."""
     from tools.experiments import noise, stats
 
     cal_procs = calibrated_on or procs
     rng = random.Random(seed)
     out = {}
+    swapped = design != "one"
     for rule in ("floor", "model"):
         for what in ("a/a", "+10 %"):
-            supported = 0
+            supported = used = 0
             for _ in range(EXPERIMENTS):
                 cal_b, cal_v = pairs_rounds(cal_procs, CALIBRATION_ROUNDS, swapped, rng)
                 model = stats.noise_from_calibration({"exp_id": "cal", "calibration": stats.calibration(cal_b, cal_v)})
@@ -165,9 +185,11 @@ def replay_pairs(procs: list[dict], seed: int = 0, calibrated_on: list[dict] | N
                     model.lane = noise.lane_noise(history, "v", None, "median", "b", pairs=True)
                 base, var = pairs_rounds(procs, n, swapped, rng)
                 var = [v * (GAIN if what != "a/a" else 1.0) for v in var]
-                supported += stats.paired(base, var, model, 1).decision == "supported"
+                decision, rounds_used = judge_pairs(base, var, model, design, stats)
+                supported += decision == "supported"
+                used += rounds_used
             out[f"{rule} {what}"] = {"supported_pct": round(100 * supported / EXPERIMENTS, 2),
-                                     "mean_rounds": float(n)}
+                                     "mean_rounds": round(used / EXPERIMENTS, 2)}
     r = [100 * math.log(e["b"][k] / e["a"][k]) for e in procs for k in range(n)]
     out["sigma_pct"] = round(statistics.stdev(r), 2)
     # the position's own effect: arm B against arm A over every recorded process (an A/A process: 0 if none)
@@ -275,18 +297,17 @@ def main() -> int:
             path.write_text(json.dumps(data) + "\n")
         data = json.loads(path.read_text())
         for stat in ("median", "min"):
-            for swapped, n in ([(False, n) for n in PAIRS_ROUNDS] + [(True, n) for n in PAIRS_ROUNDS]) if pairs \
-                    else [(False, None)]:
-                res = replay_pairs(data[stat], n=n, swapped=swapped) if pairs else replay(data[stat])
-                design = "two processes, positions swapped" if swapped else "one process"
-                name = f"{mode}{suffix}/{stat}" + (f"/{'swapped' if swapped else 'one'}/{n}" if pairs else "")
+            for design, n in [(d, n) for d in DESIGNS for n in PAIRS_ROUNDS] if pairs else [("", None)]:
+                res = replay_pairs(data[stat], n=n, design=design) if pairs else replay(data[stat])
+                name = f"{mode}{suffix}/{stat}" + (f"/{design}/{n}" if pairs else "")
                 summary[name] = res
-                extra = (f", {n} rounds in {design}; arm B over arm A {res['arm_b_over_a_pct']:+.2f} ± "
+                extra = (f", {n} rounds in {DESIGNS[design]}; arm B over arm A {res['arm_b_over_a_pct']:+.2f} ± "
                          f"{res['arm_b_over_a_se_pct']:.2f} %" if pairs else "")
+                runners = pairs and design == "looked" and n == PAIRS_DEFAULT
                 ok &= table(f"{mode}{suffix}, read by {stat}: σ of a round {res['sigma_pct']} %{extra} "
                             f"({len(data[stat])} {unit})", res) \
-                    or (pairs and not (swapped and n == PAIRS_DEFAULT))  # checked: the runner's design and rounds
-                if pairs and swapped and n == PAIRS_DEFAULT and mode == "quiet":
+                    or (pairs and not runners)  # checked: the runner's design and rounds
+                if runners and mode == "quiet":
                     ok &= res["model +10 %"]["supported_pct"] >= 80.0  # the issue's target: +10 % found 8 times in 10
     modes = a.modes.split(",")
     if {"quiet", "interference"} <= set(modes):  # the issue's case: calibrated while another job ran, then quiet

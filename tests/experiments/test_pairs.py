@@ -75,6 +75,20 @@ def test_exp_run_pairs_times_every_round_in_one_process_and_checks_its_clock(pro
     lone = exp_run(project, "--pairs-rounds", "3", "--compile-cache", command=[PY, LLAMA, "--remat=full"],
                    model="llama", lane="one", variant="tiny/cpu")
     assert _page(project, lone)[0]["pairs"]["rounds"] == 3, lone
+    # 12 rounds: a look after the first process's 6 (remat full is ~20 % slower on the tiny preset, beyond the 3 %
+    # arm B can be worth); when it decides, the swapped process never runs and the page says so
+    looked = _page(project, exp_run(project, "--pairs-rounds", "12", "--compile-cache", "-m", "remat full, 12 rounds",
+                                    command=[PY, LLAMA, "--preset", "tiny", "--steps", "8", "--remat", "full"],
+                                    **kw))[0]
+    logs = sorted(p.name for p in (project.root / looked["raw_dir"]).glob("*.log"))
+    assert looked["timing"]["confidence_pct"] == 97.5, looked["timing"]  # each of the two looks at α/2
+    if "first_look" in looked["pairs"]:
+        assert logs == ["pairs.log"] and looked["timing"]["rounds"] == 6 and "swapped_log" not in looked["pairs"]
+        assert looked["pairs"]["first_look"]["decision"] == looked["verdict"] == "refuted", looked
+        assert "the swapped process not run" in looked["timing"]["how"]
+        assert looked["stop"].startswith("decided (refuted)")
+    else:  # a machine busy enough to leave the first look undecided: both processes, 12 rounds
+        assert logs == ["pairs-swapped.log", "pairs.log"] and looked["timing"]["rounds"] == 12
     fm, body = _page(project, out)
     raw = project.root / fm["raw_dir"]
     # two processes for all six rounds: three with the baseline as arm A, three with the variant as arm A

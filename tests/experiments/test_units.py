@@ -129,6 +129,26 @@ def test_paired_interval_floor_separation_and_looks():
     assert stats.look_points(3, 8) == [4, 6, 8] and stats.looks(2, 6) == 3
 
 
+def test_first_pairs_process_decides_only_beyond_what_arm_b_is_worth():
+    noise = stats.Noise(0.5, 0.5, "test")
+    base = [100, 101, 99, 100, 102, 98]
+    # +2.5 % in every round: decided on all rounds, not at the first look (arm B alone can be worth 3 %)
+    plus = [b * 1.025 for b in base]
+    assert stats.paired(base, plus, noise, stats.PAIRS_LOOKS).decision == "supported"
+    assert stats.first_process(base, plus, noise) is None
+    # +8 % holds with 3 % taken off: the swapped process is not needed; its interval is the shifted one's, at α/2
+    t = stats.first_process(base, [b * 1.08 for b in base], noise)
+    assert t.decision == "supported" and 4 < t.gain_pct < 5.5 and t.confidence_pct == 97.5
+    # slower by 8 %: refuted even with 3 % added; slower by 2 %: not at the first look
+    assert stats.first_process(base, [b * 0.92 for b in base], noise).decision == "refuted"
+    assert stats.first_process(base, [b * 0.98 for b in base], noise) is None
+    # too few rounds for a first look
+    assert stats.first_process(base[:5], [b * 1.5 for b in base[:5]], noise) is None
+    # a noisy first process is left to both: the interval is too wide at α/2
+    noisy = [100 * (1.3 if i % 2 else 0.85) for i in range(6)]
+    assert stats.first_process(base, noisy, stats.Noise(2.8, 2.0)) is None
+
+
 def test_calibration_measures_spread_and_bias():
     c = stats.calibration([100, 102, 98, 101, 99], [101, 103, 99, 102, 100])
     assert c["rounds"] == 5 and c["aa_gain_pct"] == pytest.approx(1.0, abs=0.05) and c["pair_sd_pct"] < 0.1

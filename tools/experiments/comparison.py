@@ -202,7 +202,12 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
             timing = stats.paired(b_tps, v_tps, current_noise(prior, spec.variant, base_rec, stat, bool(r.pairs)),
                                   r.looks)
             if timing:
-                if r.pairs:
+                if r.pairs and (look := r.pairs.get("first_look")):
+                    timing.how = (f"in-process pairs: {len(r.var)} rounds of {r.pairs['block_steps']}-step blocks, "
+                                  "both arms in one process, alternated, the variant as arm B; decided there (the "
+                                  f"first of {stats.PAIRS_LOOKS} looks) with the variant's position worth "
+                                  f"±{look['allowance_pct']:g} %, the swapped process not run; " + timing.how)
+                elif r.pairs:
                     timing.how = (f"in-process pairs: {len(r.var)} rounds of {r.pairs['block_steps']}-step blocks, "
                                   "both arms in each of two processes, alternated, their positions swapped in the "
                                   "second; " + timing.how)

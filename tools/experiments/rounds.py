@@ -162,15 +162,36 @@ class Schedule:
                     return True, checked
                 if not r.var:  # the comparison moved to a same-shape baseline: both processes again against it
                     continue
+            looked = not r.calibration and rounds - first and first >= stats.MIN_FIRST_ROUNDS
+            r.looks = stats.PAIRS_LOOKS if looked else 1
+            if looked and self._first_look(first):
+                return True, checked
             if rounds - first:
                 r.pairs.update(swapped_log=f"{name}-swapped.log", swapped_rounds=rounds - first)
                 if not self._pairs_process(planned, f"{name}-swapped", rounds - first, True):
                     return True, checked
             break
-        r.looks = 1  # every round is in before the interval is looked at
         r.stop = (f"{len(r.var)} rounds of {pairs.BLOCK_STEPS}-step blocks in two processes (in-process pairs, the "
                   "arms' positions swapped in the second)")
         return True, checked
+
+    def _first_look(self, first: int) -> bool:
+        """Whether the first pairs process decided on its own (``stats.first_process``): then the swapped one is not
+        run and the page says the verdict held with the variant's position worth ``POSITION_ALLOWANCE_PCT``."""
+        r = self.runs
+        noise = comparison.current_noise(self.prior, self.spec.variant, r.base_rec, self.spec.statistic, True)
+        t = stats.first_process(*comparison.pairs(r, self.spec.statistic), noise)
+        if t is None:
+            return False
+        allowance = stats.POSITION_ALLOWANCE_PCT
+        r.pairs["first_look"] = {"decision": t.decision, "rounds": t.rounds, "allowance_pct": allowance}
+        r.stop = (f"decided ({t.decision}) after the first process's {first} rounds of {pairs.BLOCK_STEPS}-step "
+                  "blocks: the swapped process was not needed")
+        r.notes.append(f"in-process pairs decided after the first process ({first} rounds, the variant as arm B in "
+                       f"each): the {t.decision} verdict held with the variant's tokens/s "
+                       f"{'cut' if t.decision == 'supported' else 'raised'} by {allowance:g} % (what being arm B, "
+                       f"built second, can be worth), at {t.confidence_pct:g} % (one of {stats.PAIRS_LOOKS} looks)")
+        return True
 
     def _witnesses(self, planned: pairs.Planned, name: str) -> dict[str, Path] | None:
         """For each arm with XLA compile options, a process with its own XLA_FLAGS that compiles it and writes the
