@@ -80,6 +80,25 @@ def test_a_move_whose_losses_leave_the_trunks_is_marked_changed_and_gains_are_re
     assert c.problem.startswith("step-losses: screen-c: step 0's line printed loss 5.0, the result reports 5.5")
 
 
+def test_a_move_whose_option_xla_refused_is_left_out_and_the_rest_still_rank(tmp_path):
+    # --skip-refused: arm b's option was refused, so the process ran a and c only and names b in `refused`
+    out = _out(["a", "c"])
+    out["refused"] = {"b": "--xla_cpu_use_thunk_runtime=false: No such compile option"}
+    crash, (b, c) = screen.read(_proc(tmp_path, out, step_lines=True), moves=2, statistic="min", timeout=60)
+    assert crash is None and b.gain_pct is None and b.problem.startswith("XLA refused its flag as a compile option")
+    assert "thunk_runtime" in b.problem and not c.problem and c.gain_pct is not None
+    from tools.loop.screening import outcome
+    assert outcome(b) == "unscreened" and outcome(c) == "confirm"
+    # `refused` naming an arm that is not a move's, or with no reason: the screen failed
+    out["refused"] = {"a": "x"}
+    crash, got = screen.read(_proc(tmp_path, out, step_lines=True), moves=2, statistic="min", timeout=60)
+    assert got == [] and crash.startswith("bad JSON field `refused`")
+    # claims to have run the arm it refused
+    crash, _ = screen.read(_proc(tmp_path, _out(["a", "b", "c"]) | {"refused": {"b": "x"}}, step_lines=True),
+                           moves=2, statistic="min", timeout=60)
+    assert crash == "bad JSON field `arms`: expected ['a', 'c'], got ['a', 'b', 'c']"
+
+
 def _process(tmp_path, name: str, step_s: float, losses_shift: float = 0.0, timer: float = 1.0, rc: int = 0):
     """One process of a screen in processes: its step lines on a runner's clock that saw ``step_s`` per step, and a
     result reporting ``step_s * timer`` per step (``timer`` < 1: a step timer that runs slow)."""

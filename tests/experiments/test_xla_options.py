@@ -67,3 +67,25 @@ def test_an_arm_compiled_with_the_flag_as_an_option_is_the_program_xla_flags_giv
     refused = _run([f"--a={TINY}", f"--b={TINY}", '--b-options={"xla_no_such_flag": "1"}', "--rounds", "1"], {})
     assert refused.returncode == 3 and not any('"step"' in ln for ln in refused.stdout.splitlines())
     assert "xla_no_such_flag" in json.loads(refused.stdout.strip().splitlines()[-1])["refused_option"]
+
+
+def test_a_screen_leaves_out_the_move_whose_option_xla_refuses_and_ranks_the_rest(tmp_path):
+    from tools.experiments import screen
+    from tools.experiments.sides import Side
+    from tools.runners import Arm
+    from tools.runners import get as get_runner
+
+    script = REPO / "experiments" / "llama_train.py"
+    ynn = pairs.Planned(sys.executable, script, TINY.split(), TINY.split(), {}, {YNN: "dot"})
+    refused = pairs.Planned(sys.executable, script, TINY.split(), TINY.split(), {}, {"xla_no_such_flag": "1"})
+    side = screen.side(ynn, [refused], Side([sys.executable, str(script), *TINY.split()], {}, tmp_path, []), 2,
+                       tmp_path / "hlo")
+    assert "--skip-refused" in side.command
+    (proc,) = get_runner("local").run_round([Arm("screen", side.command, tmp_path / "screen.log", side.env,
+                                                 side.cwd, 600)])
+    assert proc.rc == 0, proc.tail
+    crash, (b, c) = screen.read(proc, 2, "min", 600)
+    # the refused move has no reading and names the refusal; the other move was compiled and timed beside the trunk
+    assert crash is None and c.gain_pct is None and "xla_no_such_flag" in c.problem, c
+    assert b.gain_pct is not None and not b.problem and b.losses == "ok", b
+    assert sorted(p.name for p in (tmp_path / "hlo").iterdir()) == ["a.txt", "b.txt"]

@@ -67,6 +67,8 @@ def side(planned: pairs.Planned, more: list[pairs.Planned], base: Side, rounds: 
     if any(m.options_b for m in more):
         cmd += [f"--arm-options={xla_options.encode(m.options_b)}" for m in more]
     cmd += ["--rounds", str(rounds), "--block-steps", str(pairs.BLOCK_STEPS), "--warmup-steps", str(pairs.BLOCK_STEPS)]
+    if any(m.options_b for m in [planned, *more]):
+        cmd.append("--skip-refused")  # a move whose option XLA refuses is left out, not the whole screen
     return Side(cmd + (["--hlo-dir", str(hlo_dir)] if hlo_dir else []), dict(base.env), base.cwd, list(base.unset))
 
 
@@ -88,19 +90,29 @@ def option_problems(hlo_dir: Path, letters: dict[str, bool]) -> dict[str, str]:
 
 
 def read(p: Proc, moves: int, statistic: str, timeout: float) -> tuple[str | None, list[Screened]]:
-    """(why the process as a whole failed, else None; one ``Screened`` per move, in the order given)."""
+    """(why the process as a whole failed, else None; one ``Screened`` per move, in the order given). A move whose
+    XLA flag XLA refused as a compile option was left out of the process (``--skip-refused``, named in the JSON's
+    ``refused``): it has no reading, and its own experiment measures it (in processes, when the option is refused
+    there too)."""
     out = None if p.timed_out or p.stopped_by or p.hung_s else pairs.output(p)
     crash = arms.crash_reason(p, timeout, None, out)
     if crash is not None:
         return crash, []
     letters = [chr(ord("b") + i) for i in range(moves)]
-    if out.get("arms") != ["a", *letters]:
-        return f"bad JSON field `arms`: expected {['a', *letters]}, got {out.get('arms')!r}", []
+    refused = out.get("refused") or {}
+    if not isinstance(refused, dict) or not set(refused) <= set(letters) or \
+            not all(isinstance(v, str) for v in refused.values()):
+        return f"bad JSON field `refused`: expected moves' arms ({letters}) to reasons, got {refused!r}", []
+    ran = [x for x in letters if x not in refused]
+    if out.get("arms") != ["a", *ran]:
+        return f"bad JSON field `arms`: expected {['a', *ran]}, got {out.get('arms')!r}", []
     rounds = int(out.get("rounds") or 0)
-    if bad := pairs.bad_blocks(out, rounds, ["a", *letters]):
+    if bad := pairs.bad_blocks(out, rounds, ["a", *ran]):
         return f"bad JSON field `blocks`: {bad}", []
     try:
-        return None, _screened(p, out, letters, rounds, statistic)
+        got = {s.letter: s for s in _screened(p, out, ran, rounds, statistic)}
+        return None, [got.get(x) or Screened(x, problem=f"XLA refused its flag as a compile option ({refused[x]}): "
+                                                        "no reading in one process") for x in letters]
     except TrunkUnusable as e:
         return str(e), []
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:  # figures that are not numbers where they must be

@@ -1,6 +1,7 @@
 """Screen, then confirm (``screen:`` in a loop file with ``pairs:``). Before the first proposal on a trunk, every
 untried knob move the sweep would propose runs against the trunk: the moves that differ from it in flags, or that
-add an XLA flag (compiled with it as an option, ``experiments/xla_options.py``), together in ONE process
+add an XLA flag (compiled with it as an option, ``experiments/xla_options.py``; a move whose option XLA refuses
+is left out of the process and has no reading), together in ONE process
 (``experiments.screen``: a few rounds of blocks, the arms in rotating order); the moves that change the environment
 otherwise (another variable, an XLA flag of the trunk's taken away or changed) in processes, ``ENV_ROUNDS`` rounds of
 the trunk and each such move as processes of their own (``screen.read_processes``). What it finds is a ranking,
@@ -132,7 +133,7 @@ def _in_one_process(engine, w: dict, base: Side, todo: list[dict], folder) -> di
     if hlo is not None and not crash:
         problems = screen.option_problems(hlo, {s.letter: bool(m["planned"].options) for s, m in zip(got, todo)})
         for s in got:
-            if s.letter in problems:
+            if s.letter in problems and not s.problem:  # a refused option wrote no program: its refusal stands
                 s.problem, s.gain_pct, s.interval_pct = problems[s.letter], None, None
     w["error"] = crash
     if crash:

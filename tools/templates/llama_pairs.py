@@ -13,7 +13,8 @@ scan, attention) and XLA flags that are per-compile options (``--a-options``, ``
 JSON objects, the arm compiled with ``compiler_options``; ``tools/experiments/xla_options.py``); another
 environment change needs processes of its own. ``--hlo-dir``: each arm's optimized program written there
 (``<arm>.txt``); ``--witness``: compile arm A and write its program, no step run (the program the flag in
-``XLA_FLAGS`` gives, against which an arm compiled with options is checked).
+``XLA_FLAGS`` gives, against which an arm compiled with options is checked); ``--skip-refused`` (a screen): an
+arm after A whose options XLA refuses is left out and named in ``refused`` (otherwise the process exits 3).
 
 Every step prints a line ``{"arm": "a", "step": i, "loss": ..., "step_time_s": ...}`` as ``llama_train`` does, so
 a runner can time each block on its own clock. The last stdout line is one JSON object: per arm its configuration,
@@ -163,6 +164,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help="the compile options of each --arm, in order (default: none)")
     p.add_argument("--hlo-dir", type=Path, help="write each arm's optimized program there (<arm>.txt)")
     p.add_argument("--witness", action="store_true", help="compile arm A, write its program, run no step")
+    p.add_argument("--skip-refused", action="store_true",
+                   help="leave out an arm after A whose options XLA refuses (named in `refused`), not the process")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     load(a.model)
@@ -176,11 +179,17 @@ def main(argv: list[str] | None = None) -> dict:
     names = [chr(ord("a") + i) for i in range(len(flags))]
     if a.witness:
         names, flags = names[:1], flags[:1]
-    try:
-        arms = {n: Arm(n, f, o) for n, f, o in zip(names, flags, options)}
-    except OptionRefused as e:
-        print(json.dumps({"schema": "autoresearch-pairs/1", "refused_option": str(e)}), flush=True)
-        raise SystemExit(3)
+    arms, refused = {}, {}
+    for n, f, o in zip(names, flags, options):
+        try:
+            arms[n] = Arm(n, f, o)
+        except OptionRefused as e:
+            if n == "a" or not a.skip_refused:
+                print(json.dumps({"schema": "autoresearch-pairs/1", "refused_option": str(e)}), flush=True)
+                raise SystemExit(3)
+            refused[n] = str(e)  # a screen: the other arms still rank
+            print(json.dumps({"arm": n, "refused_option": str(e)}), flush=True)
+    names = [n for n in names if n in arms]
     if a.hlo_dir:
         a.hlo_dir.mkdir(parents=True, exist_ok=True)
         for n, arm in arms.items():
@@ -201,7 +210,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = {"schema": "autoresearch-pairs/1", "model": "llama", "rounds": a.rounds, "block_steps": a.block_steps,
            "warmup_steps": a.warmup_steps, "arms": names, **{n: arm.result() for n, arm in arms.items()},
            "platform": jax.default_backend(), "jax_version": jax.__version__,
-           "wall_s": round(time.perf_counter() - t0, 3)}
+           **({"refused": refused} if refused else {}), "wall_s": round(time.perf_counter() - t0, 3)}
     print(json.dumps(out), flush=True)
     return out
 
