@@ -383,6 +383,11 @@ def test_sweep_promotes_an_inconclusive_gain_measured_once():
     assert len(promo) == 1 and promo[0].repeats >= 8 and promo[0].change.knobs == {"dtype": "bf16"}
     again = Attempt("e2", "precision", a.change, "f", "inconclusive", 3.0, run_key="k1", trunk_exp="base", repeats=8)
     assert SweepProposer()._promotions(priors([a, again]), set()) == []
+    # a pairs run of 24 rounds: a promotion at the loop's 2x repeats would add none, and admission refuses it as a
+    # duplicate every time it is proposed: it is not proposed
+    pairs_run = Attempt("e3", "precision", a.change, "f", "inconclusive", 5.0, run_key="k3", trunk_exp="base",
+                        repeats=24)
+    assert SweepProposer()._promotions(priors([pairs_run]), set()) == []
 
 
 def test_the_sweep_does_not_undo_a_supported_keep_until_a_keep_it_may_depend_on():

@@ -352,6 +352,9 @@ class SweepProposer(Proposer):
         out = []
         for a in half:
             knobs = a.change.get("knobs") or {}
+            repeats = min(priors.spec.max_repeats * 2, max(priors.spec.min_repeats * 2, a.repeats * 2 or 4))
+            if repeats <= (a.repeats or 0):
+                continue  # no rounds to add (a pairs run had its `pairs:` rounds): admission would refuse a rerun
             out.append(Proposal(
                 statement=f"Re-measured with more repeats, {Change('knobs', knobs=knobs).describe()} beats the trunk "
                           f"(first measure {a.gain_pct:+.1f} %, inconclusive).",
@@ -360,8 +363,7 @@ class SweepProposer(Proposer):
                 falsification="the gain falls inside the band again, or turns negative",
                 change=Change("knobs", knobs=dict(knobs)), category=a.category,
                 expected_gain_pct=float(a.gain_pct or 0), confidence=0.35, effort=1.5, proposer=self.name,
-                repeats=min(priors.spec.max_repeats * 2, max(priors.spec.min_repeats * 2, a.repeats * 2 or 4)),
-                notes=f"{PROMOTION_NOTE} {a.exp_id}"))
+                repeats=repeats, notes=f"{PROMOTION_NOTE} {a.exp_id}"))
         return out
 
     # ------------------------------------------------------------------ the pick
