@@ -397,7 +397,8 @@ def test_the_sweep_does_not_undo_a_supported_keep_until_a_keep_it_may_depend_on(
     bf16 = dict(START, compute_dtype="bfloat16")
     kept = Attempt("e1", "precision", {"kind": "knobs", "knobs": {"compute_dtype": "bfloat16"}}, "f1", "supported",
                    11.0, kept=True, config=bf16, run_key="k1", trunk_exp="base")
-    scan = Attempt("e2", "compiler", {"kind": "knobs", "knobs": {"scan": True}}, "f2", "supported", 4.0, kept=True,
+    # scan filed as a kernel move here: a category precision does not depend on (compiler is: XLA flags)
+    scan = Attempt("e2", "kernel", {"kind": "knobs", "knobs": {"scan": True}}, "f2", "supported", 4.0, kept=True,
                    config=dict(bf16, scan=True), run_key="k2", trunk_exp="e1")
 
     def moves(attempts, trunk):
@@ -406,7 +407,7 @@ def test_the_sweep_does_not_undo_a_supported_keep_until_a_keep_it_may_depend_on(
                    "", "")
         return {c.change.describe() for c in sweep.candidates(p)}, {r["change"]: r["why"] for r in sweep.refused}
 
-    # bf16 kept (supported), then scan (compiler: precision does not depend on it): float32 again is refused, with
+    # bf16 kept (supported), then scan (precision does not depend on it): float32 again is refused, with
     # the experiment that measured it; scan=False undoes the last keep, refused too
     got, refused = moves([kept, scan], dict(bf16, scan=True))
     assert "compute_dtype=float32" not in got and "scan=False" not in got
