@@ -31,15 +31,15 @@ def test_a_keep_sends_back_to_the_screen_only_the_moves_that_may_depend_on_it():
     # remat=full screened -4 % [-7, -1]: slower, but near enough that a keep it depends on may turn it around
     keys = {screen_table.change_key(k) for k in ({"compute_dtype": "bfloat16"}, {"remat": "full"}, {"batch": 16})}
     assert set(screen_table.current(_state(None))) == keys  # nothing kept since the wave: all of it holds
-    # bf16 kept: precision (itself), memory (bf16 halves what remat saves) and shape are screened again
-    assert screen_table.current(_state("precision")) == {}
+    # bf16 kept: precision (itself) and memory (bf16 halves what remat saves) are screened again; shape holds
+    assert set(screen_table.current(_state("precision"))) == {screen_table.change_key({"batch": 16})}
     # a kernel keep moves shape moves only; a compiler keep (an XLA flag as a knob) moves precision moves only
     assert set(screen_table.current(_state("kernel"))) == {screen_table.change_key({"compute_dtype": "bfloat16"}),
                                                            screen_table.change_key({"remat": "full"})}
     assert set(screen_table.current(_state("compiler"))) == {screen_table.change_key({"remat": "full"}),
                                                              screen_table.change_key({"batch": 16})}
-    # a shape keep moves memory, shape and precision moves
-    assert screen_table.current(_state("shape")) == {}
+    # a shape keep moves memory and shape moves, not precision
+    assert set(screen_table.current(_state("shape"))) == {screen_table.change_key({"compute_dtype": "bfloat16"})}
     failed = _state(None)
     failed["screens"][0]["error"] = "the process crashed"
     assert screen_table.current(failed) == {}
@@ -67,8 +67,7 @@ def test_what_a_keep_does_not_turn_around_stays_ruled_out():
     moves.append(_move({"decoy": True}, "precision", "broken", 80.0))   # its losses left the trunk's
     moves[-1]["losses"] = "changed"
     got = screen_table.current(state)
-    # (the shape move may depend on a precision keep: screened again)
-    assert set(got) == {screen_table.change_key(k) for k in ({"remat": "full"}, {"decoy": True})}
+    assert set(got) == {screen_table.change_key(k) for k in ({"remat": "full"}, {"decoy": True}, {"batch": 16})}
     assert got[screen_table.change_key({"remat": "full"})]["wave"] == 1
 
 
@@ -136,7 +135,7 @@ def test_a_screened_move_knows_its_own_experiment_since_the_screen():
     got = screen_table.current(state)
     assert got[screen_table.change_key({"compute_dtype": "bfloat16"})]["confirmed_by"] == "e3"
     assert screen_table.change_key({"batch": 16}) not in got  # kernel <-> shape may depend: screened again
-    state["history"][-1]["category"] = "compiler"  # a compiler keep: the precision move may depend on it
+    state["history"][-1]["category"] = "precision"  # a precision keep: the precision move may depend on it
     got = screen_table.current(state)
     assert screen_table.change_key({"compute_dtype": "bfloat16"}) not in got
     assert got[screen_table.change_key({"batch": 16})]["confirmed_by"] is None, got
