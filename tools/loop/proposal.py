@@ -12,8 +12,8 @@ from ..pages import LOOP_CATEGORIES as CATEGORIES
 # categories whose moves may change what another's do: after a keep in one, the other's moves measured on the old
 # trunk are re-ranked (their evidence discounted), a refuted one is tried again and a screened one screened again (a
 # batch change moves the memory trade-offs; bf16 halves the activations a remat policy saves; bf16 dots take other
-# kernels: in 34 pairs loops of the bench a dot-fusion XLA flag supported at +7-10 % on float32 came out -6 to +2 %
-# 24 times when confirmed on a bf16 trunk from its float32 screen)
+# kernels: in 34 pairs loops of the bench a dot-fusion XLA flag supported at +7-10 % on the float32 start was
+# confirmed 27 times on a later trunk from an old screen's +5 % or more, and came out between -6 and +2 % 22 times)
 DEPENDS = {frozenset({"memory", "shape"}), frozenset({"memory", "precision"}), frozenset({"kernel", "shape"}),
            frozenset({"compiler", "precision"})}
 
