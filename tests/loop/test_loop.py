@@ -102,7 +102,7 @@ def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(tmp_path):
 
 def test_status_json_and_resume_after_a_pause(tmp_path):
     kb = tmp_path / "kb"
-    make_kb(kb, calibrate=3)
+    make_kb(kb, calibrate=3, budget={"runs": 8})
     tools(kb, "loop", "start", "fake-loop", "--iterations", "2", "-q")
     cal = loop_state(kb)["calibration"]
     assert cal["pair_sd_pct"] is not None and [r for r in lane(kb) if r.get("role") == "calibration"]
@@ -111,9 +111,11 @@ def test_status_json_and_resume_after_a_pause(tmp_path):
     assert s["driver_running"] is False and len(s["history"]) == 2
     tools(kb, "loop", "resume", "fake-loop", "-q")
     s = loop_state(kb)
-    # on to the end, before the budget of 7: what is left undoes a supported keep, and the sweep does not propose
-    # it; the retrospective says why nothing is left
-    assert s["iteration"] == len(s["history"]) == 6 and s["stop_reason"].startswith("plateau"), s["stop_reason"]
+    # on to the end, before the budget of 8: bf16's undo is measured once more after the compiler keep (precision
+    # may depend on it) and refuted; what is left then undoes a supported keep, and the sweep does not propose it;
+    # the retrospective says why nothing is left
+    assert s["iteration"] == len(s["history"]) == 7 and s["stop_reason"].startswith("plateau"), s["stop_reason"]
+    assert [h["describe"] for h in s["history"]].count("dtype=f32") == 1
     retro = (kb / "wiki" / s["retrospectives"][-1]["page"]).read_text()
     aside = retro.split("## Set aside on this trunk", 1)[1].split("## What next", 1)[0]
     assert "| `" in aside and "it undoes 20" in aside, aside
