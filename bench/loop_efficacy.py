@@ -263,6 +263,7 @@ def large_search(meter: Meter, n_sample: int, passes: int, seed: int, rounds: in
 
 def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: tuple[int, int],
              calibrate: int, statistic: str, pairs: bool = False, screen: bool = False) -> dict:
+    from tools.experiments import ledger
     from tools.experiments.records import lane_records
     from tools.loop.engine import Loop, LoopInterrupted
     from tools.loop.proposers.sweep import SweepProposer
@@ -311,8 +312,17 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
                decoy_screened_out=sum(m.get("outcome") in RULED_OUT for w in state.get("screens") or []
                                       for m in w.get("moves") or [] if (m.get("config") or {}).get(DECOY)),
                decoy_screen_passed=sum(m.get("outcome") not in RULED_OUT for w in state.get("screens") or []
-                                       for m in w.get("moves") or [] if (m.get("config") or {}).get(DECOY)))
+                                       for m in w.get("moves") or [] if (m.get("config") or {}).get(DECOY)),
+               # the screen's own `invalid` rows in the lane's ledger (no experiment page: the screen was the run)
+               decoy_screen_invalid_rows=sum(not r.get("exp_id") and r.get("verdict") == "invalid"
+                                             and json.loads(r.get("config") or "{}").get(DECOY)
+                                             for r in ledger.read(_text(kb / "wiki/experiments/llama" / lane
+                                                                        / "RESULTS.tsv"))))
     return out
+
+
+def _text(p: Path) -> str:
+    return p.read_text(encoding="utf-8") if p.is_file() else ""
 
 
 def random_search(meter: Meter, n: int, seed: int) -> dict:

@@ -102,6 +102,7 @@ def main() -> int:
                          "screens": x.get("screens", 0), "screen_device_s": x.get("screen_device_s", 0),
                          "decoy_screened_out": x.get("decoy_screened_out", 0),
                          "decoy_screen_passed": x.get("decoy_screen_passed", 0),
+                         "decoy_screen_invalid_rows": x.get("decoy_screen_invalid_rows", 0),
                          "stop": x.get("stop_reason"), "error": x.get("error")})
     le.say(f"\n{'seed':>4} {'mode':<8} {'device-s':>9} {'to best':>8} {'exps':>5} {'s/exp':>7} {'pairs':>6} "
            f"{'screen-s':>9} {'best/start':>11}  kept")
@@ -125,16 +126,20 @@ def main() -> int:
     screened = sum(r["decoy_screened_out"] for r in rows), sum(r["decoy_screen_passed"] for r in rows)
     if screened[1]:
         misses.append(f"{screened[1]} decoys let through by a screen")
+    screen_rows = sum(r["decoy_screen_invalid_rows"] for r in rows)
+    if screen_rows != screened[0]:
+        misses.append(f"{screened[0]} decoys ruled out by a screen, {screen_rows} `invalid` rows in the ledger")
     le.say(f"\npairs/process device-seconds {dev_ratios} (median {dev}); to the kept best {to_best_ratios} "
            f"(median {to_best}, not a target); pairs best / process best {best_ratios} "
            f"(median {best}); decoy runs {decoys[0]}, invalid {decoys[1]}; decoys ruled out by a screen {screened[0]}, "
-           f"let through {screened[1]}; "
+           f"let through {screened[1]}, filed `invalid` in the ledger {screen_rows}; "
            f"total {time.perf_counter() - t_all:.0f} s")
     print(json.dumps({"bench": "pairs_loop", "lane": a.lane, "mode": a.mode, "seeds": a.seeds, "budget": a.budget, "rows": rows,
                       "device_ratio": dev_ratios, "device_ratio_median": dev, "to_best_ratio": to_best_ratios,
                       "to_best_ratio_median": to_best, "best_ratio": best_ratios,
                       "best_ratio_median": best, "decoy_runs": decoys[0], "decoy_invalid": decoys[1],
-                      "decoy_screened_out": screened[0], "decoy_screen_passed": screened[1], "screen": not a.no_screen,
+                      "decoy_screened_out": screened[0], "decoy_screen_passed": screened[1],
+                      "decoy_screen_invalid_rows": screen_rows, "screen": not a.no_screen,
                       "targets_missed": misses, "wall_s": round(time.perf_counter() - t_all, 1)}, default=str))
     if a.check and misses:
         print("bench/pairs_loop.py: targets missed: " + "; ".join(misses), file=sys.stderr)

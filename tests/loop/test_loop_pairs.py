@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from tools import pages
 from tools.cli import cli
-from tools.experiments import records
+from tools.experiments import ledger, records
 
 pytestmark = pytest.mark.slow  # a real loop: the reference model's baseline and one experiment
 REPO = Path(__file__).resolve().parents[2]
@@ -101,6 +101,12 @@ def test_a_screen_ranks_flag_moves_in_one_process_and_rules_out_a_decoy(tmp_path
     assert all(m["screened_in"] == "one process" for m in by.values())
     decoy = by["decoy=True"]
     assert decoy["losses"] == "changed" and decoy["outcome"] == "broken" and "would be invalid" in decoy["why"]
+    # ... and the lane's ledger says so: an `invalid` row naming the move and the screen's log, no experiment page
+    rows = ledger.read((root / "wiki/experiments/llama/screen/RESULTS.tsv").read_text())
+    (invalid,) = [r for r in rows if r["verdict"] == "invalid"]
+    assert invalid["status"] == "discard" and not invalid["exp_id"] and json.loads(invalid["config"])["decoy"]
+    assert "decoy=True" in invalid["description"] and wave["log"] in invalid["description"], invalid
+    assert not any((json.loads(r["config"] or "{}")).get("decoy") for r in rows if r["exp_id"]), rows
     assert by["compute_dtype=bfloat16"]["losses"] == "ok" and by["remat=full"]["loss_diff"] is not None
     assert all(len(m["interval_pct"]) == 2 and m["rounds"] == 2 for m in by.values())
     # the one experiment of the budget is a move the screen let through (none when it let none through), never the

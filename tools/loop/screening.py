@@ -25,7 +25,7 @@ keep what their screen found (``screen_table.current``). The screen's processes 
 
 from __future__ import annotations
 
-from ..experiments import arms, pairs, screen
+from ..experiments import arms, filing, ledger, pairs, screen
 from ..experiments.sides import Side, compile_cache_env
 from ..runners import Arm
 from ..runners import get as get_runner
@@ -103,9 +103,31 @@ def wave(engine, n: int) -> dict | None:
             return stopped  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
     state.screens.append(w)
     engine.save()
+    file_invalid(engine, w)
     ruled = [r for r in w["moves"] if r["outcome"] in RULED_OUT]
     engine.say(f"  {len(w['moves']) - len(ruled)} to confirm, {len(ruled)} ruled out, {w['device_s']:.1f} device-s")
     return w
+
+
+def file_invalid(engine, w: dict) -> None:
+    """A ledger row per move the screen found broken (its losses left the trunk's, or its math broke): status
+    ``discard``, verdict ``invalid``, the screen's log as its evidence. Slower or no-faster moves get none: a screen
+    ranks them and is never a verdict on speed, but changed losses mean another program, whatever its speed."""
+    broken = [m for m in w["moves"] if m["outcome"] == "broken"]
+    if not broken:
+        return
+    spec, trunk = engine.spec, engine.state.trunk
+    lane = filing.Lane(engine.project, spec.model, spec.lane)
+    with lane.locked():
+        rows = lane.ledger_rows()
+        for m in broken:
+            evidence = w.get("log" if m["screened_in"] == "one process" else "processes_log") or "no log"
+            rows.append({"commit": (trunk.get("commit") or "")[:12], "status": "discard", "verdict": "invalid",
+                         "date": engine.writer.today, "config": m["config"], "gain_pct": m.get("gain_pct"),
+                         "rounds": m.get("rounds"),
+                         "description": f"screen of {trunk['exp_id']} (loop {spec.name}): {m['describe']}: "
+                                        f"{m['why']} ({evidence})"})
+        engine.writer.write_file(lane.ledger_rel, ledger.render(rows))
 
 
 def _charge(engine, w: dict, procs: list) -> None:
