@@ -38,6 +38,11 @@ class Lane:
     def ledger_rows(self) -> list[dict]:
         return ledger.read(read_text(self.project.wiki / self.ledger_rel))
 
+    def append_rows(self, w: Writer, new: list[dict]) -> None:
+        """Add rows that belong to no experiment page (a loop's stop, a screen's invalid move) under the lane lock."""
+        with self.locked():
+            w.write_file(self.ledger_rel, ledger.render(self.ledger_rows() + new))
+
     def next_version(self) -> int:
         """Call with the lane lock held."""
         return records.next_version(self.dir, self.ledger_rows())

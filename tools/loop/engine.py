@@ -19,15 +19,16 @@ from pathlib import Path
 import threading
 
 from ..errors import InputError, ToolsError
-from ..experiments import abandoned, filing, ledger, records
-from ..experiments.runner import run_experiment, slugify
+from ..experiments import filing
+from ..experiments.runner import slugify
 from ..project import Project
 from ..runners import process
 from ..writer import Writer, atomic_write
-from . import (admission, gates, gather, hypotheses, learn, memory, opening, reference_lane, report, retro,
-               retro_page, runs, screening, state as st)
+from . import (admission, gates, gather, hypotheses, learn, memory, opening, pending, reference_lane, report,
+               retro, retro_page, runs, screening, state as st)
 from .gates import StopGate
 from .hypothesis_filer import HypothesisFiler
+from .pending import LoopInterrupted
 from .priors import Attempt, Priors
 from .proposal import Proposal
 from .proposers import BudgetExhausted
@@ -36,21 +37,10 @@ from .proposers.queue import QueueProposer
 from .proposers.sweep import SweepProposer
 from .spec import LoopSpec, load
 from .state import LoopState
-from .workspace import PatchError, Workspace
+from .workspace import Workspace
 
 MAX_REFUSALS = 3           # proposals refused in one iteration before the proposer counts as exhausted
-MAX_INTERRUPTED_RETRIES = 2
 MAX_PROPOSER_FAILURES = 3
-
-
-class LoopInterrupted(ToolsError):
-    """Ctrl-C or SIGTERM stopped a run; the loop's state says how to go on."""
-
-    def __init__(self, how: str):
-        self.how = how
-        self.exit_code = 143 if how == "SIGTERM" else 130
-        super().__init__(f"interrupted by {how}: the run in flight was filed as a crash; `tools loop resume` "
-                         "runs it again")
 
 
 class Loop:
@@ -112,8 +102,11 @@ class Loop:
         self.state.status, self.state.stop_reason = "running", None
         self.save()
         self.workspace.ensure()
-        if self.pendings():
-            self._finish_pending()
+        if self.pendings():  # resume: carry the iterations in flight to their end, then learn from each
+            for pend in list(self.pendings()):
+                pending.recover(self, pend)
+            for pend in list(self.pendings()):
+                self._learn(pend)
         if not self.state.trunk:
             opening.baseline(self)
         if self.spec.calibrate and not self.state.calibration:
@@ -152,13 +145,9 @@ class Loop:
         self.say(f"stopped: {gate.reason}")
 
     def _ledger_stop_row(self, reason: str) -> None:
-        lane = filing.Lane(self.project, self.spec.model, self.spec.lane)
-        with lane.locked():
-            rows = lane.ledger_rows()
-            rows.append({"status": "stop", "date": self.writer.today,
-                         "description": f"loop {self.spec.name} stopped: {reason}",
-                         "commit": (self.state.trunk or {}).get("commit", "")[:12]})
-            self.writer.write_file(lane.ledger_rel, ledger.render(rows))
+        filing.Lane(self.project, self.spec.model, self.spec.lane).append_rows(self.writer, [{
+            "status": "stop", "date": self.writer.today, "description": f"loop {self.spec.name} stopped: {reason}",
+            "commit": (self.state.trunk or {}).get("commit", "")[:12]}])
 
     def _reference_steps(self) -> None:
         """The reference run (once), the gap page of this trunk against it, the interleaved check for the target."""
@@ -190,38 +179,11 @@ class Loop:
         if not batch:
             return
         if len(batch) == 1:
-            self._run_pending(batch[0])
+            pending.run(self, batch[0])
         else:
-            self._run_batch(batch)
+            pending.run_batch(self, batch)
         for pend in list(batch):
             self._learn(pend)
-
-    def _run_batch(self, batch: list[dict]) -> None:
-        """Several iterations at once, one thread each. Ctrl-C or SIGTERM stops them all (each run is filed as a
-        crash and resume runs it again) before the driver lets go of the loop."""
-        errors: list[BaseException] = []
-
-        def one(pend: dict) -> None:
-            try:
-                self._run_pending(pend)
-            except BaseException as e:  # noqa: BLE001 - re-raised below, after the others finished
-                errors.append(e)
-
-        threads = [threading.Thread(target=one, args=(pend,), name=f"loop-{pend['iteration']}") for pend in batch]
-        try:
-            with process.stop_on_signals():
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-        except (KeyboardInterrupt, process.Stop) as e:
-            process.stop_all_runs(e.how if isinstance(e, process.Stop) else "Ctrl-C")
-            for t in threads:
-                t.join()
-        finally:
-            process.STOP_ALL.clear()
-        if errors:
-            raise next((e for e in errors if isinstance(e, LoopInterrupted)), errors[0])
 
     def _next_pending(self, n: int, batch: list[dict]) -> dict | None:
         """One proposal, filed as a hypothesis page; None when there is none (the iteration ends)."""
@@ -296,94 +258,6 @@ class Loop:
     def refuse(self, p: Proposal, priors: Priors) -> str | None:
         """Why this proposal may not run (unknown knob, duplicate, refuted, category streak), else None."""
         return admission.refuse(self.spec, self.state, p, priors, self._inflight)
-
-    # ------------------------------------------------------------------ the phases of a pending iteration
-
-    def _run_pending(self, pend: dict) -> None:
-        """Prepare the change and run it; the pending entry ends in phase ``filed`` (``_learn`` takes it on)."""
-        n, p = pend["iteration"], Proposal.from_dict(pend["proposal"])
-        cfg, env = pend["config"], pend["env"]
-        key = f"{n:03d}"
-        try:
-            with self._git:  # work trees of one repository: one git command at a time
-                prep = self.workspace.prepare(key, p.change.patch if p.change.kind == "patch" else "")
-        except PatchError as e:
-            rec = runs.file_unrunnable(self.project, self.writer, self.spec, p, cfg, str(e), n, pend)
-            pend.update(phase="filed", exp_id=rec["exp_id"], record=rec, kept=False)
-            self.save()
-            return
-        pend.update(phase="running", cwd=str(prep.cwd), branch=prep.branch)
-        self.save()
-        self.say(f"iteration {n}: {p.category}: {p.change.describe()} (expected {p.expected_gain_pct:+.1f} %)")
-        trunk = self.state.trunk
-        ref_cmd, ref_env = runs.reference(self.spec, cfg)
-        run = runs.runspec(self.spec, cfg, env, prep.cwd, description=p.change.describe(),
-                            slug=f"{self.spec.name}-{n:03d}-{p.change.describe()}", hypothesis=p.statement,
-                            extra=runs.extra_keys(self.spec, p, n, cfg, pend), compare_to=trunk["exp_id"],
-                            compare_cwd=self.workspace.cwd_in(self.workspace.trunk_dir) if self.spec.code else None,
-                            reference_command=ref_cmd, reference_env=ref_env,
-                            parent_fingerprint=trunk.get("hlo_fingerprint"), runtime_only=p.change.runtime_only,
-                            repeats=p.repeats)
-        if prep.branch:
-            def commit_patch(exp_id: str) -> None:  # the runner reserved the version: commit with its id
-                msg = (f"loop {self.spec.name} {key}: {p.statement[:60]}\n\n{p.change.describe()}\n"
-                       f"hypothesis: {pend['hypothesis_page']}\n\nexp: {exp_id}")
-                with self._git:
-                    pend.update(commit=self.workspace.commit(key, msg), exp_id=exp_id)
-                self.save()
-            run.on_reserved = commit_patch
-        before = (self._record_of(n) or {}).get("exp_id")
-        try:
-            out = run_experiment(self.project, run, self.writer)
-        except ToolsError as e:  # a backend or judging failure: the runner filed a crash saying so; learn it
-            rec = self._record_of(n)
-            if rec is None or rec.get("status") != "filed" or rec.get("exp_id") == before:
-                raise
-            self.say(f"  the run failed: {e}")
-            pend.update(phase="filed", exp_id=rec["exp_id"], record=rec)
-            self.save()
-            return
-        if out.stopped_by:  # Ctrl-C or SIGTERM: the run is filed as a crash; resume runs this proposal again
-            self._stopped(f"interrupted by {out.stopped_by}: `tools loop resume` runs the cut-off experiment again")
-            raise LoopInterrupted(out.stopped_by)
-        pend.update(phase="filed", exp_id=out.exp_id, record=dict(out.record, page=out.page))
-        self.save()
-
-    def _finish_pending(self) -> None:
-        """Resume: carry the iterations in flight to their end, each from the phase it reached, then learn."""
-        for pend in list(self.pendings()):
-            self._recover(pend)
-        for pend in list(self.pendings()):
-            self._learn(pend)
-
-    def _recover(self, pend: dict) -> None:
-        if pend["phase"] == "proposed":
-            self._run_pending(pend)
-            return
-        if pend["phase"] == "running":
-            rec = self._record_of(pend["iteration"])
-            if rec is None or rec.get("status") != "filed" or runs.interrupted(rec):
-                abandoned.sweep(self.writer, self.project)  # files the cut-off run as a crash, if any
-                pend["interrupted"] = pend.get("interrupted", 0) + 1
-                if pend["interrupted"] <= MAX_INTERRUPTED_RETRIES:
-                    self.say(f"iteration {pend['iteration']}: the run was cut off; running it again")
-                    pend["phase"] = "proposed"
-                    self.save()
-                    self._run_pending(pend)
-                    return
-                rec = self._record_of(pend["iteration"])
-                if rec is None:
-                    raise ToolsError(f"loop {self.spec.name}: iteration {pend['iteration']} was cut off "
-                                     f"{pend['interrupted']} times and left no record")
-            pend.update(phase="filed", exp_id=rec["exp_id"], record=rec)
-            self.save()
-
-    def _record_of(self, n: int) -> dict | None:
-        """The latest experiment of iteration ``n`` of this run of the loop (a ``--fresh`` start is another run)."""
-        mine = [r for r in records.lane_records(self.project.wiki, self.spec.model, self.spec.lane)
-                if r.get("loop") == self.spec.name and r.get("iteration") == n
-                and r.get("loop_started", self.state.started) == self.state.started]
-        return mine[-1] if mine else None
 
     def _learn(self, pend: dict) -> None:
         """Keep or discard, then the hypothesis status, an observation, the memory (loop) page; idempotent."""

@@ -25,7 +25,7 @@ keep what their screen found (``screen_table.current``). The screen's processes 
 
 from __future__ import annotations
 
-from ..experiments import arms, filing, ledger, pairs, screen
+from ..experiments import arms, filing, pairs, screen
 from ..experiments.sides import Side, compile_cache_env
 from ..runners import Arm
 from ..runners import get as get_runner
@@ -117,17 +117,15 @@ def file_invalid(engine, w: dict) -> None:
     if not broken:
         return
     spec, trunk = engine.spec, engine.state.trunk
-    lane = filing.Lane(engine.project, spec.model, spec.lane)
-    with lane.locked():
-        rows = lane.ledger_rows()
-        for m in broken:
-            evidence = w.get("log" if m["screened_in"] == "one process" else "processes_log") or "no log"
-            rows.append({"commit": (trunk.get("commit") or "")[:12], "status": "discard", "verdict": "invalid",
-                         "date": engine.writer.today, "config": m["config"], "gain_pct": m.get("gain_pct"),
-                         "rounds": m.get("rounds"),
-                         "description": f"screen of {trunk['exp_id']} (loop {spec.name}): {m['describe']}: "
-                                        f"{m['why']} ({evidence})"})
-        engine.writer.write_file(lane.ledger_rel, ledger.render(rows))
+    rows = []
+    for m in broken:
+        evidence = w.get("log" if m["screened_in"] == "one process" else "processes_log") or "no log"
+        rows.append({"commit": (trunk.get("commit") or "")[:12], "status": "discard", "verdict": "invalid",
+                     "date": engine.writer.today, "config": m["config"], "gain_pct": m.get("gain_pct"),
+                     "rounds": m.get("rounds"),
+                     "description": f"screen of {trunk['exp_id']} (loop {spec.name}): {m['describe']}: "
+                                    f"{m['why']} ({evidence})"})
+    filing.Lane(engine.project, spec.model, spec.lane).append_rows(engine.writer, rows)
 
 
 def _charge(engine, w: dict, procs: list) -> None:
