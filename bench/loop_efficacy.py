@@ -374,7 +374,7 @@ def main() -> int:
     ap.add_argument("--lane", choices=sorted(LANES), default="template", help="the command and knob space (lanes.py)")
     ap.add_argument("--seeds", type=int, help="loop and random-search seeds (3)")
     ap.add_argument("--budget", type=int, help="experiments per loop, configurations per random search (10)")
-    ap.add_argument("--large", type=int, help="random configurations in the large search (32)")
+    ap.add_argument("--large", type=int, help="random configurations in the large search (86: with the one-knob sweep and the polish, 100-odd configurations)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds of each re-measure (5)")
     ap.add_argument("--statistic", choices=["min", "median"], default="min",
                     help="what every run's tokens/s is read from: its fastest steady step (min) or its median one")
@@ -384,7 +384,7 @@ def main() -> int:
     use_lane(a.lane)
     q = a.quick
     seeds = list(range(a.seeds or (1 if q else 3)))
-    budget, n_large, rounds = a.budget or (4 if q else 10), a.large or (4 if q else 32), a.rounds or (2 if q else 5)
+    budget, n_large, rounds = a.budget or (4 if q else 10), a.large or (4 if q else 86), a.rounds or (2 if q else 5)
     passes, reps, calibrate = (1, (2, 4), 3) if q else (2, (2, 6), 5)
     t_all = time.perf_counter()
     if not has_decoy_flag():
