@@ -374,7 +374,9 @@ def main() -> int:
     ap.add_argument("--lane", choices=sorted(LANES), default="template", help="the command and knob space (lanes.py)")
     ap.add_argument("--seeds", type=int, help="loop and random-search seeds (3)")
     ap.add_argument("--budget", type=int, help="experiments per loop, configurations per random search (10)")
-    ap.add_argument("--large", type=int, help="random configurations in the large search (86: with the one-knob sweep and the polish, 100-odd configurations)")
+    ap.add_argument("--large", type=int,
+                    help="random configurations in the large search (86: with the one-knob sweep and the polish, "
+                         "100-odd configurations)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds of each re-measure (5)")
     ap.add_argument("--statistic", choices=["min", "median"], default="min",
                     help="what every run's tokens/s is read from: its fastest steady step (min) or its median one")
