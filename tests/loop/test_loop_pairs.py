@@ -109,11 +109,15 @@ def test_a_screen_ranks_flag_moves_in_one_process_and_rules_out_a_decoy(tmp_path
     assert not any((json.loads(r["config"] or "{}")).get("decoy") for r in rows if r["exp_id"]), rows
     assert by["compute_dtype=bfloat16"]["losses"] == "ok" and by["remat=full"]["loss_diff"] is not None
     assert all(len(m["interval_pct"]) == 2 and m["rounds"] == 2 for m in by.values())
-    # the one experiment of the budget is a move the screen let through (none when it let none through), never the
-    # decoy; a move it ruled out says why
+    # the one experiment of the budget is a move the screen let through, never the decoy; none when it let none
+    # through, or when each it let through gained too little for 2 rounds to confirm (loop/power.py: set aside, and
+    # the retrospective says so); a move it ruled out says why
     through = {d for d, m in [*by.items(), (eigen["describe"], eigen)] if m["outcome"] in ("confirm", "unscreened")}
-    assert len(state["history"]) == (1 if through else 0), (state["history"], by)
+    assert len(state["history"]) <= (1 if through else 0), (state["history"], by)
     assert {h["describe"] for h in state["history"]} <= through, (state["history"], by)
+    if through and not state["history"]:
+        retro = (root / "wiki" / "analyses" / "s-retrospective-1.md").read_text(encoding="utf-8")
+        assert "## Set aside on this trunk" in retro and "a confirmation of 2 rounds" in retro, retro
     assert all(m["why"].startswith("the screen before iteration 1: ") for m in by.values()
                if m["outcome"] in ("slower", "no gain", "broken"))
     assert all(m["outcome"] != "unscreened" for m in by.values()), by  # every arm's blocks checked by the clock

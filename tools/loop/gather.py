@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import pages
-from ..experiments import records
+from ..experiments import comparison, noise, records
 from ..project import Project
 from . import memory, screen_table
 from .priors import Attempt, Priors
@@ -182,7 +182,18 @@ def gather(project: Project, spec: LoopSpec, state: dict, budget_left: dict[str,
         budget_left=budget_left, knob_effects=knob_effects(hw),
         trunk_keys=[f["run_key"] for f in state.get("frontier") or [] if f.get("run_key")],
         gap=gap, gap_summary=gap_summary,
-        screens=screen_table.current(state, {k for k, knob in spec.knobs.items() if knob.env}))
+        screens=screen_table.current(state, {k for k, knob in spec.knobs.items() if knob.env}),
+        noise={kind: lane_noise(spec, lane, best, kind == "pairs") for kind in ("pairs", "processes")})
+
+
+def lane_noise(spec: LoopSpec, lane: list[dict], best: dict | None, pairs: bool) -> dict:
+    """The σ per round a comparison against the trunk would be built from now (``comparison.current_noise``: the
+    lane's model, else its calibration's floor), for in-process pairs or processes."""
+    statistic = spec.statistic
+    if statistic == "auto":
+        statistic = noise.choose_reading(lane, spec.variant, records.shape_key_of(best or {}), pairs)["chosen"]
+    n = comparison.current_noise(lane, spec.variant, best, statistic, pairs)
+    return {"sigma_pct": round(n.lane.sigma_pct if n.lane is not None else n.sigma_floor_pct, 3), "source": n.source}
 
 
 def reference_record(project: Project, spec: LoopSpec, state: dict) -> dict | None:

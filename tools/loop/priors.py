@@ -66,6 +66,8 @@ class Priors:
     gap: list[dict] = field(default_factory=list)               # gap items of the trunk against the reference
     gap_summary: dict = field(default_factory=dict)             # the reference, the gap %, what is unexplained
     screens: dict[str, dict] = field(default_factory=dict)      # change -> what a screen measured (screen_table)
+    noise: dict[str, dict] = field(default_factory=dict)        # pairs|processes -> {sigma_pct, source}: the lane's
+                                                                # current noise, what a confirmation's interval uses
 
     @property
     def trunk_exp(self) -> str:

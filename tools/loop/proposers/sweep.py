@@ -6,7 +6,8 @@ models, the shipped table of knob effects by hardware (tools/loop/knob_effects.j
 exploratory prior. Screen, then confirm: every untried move is measured first; near-misses (inconclusive with a
 positive gain) are tried together as one move; only then are the better half of them promoted, re-measured once
 with twice the repeats. With ``screen:`` (tools/loop/screening.py) the first measure of a flag move is a wave of
-them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain. Two
+them in one process: what it rules out is not proposed on that trunk, the rest rank by their screened gain, and one
+screened at a gain its confirmation could hardly find at the lane's current noise is set aside (``loop/power.py``). Two
 moves are neither proposed nor screened until a keep they may depend on: one that undoes a supported keep (the knob
 set back: the keep's own comparison measured it), and one whose own runs on earlier trunks came out inconclusive at
 no gain. The frontier is re-measured in every comparison (the runner reruns the trunk interleaved with each
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 from functools import reduce
 
-from .. import crash_lessons
+from .. import crash_lessons, power
 from ..learn import chained_gain
 from ..priors import Attempt, Priors, run_key
 from ..proposal import Change, Proposal, may_depend
@@ -199,6 +200,9 @@ class SweepProposer(Proposer):
                 gain, conf, why = self.score(priors, knob, value)
                 if screened and screened.get("outcome") == "confirm" and not why.startswith(GAP_NOTE) \
                         and not screened.get("confirmed_by") and isinstance(screened.get("gain_pct"), (int, float)):
+                    if small := power.too_small(spec, priors.noise, screened):
+                        self.refused.append({"change": change.describe(), "why": small})
+                        continue
                     lo, hi = screened.get("interval_pct") or [None, None]
                     gain, conf = float(screened["gain_pct"]), SCREEN_CONFIDENCE
                     why = (f"{SCREEN_NOTE} {gain:+.1f} %" + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "")
