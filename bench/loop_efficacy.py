@@ -1,19 +1,26 @@
 """Loop efficacy: does the loop find a configuration close to the best one, in 10 experiments?
 
-    python bench/loop_efficacy.py [--lane template|small] [--quick] [--seeds 3] [--keep DIR] [--check]
+    python bench/loop_efficacy.py [--lane template|small] [--loop process|pairs] [--mode quiet|interference]
+                                  [--quick] [--seeds 3] [--keep DIR] [--check]
 
 On the reference model (CPU, a preset that runs in a few seconds), over a declared space of 8 real knobs plus one
 decoy that changes the math (skips the last layer: faster, wrong), in one run:
 
-1. a large search: a one-knob-at-a-time sweep from the start, a seeded random sample of the factorial space
-   (decoy off) and a coordinate-descent polish from its best, each configuration run directly and scored against
-   the start configuration, rerun every few runs (the machine drifts); its top 5 re-measured interleaved;
+1. a large search, always quiet: a one-knob-at-a-time sweep from the start, a seeded random sample of the factorial
+   space (decoy off) and a coordinate-descent polish from its best, each configuration run directly and scored
+   against the start configuration, rerun every few runs (the machine drifts); its top 5 re-measured interleaved;
 2. per seed: the loop (``tools.loop.engine.Loop`` with ``SweepProposer(seed=s)``, A/A calibration 5, repeats
-   2..6) with a budget of 10 experiments, in a knowledge base of its own (no seed learns from another);
-3. per seed: random search over the same space, decoy included, 10 configurations, one run each; one whose first
-   12 losses differ from the same-shape fp32 reference by more than 0.025 is invalid (the runner's rule);
+   2..6) with a budget of 10 experiments, in a knowledge base of its own (no seed learns from another). ``--loop
+   process`` (the default): process-level rounds; ``--loop pairs``: ``pairs: true`` and ``screen: true``, the loop
+   of bench/pairs_loop.py;
+3. per seed: random search over the same space, decoy included, one run per configuration, until its runs have
+   taken the device-seconds the seed's loop took (at least 10 configurations; ``--random count``: exactly 10); one
+   whose first 12 losses differ from the same-shape fp32 reference by more than 0.025 is invalid (the runner's rule);
 4. the large search's best, the start, each loop best and each random best, re-measured interleaved
    (A B C ... x 5 rounds): every ratio is the median over rounds of the ratio within a round.
+
+``--mode interference``: the loops and random searches of step 2 and 3 run beside a background process of fixed
+duty cycle (busy 60 ms, idle 40 ms: bench/noise_model.py's load); the large search and the final re-measure run quiet.
 
 Every run, of every part, is read by one statistic (``--statistic``, default ``min``: tokens per step over the
 fastest steady step, what the loop file's ``statistic: min`` compares; ``median``: over the median step).
@@ -42,6 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lanes import DECOY, LANES  # noqa: E402
+from noise_model import load_for  # noqa: E402
 SCRIPT = REPO / "experiments" / "llama_train.py"
 PRESET, KNOBS, TOKENS = LANES["template"]["preset"], LANES["template"]["knobs"], 512
 
@@ -325,17 +333,22 @@ def _text(p: Path) -> str:
     return p.read_text(encoding="utf-8") if p.is_file() else ""
 
 
-def random_search(meter: Meter, n: int, seed: int) -> dict:
-    picks = random.Random(1000 + seed).sample(space(decoy=True), n)
-    tried = []
+def random_search(meter: Meter, n: int, seed: int, device_s: float = 0.0) -> dict:
+    """At least ``n`` configurations, one run each, and more until the runs have taken ``device_s`` seconds."""
+    picks = random.Random(1000 + seed).sample(space(decoy=True), len(space(decoy=True)))
+    tried, spent = [], 0.0
     for cfg in picks:
+        if len(tried) >= n and spent >= device_s:
+            break
         m = meter.run(cfg)
+        spent += m["wall_s"]
         tried.append({"config": cfg, "tokens_per_s": m.get("tokens_per_s"), "invalid": m["invalid"]})
     valid = [t for t in tried if not t["invalid"]]
     best = max(valid, key=lambda t: t["tokens_per_s"]) if valid else None
     dec = [t for t in tried if t["config"][DECOY]]
     return {"seed": seed, "best": best["config"] if best else None, "best_tokens_per_s": best and best["tokens_per_s"],
-            "tried": tried, "decoy_runs": len(dec), "decoy_invalid": sum(bool(t["invalid"]) for t in dec),
+            "tried": tried, "device_s": round(spent, 1), "decoy_runs": len(dec),
+            "decoy_invalid": sum(bool(t["invalid"]) for t in dec),
             "invalid": sum(bool(t["invalid"]) for t in tried)}
 
 
@@ -372,6 +385,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 seed, small searches, budget 4")
     ap.add_argument("--lane", choices=sorted(LANES), default="template", help="the command and knob space (lanes.py)")
+    ap.add_argument("--loop", choices=("process", "pairs"), default="process",
+                    help="the loop's rounds: process-level, or `pairs: true` with `screen: true`")
+    ap.add_argument("--mode", choices=("quiet", "interference"), default="quiet",
+                    help="interference: the loops and random searches run beside a fixed duty-cycle load")
+    ap.add_argument("--random", choices=("time", "count"), default="time",
+                    help="random search: until the seed's loop's device-seconds (time) or the budget's count")
     ap.add_argument("--seeds", type=int, help="loop and random-search seeds (3)")
     ap.add_argument("--budget", type=int, help="experiments per loop, configurations per random search (10)")
     ap.add_argument("--large", type=int,
@@ -427,21 +446,28 @@ def main() -> int:
         loops, randoms = [], []
         for s in seeds:
             say(f"== loop, seed {s}: budget {budget} experiments, repeats {reps[0]}..{reps[1]}, "
-                f"A/A calibration {calibrate} rounds")
+                f"A/A calibration {calibrate} rounds; {a.loop} rounds, {a.mode}")
             t = time.perf_counter()
-            lp = run_loop(base / f"seed-{s}", f"efficacy-s{s}", s, budget, code, reps, calibrate, a.statistic)
+            with load_for(a.mode):
+                lp = run_loop(base / f"seed-{s}", f"efficacy-s{s}", s, budget, code, reps, calibrate, a.statistic,
+                              pairs=a.loop == "pairs", screen=a.loop == "pairs")
             mark(f"loop_seed{s}_s", t)
             loops.append(lp)
             if "error" not in lp:
                 say(f"  trunk {lp['best_tokens_per_s'] or 0:,.0f} tokens/s as filed: {short(lp['best'])}; "
-                    f"decoy runs {lp['decoy_runs']}, invalid {lp['decoy_invalid']}; {lp['stop_reason']}")
-            say(f"== random search, seed {s}: {budget} configurations, decoy in the space")
+                    f"decoy runs {lp['decoy_runs']}, invalid {lp['decoy_invalid']}; {lp['device_s']} device-s; "
+                    f"{lp['stop_reason']}")
+            equal = float(lp.get("device_s") or 0) if a.random == "time" else 0.0
+            say(f"== random search, seed {s}: {budget} configurations or more, to {equal:.0f} device-s; decoy in "
+                "the space")
             t = time.perf_counter()
-            rb = random_search(meter, budget, s)
+            with load_for(a.mode):
+                rb = random_search(meter, budget, s, equal)
             mark(f"random_seed{s}_s", t)
             randoms.append(rb)
             say(f"  best {rb['best_tokens_per_s'] or 0:,.0f} tokens/s: {short(rb['best']) if rb['best'] else '-'}; "
-                f"{rb['invalid']} invalid, decoy {rb['decoy_runs']} (invalid {rb['decoy_invalid']})")
+                f"{len(rb['tried'])} configurations, {rb['device_s']} device-s, {rb['invalid']} invalid, decoy "
+                f"{rb['decoy_runs']} (invalid {rb['decoy_invalid']})")
 
         say(f"== final comparison: interleaved, {rounds} rounds")
         t = time.perf_counter()
@@ -481,12 +507,18 @@ def main() -> int:
     say(f"\nloop/large median {lm}, random/large median {rm}; loop decoy runs {decoy_runs}, invalid {decoy_inv}"
         + ("" if decoy_runs else " (the loop never tried the decoy)") + f"; total {parts['total_s']:.0f} s")
     result = {
-        "bench": "loop_efficacy", "quick": q, "seeds": seeds, "budget": budget, "command": cmd,
+        "bench": "loop_efficacy", "loop": a.loop, "mode": a.mode, "random": a.random, "quick": q, "seeds": seeds,
+        "budget": budget, "command": cmd,
         "statistic": a.statistic, "repeats": list(reps),
         "large_search": dict(large, tokens_per_s=round(final.median(large_best) or 0)),
         "start_over_large": ratio(meter.start),
         "loop_best_over_large": loop_r, "loop_median": lm, "random_best_over_large": rand_r, "random_median": rm,
         "loop_decoy_runs": decoy_runs, "loop_decoy_invalid": decoy_inv,
+        "loop_device_s": {x["seed"]: x.get("device_s") for x in loops},
+        "loop_experiments": {x["seed"]: len(x.get("experiments") or []) for x in loops},
+        "loop_screens": {x["seed"]: x.get("screens") for x in loops},
+        "random_device_s": {x["seed"]: x["device_s"] for x in randoms},
+        "random_configs": {x["seed"]: len(x["tried"]) for x in randoms},
         "random_decoy_runs": sum(x["decoy_runs"] for x in randoms),
         "random_decoy_invalid": sum(x["decoy_invalid"] for x in randoms),
         "loop_repeats": {x["seed"]: [e["repeats"] for e in x.get("experiments", [])] for x in loops},
