@@ -59,8 +59,8 @@ def _set_aside_section(set_aside: list[dict]) -> list[str]:
         return []
     out = ["", "## Set aside on this trunk", "",
            "Moves of the knob space the sweep does not propose here, each with the evidence that rules it out "
-           "(a screen, a crash, a keep it would undo, its own inconclusive runs); a keep they may depend on brings "
-           "them back.", "", "| move | why |", "|---|---|"]
+           "(a screen, a screened gain too small to confirm at the lane's noise, a crash, a keep it would undo, its own "
+           "inconclusive runs); a keep they may depend on brings them back.", "", "| move | why |", "|---|---|"]
     out += [f"| {code(r['change'])} | {_cell(r.get('why') or '')} |" for r in rows[:TOP_SET_ASIDE]]
     if len(rows) > TOP_SET_ASIDE:
         out += ["", f"{len(rows) - TOP_SET_ASIDE} more set aside."]
