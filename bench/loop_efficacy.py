@@ -315,6 +315,7 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
                decoy_runs=len(decoys), decoy_invalid=sum(r.get("verdict") == "invalid" for r in decoys),
                decoy_verdicts=[r.get("verdict") for r in decoys],
                screens=len(state.get("screens") or []),
+               power_set_aside=_power_set_aside(kb),
                screen_device_s=round(sum(w.get("device_s") or 0 for w in state.get("screens") or []), 1),
                screen_outcomes=[m.get("outcome") for w in state.get("screens") or [] for m in w.get("moves") or []],
                decoy_screened_out=sum(m.get("outcome") in RULED_OUT for w in state.get("screens") or []
@@ -327,6 +328,19 @@ def run_loop(kb: Path, lane: str, seed: int, budget: int, code_text: str, reps: 
                                              for r in ledger.read(_text(kb / "wiki/experiments/llama" / lane
                                                                         / "RESULTS.tsv"))))
     return out
+
+
+def _power_set_aside(kb: Path) -> list[str]:
+    """The moves the sweep set aside as screened at a gain too small to confirm at the lane's noise
+    (``tools/loop/power.py``), from every iteration's candidates.json: "move: screened +x %, σ y %"."""
+    out: dict[str, str] = {}
+    for f in sorted(kb.rglob("candidates.json")):
+        for c in json.loads(f.read_text(encoding="utf-8")):
+            why = str(c.get("why") or "")
+            if c.get("refused") and "a confirmation of" in why and why.startswith("screened "):
+                sigma = why.split("σ ", 1)[1].split(" ", 1)[0] if "σ " in why else "?"
+                out.setdefault(c["change"], f"{c['change']}: {why.split(' on this trunk')[0]}, σ {sigma} %")
+    return list(out.values())
 
 
 def _text(p: Path) -> str:
@@ -457,6 +471,8 @@ def main() -> int:
                 say(f"  trunk {lp['best_tokens_per_s'] or 0:,.0f} tokens/s as filed: {short(lp['best'])}; "
                     f"decoy runs {lp['decoy_runs']}, invalid {lp['decoy_invalid']}; {lp['device_s']} device-s; "
                     f"{lp['stop_reason']}")
+                if lp.get("power_set_aside"):
+                    say("  set aside, too small to confirm at this noise: " + "; ".join(lp["power_set_aside"]))
             equal = float(lp.get("device_s") or 0) if a.random == "time" else 0.0
             say(f"== random search, seed {s}: {budget} configurations or more, to {equal:.0f} device-s; decoy in "
                 "the space")
@@ -517,6 +533,7 @@ def main() -> int:
         "loop_device_s": {x["seed"]: x.get("device_s") for x in loops},
         "loop_experiments": {x["seed"]: len(x.get("experiments") or []) for x in loops},
         "loop_screens": {x["seed"]: x.get("screens") for x in loops},
+        "loop_power_set_aside": {x["seed"]: x.get("power_set_aside") for x in loops},
         "random_device_s": {x["seed"]: x["device_s"] for x in randoms},
         "random_configs": {x["seed"]: len(x["tried"]) for x in randoms},
         "random_decoy_runs": sum(x["decoy_runs"] for x in randoms),

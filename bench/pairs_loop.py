@@ -73,6 +73,8 @@ def main() -> int:
                        f"{len(out.get('experiments', []))} experiments ({out.get('pairs_runs')} as pairs), "
                        f"{out.get('screens', 0)} screens ({out.get('screen_device_s', 0)} device-s); best "
                        f"{le.short(out['best']) if out.get('best') else '-'}")
+                if out.get("power_set_aside"):
+                    le.say("  set aside, too small to confirm at this noise: " + "; ".join(out["power_set_aside"]))
         spec = le.make_kb(base / "direct", "direct", a.budget, 2, 6, code)
         meter = le.Meter(spec, base / "direct" / "experiments")
         bests = [x["best"] for by in loops.values() for x in by.values() if x.get("best")]
@@ -103,6 +105,7 @@ def main() -> int:
                          "decoy_screened_out": x.get("decoy_screened_out", 0),
                          "decoy_screen_passed": x.get("decoy_screen_passed", 0),
                          "decoy_screen_invalid_rows": x.get("decoy_screen_invalid_rows", 0),
+                         "power_set_aside": x.get("power_set_aside", []),
                          "stop": x.get("stop_reason"), "error": x.get("error")})
     le.say(f"\n{'seed':>4} {'mode':<8} {'device-s':>9} {'to best':>8} {'exps':>5} {'s/exp':>7} {'pairs':>6} "
            f"{'screen-s':>9} {'best/start':>11}  kept")
