@@ -27,7 +27,8 @@ fastest steady step, what the loop file's ``statistic: min`` compares; ``median`
 
 Prints a table, the knob effects measured, and a final JSON line. ``--check`` exits 1 when a target is missed:
 loop best >= 0.95 of the large search's best (median over seeds), loop better than random (medians), every decoy
-run filed ``invalid``.
+run filed ``invalid`` and no screen letting the decoy through (``--loop pairs``: a screen that rules it out files it
+``invalid`` in the lane's ledger).
 """
 
 from __future__ import annotations
@@ -520,8 +521,12 @@ def main() -> int:
         misses.append(f"loop median {lm} not above random median {rm}")
     if decoy_inv != decoy_runs:
         misses.append(f"{decoy_runs - decoy_inv} of {decoy_runs} decoy runs of the loop not filed invalid")
+    if passed := sum(x.get("decoy_screen_passed", 0) for x in loops):
+        misses.append(f"{passed} screen(s) of the loop let the decoy through")
     say(f"\nloop/large median {lm}, random/large median {rm}; loop decoy runs {decoy_runs}, invalid {decoy_inv}"
-        + ("" if decoy_runs else " (the loop never tried the decoy)") + f"; total {parts['total_s']:.0f} s")
+        + ("" if decoy_runs else " (the loop never ran the decoy)")
+        + f"; decoys ruled out by a screen {sum(x.get('decoy_screened_out', 0) for x in loops)}, filed `invalid` "
+          f"in the ledger {sum(x.get('decoy_screen_invalid_rows', 0) for x in loops)}; total {parts['total_s']:.0f} s")
     result = {
         "bench": "loop_efficacy", "loop": a.loop, "mode": a.mode, "random": a.random, "quick": q, "seeds": seeds,
         "budget": budget, "command": cmd,
@@ -530,6 +535,9 @@ def main() -> int:
         "start_over_large": ratio(meter.start),
         "loop_best_over_large": loop_r, "loop_median": lm, "random_best_over_large": rand_r, "random_median": rm,
         "loop_decoy_runs": decoy_runs, "loop_decoy_invalid": decoy_inv,
+        "loop_decoy_screened_out": sum(x.get("decoy_screened_out", 0) for x in loops),
+        "loop_decoy_screen_passed": sum(x.get("decoy_screen_passed", 0) for x in loops),
+        "loop_decoy_screen_invalid_rows": sum(x.get("decoy_screen_invalid_rows", 0) for x in loops),
         "loop_device_s": {x["seed"]: x.get("device_s") for x in loops},
         "loop_experiments": {x["seed"]: len(x.get("experiments") or []) for x in loops},
         "loop_screens": {x["seed"]: x.get("screens") for x in loops},
