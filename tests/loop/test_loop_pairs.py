@@ -118,6 +118,8 @@ def test_a_screen_ranks_flag_moves_in_one_process_and_rules_out_a_decoy(tmp_path
     if through and not state["history"]:
         retro = (root / "wiki" / "analyses" / "s-retrospective-1.md").read_text(encoding="utf-8")
         assert "## Set aside on this trunk" in retro and "a confirmation of 2 rounds" in retro, retro
+        # none dropped silently: every move the screen let through with a reading is set aside, by name
+        assert all(f"`{d}`" in retro for d, m in by.items() if m["outcome"] == "confirm"), retro
     assert all(m["why"].startswith("the screen before iteration 1: ") for m in by.values()
                if m["outcome"] in ("slower", "no gain", "broken"))
     assert all(m["outcome"] != "unscreened" for m in by.values()), by  # every arm's blocks checked by the clock

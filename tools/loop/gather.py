@@ -183,10 +183,10 @@ def gather(project: Project, spec: LoopSpec, state: dict, budget_left: dict[str,
         trunk_keys=[f["run_key"] for f in state.get("frontier") or [] if f.get("run_key")],
         gap=gap, gap_summary=gap_summary,
         screens=screen_table.current(state, {k for k, knob in spec.knobs.items() if knob.env}),
-        noise={kind: lane_noise(spec, lane, best, kind == "pairs") for kind in ("pairs", "processes")})
+        noise={kind: confirmation_noise(spec, lane, best, kind == "pairs") for kind in ("pairs", "processes")})
 
 
-def lane_noise(spec: LoopSpec, lane: list[dict], best: dict | None, pairs: bool) -> dict:
+def confirmation_noise(spec: LoopSpec, lane: list[dict], best: dict | None, pairs: bool) -> dict:
     """The σ per round a comparison against the trunk would be built from now (``comparison.current_noise``: the
     lane's model, else its calibration's floor), for in-process pairs or processes."""
     statistic = spec.statistic

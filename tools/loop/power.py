@@ -3,7 +3,7 @@ noise, finds a gain of a given size ``supported`` (its power), from the noise mo
 
 A screen ranks a trunk's moves in a few rounds; each move it does not rule out is confirmed by an experiment of its
 own (24 rounds of in-process pairs), the only thing that can be ``supported``. Beside a busy machine a round's σ
-rises (pairs: 6-24 % per round beside the bench's 60 %-duty load, against 2-6 % quiet), and a move screened at
+rises (pairs: 3-24 % per round beside the bench's 60 %-duty load, against about 1-6 % quiet), and a move screened at
 +1 to +3 % cannot come out ``supported`` however it is run: beside the load (run L of bench/pairs_loop.py) such
 confirmations took 20 device-seconds each and every one ended inconclusive. A move whose screened gain, taken as its
 true gain, a confirmation would find ``supported`` less than one time in five (``MIN_POWER``) is set aside on this
