@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import statistics
 import sys
 from pathlib import Path
 
@@ -75,3 +76,87 @@ def test_the_sweep_sets_aside_a_screened_gain_its_confirmation_could_hardly_find
     # without a noise model (no calibration, no rounds yet) nothing is set aside this way
     p.noise = {}
     assert "remat=dots_saveable" in {c.change.describe() for c in SweepProposer().candidates(p)}
+
+
+def _spec(**kw):
+    return dataclasses.replace(priors().spec, pairs=True, pairs_rounds=24, screen_rounds=4, **kw)
+
+
+def test_a_screen_runs_the_fewest_rounds_that_find_a_true_5_percent_above_zero():
+    spec = _spec()
+    assert power.screen_rounds(spec, {})[0] == 4  # no noise model yet: the loop file's rounds
+    quiet, why = power.screen_rounds(spec, {"pairs": {"sigma_pct": 1.0}})
+    assert quiet == 2 and why.startswith("2 of 4 rounds: a true +5 % screens above zero 95 % of the time"), why
+    assert power.screen_rounds(spec, {"pairs": {"sigma_pct": 8.0}})[0] == 4  # a busy machine: all of them
+    rng = random.Random(3)
+    for sigma in (1.0, 3.0, 5.0):
+        n = power.screen_rounds(spec, {"pairs": {"sigma_pct": sigma}})[0]
+        g = 100 * math.log1p(0.05)
+        above = lambda k: sum(statistics.mean(rng.gauss(g, sigma) for _ in range(k)) > 0  # noqa: E731
+                              for _ in range(4000)) / 4000
+        assert above(n) >= 0.93, (sigma, n)
+        if n > power.MIN_SCREEN_ROUNDS:  # and one round fewer would not do
+            assert above(n - 1) < 0.95, (sigma, n)
+
+
+def _first_look_rate(gain_pct: float, sigma_pct: float, rounds: int, band_pct: float, draws: int = 1500) -> float:
+    """How often ``stats.first_process`` (the look after the first pairs process) finds a true gain supported, with
+    other draws than ``power.first_look_power``'s and the lane model's σ measured over many rounds (60 df)."""
+    rng = random.Random(1000 + rounds)
+    noise = stats.Noise(band_pct=band_pct, lane=LaneNoise(sigma_pct, 60.0, 10, 120, 1))
+    g = 100 * math.log1p(gain_pct / 100)
+    hits = 0
+    for _ in range(draws):
+        var = [1000.0 * math.exp((g + rng.gauss(0, sigma_pct)) / 100) for _ in range(rounds)]
+        t = stats.first_process([1000.0] * rounds, var, noise)
+        hits += t is not None and t.decision == "supported"
+    return hits / draws
+
+
+def test_a_screened_move_is_confirmed_in_the_rounds_its_planned_gain_needs():
+    spec = _spec()
+    noise = lambda sigma, band=0.5: {"pairs": {"sigma_pct": sigma, "band_pct": band}}  # noqa: E731
+    row = lambda gain, lo: {"outcome": "confirm", "gain_pct": gain, "interval_pct": [lo, gain + 3],  # noqa: E731
+                            "screened_in": "one process", "rounds": 2}
+    rounds, why = power.confirmation_rounds(spec, noise(1.0), row(14.0, 11.0))
+    assert rounds == 12 and why.startswith("12 of 24 rounds: screened +14.0 % (planned as +11.0 %)"), why
+    # the plan is the screen's lower bound, or half its median when that bound is not above zero
+    assert "planned as +6.0 %" in power.confirmation_rounds(spec, noise(1.0), row(12.0, -1.0))[1]
+    # the first process's rounds find the planned gain supported about as often as promised, with other draws
+    sized = 0
+    for sigma, gain, lo, band in ((1.0, 14.0, 11.0, 0.5), (2.0, 9.0, 6.0, 0.5), (3.0, 14.0, 10.0, 1.0),
+                                  (1.5, 6.0, 5.0, 0.5), (1.5, 6.0, 5.0, 2.0), (2.5, 12.0, 8.0, 0.5)):
+        rounds, _ = power.confirmation_rounds(spec, noise(sigma, band), row(gain, lo))
+        if rounds < 24:
+            sized += 1
+            rate = _first_look_rate(lo, sigma, rounds // 2, band)
+            assert rate >= power.CONFIRM_POWER - 0.05, (sigma, gain, band, rounds, rate)
+            if rounds > 12:  # and a round fewer would not do
+                assert _first_look_rate(lo, sigma, rounds // 2 - 1, band) < power.CONFIRM_POWER + 0.05
+    assert sized >= 4
+    # never more than the loop file's rounds; the loop file's rounds where the plan cannot be found sooner
+    assert power.confirmation_rounds(spec, noise(12.0), row(14.0, 2.0))[0] == 24
+    assert power.confirmation_rounds(spec, noise(1.0), row(2.5, 1.0)) == (24, "")
+    for odd in ({"pairs": {}}, {}):
+        assert power.confirmation_rounds(spec, odd, row(14.0, 11.0)) == (24, "")
+    assert power.confirmation_rounds(spec, noise(1.0), dict(row(14.0, 11.0), screened_in="processes")) == (24, "")
+    assert power.confirmation_rounds(dataclasses.replace(spec, pairs_rounds=8), noise(1.0), row(40.0, 35.0)) == (8, "")
+
+
+def test_only_a_move_a_screen_let_through_on_this_trunk_gets_fewer_rounds():
+    from tools.loop.proposal import Change, Proposal
+
+    p = priors()
+    p.spec = _spec()
+    p.noise = {"pairs": {"sigma_pct": 1.0}}
+    knobs = {"remat": "dots_saveable"}
+    p.screens = {screen_table.change_key(knobs): {"outcome": "confirm", "gain_pct": 20.0, "interval_pct": [15, 25],
+                                                  "screened_in": "one process"}}
+    move = lambda **kw: Proposal("s", "m", "p", "f", Change("knobs", knobs=dict(kw.pop("knobs", knobs))),  # noqa: E731
+                                 "remat", **kw)
+    assert power.rounds_for(p.spec, p, move())[0] == 12
+    assert power.rounds_for(p.spec, p, move(repeats=4)) == (24, "")  # a promotion
+    assert power.rounds_for(p.spec, p, move(knobs=dict(knobs, scan=True))) == (24, "")  # a combination
+    assert power.rounds_for(p.spec, p, move(knobs={"scan": True})) == (24, "")  # not screened
+    p.screens[screen_table.change_key(knobs)]["confirmed_by"] = "exp-1"  # its own experiment ran already
+    assert power.rounds_for(p.spec, p, move()) == (24, "")

@@ -24,8 +24,8 @@ from ..experiments.runner import slugify
 from ..project import Project
 from ..runners import process
 from ..writer import Writer, atomic_write
-from . import (admission, gates, gather, hypotheses, learn, memory, opening, pending, reference_lane, report,
-               retro, retro_page, runs, screening, state as st)
+from . import (admission, gates, gather, hypotheses, learn, memory, opening, pending, power, reference_lane,
+               report, retro, retro_page, runs, screening, state as st)
 from .gates import StopGate
 from .hypothesis_filer import HypothesisFiler
 from .pending import LoopInterrupted
@@ -220,10 +220,11 @@ class Loop:
         cfg, env = admission.config_of(self.spec, trunk, proposal)
         page = proposal.hypothesis_page or hypotheses.hypothesis_path(
             self.spec.model, self.spec.lane, f"{n:03d}-{slugify(proposal.statement)[:40]}")
+        rounds, why = power.rounds_for(self.spec, priors, proposal)
         return {"phase": "proposed", "iteration": n, "proposal": proposal.to_dict(), "config": cfg, "env": env,
                 "run_key": admission.key_of(self.spec, trunk, proposal, cfg, env), "trunk_exp": trunk["exp_id"],
                 "trunk_commit": trunk.get("commit", ""), "interrupted": 0, "hypothesis_page": page,
-                "loop_started": self.state.started}
+                "loop_started": self.state.started, **({"pairs_rounds": rounds, "rounds_why": why} if why else {})}
 
     def propose(self, priors: Priors, n: int) -> Proposal | None:
         """People's hypotheses first, then the loop's proposer; refused proposals are asked for again."""

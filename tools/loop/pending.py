@@ -55,7 +55,9 @@ def run(loop, pend: dict) -> None:
                             compare_cwd=loop.workspace.cwd_in(loop.workspace.trunk_dir) if spec.code else None,
                             reference_command=ref_cmd, reference_env=ref_env,
                             parent_fingerprint=trunk.get("hlo_fingerprint"), runtime_only=p.change.runtime_only,
-                            repeats=p.repeats)
+                            repeats=p.repeats, pairs_rounds=pend.get("pairs_rounds") or 0)
+    if pend.get("rounds_why"):
+        loop.say(f"  confirmed in {pend['rounds_why']}")
     if prep.branch:
         def commit_patch(exp_id: str) -> None:  # the runner reserved the version: commit with its id
             msg = (f"loop {spec.name} {key}: {p.statement[:60]}\n\n{p.change.describe()}\n"

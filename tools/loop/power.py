@@ -10,25 +10,50 @@ true gain, a confirmation would find ``supported`` less than one time in five (`
 trunk, with the figures (the retrospective lists it); on a quieter machine the same gain is worth its rounds, and a
 keep it may depend on screens it again. Only a screen's own measurement on this trunk sets a move aside this way:
 a table's prior is a guess, and near-misses tried together can interact (two near-misses of +1.5 % came out +8.7 %
-together in bench/loop_efficacy.py)."""
+together in bench/loop_efficacy.py).
+
+The same power sizes what the loop spends (``screen_rounds``, ``confirmation_rounds``: the loop file's rounds at most):
+
+- a screen wave runs the fewest rounds (from ``MIN_SCREEN_ROUNDS``) at which a true +``SCREEN_GAIN_PCT`` % screens
+  above zero ``SCREEN_FIND`` of the time at the lane's σ per round (2 rounds at a quiet 1 %, all 4 at 8 %);
+- a move the screen measured in one process is confirmed by in-process pairs of the fewest rounds (``2 r``, from
+  ``2 * MIN_FIRST_ROUNDS``) whose first process alone (``r`` rounds, judged by ``stats.first_process`` on simulated
+  rounds) finds its planned gain ``supported`` ``CONFIRM_POWER`` of the time: the planned gain is
+  the screen's lower bound when that is above zero, else half its median (a screen's best gains lean high: they
+  were picked for being high). Every other experiment (not screened, a combination, a promotion) runs the loop
+  file's rounds. On the small preset a confirmation of a +14 % move took 12 rounds (the first process; about 115
+  device-s each, bench/pairs_loop.py --lane small) where 6 find it at σ 1 %."""
 
 from __future__ import annotations
 
 import math
+import random
+from statistics import NormalDist
 
+from ..experiments import stats
+from ..experiments.noise import LaneNoise
 from ..experiments.stats import ALPHA, PAIRS_LOOKS, looks, t_quantile
+from .screen_table import change_key
 
 MIN_POWER = 0.2
+CONFIRM_POWER = 0.9
+SCREEN_GAIN_PCT, SCREEN_FIND = 5.0, 0.95
+MIN_SCREEN_ROUNDS = 2
+SIM_DRAWS = 400
 
 
 def power(gain_pct: float, sigma_pct: float, rounds: int, n_looks: int = 1) -> float:
     """P(the interval of ``rounds`` paired rounds at σ ``sigma_pct`` per round lies above zero) for a true gain of
     ``gain_pct``: the normal approximation of the t-interval ``stats.paired`` builds (each look at ALPHA / looks)."""
+    return _power_log(100 * math.log1p(gain_pct / 100), sigma_pct, rounds, n_looks)
+
+
+def _power_log(g: float, sigma_pct: float, rounds: int, n_looks: int) -> float:
+    """``power`` of a gain given as 100 × its log-ratio."""
     if rounds < 2 or sigma_pct <= 0:
-        return 1.0 if gain_pct > 0 else 0.0
+        return 1.0 if g > 0 else 0.0
     se = sigma_pct / math.sqrt(rounds)
     tq = t_quantile(1 - ALPHA / (2 * n_looks), 2 * (rounds - 1))  # own rounds + as many from the lane's model
-    g = 100 * math.log1p(gain_pct / 100)
     return 0.5 * (1 + math.erf((g / se - tq) / math.sqrt(2)))
 
 
@@ -57,3 +82,69 @@ def too_small(spec, noise: dict, screened: dict) -> str:
             f"{sigma:.1f} % per round would find that supported {100 * p:.0f} % of the time (under "
             f"{100 * MIN_POWER:.0f} %; half the time from " + (f"{need:+.1f} %" if need else "beyond +200 %")
             + f"); {model.get('source') or 'the lane noise model'}")
+
+
+def _sigma(noise: dict, kind: str) -> float | None:
+    sigma = (noise.get(kind) or {}).get("sigma_pct")
+    return float(sigma) if isinstance(sigma, (int, float)) and sigma > 0 else None
+
+
+def screen_rounds(spec, noise: dict) -> tuple[int, str]:
+    """Rounds of a screen wave on this trunk, and why (the loop file's ``screen:`` rounds at most)."""
+    cap = spec.screen_rounds
+    sigma = _sigma(noise, "pairs")
+    if sigma is None or cap <= MIN_SCREEN_ROUNDS:
+        return cap, ""
+    z, g = NormalDist().inv_cdf(SCREEN_FIND), 100 * math.log1p(SCREEN_GAIN_PCT / 100)
+    n = next((n for n in range(MIN_SCREEN_ROUNDS, cap) if g / (sigma / math.sqrt(n)) >= z), cap)
+    return n, (f"{n} of {cap} rounds: a true {SCREEN_GAIN_PCT:+g} % screens above zero "
+               f"{100 * SCREEN_FIND:g} % of the time at the lane's σ {sigma:.2f} % per round")
+
+
+def first_look_power(gain_pct: float, sigma_pct: float, rounds: int, band_pct: float) -> float:
+    """How often the look after a first pairs process of ``rounds`` rounds (``stats.first_process``, the verdict's
+    own rule: interval, position allowance, separation and band) finds a true gain ``supported``, rounds drawn with
+    normal noise of σ per round around it; the lane model lends as many degrees of freedom as the rounds have. A
+    fixed seed: the same figure every call."""
+    rng = random.Random(rounds)
+    noise = stats.Noise(band_pct=band_pct, lane=LaneNoise(sigma_pct, rounds - 1, 1, rounds, 0))
+    g = 100 * math.log1p(gain_pct / 100)
+    base, hits = [1000.0] * rounds, 0
+    for _ in range(SIM_DRAWS):
+        var = [1000.0 * math.exp((g + rng.gauss(0, sigma_pct)) / 100) for _ in range(rounds)]
+        t = stats.first_process(base, var, noise)
+        hits += t is not None and t.decision == "supported"
+    return hits / SIM_DRAWS
+
+
+def confirmation_rounds(spec, noise: dict, screened: dict | None) -> tuple[int, str]:
+    """Rounds of the pairs experiment that confirms a move (``spec.pairs_rounds`` at most), and why they are fewer
+    ("" when they are not): sized from the screen's measurement of it on this trunk. ``screened``: its row in
+    ``Priors.screens`` (None: not screened)."""
+    cap = spec.pairs_rounds
+    if not spec.pairs or not screened or screened.get("screened_in") != "one process":
+        return cap, ""
+    gain, sigma = screened.get("gain_pct"), _sigma(noise, "pairs")
+    if not isinstance(gain, (int, float)) or gain <= 0 or sigma is None:
+        return cap, ""
+    band = float((noise.get("pairs") or {}).get("band_pct") or stats.RUN_TO_RUN_FLOOR_PCT)
+    lo = (screened.get("interval_pct") or [None])[0]
+    plan = lo if isinstance(lo, (int, float)) and lo > 0 else gain / 2
+    for r in range(stats.MIN_FIRST_ROUNDS, (cap + 1) // 2):
+        if (p := first_look_power(plan, sigma, r, band)) >= CONFIRM_POWER:
+            return 2 * r, (f"{2 * r} of {cap} rounds: screened {gain:+.1f} % (planned as {plan:+.1f} %); the first "
+                           f"process's {r} rounds find that supported {100 * p:.0f} % of the time at the lane's σ "
+                           f"{sigma:.2f} % per round (band {band:.2f} %, the variant's position worth "
+                           f"{stats.POSITION_ALLOWANCE_PCT:g} %)")
+    return cap, ""
+
+
+def rounds_for(spec, priors, p) -> tuple[int, str]:
+    """``confirmation_rounds`` of proposal ``p`` (a ``Proposal``): sized when it is a single knob move a screen
+    let through on this trunk and not yet confirmed; a promotion (``p.repeats``) runs the loop file's rounds."""
+    if p.change.kind != "knobs" or len(p.change.knobs) != 1 or p.repeats:
+        return spec.pairs_rounds, ""
+    screened = priors.screens.get(change_key(p.change.knobs))
+    if not screened or screened.get("outcome") != "confirm" or screened.get("confirmed_by"):
+        return spec.pairs_rounds, ""
+    return confirmation_rounds(spec, priors.noise, screened)

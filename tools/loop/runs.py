@@ -17,8 +17,9 @@ from .spec import LoopSpec
 
 
 def runspec(spec: LoopSpec, cfg: dict, env: dict, cwd: Path, *, description: str, slug: str, hypothesis: str,
-            extra: dict, baseline: bool = False, repeats: int = 0, **kw) -> RunSpec:
-    """A run of configuration ``cfg`` (+ ``env``), interleaved repeats adaptive between the loop's bounds."""
+            extra: dict, baseline: bool = False, repeats: int = 0, pairs_rounds: int = 0, **kw) -> RunSpec:
+    """A run of configuration ``cfg`` (+ ``env``), interleaved repeats adaptive between the loop's bounds;
+    ``pairs_rounds``: fewer pairs rounds than the loop file's (``power.rounds_for``)."""
     lo = max(spec.min_repeats, repeats or 0)
     return RunSpec(model=spec.model, lane=spec.lane, variant=spec.variant, command=spec.command_for(cfg),
                    hypothesis=hypothesis, description=description, slug=slug, profile=spec.profile,
@@ -28,7 +29,7 @@ def runspec(spec: LoopSpec, cfg: dict, env: dict, cwd: Path, *, description: str
                    memory_tol_pct=spec.memory_tol_pct, memory_max_gb=spec.memory_max_gb, hang_s=spec.hang_s,
                    protected=[e for e in spec.protected if not any(c in e for c in "*?[")],
                    compile_cache=spec.compile_cache and spec.runner == "local", pairs=spec.pairs,
-                   pairs_rounds=spec.pairs_rounds, **kw)
+                   pairs_rounds=pairs_rounds or spec.pairs_rounds, **kw)
 
 
 def reference(spec: LoopSpec, cfg: dict) -> tuple[list[str] | None, dict]:
@@ -44,7 +45,8 @@ def extra_keys(spec: LoopSpec, p: Proposal, n: int, cfg: dict, pend: dict) -> di
     """Frontmatter that ties an experiment page to its loop, iteration, hypothesis and configuration."""
     return {"loop": spec.name, "iteration": n, "category": p.category, "change": vars(p.change).copy(),
             "change_fingerprint": p.change.fingerprint(), "hypothesis_page": pend["hypothesis_page"],
-            "proposer": p.proposer, "loop_config": cfg, "loop_started": pend.get("loop_started")}
+            "proposer": p.proposer, "loop_config": cfg, "loop_started": pend.get("loop_started"),
+            **({"pairs_rounds_why": pend["rounds_why"]} if pend.get("rounds_why") else {})}
 
 
 def trunk_entry(rec: dict, cfg: dict, env: dict, commit: str) -> dict:

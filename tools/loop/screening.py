@@ -2,7 +2,8 @@
 untried knob move the sweep would propose runs against the trunk: the moves that differ from it in flags, or that
 add an XLA flag (compiled with it as an option, ``experiments/xla_options.py``; a move whose option XLA refuses
 is left out of the process and has no reading), together in ONE process
-(``experiments.screen``: a few rounds of blocks, the arms in rotating order); the moves that change the environment
+(``experiments.screen``: a few rounds of blocks, the arms in rotating order, as few as the lane's noise allows:
+``power.screen_rounds``); the moves that change the environment
 otherwise (another variable, an XLA flag of the trunk's taken away or changed) in processes, ``ENV_ROUNDS`` rounds of
 the trunk and each such move as processes of their own (``screen.read_processes``). What it finds is a ranking,
 never a verdict:
@@ -29,7 +30,7 @@ from ..experiments import arms, filing, pairs, screen
 from ..experiments.sides import Side, compile_cache_env
 from ..runners import Arm
 from ..runners import get as get_runner
-from . import admission, gather
+from . import admission, gather, power
 from .proposers.sweep import SweepProposer
 from .screen_table import change_key
 
@@ -38,12 +39,11 @@ ENV_ROUNDS = 2  # rounds of a screen in processes: a process costs a compile; tw
                 # process-level σ of 7 % about one time in 40, and a move is only ruled out, never kept, on them
 
 
-def moves(engine) -> tuple[Side | None, list[dict], list[dict]]:
+def moves(engine, priors) -> tuple[Side | None, list[dict], list[dict]]:
     """The trunk's side, the flag moves a screen in one process would run ({change, describe, category, config,
     run_key, flags, planned}) and the moves that change the environment, screened in processes ({..., side})."""
     spec, state = engine.spec, engine.state
     trunk = state.trunk
-    priors = gather.gather(engine.project, spec, state.to_dict(), engine.budget_left())
     with engine._git:
         cwd = engine.workspace.prepare("screen", "").cwd
     trunk_env = dict(trunk.get("env") or {})
@@ -80,7 +80,8 @@ def wave(engine, n: int) -> dict | None:
         return None
     if any(w.get("trunk_exp") == trunk["exp_id"] for w in state.screens):
         return None  # screened this trunk already (what the wave left out: not a knob move, or a flag move alone)
-    base, flags, envs = moves(engine)
+    priors = gather.gather(engine.project, spec, state.to_dict(), engine.budget_left())
+    base, flags, envs = moves(engine, priors)
     if len(flags) < MIN_MOVES:
         flags = []
     if not flags and not envs:
@@ -93,10 +94,11 @@ def wave(engine, n: int) -> dict | None:
             side.env = compile_cache_env(engine.project.cache / "jax-compile", side.env)
     folder = engine.paths.iteration_dir(n)
     folder.mkdir(parents=True, exist_ok=True)
-    w = {"iteration": n, "trunk_exp": trunk["exp_id"], "rounds": spec.screen_rounds, "statistic": spec.statistic,
-         "log": None, "device_s": 0.0, "error": None, "moves": []}
+    rounds, why = power.screen_rounds(spec, priors.noise)
+    w = {"iteration": n, "trunk_exp": trunk["exp_id"], "rounds": rounds, "statistic": spec.statistic,
+         "log": None, "device_s": 0.0, "error": None, "moves": [], **({"rounds_why": why} if why else {})}
     engine.say(f"screen of {trunk['exp_id']}: " + ", ".join(
-        ([f"{len(flags)} flag moves in one process ({spec.screen_rounds} rounds)"] if flags else [])
+        ([f"{len(flags)} flag moves in one process ({why or f'{rounds} rounds'})"] if flags else [])
         + ([f"{len(envs)} environment move(s) in processes ({ENV_ROUNDS} rounds)"] if envs else [])))
     for screen_part, todo in ((_in_one_process, flags), (_in_processes, envs)):
         if todo and (stopped := screen_part(engine, w, base, todo, folder)):
@@ -140,7 +142,7 @@ def _in_one_process(engine, w: dict, base: Side, todo: list[dict], folder) -> di
     spec = engine.spec
     with_options = any(m["planned"].options for m in todo)
     hlo = folder / "screen-hlo" if with_options else None
-    side = screen.side(todo[0]["planned"], [m["planned"] for m in todo[1:]], base, spec.screen_rounds, hlo)
+    side = screen.side(todo[0]["planned"], [m["planned"] for m in todo[1:]], base, w["rounds"], hlo)
     log = folder / "screen.log"
     timeout = spec.timeout_s * (len(todo) + 1)  # a compile and the blocks of every arm, as pairs scale theirs
     proc = get_runner("local").run_round([Arm("screen", side.command, log, side.env, side.cwd, timeout,

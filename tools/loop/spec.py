@@ -65,7 +65,9 @@ TARGET_KEYS = ("tokens_per_s", "mfu_percent", "reference")
 # under 1 % and found a true +10 % gain 9 times in 10, quiet and under load; 6 rounds found it 7 times in 10
 PAIRS_ROUNDS = 24
 # rounds of a screen wave with `screen: true`: it only ranks (never a verdict); 4 rounds of blocks tell a move 10 %
-# slower from one that is not, and what a screen lets through is confirmed at PAIRS_ROUNDS
+# slower from one that is not, and what a screen lets through is confirmed at PAIRS_ROUNDS. Both are the most a
+# wave or a confirmation runs: on a quiet lane fewer find what they must (loop/power.py: screen_rounds,
+# confirmation_rounds)
 SCREEN_ROUNDS = 4
 
 
