@@ -84,6 +84,8 @@ def test_screens_show_on_the_loop_page_in_status_and_in_device_time():
     s = summary(state)
     assert s["screens"][0]["moves"][1]["outcome"] == "slower" and s["screens"][0]["device_s"] == 30.5
     assert screen_table.markdown({"screens": []}) == []
+    state["screens"][0].update(rounds=2, rounds_why="2 of 4 rounds: a true +5 % screens above zero")
+    assert "30.5 device-seconds; in one process, 2 of 4 rounds: a true +5 %" in "\n".join(screen_table.markdown(state))
 
 
 def test_the_sweep_refuses_what_a_screen_ruled_out_and_ranks_the_rest_by_their_screened_gain():

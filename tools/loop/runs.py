@@ -68,7 +68,7 @@ def history_entry(p: Proposal, rec: dict, n: int, kept: bool, pend: dict) -> dic
             "config": pend["config"], "trunk_exp": pend["trunk_exp"], "repeats": rec.get("repeats"),
             "interrupted": pend.get("interrupted", 0),
             "crash": _crash_brief(rec.get("crash")), "repair_of": p.repair_of or None,
-            "combines": list(p.combines) or None}
+            "combines": list(p.combines) or None, "pairs_rounds_why": pend.get("rounds_why") or None}
 
 
 def _crash_brief(crash: dict | None) -> dict | None:

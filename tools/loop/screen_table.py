@@ -80,6 +80,7 @@ def markdown(state: dict) -> list[str]:
                   f"the screen in processes failed: {w['processes_error']}" if w.get("processes_error") else ""]
         out.append(f"**Before iteration {w.get('iteration')}**, on trunk `{w.get('trunk_exp')}`: "
                    f"{len(w.get('moves') or [])} moves, {w.get('device_s')} device-seconds"
+                   + (f"; in one process, {w['rounds_why']}" if w.get("rounds_why") else "")
                    + "".join(f"; {f}" for f in failed if f) + ".")
         out += ["", "| move | screened in | rounds | gain | 95 % interval | losses | outcome |",
                 "|---|---|---:|---:|---|---|---|"]
