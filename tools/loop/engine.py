@@ -220,9 +220,10 @@ class Loop:
         cfg, env = admission.config_of(self.spec, trunk, proposal)
         page = proposal.hypothesis_page or hypotheses.hypothesis_path(
             self.spec.model, self.spec.lane, f"{n:03d}-{slugify(proposal.statement)[:40]}")
-        rounds, why = power.rounds_for(self.spec, priors, proposal)
+        key = admission.key_of(self.spec, trunk, proposal, cfg, env)
+        rounds, why = power.rounds_for(self.spec, priors, proposal, key)
         return {"phase": "proposed", "iteration": n, "proposal": proposal.to_dict(), "config": cfg, "env": env,
-                "run_key": admission.key_of(self.spec, trunk, proposal, cfg, env), "trunk_exp": trunk["exp_id"],
+                "run_key": key, "trunk_exp": trunk["exp_id"],
                 "trunk_commit": trunk.get("commit", ""), "interrupted": 0, "hypothesis_page": page,
                 "loop_started": self.state.started, **({"pairs_rounds": rounds, "rounds_why": why} if why else {})}
 

@@ -194,7 +194,7 @@ def confirmation_noise(spec: LoopSpec, lane: list[dict], best: dict | None, pair
         statistic = noise.choose_reading(lane, spec.variant, records.shape_key_of(best or {}), pairs)["chosen"]
     n = comparison.current_noise(lane, spec.variant, best, statistic, pairs)
     return {"sigma_pct": round(n.lane.sigma_pct if n.lane is not None else n.sigma_floor_pct, 3),
-            "band_pct": n.band_pct, "source": n.source}
+            "band_pct": n.band_pct, "model": n.lane is not None, "source": n.source}
 
 
 def reference_record(project: Project, spec: LoopSpec, state: dict) -> dict | None:

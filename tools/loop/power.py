@@ -15,7 +15,8 @@ together in bench/loop_efficacy.py).
 The same power sizes what the loop spends (``screen_rounds``, ``confirmation_rounds``: the loop file's rounds at most):
 
 - a screen wave runs the fewest rounds (from ``MIN_SCREEN_ROUNDS``) at which a true +``SCREEN_GAIN_PCT`` % screens
-  above zero ``SCREEN_FIND`` of the time at the lane's σ per round (2 rounds at a quiet 1 %, all 4 at 8 %);
+  above zero and two moves ``RANK_GAP_PCT`` % apart rank right, ``SCREEN_FIND`` of the time at the lane's σ per
+  round (2 rounds at a quiet 1 %, all 4 from 1.5 %);
 - a move the screen measured in one process is confirmed by in-process pairs of the fewest rounds (``2 r``, from
   ``2 * MIN_FIRST_ROUNDS``) whose first process alone (``r`` rounds, judged by ``stats.first_process`` on simulated
   rounds) finds its planned gain ``supported`` ``CONFIRM_POWER`` of the time: the planned gain is
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import math
 import random
-from statistics import NormalDist
+import statistics
 
 from ..experiments import stats
 from ..experiments.noise import LaneNoise
@@ -37,7 +38,7 @@ from .screen_table import change_key
 
 MIN_POWER = 0.2
 CONFIRM_POWER = 0.9
-SCREEN_GAIN_PCT, SCREEN_FIND = 5.0, 0.95
+SCREEN_GAIN_PCT, RANK_GAP_PCT, SCREEN_FIND = 5.0, 2.0, 0.95
 MIN_SCREEN_ROUNDS = 2
 SIM_DRAWS = 400
 
@@ -90,24 +91,50 @@ def _sigma(noise: dict, kind: str) -> float | None:
 
 
 def screen_rounds(spec, noise: dict) -> tuple[int, str]:
-    """Rounds of a screen wave on this trunk, and why (the loop file's ``screen:`` rounds at most)."""
+    """Rounds of a screen wave on this trunk, and why (the loop file's ``screen:`` rounds at most): the fewest at
+    which a true +``SCREEN_GAIN_PCT`` % screens above zero, and two moves ``RANK_GAP_PCT`` % apart are ranked
+    right, each ``SCREEN_FIND`` of the time."""
     cap = spec.screen_rounds
     sigma = _sigma(noise, "pairs")
     if sigma is None or cap <= MIN_SCREEN_ROUNDS:
         return cap, ""
-    z, g = NormalDist().inv_cdf(SCREEN_FIND), 100 * math.log1p(SCREEN_GAIN_PCT / 100)
-    n = next((n for n in range(MIN_SCREEN_ROUNDS, cap) if g / (sigma / math.sqrt(n)) >= z), cap)
-    return n, (f"{n} of {cap} rounds: a true {SCREEN_GAIN_PCT:+g} % screens above zero "
-               f"{100 * SCREEN_FIND:g} % of the time at the lane's σ {sigma:.2f} % per round")
+    n = next((n for n in range(MIN_SCREEN_ROUNDS, cap) if screen_finds(SCREEN_GAIN_PCT, sigma, n) >= SCREEN_FIND
+              and ranked_right(RANK_GAP_PCT, sigma, n) >= SCREEN_FIND), cap)
+    return n, (f"{n} of {cap} rounds: a true {SCREEN_GAIN_PCT:+g} % screens above zero, and two moves "
+               f"{RANK_GAP_PCT:g} % apart rank right, {100 * SCREEN_FIND:g} % of the time at the lane's σ "
+               f"{sigma:.2f} % per round")
 
 
-def first_look_power(gain_pct: float, sigma_pct: float, rounds: int, band_pct: float) -> float:
+def _median_of(rng: random.Random, gain_log: float, sigma_pct: float, rounds: int) -> float:
+    return statistics.median(rng.gauss(gain_log, sigma_pct) for _ in range(rounds))
+
+
+def screen_finds(gain_pct: float, sigma_pct: float, rounds: int) -> float:
+    """How often a move with a true gain screens above zero in ``rounds`` rounds: its screened gain is the median
+    of its rounds' ratios (``screen._gain``), rounds drawn with normal noise of σ per round; a fixed seed."""
+    rng, g = random.Random(rounds), 100 * math.log1p(gain_pct / 100)
+    return sum(_median_of(rng, g, sigma_pct, rounds) > 0 for _ in range(SIM_DRAWS)) / SIM_DRAWS
+
+
+def ranked_right(gap_pct: float, sigma_pct: float, rounds: int) -> float:
+    """How often a move ``gap_pct`` % better than another screens above it in ``rounds`` rounds (each a median,
+    their noise drawn apart: a round's shared trunk would make them closer, so this errs towards more rounds).
+    Two moves that do not compose (bf16 and the XLA flag on the template lane) make the first keep a road: in
+    bench/pairs_loop.py a two-round screen at σ 2.3 % ranked bf16 over the flag and the loop ended at 0.94."""
+    rng, g = random.Random(rounds), 100 * math.log1p(gap_pct / 100)
+    return sum(_median_of(rng, g, sigma_pct, rounds) > _median_of(rng, 0.0, sigma_pct, rounds)
+               for _ in range(SIM_DRAWS)) / SIM_DRAWS
+
+
+def first_look_power(gain_pct: float, sigma_pct: float, rounds: int, band_pct: float, model: bool = True) -> float:
     """How often the look after a first pairs process of ``rounds`` rounds (``stats.first_process``, the verdict's
     own rule: interval, position allowance, separation and band) finds a true gain ``supported``, rounds drawn with
-    normal noise of σ per round around it; the lane model lends as many degrees of freedom as the rounds have. A
-    fixed seed: the same figure every call."""
+    normal noise of σ per round around it. ``model``: σ is the lane model's, which lends as many degrees of freedom
+    as the rounds have (measured against this trunk: its own rounds replace it only on the F-test's evidence);
+    else σ is the calibration's floor. A fixed seed: the same figure every call."""
     rng = random.Random(rounds)
-    noise = stats.Noise(band_pct=band_pct, lane=LaneNoise(sigma_pct, rounds - 1, 1, rounds, 0))
+    lane = LaneNoise(sigma_pct, rounds - 1, 1, rounds, 0, trunk_df=rounds - 1) if model else None
+    noise = stats.Noise(sigma_floor_pct=sigma_pct, band_pct=band_pct, lane=lane)
     g = 100 * math.log1p(gain_pct / 100)
     base, hits = [1000.0] * rounds, 0
     for _ in range(SIM_DRAWS):
@@ -128,10 +155,11 @@ def confirmation_rounds(spec, noise: dict, screened: dict | None) -> tuple[int, 
     if not isinstance(gain, (int, float)) or gain <= 0 or sigma is None:
         return cap, ""
     band = float((noise.get("pairs") or {}).get("band_pct") or stats.RUN_TO_RUN_FLOOR_PCT)
+    model = (noise.get("pairs") or {}).get("model", True) is not False
     lo = (screened.get("interval_pct") or [None])[0]
     plan = lo if isinstance(lo, (int, float)) and lo > 0 else gain / 2
     for r in range(stats.MIN_FIRST_ROUNDS, (cap + 1) // 2):
-        if (p := first_look_power(plan, sigma, r, band)) >= CONFIRM_POWER:
+        if (p := first_look_power(plan, sigma, r, band, model)) >= CONFIRM_POWER:
             return 2 * r, (f"{2 * r} of {cap} rounds: screened {gain:+.1f} % (planned as {plan:+.1f} %); the first "
                            f"process's {r} rounds find that supported {100 * p:.0f} % of the time at the lane's σ "
                            f"{sigma:.2f} % per round (band {band:.2f} %, the variant's position worth "
@@ -139,12 +167,15 @@ def confirmation_rounds(spec, noise: dict, screened: dict | None) -> tuple[int, 
     return cap, ""
 
 
-def rounds_for(spec, priors, p) -> tuple[int, str]:
-    """``confirmation_rounds`` of proposal ``p`` (a ``Proposal``): sized when it is a single knob move a screen
-    let through on this trunk and not yet confirmed; a promotion (``p.repeats``) runs the loop file's rounds."""
-    if p.change.kind != "knobs" or len(p.change.knobs) != 1 or p.repeats:
+def rounds_for(spec, priors, p, run_key: str) -> tuple[int, str]:
+    """``confirmation_rounds`` of proposal ``p`` (a ``Proposal``) that runs as ``run_key``: sized when the screen
+    of this trunk measured that very run (one knob, nothing else) and its own experiment has not run; a promotion
+    (``p.repeats``), a combination, a repair or an earlier trunk's screen: the loop file's rounds."""
+    if p.change.kind != "knobs" or len(p.change.knobs) != 1 or p.change.env or p.repeats or p.combines \
+            or p.repair_of:
         return spec.pairs_rounds, ""
     screened = priors.screens.get(change_key(p.change.knobs))
-    if not screened or screened.get("outcome") != "confirm" or screened.get("confirmed_by"):
+    if not screened or screened.get("outcome") != "confirm" or screened.get("confirmed_by") \
+            or screened.get("run_key") != run_key:
         return spec.pairs_rounds, ""
     return confirmation_rounds(spec, priors.noise, screened)

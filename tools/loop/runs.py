@@ -29,7 +29,7 @@ def runspec(spec: LoopSpec, cfg: dict, env: dict, cwd: Path, *, description: str
                    memory_tol_pct=spec.memory_tol_pct, memory_max_gb=spec.memory_max_gb, hang_s=spec.hang_s,
                    protected=[e for e in spec.protected if not any(c in e for c in "*?[")],
                    compile_cache=spec.compile_cache and spec.runner == "local", pairs=spec.pairs,
-                   pairs_rounds=pairs_rounds or spec.pairs_rounds, **kw)
+                   pairs_rounds=min(pairs_rounds or spec.pairs_rounds, spec.pairs_rounds), **kw)
 
 
 def reference(spec: LoopSpec, cfg: dict) -> tuple[list[str] | None, dict]:
@@ -68,7 +68,8 @@ def history_entry(p: Proposal, rec: dict, n: int, kept: bool, pend: dict) -> dic
             "config": pend["config"], "trunk_exp": pend["trunk_exp"], "repeats": rec.get("repeats"),
             "interrupted": pend.get("interrupted", 0),
             "crash": _crash_brief(rec.get("crash")), "repair_of": p.repair_of or None,
-            "combines": list(p.combines) or None, "pairs_rounds_why": pend.get("rounds_why") or None}
+            "combines": list(p.combines) or None,
+            **({"pairs_rounds_why": pend["rounds_why"]} if pend.get("rounds_why") else {})}
 
 
 def _crash_brief(crash: dict | None) -> dict | None:
