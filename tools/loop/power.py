@@ -16,7 +16,7 @@ The same power sizes what the loop spends (``screen_rounds``, ``confirmation_rou
 
 - a screen wave runs the fewest rounds (from ``MIN_SCREEN_ROUNDS``) at which a true +``SCREEN_GAIN_PCT`` % screens
   above zero and two moves ``RANK_GAP_PCT`` % apart rank right, ``SCREEN_FIND`` of the time at the lane's σ per
-  round (2 rounds at a quiet 1 %, all 4 from 1.5 %);
+  round (2 rounds up to σ 1.15 %, all 4 from 1.25 %);
 - a move the screen measured in one process is confirmed by in-process pairs of the fewest rounds (``2 r``, from
   ``2 * MIN_FIRST_ROUNDS``) whose first process alone (``r`` rounds, judged by ``stats.first_process`` on simulated
   rounds) finds its planned gain ``supported`` ``CONFIRM_POWER`` of the time: the planned gain is
