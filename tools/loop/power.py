@@ -75,12 +75,18 @@ def too_small(spec, noise: dict, screened: dict) -> str:
     sigma = model.get("sigma_pct")
     if not isinstance(gain, (int, float)) or not isinstance(sigma, (int, float)):
         return ""
-    p = power(gain, sigma, rounds, n_looks)
+    shrunk, sd = screened.get("shrunk_pct"), screened.get("shrunk_sd_pct")
+    if isinstance(shrunk, (int, float)) and isinstance(sd, (int, float)):
+        p = power(shrunk, sigma, rounds, n_looks)
+        believed = (f", believed {shrunk:+.1f} % ± {sd:.1f} among its wave (loop/shrink.py: kept "
+                    f"{100 * float(screened.get('shrink') or 0):.0f} % of it)")
+    else:
+        p, believed = power(gain, sigma, rounds, n_looks), ""
     if p >= MIN_POWER:
         return ""
     need = next((g / 2 for g in range(1, 400) if power(g / 2, sigma, rounds, n_looks) >= 0.5), None)
-    return (f"screened {gain:+.1f} % on this trunk: a confirmation of {rounds} rounds ({kind}) at the lane's σ "
-            f"{sigma:.1f} % per round would find that supported {100 * p:.0f} % of the time (under "
+    return (f"screened {gain:+.1f} % on this trunk{believed}: a confirmation of {rounds} rounds ({kind}) at the "
+            f"lane's σ {sigma:.1f} % per round would find it supported {100 * p:.0f} % of the time (under "
             f"{100 * MIN_POWER:.0f} %; half the time from " + (f"{need:+.1f} %" if need else "beyond +200 %")
             + f"); {model.get('source') or 'the lane noise model'}")
 

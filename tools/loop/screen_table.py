@@ -1,6 +1,6 @@
 """Screens as data (``screening`` runs them): which screened moves still speak for the current trunk, and the loop
 page's section (each wave, what each move measured against its trunk in one process, and what the loop did with
-it: confirmed on its own, or ruled out and why)."""
+it: confirmed on its own, or ruled out and why; its gain believed once read among its wave, ``shrink``)."""
 
 from __future__ import annotations
 
@@ -81,9 +81,12 @@ def markdown(state: dict) -> list[str]:
         out.append(f"**Before iteration {w.get('iteration')}**, on trunk `{w.get('trunk_exp')}`: "
                    f"{len(w.get('moves') or [])} moves, {w.get('device_s')} device-seconds"
                    + (f"; in one process, {w['rounds_why']}" if w.get("rounds_why") else "")
-                   + "".join(f"; {f}" for f in failed if f) + ".")
-        out += ["", "| move | screened in | rounds | gain | 95 % interval | losses | outcome |",
-                "|---|---|---:|---:|---|---|---|"]
+                   + "".join(f"; {f}" for f in failed if f) + "".join(
+                       f"; in {how}, {f['moves']} readings spread ±{f['spread_pct']:.1f} % beyond the screen's "
+                       f"noise (σ {f['round_sd_pct']:.1f} % per round)" for how, f in (w.get("shrink") or {}).items())
+                   + ".")
+        out += ["", "| move | screened in | rounds | gain | believed | 95 % interval | losses | outcome |",
+                "|---|---|---:|---:|---:|---|---|---|"]
         for m in sorted(w.get("moves") or [], key=lambda m: -(m.get("gain_pct") or -1e9)):
             lo, hi = m.get("interval_pct") or [None, None]
             interval = "—" if lo is None else f"[{lo:+.1f}, {hi:+.1f}] %"
@@ -94,6 +97,6 @@ def markdown(state: dict) -> list[str]:
             if m.get("problem"):
                 what += f": {m['problem']}"
             out.append(f"| `{m.get('describe')}` | {m.get('screened_in') or 'one process'} | {m.get('rounds')} | "
-                       f"{_pct(m.get('gain_pct'))} | {interval} | {losses} | {what} |")
+                       f"{_pct(m.get('gain_pct'))} | {_pct(m.get('shrunk_pct'))} | {interval} | {losses} | {what} |")
         out.append("")
     return out

@@ -30,7 +30,7 @@ from ..experiments import arms, filing, pairs, screen
 from ..experiments.sides import Side, compile_cache_env
 from ..runners import Arm
 from ..runners import get as get_runner
-from . import admission, gather, power
+from . import admission, gather, power, shrink
 from .proposers.sweep import SweepProposer
 from .screen_table import change_key
 
@@ -103,6 +103,11 @@ def wave(engine, n: int) -> dict | None:
     for screen_part, todo in ((_in_one_process, flags), (_in_processes, envs)):
         if todo and (stopped := screen_part(engine, w, base, todo, folder)):
             return stopped  # Ctrl-C or SIGTERM: nothing filed; the engine stops, and a resume screens again
+    for how in ("one process", "processes"):
+        if figures := shrink.shrink([m for m in w["moves"] if m["screened_in"] == how]):
+            w.setdefault("shrink", {})[how] = figures
+            engine.say(f"  {how}: {figures['moves']} readings spread ±{figures['spread_pct']:.1f} % beyond the "
+                       f"screen's noise (σ {figures['round_sd_pct']:.1f} % per round); gains shrunk by that")
     state.screens.append(w)
     engine.save()
     file_invalid(engine, w)
