@@ -9,8 +9,11 @@ When the gains of a wave spread no wider than the wave's own noise explains, the
 and a gain of +3 % is mostly noise; when one stands out (+20 % among moves near zero) the spread is real and it
 keeps most of its gain. So, per wave and per way of screening (one process, or processes):
 
-- the noise of one move's screened gain ``se``: the pooled σ of a round's log-ratio (from each move's interval, its
-  rounds' spread), times how much noisier a median of ``n`` rounds is than a mean (simulated), over √n;
+- the noise of one move's screened gain ``se``: the σ of its rounds' log-ratios (from its interval), times how much
+  noisier a median of ``n`` rounds is than a mean (simulated), over √n. Each move's own, not the wave's pooled: in
+  one process a busy neighbour hits some arms' blocks and spares others (beside the bench's load a wave's pooled σ
+  was 18 % per round while the XLA flag's own rounds, +10.4 % [+8.0, +13.7], spread 1.6 %; shrunk by the pooled σ
+  it was believed +1.6 % and set aside, and that loop kept nothing);
 - the spread of the true gains ``τ²`` = the mean of the squared gains (log scale) − the mean of ``se²``, at least 0;
 - each move's gain after shrinking: ``B g`` with ``B = τ² / (τ² + se²)``, and how sure: a σ of ``√(B) se``.
 
@@ -62,7 +65,7 @@ def shrink(rows: list[dict]) -> dict:
     sds = [_round_sd(r) for r in read]
     dfs = [r["rounds"] - 1 for r in read]
     pooled = math.sqrt(sum(d * s * s for d, s in zip(dfs, sds)) / sum(dfs))
-    se2 = [pooled ** 2 * median_factor(r["rounds"]) / r["rounds"] for r in read]
+    se2 = [s * s * median_factor(r["rounds"]) / r["rounds"] for s, r in zip(sds, read)]
     g = [100 * math.log1p(r["gain_pct"] / 100) for r in read]
     tau2 = max(0.0, statistics.fmean(x * x for x in g) - statistics.fmean(se2))
     for r, x, s2 in zip(read, g, se2):
