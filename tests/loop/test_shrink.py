@@ -79,12 +79,12 @@ def test_shrunk_gains_are_nearer_the_truth_than_the_screened_ones():
             shrink.shrink(rows)
             for r, g in zip(rows, true):
                 raw += (r["gain_pct"] - g) ** 2
-                believed += (r["shrunk_pct"] - g) ** 2
+                believed += (r["believed_pct"] - g) ** 2
         assert believed < most * raw, (sigma, true, believed / raw)
     # a move that stands out keeps most of its gain
     rows = _wave([25.0] + NULLS, 3.0, 4, random.Random(4))
     shrink.shrink(rows)
-    assert rows[0]["shrink"] > 0.9 and rows[0]["shrunk_pct"] > 0.9 * rows[0]["gain_pct"], rows[0]
+    assert rows[0]["believed_pct"] > 0.9 * rows[0]["gain_pct"], rows[0]
 
 
 def test_beside_a_busy_machine_a_wave_worth_nothing_lets_few_moves_through_and_a_real_gain_still_passes():
@@ -100,13 +100,13 @@ def test_beside_a_busy_machine_a_wave_worth_nothing_lets_few_moves_through_and_a
 def test_too_few_readings_or_moves_that_are_another_program_do_not_shape_the_spread():
     rng = random.Random(9)
     two = _wave([5.0, 0.0], 4.0, 4, rng)
-    assert shrink.shrink(two) == {} and "shrunk_pct" not in two[0]
+    assert shrink.shrink(two) == {} and "believed_pct" not in two[0]
     rows = _wave([8.0, 0.0, 0.0, 1.0], 4.0, 4, rng)
     alone = shrink.shrink([dict(r) for r in rows])
     decoy = dict(_row([58.0, 57.0, 60.0, 59.0]), outcome="broken", losses="changed")
     blind = {"outcome": "unscreened", "gain_pct": None, "interval_pct": None, "rounds": 4}
     with_them = shrink.shrink(rows + [decoy, blind])
-    assert with_them == alone and "shrunk_pct" not in decoy
+    assert with_them == alone and "believed_pct" not in decoy
 
 
 def test_the_refusal_and_the_loop_page_say_what_the_wave_believed():
@@ -114,15 +114,64 @@ def test_the_refusal_and_the_loop_page_say_what_the_wave_believed():
     rows = [_row([m + d for d in (-6.0, 6.0, -3.0, 3.0)]) for m in (3.4, 1.0, 0.0, -1.0, 0.5, -2.0)]
     figures = shrink.shrink(rows)
     why = power.too_small(_spec(), {"pairs": {"sigma_pct": 6.0}}, rows[0])
-    assert why.startswith(f"screened +3.5 % on this trunk, believed {rows[0]['shrunk_pct']:+.1f} % ± ") and \
+    assert why.startswith(f"screened +3.5 % on this trunk, believed {rows[0]['believed_pct']:+.1f} % [") and \
         "among its wave" in why and "would find it supported" in why, why
     for r in rows:
         r.update(change={"kind": "knobs", "knobs": {"x": id(r)}}, describe=f"x={id(r)}", losses="ok")
     state = {"screens": [{"iteration": 1, "trunk_exp": "e1", "rounds": 4, "device_s": 20.0, "moves": rows,
                           "shrink": {"one process": figures}}]}
     text = "\n".join(screen_table.markdown(state))
-    assert f"in one process, 6 readings spread ±{figures['spread_pct']:.1f} % beyond the screen's noise" in text
-    assert "| gain | believed |" in text and f"| +3.5 % | {rows[0]['shrunk_pct']:+.1f} % |" in text
+    assert f"in one process, 6 readings whose true gains spread about ±{figures['spread_pct']:.1f} %" in text
+    assert "| gain | believed |" in text and f"| +3.5 % | {rows[0]['believed_pct']:+.1f} % |" in text
     # read alone, the same screened gain is worth its 24 rounds
     assert power.too_small(_spec(), {"pairs": {"sigma_pct": 6.0}}, {k: v for k, v in rows[0].items()
-                                                                    if not k.startswith("shrunk")}) == ""
+                                                                    if not k.startswith("believed")}) == ""
+
+
+# First waves of pairs loops beside the bench's 60 %-duty load (bench/pairs_loop.py --mode interference,
+# 2026-12-06), 4 rounds each, with the lane's σ per round when they ran. The load hit some arms' blocks and spared
+# others: one move's own rounds agreed within a few percent while the rest scattered by tens of percent.
+RECORDED = {
+    "flag spared": (11.6, "xla_ynn_dot=dot", "compute_dtype=bfloat16", [
+        ("compute_dtype=bfloat16", "confirm", 10.378, [-15.31, 40.527]),
+        ("xla_ynn_dot=dot", "confirm", 10.377, [8.0, 13.7]),
+        ("grad_accum=4", "no gain", -11.674, [-31.074, 12.596]),
+        ("shape=16x32", "confirm", 3.492, [-7.535, 13.786]),
+        ("grad_accum=2", "no gain", -5.357, [-31.04, 17.804]),
+        ("decoy_skip_layer=True", "broken", 77.429, [52.176, 114.41]),
+        ("shape=4x128", "no gain", -18.439, [-30.156, 1.332]),
+        ("attention=dpa", "no gain", -4.058, [-18.695, 14.98]),
+        ("donate=False", "confirm", 2.666, [-10.043, 16.322]),
+        ("remat=dots_saveable", "no gain", -3.283, [-36.613, 28.333]),
+        ("scan=True", "no gain", -14.342, [-53.682, 26.044]),
+        ("remat=full", "no gain", -12.615, [-52.643, 30.272])]),
+    "bf16 spared, σ 30 % on the whole": (10.1, "compute_dtype=bfloat16", "xla_ynn_dot=dot", [
+        ("compute_dtype=bfloat16", "confirm", 8.531, [2.133, 16.244]),
+        ("xla_ynn_dot=dot", "confirm", 11.312, [-28.396, 50.252]),
+        ("grad_accum=4", "no gain", -11.378, [-57.14, 51.961]),
+        ("shape=16x32", "confirm", 2.103, [-23.303, 64.915]),
+        ("grad_accum=2", "confirm", 2.091, [-25.055, 54.648]),
+        ("decoy_skip_layer=True", "broken", 98.828, [44.109, 182.527]),
+        ("shape=4x128", "no gain", -13.907, [-30.572, 25.191]),
+        ("attention=dpa", "no gain", -2.425, [-43.428, 56.571]),
+        ("donate=False", "confirm", 0.522, [-38.006, 80.097]),
+        ("remat=dots_saveable", "no gain", -10.663, [-55.742, 86.393]),
+        ("scan=True", "no gain", -18.126, [-51.168, 63.142]),
+        ("remat=full", "no gain", -13.404, [-33.501, 39.435])]),
+}
+
+
+def test_a_move_whose_own_rounds_agree_keeps_its_gain_in_a_wave_a_neighbour_disturbed():
+    for name, (sigma, steady, scattered, wave) in RECORDED.items():
+        rows = {d: {"describe": d, "outcome": o, "gain_pct": g, "interval_pct": i, "rounds": 4,
+                    "screened_in": "one process"} for d, o, g, i in wave}
+        figures = shrink.shrink(list(rows.values()))
+        assert figures["moves"] == 11 and figures["round_sd_pct"] > 15, (name, figures)  # the decoy left out
+        # the steady move (the flag and bf16 were each supported at +15 to +26 % in that bench run) keeps most of
+        # its gain and is confirmed; the wave's pooled σ, or a spread taken at its point estimate (0 for the
+        # second wave), believed it +1.6 % or 0 % and set everything aside, and those loops kept nothing
+        assert rows[steady]["believed_pct"] > 0.85 * rows[steady]["gain_pct"], (name, rows[steady])
+        assert not power.too_small(_spec(), {"pairs": {"sigma_pct": sigma}}, rows[steady]), name
+        # a move whose rounds scattered (±28 % and ±40 %) keeps far less of what it screened
+        noisy = rows[scattered]
+        assert noisy["believed_pct"] < 0.6 * noisy["gain_pct"], (name, noisy)

@@ -75,11 +75,10 @@ def too_small(spec, noise: dict, screened: dict) -> str:
     sigma = model.get("sigma_pct")
     if not isinstance(gain, (int, float)) or not isinstance(sigma, (int, float)):
         return ""
-    shrunk, sd = screened.get("shrunk_pct"), screened.get("shrunk_sd_pct")
-    if isinstance(shrunk, (int, float)) and isinstance(sd, (int, float)):
-        p = power(shrunk, sigma, rounds, n_looks)
-        believed = (f", believed {shrunk:+.1f} % ± {sd:.1f} among its wave (loop/shrink.py: kept "
-                    f"{100 * float(screened.get('shrink') or 0):.0f} % of it)")
+    believed, (lo, hi) = screened.get("believed_pct"), screened.get("believed_range") or [None, None]
+    if isinstance(believed, (int, float)) and isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        p = power(believed, sigma, rounds, n_looks)
+        believed = f", believed {believed:+.1f} % [{lo:+.1f}, {hi:+.1f}] among its wave (loop/shrink.py)"
     else:
         p, believed = power(gain, sigma, rounds, n_looks), ""
     if p >= MIN_POWER:

@@ -82,8 +82,8 @@ def markdown(state: dict) -> list[str]:
                    f"{len(w.get('moves') or [])} moves, {w.get('device_s')} device-seconds"
                    + (f"; in one process, {w['rounds_why']}" if w.get("rounds_why") else "")
                    + "".join(f"; {f}" for f in failed if f) + "".join(
-                       f"; in {how}, {f['moves']} readings spread ±{f['spread_pct']:.1f} % beyond the screen's "
-                       f"noise (σ {f['round_sd_pct']:.1f} % per round)" for how, f in (w.get("shrink") or {}).items())
+                       f"; in {how}, {f['moves']} readings whose true gains spread about ±{f['spread_pct']:.1f} % "
+                       f"(σ {f['round_sd_pct']:.1f} % per round)" for how, f in (w.get("shrink") or {}).items())
                    + ".")
         out += ["", "| move | screened in | rounds | gain | believed | 95 % interval | losses | outcome |",
                 "|---|---|---:|---:|---:|---|---|---|"]
@@ -97,6 +97,6 @@ def markdown(state: dict) -> list[str]:
             if m.get("problem"):
                 what += f": {m['problem']}"
             out.append(f"| `{m.get('describe')}` | {m.get('screened_in') or 'one process'} | {m.get('rounds')} | "
-                       f"{_pct(m.get('gain_pct'))} | {_pct(m.get('shrunk_pct'))} | {interval} | {losses} | {what} |")
+                       f"{_pct(m.get('gain_pct'))} | {_pct(m.get('believed_pct'))} | {interval} | {losses} | {what} |")
         out.append("")
     return out

@@ -106,8 +106,9 @@ def wave(engine, n: int) -> dict | None:
     for how in ("one process", "processes"):
         if figures := shrink.shrink([m for m in w["moves"] if m["screened_in"] == how]):
             w.setdefault("shrink", {})[how] = figures
-            engine.say(f"  {how}: {figures['moves']} readings spread ±{figures['spread_pct']:.1f} % beyond the "
-                       f"screen's noise (σ {figures['round_sd_pct']:.1f} % per round); gains shrunk by that")
+            engine.say(f"  {how}: {figures['moves']} readings whose true gains spread about "
+                       f"±{figures['spread_pct']:.1f} % (σ {figures['round_sd_pct']:.1f} % per round): each "
+                       "believed among them")
     state.screens.append(w)
     engine.save()
     file_invalid(engine, w)
