@@ -9,9 +9,9 @@ confirmations took 20 device-seconds each and every one ended inconclusive. A mo
 true gain, a confirmation would find ``supported`` less than one time in five (``MIN_POWER``) is set aside on this
 trunk, with the figures (the retrospective lists it); on a quieter machine the same gain is worth its rounds, and a
 keep it may depend on screens it again. The gain judged is the one believed once the move is read among its wave
-(``shrink.shrink``: ``believed_pct``) where the wave had enough readings, else the screened gain. Only a screen's own measurement on this trunk sets a move aside this way:
-a table's prior is a guess, and near-misses tried together can interact (two near-misses of +1.5 % came out +8.7 %
-together in bench/loop_efficacy.py).
+(``shrink.shrink``: ``believed_pct``) where the wave had enough readings, else the screened gain. Only a screen's
+own measurement on this trunk sets a move aside this way: a table's prior is a guess, and near-misses tried together
+can interact (two near-misses of +1.5 % came out +8.7 % together in bench/loop_efficacy.py).
 
 The same power sizes what the loop spends (``screen_rounds``, ``confirmation_rounds``: the loop file's rounds at most):
 
