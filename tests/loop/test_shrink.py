@@ -105,8 +105,11 @@ def test_too_few_readings_or_moves_that_are_another_program_do_not_shape_the_spr
     alone = shrink.shrink([dict(r) for r in rows])
     decoy = dict(_row([58.0, 57.0, 60.0, 59.0]), outcome="broken", losses="changed")
     blind = {"outcome": "unscreened", "gain_pct": None, "interval_pct": None, "rounds": 4}
-    with_them = shrink.shrink(rows + [decoy, blind])
-    assert with_them == alone and "believed_pct" not in decoy
+    # nor do rows no screen writes (a state edited by hand): they are left out, nothing raises
+    odd = [dict(rows[0], interval_pct=[-100.0, 20.0]), dict(rows[0], gain_pct=-100.0),
+           dict(rows[0], interval_pct=[5.0, -5.0]), dict(rows[0], gain_pct="x")]
+    with_them = shrink.shrink(rows + [decoy, blind] + odd)
+    assert with_them == alone and "believed_pct" not in decoy and not any("believed_pct" in r for r in odd)
 
 
 def test_the_refusal_and_the_loop_page_say_what_the_wave_believed():

@@ -54,8 +54,9 @@ def _round_sd(row: dict) -> float | None:
     """σ of one round's log-ratio (100 × log) from the row's t-interval of the mean over its rounds."""
     lo, hi = row.get("interval_pct") or [None, None]
     n = row.get("rounds")
-    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or not isinstance(n, int) or n < 2:
-        return None
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or not isinstance(n, int) or n < 2 \
+            or not -100 < lo <= hi:
+        return None  # no interval, or one no screen writes (a state edited by hand): no reading
     half = 100 * (math.log1p(hi / 100) - math.log1p(lo / 100)) / 2
     return half * math.sqrt(n) / t_quantile(0.975, n - 1)
 
@@ -65,7 +66,7 @@ def shrink(rows: list[dict]) -> dict:
     of the belief, what ``power.too_small`` judges) and ``believed_range`` (the belief's middle 80 %); return the
     wave's figures ({} when it has too few readings)."""
     read = [r for r in rows if r.get("outcome") in READ and isinstance(r.get("gain_pct"), (int, float))
-            and _round_sd(r) is not None]
+            and r["gain_pct"] > -100 and _round_sd(r) is not None]
     if len(read) < MIN_MOVES:
         return {}
     sds = [_round_sd(r) for r in read]
