@@ -368,12 +368,14 @@ def random_search(meter: Meter, n: int, seed: int, device_s: float = 0.0) -> dic
 
 
 class Rounds:
-    """A B C ... repeated ``rounds`` times: tokens/s per configuration per round (None: invalid)."""
+    """A B C ..., B C ... A, ... repeated ``rounds`` times: tokens/s per configuration per round (None: invalid).
+    Each round starts one configuration later, so no configuration always runs first or after the same one."""
 
     def __init__(self, meter: Meter, configs: list[dict], rounds: int):
         self.got: dict[str, list[float | None]] = {key(c): [] for c in configs}
         for r in range(rounds):
-            for c in configs:
+            k = r % len(configs)
+            for c in configs[k:] + configs[:k]:
                 m = meter.run(c)
                 self.got[key(c)].append(None if m["invalid"] else m["tokens_per_s"])
             say(f"  round {r + 1}/{rounds} done")
