@@ -10,9 +10,9 @@ two loops, each in a knowledge base of its own: process-level rounds (as without
 alternating order (even seeds process first). Each loop's device-seconds (every arm of every run by the runner's
 clock: the loop's `usage.device_s`), its experiments and its kept best; then the start configuration and every
 loop's best re-measured interleaved (A B C ..., B C ... A, ... x ``--rounds``, the order turning each round;
-each best's ratio to the start is the median of the ratios within a round). ``--mode interference``: both loops run beside a background process of fixed duty cycle
-(busy 60 ms, idle 40 ms: bench/noise_model.py's load), started before and stopped after each loop; the final
-re-measure runs quiet.
+each best's ratio to the start is the median of the ratios within a round). ``--mode interference``: both loops
+run beside a background process of fixed duty cycle (busy 60 ms, idle 40 ms: bench/noise_model.py's load), started
+before and stopped after each loop; the final re-measure runs quiet.
 
 Also printed, not a target: each loop's device-seconds when it made its last keep (``to best``; the process
 loops spend their whole budget, the pairs loops stop on a plateau), and the pairs/process ratio of that.
