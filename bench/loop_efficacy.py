@@ -17,7 +17,8 @@ decoy that changes the math (skips the last layer: faster, wrong), in one run:
    taken the device-seconds the seed's loop took (at least 10 configurations; ``--random count``: exactly 10); one
    whose first 12 losses differ from the same-shape fp32 reference by more than 0.025 is invalid (the runner's rule);
 4. the large search's best, the start, each loop best and each random best, re-measured interleaved
-   (A B C ... x 5 rounds): every ratio is the median over rounds of the ratio within a round.
+   (A B C ..., B C ... A, ... x 5 rounds, each round starting one configuration later): every ratio is the median
+   over rounds of the ratio within a round.
 
 ``--mode interference``: the loops and random searches of step 2 and 3 run beside a background process of fixed
 duty cycle (busy 60 ms, idle 40 ms: bench/noise_model.py's load); the large search and the final re-measure run quiet.
@@ -369,7 +370,8 @@ def random_search(meter: Meter, n: int, seed: int, device_s: float = 0.0) -> dic
 
 class Rounds:
     """A B C ..., B C ... A, ... repeated ``rounds`` times: tokens/s per configuration per round (None: invalid).
-    Each round starts one configuration later, so no configuration always runs first or after the same one."""
+    Each round starts one configuration later, so no configuration always runs first (each runs first once in
+    every ``len(configs)`` rounds; the cyclic order stays: B always follows A)."""
 
     def __init__(self, meter: Meter, configs: list[dict], rounds: int):
         self.got: dict[str, list[float | None]] = {key(c): [] for c in configs}
