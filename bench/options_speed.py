@@ -1,6 +1,6 @@
 """An XLA flag compiled as a per-compile option runs at the speed the flag gives in ``XLA_FLAGS``.
 
-    python bench/options_speed.py [--rounds 8] [--flag --xla_cpu_experimental_ynn_fusion_type=dot]
+    python bench/options_speed.py [--rounds 10] [--flag --xla_cpu_experimental_ynn_fusion_type=dot]
 
 In-process pairs and screens (``tools/experiments/xla_options.py``) run an XLA-flag move in the trunk's process,
 the variant compiled with the flag as ``compiler_options``. A witness process checks that this is the program the
