@@ -1,6 +1,6 @@
 """An XLA flag compiled as a per-compile option runs at the speed the flag gives in ``XLA_FLAGS``.
 
-    python bench/options_speed.py [--rounds 10] [--flag --xla_cpu_experimental_ynn_fusion_type=dot]
+    python bench/options_speed.py [--rounds 10] [--flag=--xla_cpu_experimental_ynn_fusion_type=dot]
 
 In-process pairs and screens (``tools/experiments/xla_options.py``) run an XLA-flag move in the trunk's process,
 the variant compiled with the flag as ``compiler_options``. A witness process checks that this is the program the
@@ -70,7 +70,7 @@ def steps_of(times: list[float]) -> dict[str, float]:
 def run(cmd: list[str], xla_flags: str | None) -> str:
     p = subprocess.run(cmd, env=env_with(xla_flags), capture_output=True, text=True, check=False)
     if p.returncode != 0:
-        raise SystemExit(f"exit {p.returncode}: {' '.join(cmd[:3])} ...\n{p.stderr[-2000:]}")
+        raise SystemExit(f"exit {p.returncode}: {' '.join(cmd[:3])} ...\n{p.stdout[-1000:]}{p.stderr[-2000:]}")
     return p.stdout
 
 
@@ -103,7 +103,7 @@ def gain(logs: list[float]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--flag", default=YNN, help="the XLA flag (`--xla_name=value`)")
+    ap.add_argument("--flag", default=YNN, help="the XLA flag, written `--flag=--xla_name=value`")
     a = ap.parse_args()
     from tools.experiments.xla_options import parse, same_program
 

@@ -106,8 +106,13 @@ def test_too_few_readings_or_moves_that_are_another_program_do_not_shape_the_spr
     decoy = dict(_row([58.0, 57.0, 60.0, 59.0]), outcome="broken", losses="changed")
     blind = {"outcome": "unscreened", "gain_pct": None, "interval_pct": None, "rounds": 4}
     # nor do rows no screen writes (a state edited by hand): they are left out, nothing raises
+    # (json reads Infinity and NaN back; a bool is an int to isinstance)
+    inf, nan = float("inf"), float("nan")
     odd = [dict(rows[0], interval_pct=[-100.0, 20.0]), dict(rows[0], gain_pct=-100.0),
-           dict(rows[0], interval_pct=[5.0, -5.0]), dict(rows[0], gain_pct="x")]
+           dict(rows[0], interval_pct=[5.0, -5.0]), dict(rows[0], gain_pct="x"), dict(rows[0], gain_pct=inf),
+           dict(rows[0], gain_pct=nan), dict(rows[0], interval_pct=[1.0, inf]), dict(rows[0], interval_pct=[nan, 3.0]),
+           dict(rows[0], interval_pct=[1.0]), dict(rows[0], interval_pct="x"), dict(rows[0], rounds=True),
+           dict(rows[0], gain_pct=True)]
     with_them = shrink.shrink(rows + [decoy, blind] + odd)
     assert with_them == alone and "believed_pct" not in decoy and not any("believed_pct" in r for r in odd)
 
