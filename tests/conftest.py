@@ -21,6 +21,18 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _jax_compile_cache(tmp_path_factory):
+    """One JAX persistent compile cache for every process the session starts, as a user's machine keeps one: the
+    suites run the same tiny programs hundreds of times. Where the product turns the cache off (a profiled run, which
+    must compile to dump its HLO) it still does; a test of the cache's own folder unsets this."""
+    from _shared import shared_once
+
+    folder = shared_once(tmp_path_factory, "jax-compile-cache", lambda f: None)
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=str(folder), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+
+
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch, tmp_path):
     monkeypatch.delenv("AUTORESEARCH_ROOT", raising=False)

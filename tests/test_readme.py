@@ -47,7 +47,8 @@ def _venv(where: Path) -> dict[str, str]:
     outer = dict.fromkeys(p for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
                                       *sys.path) if p.endswith("site-packages") and Path(p).is_dir())
     (site / "outer-packages.pth").write_text("\n".join(outer) + "\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTORESEARCH_ROOT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTORESEARCH_ROOT")
+           and not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}  # a fresh machine has none
     env.update(VIRTUAL_ENV=str(where), PATH=f"{where / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     return env
 

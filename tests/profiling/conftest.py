@@ -26,7 +26,7 @@ RUNS = {  # name -> extra flags
 def _env(folder: Path) -> dict:
     flags = f"--xla_dump_to={folder / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
     return dict(os.environ, AUTORESEARCH_PROFILE_DIR=str(folder / "trace"), XLA_FLAGS=flags,
-                TF_CPP_MIN_LOG_LEVEL="3")
+                TF_CPP_MIN_LOG_LEVEL="3", JAX_ENABLE_COMPILATION_CACHE="false")  # a cache hit would dump nothing
 
 
 def _prune(folder: Path) -> None:
