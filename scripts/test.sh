@@ -13,4 +13,5 @@ fi
 export NO_MKDOCS_2_WARNING=1 TF_CPP_MIN_LOG_LEVEL=3
 # two workers per core: many tests wait on processes they started (JAX runs, browsers, a Ray head, Slurm), and a
 # second worker fills that time (2 cores, one run each on 2026-12-06: 427 s against 476 s with one per core)
-python -m pytest -q -n "$(( 2 * $(nproc) ))" "$@"
+# --dist loadgroup: a module with a module-scoped fixture runs on one worker (tests/conftest.py)
+python -m pytest -q -n "$(( 2 * $(nproc) ))" --dist loadgroup "$@"
