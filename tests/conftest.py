@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items):
     across workers, each would make the fixture again (a whole loop, a Ray head, a profiled baseline)."""
     for item in items:
         if _module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))  # the module's path
     items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
 
 
