@@ -17,19 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIRST = ("tests/test_readme.py",)  # the longest tests start at once, so the other workers take the rest around them
 
 
-def _module_fixture(item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    return info is not None and any(d.scope in ("module", "class") for defs in info.name2fixturedefs.values()
-                                    for d in defs)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (``--dist loadgroup`` in scripts/test.sh)
 def pytest_collection_modifyitems(items):
-    """The README's main job first. A module with a module-scoped fixture runs on one worker (an xdist group): split
-    across workers, each would make the fixture again (a whole loop, a Ray head, a profiled baseline)."""
-    for item in items:
-        if _module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))  # the module's path
     items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
 
 
