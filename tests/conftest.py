@@ -25,7 +25,9 @@ def pytest_collection_modifyitems(items):
 def _jax_compile_cache(tmp_path_factory):
     """One JAX persistent compile cache for every process the session starts, as a user's machine keeps one: the
     suites run the same tiny programs hundreds of times. Where the product turns the cache off (a profiled run, which
-    must compile to dump its HLO) it still does; a test of the cache's own folder unsets this."""
+    must compile to dump its HLO) it still does. The product keeps a cache the environment names, so its own
+    `.tools-cache/jax-compile` is checked where this is unset: tests/experiments/test_compile_cache.py and the
+    README's main job in a fresh clone (tests/test_readme.py)."""
     from _shared import shared_once
 
     folder = shared_once(tmp_path_factory, "jax-compile-cache", lambda f: None)

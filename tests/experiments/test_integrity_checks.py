@@ -237,6 +237,19 @@ def test_an_honest_run_on_a_busy_machine_passes_and_a_slow_clock_on_it_is_still_
     assert [f.signature for f in half.findings] == ["trace-clock"], [f.detail for f in half.findings]
 
 
+
+def test_steps_reported_short_fewer_than_half_of_them_are_caught_by_the_fastest_step():
+    """A median does not move when 30 of 99 steps are reported at 1 ms, but a run read by its fastest step is made
+    of them: the fastest reported step against the fastest annotated one."""
+    steps = {"count": 99, "median_ms": 10.3, "min_ms": 10.1, "span_busy_ms": 99 * 8.3, "period_ms": 10.4}
+    honest = _traced([0.5] + [0.0102] * 99, steps)
+    assert honest.findings == [] and honest.facts["trace"]["annotated_min_s"] == 0.0101
+    faked = _traced([0.5] + [0.001] * 30 + [0.0102] * 69, steps)
+    assert [f.signature for f in faked.findings] == ["trace-clock"], [f.detail for f in faked.findings]
+    assert "a step of 1.00 ms" in faked.findings[0].detail and "fastest annotated step took 10.10 ms" in \
+        faked.findings[0].detail
+
+
 def test_a_profile_without_step_annotations_is_unchecked_and_losing_them_is_a_finding():
     out = _traced([0.5] + [0.01] * 9, {"count": 0})
     assert out.findings == [] and out.checks["trace"].startswith("unchecked: no step annotations")

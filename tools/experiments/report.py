@@ -251,9 +251,12 @@ def integrity_section(integ: dict | None) -> list[str]:
                    f"apart (median single-step ratio {c.get('median_ratio')})")
     t = facts.get("trace") or {}
     if t.get("annotated_steps"):
-        out.append(f"- trace: {t.get('reported_s_per_step')} s a step reported; on the profiler's clock "
-                   f"{t.get('annotated_steps')} annotated steps began {t.get('period_s')} s apart, their XLA ops "
-                   f"ran {t.get('ops_s_per_step')} s a step")
+        median = (f"{t['reported_median_s']} s a step reported (median; mean {t.get('reported_s_per_step')} s); on "
+                  f"the profiler's clock {t.get('annotated_steps')} annotated steps took {t.get('annotated_median_s')}"
+                  f" s and began {t.get('period_s')} s apart (medians)" if t.get("reported_median_s") is not None
+                  else f"{t.get('reported_s_per_step')} s a step reported; on the profiler's clock "
+                       f"{t.get('annotated_steps')} annotated steps began {t.get('period_s')} s apart")
+        out.append(f"- trace: {median}, their XLA ops ran {t.get('ops_s_per_step')} s a step")
     h = facts.get("hlo") or {}
     if h.get("module"):
         out.append(f"- compiled step `{h['module']}`: token input {h.get('token_input') or '—'}"
