@@ -37,8 +37,13 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def finite_number(v) -> bool:
+    """A real, finite number: json reads ``Infinity`` and ``NaN`` back, and a bool is not a figure."""
+    return _number(v) and math.isfinite(v)
+
+
 def _positive(v) -> bool:
-    return _number(v) and math.isfinite(v) and v > 0
+    return finite_number(v) and v > 0
 
 
 def validate(r: dict) -> str | None:
@@ -65,11 +70,11 @@ def validate(r: dict) -> str | None:
         return f"`losses`: expected a list of numbers, got {_short(losses)}"
     f = r.get("flops_per_step")
     vals = list(f.values()) if isinstance(f, dict) else [f]
-    if not all(v is None or (_number(v) and math.isfinite(v) and v >= 0) for v in vals):
+    if not all(v is None or (finite_number(v) and v >= 0) for v in vals):
         return f"`flops_per_step`: expected a number or {{causal, noncausal}} numbers, got {_short(f)}"
     for k in ("flops_per_step_xla", "peak_memory_bytes", "compile_s"):
         v = r.get(k)
-        if v is not None and not (_number(v) and math.isfinite(v) and v >= 0):
+        if v is not None and not (finite_number(v) and v >= 0):
             return f"`{k}`: expected a finite number >= 0 or null, got {_short(v)}"
     n = r.get("n_devices")
     if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):

@@ -32,6 +32,7 @@ import math
 import random
 import statistics
 
+from ..experiments.metrics import finite_number
 from ..experiments.stats import t_quantile
 
 MIN_MOVES = 3
@@ -50,17 +51,12 @@ def median_factor(n: int) -> float:
     return statistics.fmean(d * d for d in draws) * n
 
 
-def _finite(x) -> bool:
-    """A real number, finite (json reads ``Infinity`` and ``NaN``; a bool is not a figure)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _round_sd(row: dict) -> float | None:
     """σ of one round's log-ratio (100 × log) from the row's t-interval of the mean over its rounds."""
     interval = row.get("interval_pct")
     lo, hi = interval if isinstance(interval, list) and len(interval) == 2 else (None, None)
     n = row.get("rounds")
-    if not _finite(lo) or not _finite(hi) or not isinstance(n, int) or isinstance(n, bool) or n < 2 \
+    if not finite_number(lo) or not finite_number(hi) or not isinstance(n, int) or isinstance(n, bool) or n < 2 \
             or not -100 < lo <= hi:
         return None  # no interval, or one no screen writes (a state edited by hand): no reading
     half = 100 * (math.log1p(hi / 100) - math.log1p(lo / 100)) / 2
@@ -71,7 +67,7 @@ def shrink(rows: list[dict]) -> dict:
     """Annotate the rows of one wave screened the same way (in place): ``believed_pct`` (the gain believed: the mean
     of the belief, what ``power.too_small`` judges) and ``believed_range`` (the belief's middle 80 %); return the
     wave's figures ({} when it has too few readings)."""
-    read = [r for r in rows if r.get("outcome") in READ and _finite(r.get("gain_pct")) and r["gain_pct"] > -100
+    read = [r for r in rows if r.get("outcome") in READ and finite_number(r.get("gain_pct")) and r["gain_pct"] > -100
             and _round_sd(r) is not None]
     if len(read) < MIN_MOVES:
         return {}
