@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from tools.experiments import integrity
+from tools.experiments import clocks, integrity
 from tools.loop.admission import patch_files, protected_touched
 
 
@@ -33,7 +33,7 @@ def _result(times, losses):
 
 def test_step_lines_are_timed_by_the_chunk_that_carried_them(tmp_path):
     log, clock = _log(tmp_path, [(1.0, 5.0, 0.5), (1.01, 4.9, 0.01), (1.02, 4.8, 0.01)], {"x": 1})
-    lines = integrity.step_lines(log, clock)
+    lines = clocks.step_lines(log, clock)
     assert [(ln.step, ln.loss, ln.t) for ln in lines] == [(0, 5.0, 1.0), (1, 4.9, 1.01), (2, 4.8, 1.02)]
 
 
@@ -41,7 +41,7 @@ def _check(tmp_path, arrivals, reported, losses=None):
     losses = losses or [5.0 - 0.1 * i for i in range(len(arrivals))]
     log, clock = _log(tmp_path, list(zip(arrivals, losses, reported)), {})
     out = integrity.Integrity()
-    integrity.clock_check(_result(reported, losses), integrity.step_lines(log, clock), out)
+    clocks.clock_check(_result(reported, losses), clocks.step_lines(log, clock), out)
     return out
 
 
@@ -62,16 +62,16 @@ def test_lines_printed_at_once_are_a_replay(tmp_path):
 def test_more_steps_reported_than_printed_and_losses_that_differ(tmp_path):
     log, clock = _log(tmp_path, [(1.0 + 0.01 * i, 5.0, 0.01) for i in range(5)], {})
     out = integrity.Integrity()
-    integrity.clock_check(_result([0.005] * 10, [5.0] * 10), integrity.step_lines(log, clock), out)
+    clocks.clock_check(_result([0.005] * 10, [5.0] * 10), clocks.step_lines(log, clock), out)
     assert out.findings[0].signature == "step-count" and "10 step times" in out.findings[0].detail
     out = integrity.Integrity()
-    integrity.clock_check(_result([0.01] * 5, [5.0, 5.0, 4.0, 5.0, 5.0]), integrity.step_lines(log, clock), out)
+    clocks.clock_check(_result([0.01] * 5, [5.0, 5.0, 4.0, 5.0, 5.0]), clocks.step_lines(log, clock), out)
     assert out.findings[0].signature == "step-losses" and "step 2" in out.findings[0].detail
 
 
 def test_no_step_lines_is_unchecked_and_losing_them_since_the_baseline_is_a_finding(tmp_path):
     out = integrity.Integrity()
-    integrity.clock_check(_result([0.01] * 5, [5.0] * 5), [], out)
+    clocks.clock_check(_result([0.01] * 5, [5.0] * 5), [], out)
     assert out.checks["clock"].startswith("unchecked") and out.status == "partial"
     integrity.evidence_check(out, {"checks": {"clock": "ok"}})
     assert [f.signature for f in out.findings] == ["evidence-lost"] and out.status == "violated"
@@ -161,7 +161,7 @@ def test_a_script_logging_every_few_steps_is_timed_between_its_lines(tmp_path):
             clock.append((1.0 + i * 0.01, len(data)))
         log.write_bytes(data)
         out = integrity.Integrity()
-        integrity.clock_check(_result([every_step_s] * 41, [5.0] * 41), integrity.step_lines(log, clock), out)
+        clocks.clock_check(_result([every_step_s] * 41, [5.0] * 41), clocks.step_lines(log, clock), out)
         return out
     assert check(0.01).findings == [] and check(0.01).checks["clock"] == "ok"
     assert [f.signature for f in check(0.006).findings] == ["clock-slow"]
@@ -194,7 +194,7 @@ def test_late_reads_on_a_loaded_machine_convict_no_honest_program(tmp_path):
 
 def _traced(times, steps):
     out = integrity.Integrity()
-    integrity.trace_check({"step_times_s": times, "warmup_steps": 1}, steps, out)
+    clocks.trace_check({"step_times_s": times, "warmup_steps": 1}, steps, out)
     return out
 
 
@@ -236,6 +236,33 @@ def test_an_honest_run_on_a_busy_machine_passes_and_a_slow_clock_on_it_is_still_
     half = _traced([t * 0.75 for t in BUSY_TIMES], BUSY_STEPS)  # a quarter of every step left off the clock
     assert [f.signature for f in half.findings] == ["trace-clock"], [f.detail for f in half.findings]
 
+
+# Another, from a suite run at one worker per core (2026-12-06): spans 11.9, 4.9, 4.2, 13.2, 2.8 ms, each step
+# beginning 0.05-0.08 ms after the last ended. Its median span (4.86 ms, five steps) against its median period
+# (8.47 ms, the first four) had filed it invalid.
+BUSY2_TIMES = [0.147609, 0.011948, 0.00487, 0.004254, 0.013223, 0.002788]
+BUSY2_SPANS = [(0.06, 11.934), (12.071, 4.857), (16.996, 4.243), (21.291, 13.213), (34.559, 2.779)]  # start, span
+
+
+def _steps_of(spans: list[tuple[float, float]]) -> dict:
+    """The trace summary's step figures of annotated steps (start ms, span ms), from the summary's own code."""
+    from tools.profiling import summary, trace
+
+    tr = trace.Trace(ops=[], steps=[trace.StepEvent(i, a * 1e3, d * 1e3) for i, (a, d) in enumerate(spans)],
+                     source="test", planes=[])
+    return summary._steps(tr)
+
+
+def test_each_annotated_step_is_read_against_its_own_period():
+    steps = _steps_of(BUSY2_SPANS)
+    assert steps["period_ms"] == 8.468 and steps["median_ms"] == 4.857 and steps["period_share"] > 0.98
+    honest = _traced(BUSY2_TIMES, steps)
+    assert honest.findings == [], [f.detail for f in honest.findings]
+    # the same run timing and annotating 60 % of each step: the rest still runs before the next step starts
+    part = _steps_of([(a, d * 0.6) for a, d in BUSY2_SPANS])
+    cut = _traced([BUSY2_TIMES[0]] + [t * 0.6 for t in BUSY2_TIMES[1:]], part)
+    assert [f.signature for f in cut.findings] == ["trace-clock"], [f.detail for f in cut.findings]
+    assert "span 59% of the time" in cut.findings[0].detail
 
 
 def test_steps_reported_short_fewer_than_half_of_them_are_caught_by_the_fastest_step():

@@ -7,7 +7,7 @@ import shlex
 import statistics
 
 from ..runners.process import log_end
-from . import crash_facts, crash_pages, integrity, metrics, noise, records, stats, verdict
+from . import clocks, crash_facts, crash_pages, integrity, metrics, noise, records, stats, verdict
 from .arms import ArmResult
 from .pairs import clock_check as pairs_clock
 from .context import RunContext
@@ -72,14 +72,14 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
     arms_ok = [a for a in ([r.profile] if r.profile is not None else []) + list(r.var) if a is not None and a.ok]
     for a in arms_ok:
         if not a.pairs:
-            integrity.clock_check(a.result, integrity.step_lines(a.proc.log, a.proc.clock), out, a.name)
+            clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), out, a.name)
     for a in r.all_arms:
         if a.kind == "pairs" and a.result is not None:
             pairs_clock(a, out)
     prof = r.profile if r.profile is not None else (r.var[0] if r.traced and r.var else None)
     if prof is not None and prof.ok:
         integrity.hlo_check(prof.result, r.hlo_facts, out, bool((base_rec or {}).get("hlo_fingerprint")))
-        integrity.trace_check(prof.result, (summary or {}).get("steps"), out)
+        clocks.trace_check(prof.result, (summary or {}).get("steps"), out)
     else:
         out.add("hlo", None, "the run was not profiled (no HLO dump)")
         out.add("trace", None, "the run was not profiled")

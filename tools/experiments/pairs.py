@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..runners.process import Proc, log_end
-from . import arms, integrity, metrics, xla_options
+from . import arms, clocks, integrity, metrics, xla_options
 from .arms import ArmResult
 from .sides import Side, script_of
 
@@ -165,7 +165,7 @@ def options_hold(planned: Planned, hlo_dir: Path, witness_dirs: dict[str, Path])
 
 def output(p: Proc) -> dict | None:
     """The pairs process's last JSON line, or None."""
-    for line in reversed(log_end(p.log, integrity.LOG_READ_BYTES).splitlines()):
+    for line in reversed(log_end(p.log, clocks.LOG_READ_BYTES).splitlines()):
         line = line.strip()
         if line.startswith("{") and SCHEMA in line:
             try:
@@ -256,12 +256,12 @@ def clock_check(whole: ArmResult, out: integrity.Integrity) -> None:
 def arm_clock(arm: dict, whole: ArmResult, name: str, facts: dict) -> tuple[integrity.Finding | None, str]:
     run = arm.get("result") or {}
     times, losses = run.get("step_times_s") or [], run.get("losses") or []
-    lines = {ln.step: ln for ln in integrity.step_lines(whole.proc.log, whole.proc.clock, arm=name[-1])}
+    lines = {ln.step: ln for ln in clocks.step_lines(whole.proc.log, whole.proc.clock, arm=name[-1])}
     if len(lines) < len(times):
         return integrity.Finding("step-count", f"{name}: reported {len(times)} step times; the runner saw step "
                                  f"lines for {len(lines)} steps"), ""
     wrong = [s for s, ln in lines.items() if s < len(losses) and (ln.loss is None or
-                                                                 integrity.differs(ln.loss, float(losses[s])))]
+                                                                 clocks.differs(ln.loss, float(losses[s])))]
     if wrong:
         return integrity.Finding("step-losses", f"{name}: step {wrong[0]}'s line printed loss "
                                  f"{lines[wrong[0]].loss}, the result reports {losses[wrong[0]]}"), ""
@@ -281,11 +281,11 @@ def arm_clock(arm: dict, whole: ArmResult, name: str, facts: dict) -> tuple[inte
         return None, f"{name}: only {steps} timed steps inside blocks with step lines"
     facts.setdefault("clock", {})[name] = {"steps": steps, "reported_s": round(told, 6),
                                            "runner_s": [round(least, 6), round(most, 6)]}
-    if told < integrity.CLOCK_SLOW * least and least - told > integrity.CLOCK_SLACK_S:
+    if told < clocks.CLOCK_SLOW * least and least - told > clocks.CLOCK_SLACK_S:
         return integrity.Finding("clock-slow", f"{name}: its blocks report {told * 1e3:.1f} ms in all; on the "
                                  f"runner's clock their lines were at least {least * 1e3:.1f} ms apart (ratio "
-                                 f"{told / least:.2f} < {integrity.CLOCK_SLOW})"), ""
-    if told > integrity.CLOCK_FAST * most and told - most > integrity.CLOCK_SLACK_S:
+                                 f"{told / least:.2f} < {clocks.CLOCK_SLOW})"), ""
+    if told > clocks.CLOCK_FAST * most and told - most > clocks.CLOCK_SLACK_S:
         return integrity.Finding("clock-replay", f"{name}: its blocks report {told * 1e3:.1f} ms in all; on the "
                                  f"runner's clock their lines were at most {most * 1e3:.1f} ms apart"), ""
     return None, ""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runners.process import Proc
-from . import arms, integrity, pairs, stats, verdict, xla_options
+from . import arms, clocks, integrity, pairs, stats, verdict, xla_options
 from .arms import ArmResult
 from .sides import Side
 
@@ -195,7 +195,7 @@ def read_processes(trunk: list[ArmResult], moves: list[list[ArmResult]], statist
 def _process_problem(a: ArmResult) -> str:
     """Why a process's figures cannot be read: its step lines contradict the runner's clock, or cannot be checked."""
     checked = integrity.Integrity()
-    integrity.clock_check(a.result, integrity.step_lines(a.proc.log, a.proc.clock), checked, a.name)
+    clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), checked, a.name)
     if checked.findings:
         f = checked.findings[0]
         return f"{f.signature}: {f.detail}"

@@ -1,0 +1,211 @@
+"""Timing evidence the measured program cannot move: the runner's own clock on the step lines the program printed
+(each line timed by the chunk of output that carried it), and the profiler's clock on its annotated steps and XLA
+ops. Pure: data in, findings (``integrity.Finding``) out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from .integrity import Finding, Integrity
+
+LOG_READ_BYTES = 32_000_000
+CLOCK_SLOW = 0.8          # reported / runner-seen step time below this: the step timer runs slow
+CLOCK_FAST = 1.25         # above this: the reported steps took longer than they were seen to take (made up)
+CLOCK_SLACK_S = 0.01      # and the two clocks differ by more than this over the window (timer granularity)
+
+
+# ----------------------------------------------------------------------------- the runner's clock
+
+
+@dataclass
+class StepLine:
+    step: int
+    loss: float | None
+    t: float            # the runner's clock when the line arrived, seconds since the command started
+    after: float = 0.0  # ... when it last read the pipe before that, empty: the line was printed in (after, t]
+
+
+def step_lines(log: Path, clock: list[tuple[float, int]], arm: str | None = None) -> list[StepLine]:
+    """The lines ``{"step": i, ...}`` the command printed, each timed by the chunk of output that carried it (with
+    ``arm``, only the lines ``{"arm": arm, ...}`` of that arm of in-process pairs)."""
+    if not clock:
+        return []
+    try:
+        with open(log, "rb") as f:
+            data = f.read(LOG_READ_BYTES)
+    except OSError:
+        return []
+    offsets = [o for _, o in clock]
+    out, pos = [], 0
+    for raw in data.split(b"\n"):
+        end = pos + len(raw) + 1
+        line = raw.strip()
+        if line.startswith(b"{") and b'"step"' in line and b"step_times_s" not in line:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict) and isinstance(obj.get("step"), int) and not isinstance(obj["step"], bool) \
+                    and obj.get("arm") == arm:
+                k = bisect.bisect_left(offsets, end - 1)
+                if k < len(clock):
+                    loss = obj.get("loss")
+                    out.append(StepLine(obj["step"], float(loss) if isinstance(loss, (int, float)) else None,
+                                        clock[k][0], clock[k - 1][0] if k else 0.0))
+        pos = end
+    return out
+
+
+def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = "run") -> None:
+    """Reported step times against the runner's clock between step lines (bounds a late read cannot make damning:
+    ``_windows``), and the lines against the reported step count and losses. A line carries its step's loss, so it
+    cannot be printed before the step ran. The median single-step ratio is kept as a fact, not a verdict."""
+    times = [float(t) for t in result.get("step_times_s") or []]
+    prefix = f"{arm}: "
+    if not lines:
+        out.add("clock", None, "the command printed no step lines")
+        return
+    by_step = {ln.step: ln for ln in lines}
+    dense = sorted(by_step) == list(range(len(by_step)))  # a line every step (a script logging every k steps is not)
+    if dense and len(by_step) < len(times):
+        out.add("clock", Finding("step-count", f"{prefix}reported {len(times)} step times; the runner saw step "
+                                 f"lines for {len(by_step)} steps"))
+        return
+    losses = result.get("losses") or []
+    carried = [ln for ln in by_step.values() if ln.loss is not None]
+    if not carried:
+        out.add("clock", None, "the step lines carry no loss (a line printed before its step finished proves nothing)")
+        return
+    wrong = [ln for ln in carried if ln.step < len(losses) and differs(ln.loss, float(losses[ln.step]))]
+    if wrong:
+        w = wrong[0]
+        out.add("clock", Finding("step-losses", f"{prefix}step {w.step}'s line printed loss {w.loss}, the result "
+                                 f"reports {losses[w.step]}"))
+        return
+    warm = int(result.get("warmup_steps", 1) or 0)
+    timed = sorted(s for s, ln in by_step.items() if ln.loss is not None and max(warm, 1) - 1 <= s < len(times))
+    ratios = [times[b] / dt if (dt := by_step[b].t - by_step[a].t) > 0 else math.inf
+              for a, b in zip(timed, timed[1:]) if b == a + 1]
+    if len(timed) < 3:
+        out.add("clock", None, f"only {max(len(timed) - 1, 0)} steady steps with step lines")
+        return
+    slow, fast = _windows(timed, by_step, times)
+    ratios.sort()
+    med = (ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2) \
+        if ratios else math.nan
+    out.facts.setdefault("clock", {})[arm] = {
+        "steps": timed[-1] - timed[0], "window": [slow.first, slow.last], "reported_s": round(slow.told, 6),
+        "runner_s": [round(slow.least, 6), round(slow.most, 6)],
+        "median_ratio": round(med, 4) if math.isfinite(med) else None}
+    if slow.told < CLOCK_SLOW * slow.least and slow.least - slow.told > CLOCK_SLACK_S:
+        out.add("clock", Finding("clock-slow", f"{prefix}steps {slow.first + 1}-{slow.last} report "
+                                 f"{slow.told * 1e3:.1f} ms in all; on the runner's clock their lines were at least "
+                                 f"{slow.least * 1e3:.1f} ms apart (ratio {slow.told / slow.least:.2f} < {CLOCK_SLOW})"))
+    elif fast.told > CLOCK_FAST * fast.most and fast.told - fast.most > CLOCK_SLACK_S:
+        out.add("clock", Finding("clock-replay", f"{prefix}steps {fast.first + 1}-{fast.last} report "
+                                 f"{fast.told * 1e3:.1f} ms in all; on the runner's clock their lines were at most "
+                                 f"{fast.most * 1e3:.1f} ms apart"))
+    else:
+        out.add("clock", None)
+
+
+@dataclass
+class Window:
+    first: int      # the step whose line opens the window (its own time is not in it)
+    last: int       # the step whose line closes it
+    told: float     # the reported times of steps first+1 .. last
+    least: float    # the runner's clock: the two lines were printed at least this far apart ...
+    most: float     # ... and at most this far
+
+
+def _windows(timed: list[int], by_step: dict, times: list[float]) -> tuple[Window, Window]:
+    """Bounds the program cannot move: the runner drains the pipe at every read, so a line was printed after the
+    read before the one that carried it, and by that one. A late read (a loaded machine, lines arriving in bunches)
+    only widens the bounds; it never makes an honest program look slow or fast. Among the windows opening on one of
+    the first quarter of steady lines and closing on one of the last quarter, the most damning each way is
+    returned: a timer that runs slow loses its share of every step, which outgrows any late read."""
+    q = max(1, len(timed) // 4)
+    wins = [Window(a, b, math.fsum(times[a + 1:b + 1]), by_step[b].after - by_step[a].t,
+                   by_step[b].t - by_step[a].after)
+            for a in timed[:q] for b in timed[-q:] if b > a]
+    return (max(wins, key=lambda w: CLOCK_SLOW * w.least - w.told),
+            max(wins, key=lambda w: w.told - CLOCK_FAST * w.most))
+
+
+def differs(a: float, b: float) -> bool:
+    return not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) > 1e-4 + 1e-5 * abs(b)
+
+
+# ----------------------------------------------------------------------------- the profiler's clock
+
+
+def trace_check(result: dict, steps: dict | None, out: Integrity) -> None:
+    """The profiled run's reported steps against the profiler's own clock, which no patched timer moves and which
+    comes back from remote runners too:
+
+    - the median reported step against the annotated steps' own median time (``jax.profiler.StepTraceAnnotation``:
+      the span the program says a step is, so a timer that runs slow shows whatever the machine's load). Medians
+      against medians: a busy machine makes some steps slow and some fast, and a mean of the one against a median
+      of the other reads that as a slow clock;
+    - each annotated step's span against its period (its start to the next one's, as the runner's clock times step
+      lines), the median share: a program that times and annotates a part of its step still runs the rest every
+      step. Step by step, as a median span against a median period over one step fewer is not (a busy run's 4.9 ms
+      median span and 8.5 ms median period were the same steps, 0.07 ms apart each);
+    - the fastest reported step against the fastest annotated step: steps reported short, fewer than half of them
+      (which a median leaves alone, and which a run read by its fastest step is made of), still show;
+    - the mean reported step against the time any XLA op ran from the first annotated step's start to the last
+      one's end, per step: a step cannot take less time than its ops ran, wherever the program puts its
+      annotations (on a CPU the ops run on XLA's threads; on a TPU it is device busy time), so a script timing only
+      the dispatch still waits for the device. Work in that span that is not a step (an evaluation) counts against
+      the steps: a program profiling one should keep it out of the span."""
+    times = [float(t) for t in result.get("step_times_s") or []]
+    warm = int(result.get("warmup_steps", 1) or 0)
+    steady = times[warm:] or times
+    if not steps or not steps.get("count") or steps.get("span_busy_ms") is None:
+        out.add("trace", None, "no step annotations in the profile" if steps else "no trace summary of the profile")
+        return
+    if not steady:
+        out.add("trace", None, "no step times reported")
+        return
+    told = math.fsum(steady) / len(steady)
+    median = statistics.median(steady)
+    busy = float(steps["span_busy_ms"]) / 1e3 / int(steps["count"])
+    period = float(steps["period_ms"]) / 1e3 if steps.get("period_ms") else None
+    share = float(steps["period_share"]) if steps.get("period_share") else None
+    annotated = float(steps["median_ms"]) / 1e3 if steps.get("median_ms") else None
+    fastest_seen = float(steps["min_ms"]) / 1e3 if steps.get("min_ms") else None
+    out.facts["trace"] = {"reported_s_per_step": round(told, 6), "reported_median_s": round(median, 6),
+                          "ops_s_per_step": round(busy, 6),
+                          "annotated_median_s": round(annotated, 6) if annotated else None,
+                          "reported_min_s": round(min(steady), 6),
+                          "annotated_min_s": round(fastest_seen, 6) if fastest_seen else None,
+                          "period_s": round(period, 6) if period else None, "period_share": share,
+                          "annotated_steps": int(steps["count"])}
+
+    def short(reported: float, seen: float, steps_of: int = len(steady)) -> bool:
+        return reported < CLOCK_SLOW * seen and (seen - reported) * steps_of > CLOCK_SLACK_S
+
+    if short(told, busy):
+        out.add("trace", Finding("device-busy", f"the profiled run reports {told * 1e3:.2f} ms a step; the profiler "
+                                 f"saw its XLA ops run {busy * 1e3:.2f} ms a step (over {steps['count']} annotated "
+                                 "steps)"))
+    if annotated and short(median, annotated):
+        out.add("trace", Finding("trace-clock", f"the profiled run reports {median * 1e3:.2f} ms a step (median); on "
+                                 f"the profiler's clock its annotated steps took {annotated * 1e3:.2f} ms"))
+    elif share and share < CLOCK_SLOW:
+        out.add("trace", Finding("trace-clock", f"the profiled run's annotated steps span {share:.0%} of the time "
+                                 "from one step's start to the next (median): the rest of each step is neither "
+                                 "annotated nor timed"))
+    elif period and not share and short(median, period):  # a summary made before the share was
+        out.add("trace", Finding("trace-clock", f"the profiled run reports {median * 1e3:.2f} ms a step (median); on "
+                                 f"the profiler's clock its annotated steps began {period * 1e3:.2f} ms apart"))
+    elif fastest_seen and short(min(steady), fastest_seen, max(1, sum(t < CLOCK_SLOW * fastest_seen for t in steady))):
+        out.add("trace", Finding("trace-clock", f"the profiled run reports a step of {min(steady) * 1e3:.2f} ms; on "
+                                 f"the profiler's clock its fastest annotated step took {fastest_seen * 1e3:.2f} ms"))
+    out.add("trace", None)  # "ok" unless a finding above
