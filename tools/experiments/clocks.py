@@ -96,9 +96,7 @@ def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = 
         out.add("clock", None, f"only {max(len(timed) - 1, 0)} steady steps with step lines")
         return
     slow, fast = _windows(timed, by_step, times)
-    ratios.sort()
-    med = (ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2) \
-        if ratios else math.nan
+    med = statistics.median(ratios) if ratios else math.nan
     out.facts.setdefault("clock", {})[arm] = {
         "steps": timed[-1] - timed[0], "window": [slow.first, slow.last], "reported_s": round(slow.told, 6),
         "runner_s": [round(slow.least, 6), round(slow.most, 6)],
@@ -106,7 +104,8 @@ def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = 
     if slow.told < CLOCK_SLOW * slow.least and slow.least - slow.told > CLOCK_SLACK_S:
         out.add("clock", Finding("clock-slow", f"{prefix}steps {slow.first + 1}-{slow.last} report "
                                  f"{slow.told * 1e3:.1f} ms in all; on the runner's clock their lines were at least "
-                                 f"{slow.least * 1e3:.1f} ms apart (ratio {slow.told / slow.least:.2f} < {CLOCK_SLOW})"))
+                                 f"{slow.least * 1e3:.1f} ms apart (ratio {slow.told / slow.least:.2f} < "
+                                 f"{CLOCK_SLOW})"))
     elif fast.told > CLOCK_FAST * fast.most and fast.told - fast.most > CLOCK_SLACK_S:
         out.add("clock", Finding("clock-replay", f"{prefix}steps {fast.first + 1}-{fast.last} report "
                                  f"{fast.told * 1e3:.1f} ms in all; on the runner's clock their lines were at most "
