@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from _exp_helpers import REPO
 
 from tools.experiments import pairs, xla_options
@@ -41,6 +42,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(PAIRS), *args], capture_output=True, text=True, timeout=600, env=full)
 
 
+@pytest.mark.slow  # four processes of real JAX compiles: 20 s
 def test_an_arm_compiled_with_the_flag_as_an_option_is_the_program_xla_flags_give(tmp_path):
     planned = pairs.Planned(sys.executable, REPO / "experiments" / "llama_train.py", TINY.split(), TINY.split(),
                             {}, {YNN: "dot"})

@@ -93,6 +93,7 @@ CHECK = """() => {
 
 
 @pytest.mark.browser
+@pytest.mark.slow  # every page of the site loaded in chromium: 15 s
 def test_chromium_runs_no_injected_script(hostile_kb, served):
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed (apt-get install -y chromium)")

@@ -86,6 +86,7 @@ def test_no_payload_survives_in_head_or_body(head_kb, path):
 
 
 @pytest.mark.browser
+@pytest.mark.slow  # every page of both builds loaded in chromium: 15 s each
 @pytest.mark.parametrize("path", ["plugin", "staged"])
 def test_chromium_runs_nothing_from_frontmatter_in_either_build(head_kb, path):
     if not Path(CHROMIUM).exists():
