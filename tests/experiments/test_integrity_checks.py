@@ -258,6 +258,9 @@ def test_each_annotated_step_is_read_against_its_own_period():
     assert steps["period_ms"] == 8.468 and steps["median_ms"] == 4.857 and steps["period_share"] > 0.98
     honest = _traced(BUSY2_TIMES, steps)
     assert honest.findings == [], [f.detail for f in honest.findings]
+    from tools.experiments import report
+
+    assert "each spanning 99% of its period" in "\n".join(report.integrity_section(honest.as_record()))
     # the same run timing and annotating 60 % of each step: the rest still runs before the next step starts
     part = _steps_of([(a, d * 0.6) for a, d in BUSY2_SPANS])
     cut = _traced([BUSY2_TIMES[0]] + [t * 0.6 for t in BUSY2_TIMES[1:]], part)

@@ -253,7 +253,9 @@ def integrity_section(integ: dict | None) -> list[str]:
     if t.get("annotated_steps"):
         median = (f"{t['reported_median_s']} s a step reported (median; mean {t.get('reported_s_per_step')} s); on "
                   f"the profiler's clock {t.get('annotated_steps')} annotated steps took {t.get('annotated_median_s')}"
-                  f" s and began {t.get('period_s')} s apart (medians)" if t.get("reported_median_s") is not None
+                  f" s and began {t.get('period_s')} s apart (medians)"
+                  + (f", each spanning {t['period_share']:.0%} of its period (median)" if t.get("period_share") else "")
+                  if t.get("reported_median_s") is not None
                   else f"{t.get('reported_s_per_step')} s a step reported; on the profiler's clock "
                        f"{t.get('annotated_steps')} annotated steps began {t.get('period_s')} s apart")
         out.append(f"- trace: {median}, their XLA ops ran {t.get('ops_s_per_step')} s a step")
