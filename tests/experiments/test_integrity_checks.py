@@ -237,35 +237,64 @@ def test_an_honest_run_on_a_busy_machine_passes_and_a_slow_clock_on_it_is_still_
     assert [f.signature for f in half.findings] == ["trace-clock"], [f.detail for f in half.findings]
 
 
-# Another, from a suite run at one worker per core (2026-12-06): spans 11.9, 4.9, 4.2, 13.2, 2.8 ms, each step
-# beginning 0.05-0.08 ms after the last ended. Its median span (4.86 ms, five steps) against its median period
-# (8.47 ms, the first four) had filed it invalid.
+# Another, from a suite run at one worker per core (2026-12-06): steps 1-5 took 11.9, 4.9, 4.2, 13.2, 2.8 ms, each
+# beginning 0.05-0.08 ms after the last ended. Its median reported step (4.87 ms, five steps) against its median
+# period (8.47 ms, the first four) had filed it invalid.
 BUSY2_TIMES = [0.147609, 0.011948, 0.00487, 0.004254, 0.013223, 0.002788]
 BUSY2_SPANS = [(0.06, 11.934), (12.071, 4.857), (16.996, 4.243), (21.291, 13.213), (34.559, 2.779)]  # start, span
 
 
-def _steps_of(spans: list[tuple[float, float]]) -> dict:
-    """The trace summary's step figures of annotated steps (start ms, span ms), from the summary's own code."""
+def _steps_of(spans: list[tuple[float, float]], first: int = 1, nums: list[int] | None = None) -> dict:
+    """The trace summary's step figures of annotated steps (start ms, span ms; numbered from ``first``, or
+    ``nums``), from the summary's own code."""
     from tools.profiling import summary, trace
 
-    tr = trace.Trace(ops=[], steps=[trace.StepEvent(i, a * 1e3, d * 1e3) for i, (a, d) in enumerate(spans)],
+    nums = nums or list(range(first, first + len(spans)))
+    tr = trace.Trace(ops=[], steps=[trace.StepEvent(n, a * 1e3, d * 1e3) for n, (a, d) in zip(nums, spans)],
                      source="test", planes=[])
     return summary._steps(tr)
 
 
-def test_each_annotated_step_is_read_against_its_own_period():
+def test_the_reported_steps_are_summed_against_the_same_steps_on_the_profilers_clock():
     steps = _steps_of(BUSY2_SPANS)
-    assert steps["period_ms"] == 8.468 and steps["median_ms"] == 4.857 and steps["period_share"] > 0.98
+    assert steps["period_ms"] == 8.468 and (steps["first_step"], steps["last_step"]) == (1, 5)
     honest = _traced(BUSY2_TIMES, steps)
     assert honest.findings == [], [f.detail for f in honest.findings]
+    assert honest.facts["trace"]["summed"] == {"steps": [1, 4], "reported_s": 0.034295, "seen_s": 0.034499}
     from tools.experiments import report
 
-    assert "each spanning 99% of its period" in "\n".join(report.integrity_section(honest.as_record()))
+    assert "steps 1-4 reported 0.034295 s where 0.034499 s passed" in \
+        "\n".join(report.integrity_section(honest.as_record()))
+    # without numbered steps (a summary made before), the medians of different steps: the old false finding
+    unnumbered = {k: v for k, v in steps.items() if k not in ("first_step", "last_step", "first_to_last_start_ms")}
+    assert [f.detail for f in _traced(BUSY2_TIMES, unnumbered).findings] == [
+        "the profiled run reports 4.87 ms a step (median); on the profiler's clock its annotated steps began 8.47 ms "
+        "apart"]
     # the same run timing and annotating 60 % of each step: the rest still runs before the next step starts
     part = _steps_of([(a, d * 0.6) for a, d in BUSY2_SPANS])
     cut = _traced([BUSY2_TIMES[0]] + [t * 0.6 for t in BUSY2_TIMES[1:]], part)
     assert [f.signature for f in cut.findings] == ["trace-clock"], [f.detail for f in cut.findings]
-    assert "span 59% of the time" in cut.findings[0].detail
+    assert "reports 20.6 ms for steps 1-4; on the profiler's clock 34.5 ms passed" in cut.findings[0].detail
+
+
+def test_untimed_work_in_a_few_gaps_is_caught_and_an_honest_gap_or_a_wider_timer_is_not():
+    """Steps timed and annotated at 1 ms, with 9 ms of other work after two of them: every median says 1 ms, the
+    sum of the same steps does not. Fast honest steps with a fixed 0.07 ms gap, and a timer around the whole step
+    with the annotation around the dispatch alone, pass."""
+    spans = [(0, 1), (1, 1), (2, 1), (12, 1), (22, 1), (23, 1), (24, 1)]
+    hidden = _traced([0.5] + [0.001] * 7, _steps_of(spans, first=1))
+    assert [f.signature for f in hidden.findings] == ["trace-clock"], [f.detail for f in hidden.findings]
+    fast = _traced([0.5] + [0.00025] * 30, _steps_of([(i * 0.32, 0.25) for i in range(30)], first=1))
+    assert fast.findings == [], [f.detail for f in fast.findings]
+    wide = _traced([0.5] + [0.010] * 20, _steps_of([(i * 10.1, 0.7) for i in range(20)], first=1) | {"span_busy_ms": 0})
+    assert wide.findings == [], [f.detail for f in wide.findings]
+    # one step annotated three times counts once, from its first start
+    repeated = _steps_of([(0, 4), (4, 0.001), (8, 0.001), (10, 4), (14, 0.001), (18, 0.001), (20, 4)],
+                         nums=[1, 1, 1, 2, 2, 2, 3])
+    assert (repeated["first_step"], repeated["last_step"], repeated["first_to_last_start_ms"]) == (1, 3, 20.0)
+    faked = _traced([0.5, 0.004, 0.004, 0.004], repeated)
+    assert "reports 8.0 ms for steps 1-2; on the profiler's clock 20.0 ms passed" in \
+        " ".join(f.detail for f in faked.findings)
 
 
 def test_steps_reported_short_fewer_than_half_of_them_are_caught_by_the_fastest_step():

@@ -251,10 +251,12 @@ def integrity_section(integ: dict | None) -> list[str]:
                    f"apart (median single-step ratio {c.get('median_ratio')})")
     t = facts.get("trace") or {}
     if t.get("annotated_steps"):
+        summed = t.get("summed") or {}
         median = (f"{t['reported_median_s']} s a step reported (median; mean {t.get('reported_s_per_step')} s); on "
                   f"the profiler's clock {t.get('annotated_steps')} annotated steps took {t.get('annotated_median_s')}"
                   f" s and began {t.get('period_s')} s apart (medians)"
-                  + (f", each spanning {t['period_share']:.0%} of its period (median)" if t.get("period_share") else "")
+                  + (f"; steps {summed['steps'][0]}-{summed['steps'][1]} reported {summed['reported_s']} s where "
+                     f"{summed['seen_s']} s passed" if summed else "")
                   if t.get("reported_median_s") is not None
                   else f"{t.get('reported_s_per_step')} s a step reported; on the profiler's clock "
                        f"{t.get('annotated_steps')} annotated steps began {t.get('period_s')} s apart")

@@ -117,7 +117,12 @@ def _steps(tr: trace_mod.Trace) -> dict:
         return {"count": 0}
     walls = [s.dur_us for s in tr.steps]
     starts = sorted(s.start_us for s in tr.steps)
-    by_start = sorted(tr.steps, key=lambda s: s.start_us)
+    began: dict[int, float] = {}  # each numbered step's start: its first annotation's (one step may have several)
+    for s in tr.steps:
+        began[s.step] = min(began.get(s.step, s.start_us), s.start_us)
+    nums = sorted(began)
+    numbered = len(nums) > 1 and nums == list(range(nums[0], nums[-1] + 1)) \
+        and all(began[a] < began[b] for a, b in zip(nums, nums[1:]))
     timeline = trace_mod.BusyTimeline(tr.ops)
     busy = [timeline.busy(s.start_us, s.start_us + s.dur_us) for s in tr.steps]
     wall = sum(walls) or 1.0
@@ -132,13 +137,10 @@ def _steps(tr: trace_mod.Trace) -> dict:
             # compiles is one long interval, not the period)
             "period_ms": round(statistics.median(b - a for a, b in zip(starts, starts[1:])) / 1e3, 4)
             if len(starts) > 1 else None,
-            # each step's own span over the time to the next step's start, the median: what the annotation leaves
-            # out of a step (pairs of one step, so a busy machine's slow and fast steps do not mix, as a median of
-            # all spans against a median of the periods, one fewer, would)
-            "period_share": round(statistics.median(a.dur_us / (b.start_us - a.start_us)
-                                                    for a, b in zip(by_start, by_start[1:])
-                                                    if b.start_us > a.start_us), 4)
-            if len({s.start_us for s in tr.steps}) > 1 else None}
+            # steps numbered first..last one after another: from the first one's start to the last one's, steps
+            # first..last-1 ran (the integrity check sums what the program reported for those same steps)
+            **({"first_step": nums[0], "last_step": nums[-1],
+                "first_to_last_start_ms": round((began[nums[-1]] - began[nums[0]]) / 1e3, 4)} if numbered else {})}
 
 
 def _xprof_hlo_stats(folder: Path) -> tuple[list[dict] | None, str]:
