@@ -295,6 +295,9 @@ def test_untimed_work_in_a_few_gaps_is_caught_and_an_honest_gap_or_a_wider_timer
     faked = _traced([0.5, 0.004, 0.004, 0.004], repeated)
     assert "reports 8.0 ms for steps 1-2; on the profiler's clock 20.0 ms passed" in \
         " ".join(f.detail for f in faked.findings)
+    # ... and the ops' busy time is shared among its 3 steps, not its 7 annotations: 9 ms of ops a step
+    busy = _traced([0.5, 0.004, 0.004, 0.004], repeated | {"span_busy_ms": 27.0})
+    assert "saw its XLA ops run 9.00 ms a step" in " ".join(f.detail for f in busy.findings)
 
 
 def test_steps_reported_short_fewer_than_half_of_them_are_caught_by_the_fastest_step():

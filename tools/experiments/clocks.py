@@ -176,12 +176,14 @@ def trace_check(result: dict, steps: dict | None, out: Integrity) -> None:
         return
     told = math.fsum(steady) / len(steady)
     median = statistics.median(steady)
-    busy = float(steps["span_busy_ms"]) / 1e3 / int(steps["count"])
-    period = float(steps["period_ms"]) / 1e3 if steps.get("period_ms") else None
     first, last, began = steps.get("first_step"), steps.get("last_step"), steps.get("first_to_last_start_ms")
+    numbered = isinstance(first, int) and isinstance(last, int) and last > first
+    # per step, not per annotation: a step annotated three times is one step
+    n_steps = last - first + 1 if numbered else int(steps["count"])
+    busy = float(steps["span_busy_ms"]) / 1e3 / n_steps
+    period = float(steps["period_ms"]) / 1e3 if steps.get("period_ms") else None
     summed = None  # (steps, reported s, seen s) of the numbered steps first..last-1
-    if isinstance(first, int) and isinstance(last, int) and 0 <= first < last < len(times) \
-            and isinstance(began, (int, float)):
+    if numbered and 0 <= first < last < len(times) and isinstance(began, (int, float)):
         summed = (last - first, math.fsum(times[first:last]), float(began) / 1e3)
     annotated = float(steps["median_ms"]) / 1e3 if steps.get("median_ms") else None
     fastest_seen = float(steps["min_ms"]) / 1e3 if steps.get("min_ms") else None
@@ -200,7 +202,7 @@ def trace_check(result: dict, steps: dict | None, out: Integrity) -> None:
 
     if short(told, busy):
         out.add("trace", Finding("device-busy", f"the profiled run reports {told * 1e3:.2f} ms a step; the profiler "
-                                 f"saw its XLA ops run {busy * 1e3:.2f} ms a step (over {steps['count']} annotated "
+                                 f"saw its XLA ops run {busy * 1e3:.2f} ms a step (over {n_steps} annotated "
                                  "steps)"))
     if annotated and short(median, annotated):
         out.add("trace", Finding("trace-clock", f"the profiled run reports {median * 1e3:.2f} ms a step (median); on "
