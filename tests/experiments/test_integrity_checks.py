@@ -284,10 +284,21 @@ def test_untimed_work_in_a_few_gaps_is_caught_and_an_honest_gap_or_a_wider_timer
     spans = [(0, 1), (1, 1), (2, 1), (12, 1), (22, 1), (23, 1), (24, 1)]
     hidden = _traced([0.5] + [0.001] * 7, _steps_of(spans, first=1))
     assert [f.signature for f in hidden.findings] == ["trace-clock"], [f.detail for f in hidden.findings]
-    fast = _traced([0.5] + [0.00025] * 30, _steps_of([(i * 0.32, 0.25) for i in range(30)], first=1))
-    assert fast.findings == [], [f.detail for f in fast.findings]
+    for n in (30, 200):  # the gap allowed per step, not only over the whole window
+        fast = _traced([0.5] + [0.00025] * n, _steps_of([(i * 0.32, 0.25) for i in range(n)], first=1))
+        assert fast.findings == [], (n, [f.detail for f in fast.findings])
     wide = _traced([0.5] + [0.010] * 20, _steps_of([(i * 10.1, 0.7) for i in range(20)], first=1) | {"span_busy_ms": 0})
     assert wide.findings == [], [f.detail for f in wide.findings]
+    # numbers that are not the reported steps' indices fall back to the median period: a window reaching the
+    # warm-up step (whose compile would hide the untimed work) ...
+    cheat = _traced([0.3] + [0.005] * 10, _steps_of([(i * 15.0, 5.0) for i in range(10)], first=0))
+    assert [f.detail for f in cheat.findings] == [
+        "the profiled run reports 5.00 ms a step (median); on the profiler's clock its annotated steps began 15.00 ms "
+        "apart"]
+    # ... and numbering from 1 with the compiling step 0 traced: annotations longer than the steps under their
+    # numbers (an honest run, passed)
+    shifted = _steps_of([(0, 300.0)] + [(300.5 + 10.0 * i, 9.9) for i in range(9)], first=1)
+    assert _traced([0.3] + [0.010] * 10, shifted | {"span_busy_ms": 0}).findings == []
     # one step annotated three times counts once, from its first start
     repeated = _steps_of([(0, 4), (4, 0.001), (8, 0.001), (10, 4), (14, 0.001), (18, 0.001), (20, 4)],
                          nums=[1, 1, 1, 2, 2, 2, 3])

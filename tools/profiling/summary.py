@@ -4,6 +4,7 @@ and op time attributed to model source lines through the optimized HLO's metadat
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -118,8 +119,10 @@ def _steps(tr: trace_mod.Trace) -> dict:
     walls = [s.dur_us for s in tr.steps]
     starts = sorted(s.start_us for s in tr.steps)
     began: dict[int, float] = {}  # each numbered step's start: its first annotation's (one step may have several)
+    ended: dict[int, float] = {}  # ... and its end: its last annotation's
     for s in tr.steps:
         began[s.step] = min(began.get(s.step, s.start_us), s.start_us)
+        ended[s.step] = max(ended.get(s.step, s.start_us + s.dur_us), s.start_us + s.dur_us)
     nums = sorted(began)
     numbered = len(nums) > 1 and nums == list(range(nums[0], nums[-1] + 1)) \
         and all(began[a] < began[b] for a, b in zip(nums, nums[1:]))
@@ -140,7 +143,11 @@ def _steps(tr: trace_mod.Trace) -> dict:
             # steps numbered first..last one after another: from the first one's start to the last one's, steps
             # first..last-1 ran (the integrity check sums what the program reported for those same steps)
             **({"first_step": nums[0], "last_step": nums[-1],
-                "first_to_last_start_ms": round((began[nums[-1]] - began[nums[0]]) / 1e3, 4)} if numbered else {})}
+                "first_to_last_start_ms": round((began[nums[-1]] - began[nums[0]]) / 1e3, 4),
+                # the annotated spans of steps first..last-1: the check's sign that the numbers are the program's
+                # step indices (an honest timer covers its annotation)
+                "numbered_spans_ms": round(math.fsum(ended[n] - began[n] for n in nums[:-1]) / 1e3, 4)}
+               if numbered else {})}
 
 
 def _xprof_hlo_stats(folder: Path) -> tuple[list[dict] | None, str]:
