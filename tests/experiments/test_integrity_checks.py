@@ -299,6 +299,8 @@ def test_untimed_work_in_a_few_gaps_is_caught_and_an_honest_gap_or_a_wider_timer
     # numbers (an honest run, passed)
     shifted = _steps_of([(0, 300.0)] + [(300.5 + 10.0 * i, 9.9) for i in range(9)], first=1)
     assert _traced([0.3] + [0.010] * 10, shifted | {"span_busy_ms": 0}).findings == []
+    # a number far from the rest (a global counter) is not a run of steps, and builds nothing that large
+    assert "first_step" not in _steps_of([(0, 1), (2, 1)], nums=[0, 10 ** 18])
     # one step annotated three times counts once, from its first start
     repeated = _steps_of([(0, 4), (4, 0.001), (8, 0.001), (10, 4), (14, 0.001), (18, 0.001), (20, 4)],
                          nums=[1, 1, 1, 2, 2, 2, 3])

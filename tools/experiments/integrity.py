@@ -30,8 +30,8 @@ SIGNATURES = {
     "evidence-lost": "evidence the baseline gave is missing from this run",
     "no-program": "profiled, but no compiled program in the HLO dump: nothing was computed",
     "device-busy": "reported step times shorter than the profiler saw the step's ops run",
-    "trace-clock": "reported step times shorter than the annotated steps took, or annotated steps a part of their "
-                   "period, on the profiler's clock",
+    "trace-clock": "reported step times shorter than the annotated steps took, or than the time from one numbered "
+                   "step's start to a later one's, on the profiler's clock",
     "hlo-tokens": "more tokens reported per step than the compiled step takes in",
     "hlo-flops": "the compiled step does far fewer matmul FLOPs than the model FLOPs reported",
     "precision": "matmuls in a narrower type than the declared compute dtype",

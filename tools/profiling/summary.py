@@ -124,7 +124,8 @@ def _steps(tr: trace_mod.Trace) -> dict:
         began[s.step] = min(began.get(s.step, s.start_us), s.start_us)
         ended[s.step] = max(ended.get(s.step, s.start_us + s.dur_us), s.start_us + s.dur_us)
     nums = sorted(began)
-    numbered = len(nums) > 1 and nums == list(range(nums[0], nums[-1] + 1)) \
+    # distinct sorted ints are consecutive when they span their count (no range built: a step_num may be 10**18)
+    numbered = len(nums) > 1 and nums[-1] - nums[0] == len(nums) - 1 \
         and all(began[a] < began[b] for a, b in zip(nums, nums[1:]))
     timeline = trace_mod.BusyTimeline(tr.ops)
     busy = [timeline.busy(s.start_us, s.start_us + s.dur_us) for s in tr.steps]
