@@ -3,7 +3,8 @@
 Every reader of ``raw/`` and of pages written by others goes through here, so no input can hang a command (a FIFO
 at ``.git/HEAD``), exhaust its memory (``.git/HEAD`` -> ``/dev/zero``, a sparse 64 GB file), or pull a file from
 outside the knowledge base into it (a page that is a symlink to ``/etc/passwd``). The checks are made on the open
-descriptor (``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``), so a file swapped between the check and the read is caught.
+descriptor (``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``, and where a tree is given the path the kernel opened), so a
+file or a folder on its path swapped between the check and the read is caught.
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ def _real(folder: str) -> str:
 _REAL: dict[str, tuple[str, float]] = {}
 
 
+def _opened_inside(fd: int, within: Path) -> bool:
+    """Whether the file the kernel opened lies inside ``within``: a folder on the path can be swapped for a link
+    out between ``_inside`` and ``os.open`` (O_NOFOLLOW guards the last component only). Where the kernel does
+    not name an open file's path (no ``/proc``), the check before the open stands alone."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return True
+    top = _real(str(within))
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def read_bytes(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Path | None = None) -> bytes:
     """The bytes of ``path``, or :class:`Refused` saying why not.
 
@@ -87,6 +100,8 @@ def read_bytes(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Pa
     except OSError as e:
         raise Refused(path, f"unreadable ({e.strerror})") from None
     try:
+        if within is not None and not _opened_inside(fd, Path(within)):
+            raise Refused(path, "outside its tree (a link on its path changed while it was opened; not followed)")
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise Refused(path, f"{kind(st.st_mode)} (not read)")

@@ -19,10 +19,12 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 import yaml
 
 from . import wikiscan
+from .errors import InputError
 from .project import Project
 
 SCHEMA = 6
@@ -46,9 +48,21 @@ class Hit:
                 "snippet": self.snippet}
 
 
+def _index(project: Project) -> Path:
+    """``.tools-cache/search.sqlite``, refused where a link takes it or its folder out of the knowledge base: a
+    search (an agent's read) rewrites the index, and would rewrite whatever database such a link names."""
+    folder, root = project.cache, os.path.realpath(project.root)
+    if folder.is_symlink() or not os.path.realpath(folder).startswith(root.rstrip(os.sep) + os.sep):
+        raise InputError(folder, "links outside the knowledge base; the search index is not written there")
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "search.sqlite"
+    if db.is_symlink():
+        raise InputError(db, "a link; the search index is not written through it")
+    return db
+
+
 def _connect(project: Project) -> sqlite3.Connection:
-    project.cache.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(project.cache / "search.sqlite", timeout=30)
+    db = sqlite3.connect(_index(project), timeout=30)
     (version,) = db.execute("PRAGMA user_version").fetchone()
     if version != SCHEMA:
         db.executescript("DROP TABLE IF EXISTS pages; DROP TABLE IF EXISTS docs;")

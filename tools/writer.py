@@ -18,6 +18,7 @@ import fcntl
 import logging
 import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -78,6 +79,20 @@ def write_if_changed(path: Path, data: str | bytes) -> str:
 _held = threading.local()
 
 
+def open_lock_file(path: Path):
+    """``path`` opened for reading and appending (created if needed), never through a link: one planted at
+    ``wiki/.write.lock`` or a loop's ``.driver.lock`` would create or truncate its target wherever it points."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        raise InputError(path, f"the lock file cannot be opened ({e.strerror}; a link is not followed)") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(path, "the lock file is not a regular file")
+    return os.fdopen(fd, "a+")
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """An exclusive advisory lock held on ``path`` (created if needed) for the block; re-entrant within a
@@ -94,7 +109,7 @@ def locked(path: Path) -> Iterator[None]:
             depth[key] -= 1
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
+    with open_lock_file(path) as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         depth[key] += 1
         try:

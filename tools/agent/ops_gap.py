@@ -56,6 +56,7 @@ def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file
     from ..loop import spec as spec_mod
 
     t0 = time.perf_counter()
+    spec_file = _loop_file(project, loop) if loop else None
     try:
         a, b = sides.resolve(project, ours, folders), sides.resolve(project, ref, folders)
         for side, slug in ((a, ours_codebase), (b, ref_codebase)):
@@ -66,9 +67,8 @@ def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file
     catalog = gather.kernels(project, "")
     result = compare.analyze(a, b, catalog)
     spec, trunk = None, {}
-    if loop:
-        from ..loop.engine import spec_path
-        spec = spec_mod.load(spec_path(project, loop))
+    if spec_file:
+        spec = spec_mod.load(spec_file)
         trunk = _trunk_config(project, spec, sides.find_record(project, ours))
     reference.map_items(result["items"], spec, trunk)
     result.update(page=None, hypotheses=[], not_filed=[])
@@ -76,6 +76,17 @@ def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file
         _file(project, result, a, b, spec)
     result["seconds"] = round(time.perf_counter() - t0, 3)
     return result
+
+
+def _loop_file(project: Project, loop: str):
+    """``loops/<loop>.yml`` of this knowledge base: a loop's name, never a path (an agent's argument)."""
+    from ..loop.state import LoopPaths
+    from .ops_runs import _name
+
+    path = LoopPaths(project, _name(loop, "loop")).spec
+    if not path.is_file():
+        raise AgentError(f"no loop file loops/{loop}.yml")
+    return path
 
 
 def _trunk_config(project: Project, spec, rec: dict | None) -> dict:

@@ -162,8 +162,14 @@ def confined(root: Path, rel: str, name: str) -> str:
     rel = str(rel).strip().replace("\\", "/").removeprefix(f"{name}/")
     if not rel or rel.startswith("/") or "\0" in rel or ".." in rel.split("/") or re.match(r"^[A-Za-z]:", rel):
         raise AgentError(f"{rel!r}: not a path inside the knowledge base's {name}/")
+    if len(rel.encode()) > 4000 or any(len(part.encode()) > 255 for part in rel.split("/")):
+        raise AgentError(f"{rel[:80]!r}...: a name longer than the file system allows (255 bytes a name)")
     norm = posixpath.normpath(rel)
-    if not (root / norm).resolve().is_relative_to(root.resolve()):
+    try:
+        inside = (root / norm).resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        inside = False
+    if not inside:
         raise AgentError(f"{rel!r}: leaves {name}/ (a symlink out is not followed)")
     return norm
 

@@ -18,6 +18,7 @@ NOT_COUNTED = ("index.md", "log.md")  # their links do not save a page from bein
 UNCHECKED = ("log.md",)  # append-only history: its old links are not checked
 
 OK, EXTERNAL, BROKEN, WIKI, FILE, ABSOLUTE, SKIP = "ok", "external", "broken", "wiki", "file", "absolute", "skip"
+OUTSIDE = "outside"  # leaves the project, or reaches out through a link inside it: never looked at
 ANCHOR = "anchor"  # the page exists, the #fragment names no heading or id in it
 
 
@@ -35,7 +36,7 @@ class Resolver:
         self.wiki = wiki
         self.root = str(project.root.resolve())
         self.wiki_abs = str(Path(wiki.root).resolve())
-        self._exists: dict[str, bool] = {}
+        self._exists: dict[str, str] = {}
         self._names: dict[str, dict[str, list[str]]] | None = None
         self._headings: dict[str, tuple[list[Heading], set[str]]] = {}
         self._symbols: dict[str, set[str]] = {}
@@ -44,11 +45,20 @@ class Resolver:
 
     # --------------------------------------------------------- helpers
 
-    def exists_outside(self, root_rel: str) -> bool:
-        """Does ``root_rel`` (relative to the project root, may start with ../) exist?"""
+    def outside_wiki(self, root_rel: str) -> str:
+        """``OK``, ``BROKEN`` or ``OUTSIDE`` for ``root_rel`` (relative to the project root, normalised): a path
+        that leaves the project, or whose links lead out of it, is never looked at, so a page's links cannot ask
+        whether a file exists anywhere on the machine."""
         hit = self._exists.get(root_rel)
         if hit is None:
-            hit = self._exists[root_rel] = os.path.exists(os.path.join(self.root, root_rel))
+            path = os.path.join(self.root, root_rel)
+            if root_rel == ".." or root_rel.startswith("../"):
+                hit = OUTSIDE
+            elif not os.path.realpath(path).startswith(self.root.rstrip(os.sep) + os.sep):
+                hit = OUTSIDE
+            else:
+                hit = OK if os.path.exists(path) else BROKEN
+            self._exists[root_rel] = hit
         return hit
 
     def internal(self, joined: str) -> bool:
@@ -114,7 +124,8 @@ class Resolver:
                 return Target(ANCHOR, joined)
             return Target(OK, joined)
         root_rel = posixpath.normpath("wiki/" + joined)
-        return Target(OK) if self.exists_outside(root_rel) else Target(BROKEN, root_rel)
+        status = self.outside_wiki(root_rel)
+        return Target(OK) if status == OK else Target(status, root_rel)
 
     def _page_headings(self, rel: str) -> tuple[list[Heading], set[str]] | None:
         page = self.wiki.by_rel.get(rel)
@@ -240,6 +251,9 @@ def check_links(resolved: Resolved, root: Path | None = None, res: Resolver | No
         if t.status == BROKEN:
             out.append(issue(where, link.line, "broken-link", f"{link.target} -> {t.rel} does not exist",
                              cause=f"missing:{t.rel}"))
+        elif t.status == OUTSIDE:
+            out.append(issue(where, link.line, "outside-link", f"{link.target} -> {t.rel}: leaves the project "
+                             "(not checked)", cause="outside"))
         elif t.status == ANCHOR:
             symbol = res is not None and res.symbol_heading(t.rel, fragment(link.target))
             out.append(issue(where, link.line, "broken-anchor",

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import safeio
 from ..errors import InputError, ToolsError
 from ..project import Project
-from ..writer import atomic_write
+from ..writer import atomic_write, open_lock_file
 
 
 class LoopBusy(ToolsError):
@@ -32,8 +32,20 @@ def now() -> str:
 
 @dataclass(frozen=True)
 class LoopPaths:
+    """Where a loop's files live: ``loops/<name>.yml`` and ``loops/<name>/``, never outside ``loops/`` (a link
+    planted at ``loops/<name>`` or at ``loops`` that leads out is refused before anything is read or written)."""
+
     project: Project
     name: str
+
+    def __post_init__(self) -> None:
+        top = self.project.root / "loops"
+        real_top, root = os.path.realpath(top), os.path.realpath(self.project.root)
+        if not _under(real_top, root, itself=True):
+            raise InputError(top, "links outside the knowledge base; not followed")
+        for p in (self.folder, self.spec):
+            if not _under(os.path.realpath(p), real_top):
+                raise InputError(p, "links outside the knowledge base's loops/; not followed")
 
     @property
     def folder(self) -> Path:
@@ -58,6 +70,10 @@ class LoopPaths:
     def iteration_dir(self, n: int) -> Path:
         """Artefacts of one iteration: the proposer's prompt and response, the priors it read."""
         return self.folder / "iterations" / f"{n:03d}"
+
+
+def _under(real: str, top: str, itself: bool = False) -> bool:
+    return (itself and real == top) or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _usage() -> dict[str, float]:
@@ -120,7 +136,7 @@ class LoopState:
 
 def load(paths: LoopPaths) -> dict | None:
     try:
-        text = safeio.read_text(paths.state, 256 * 1024 * 1024, within=paths.folder)
+        text = safeio.read_text(paths.state, 256 * 1024 * 1024, within=paths.project.root / "loops")
     except FileNotFoundError:
         return None
     except safeio.Refused as e:
@@ -148,7 +164,7 @@ def save(paths: LoopPaths, state: LoopState) -> None:
 def driving(paths: LoopPaths) -> Iterator[None]:
     """Only one process drives a loop at a time (a kill -9 releases the lock with the process)."""
     paths.folder.mkdir(parents=True, exist_ok=True)
-    with open(paths.lock, "a+") as f:
+    with open_lock_file(paths.lock) as f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -169,7 +185,7 @@ def driving(paths: LoopPaths) -> Iterator[None]:
 def driver_alive(paths: LoopPaths) -> bool:
     if not paths.lock.exists():
         return False
-    with open(paths.lock, "a+") as f:
+    with open_lock_file(paths.lock) as f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -1,0 +1,162 @@
+"""The agent surface stays inside the knowledge base when links planted in it lead out: a loop folder, the search
+index, a lock file, a page's links, a folder swapped for a link while a file in it is read, and names too long for
+the file system. Each case is an attack an agent (or a file it wrote) can mount through the registry's operations."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tools import scaffold, safeio
+from tools.agent.registry import AgentError, call
+from tools.errors import InputError
+from tools import lint
+from tools.project import Project
+from tools.writer import locked
+
+SECRET = "sk-OUTSIDE-VALUE-42"
+
+
+@pytest.fixture()
+def kb(tmp_path) -> Project:
+    root = tmp_path / "kb"
+    scaffold.init(root, site_name="containment")
+    (tmp_path / "outside").mkdir()
+    return Project(root)
+
+
+def outside(kb: Project) -> Path:
+    return kb.root.parent / "outside"
+
+
+def test_a_gap_analysis_reads_a_loop_by_name_never_a_path(kb):
+    spec = outside(kb) / "svc.yaml"
+    spec.write_text(f"model: a\nlane: b\nvariant: c\ncommand: x\nbudget: {{runs: 1}}\nstatistic: {SECRET}\n")
+    for loop in (str(spec), "../outside/svc.yaml", "/etc/hostname"):
+        with pytest.raises(AgentError) as e:
+            call(kb, "gap.analyze", {"ours": "a", "ref": "b", "file": False, "loop": loop})
+        assert SECRET not in str(e.value) and "letters, digits" in str(e.value), loop
+    for name in ("absent", "svc.yaml"):  # a name: only ever loops/<name>.yml
+        with pytest.raises(AgentError, match=f"no loop file loops/{name}.yml"):
+            call(kb, "gap.analyze", {"ours": "a", "ref": "b", "file": False, "loop": name})
+
+
+def test_a_loop_folder_linked_out_is_neither_read_nor_written(kb):
+    folder = outside(kb) / "loopx"
+    folder.mkdir()
+    (folder / "state.json").write_text('{"history": [], "secret": "%s"}' % SECRET)
+    (kb.root / "loops").mkdir(exist_ok=True)
+    os.symlink(folder, kb.root / "loops" / "evil")
+    for op in ("loop.status", "loop.retrospective", "loop.stop"):
+        with pytest.raises(InputError, match="links outside the knowledge base") as e:
+            call(kb, op, {"name": "evil"})
+        assert SECRET not in str(e.value)
+    assert sorted(p.name for p in folder.iterdir()) == ["state.json"]  # no STOP, no driver.log written there
+
+
+def test_a_loops_folder_linked_out_is_refused(kb):
+    (outside(kb) / "loops" / "x").mkdir(parents=True)
+    (outside(kb) / "loops" / "x" / "state.json").write_text('{"history": []}')
+    shutil.rmtree(kb.root / "loops", ignore_errors=True)
+    os.symlink(outside(kb) / "loops", kb.root / "loops")
+    with pytest.raises(InputError, match="links outside the knowledge base"):
+        call(kb, "loop.status", {"name": "x"})
+
+
+def test_a_search_never_writes_through_a_link_to_another_database(kb):
+    db = outside(kb) / "app.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE pages (x TEXT)")
+    con.execute("INSERT INTO pages VALUES ('keep me')")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    kb.cache.mkdir(parents=True, exist_ok=True)
+    os.symlink(db, kb.cache / "search.sqlite")
+    with pytest.raises(InputError, match="search.sqlite: a link"):
+        call(kb, "wiki.search", {"query": "remat"})
+    assert db.read_bytes() == before
+    os.unlink(kb.cache / "search.sqlite")
+    kb.cache.rmdir()
+    os.symlink(outside(kb), kb.cache)  # the whole cache folder linked out
+    with pytest.raises(InputError, match="links outside the knowledge base"):
+        call(kb, "wiki.search", {"query": "remat"})
+    assert sorted(p.name for p in outside(kb).iterdir()) == ["app.sqlite"]
+
+
+def test_a_search_in_a_plain_cache_still_works(kb):
+    out = call(kb, "wiki.search", {"query": "knowledge"})
+    assert (kb.cache / "search.sqlite").is_file() and isinstance(out["hits"], list)
+
+
+def test_a_lock_file_link_is_not_followed(kb):
+    target = outside(kb) / "created-by-lock"
+    (kb.wiki / ".write.lock").unlink(missing_ok=True)
+    os.symlink(target, kb.wiki / ".write.lock")
+    with pytest.raises(InputError, match="a link is not followed"):
+        with locked(kb.wiki / ".write.lock"):
+            pass
+    assert not target.exists()
+
+
+def test_the_lint_never_asks_whether_a_file_outside_the_project_exists(kb):
+    page = kb.wiki / "concepts" / "probe.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    (kb.raw / "code").mkdir(parents=True, exist_ok=True)
+    os.symlink("/etc", kb.raw / "code" / "etc-link")
+    page.write_text("---\ntype: concept\ntitle: Probe\n---\n# Probe\n\n"
+                    "[a](../../../../../../../../etc/passwd) [b](../../../../../../../../etc/no-such-file) "
+                    "[c](../../raw/code/etc-link/passwd) [d](../../raw/code/etc-link/no-such-file) "
+                    "[e](../../mkdocs.yml) [f](../../no-such-file.md)\n")
+    found = [(i.code, i.message) for i in lint.run(kb).issues if i.path == "wiki/concepts/probe.md"
+             and i.code in ("outside-link", "broken-link")]
+    codes = sorted(code for code, _ in found)
+    # a, b, c and d alike (whether the file exists is never looked at); e exists inside; f is broken
+    assert codes == ["broken-link"] + ["outside-link"] * 4, found
+    assert any("no-such-file.md" in m for c, m in found if c == "broken-link")
+
+
+def test_a_folder_swapped_for_a_link_while_a_file_is_opened_is_caught(tmp_path):
+    raw = tmp_path / "raw"
+    (raw / "code" / "real").mkdir(parents=True)
+    (raw / "code" / "real" / "f.txt").write_text("inside")
+    away = tmp_path / "away"
+    away.mkdir()
+    (away / "f.txt").write_text(SECRET)
+    link = raw / "code" / "race"
+    os.symlink(raw / "code" / "real", link)
+    stop = time.monotonic() + 1.5
+
+    def swap():
+        flip = False
+        while time.monotonic() < stop:
+            tmp = raw / "code" / ".race-tmp"
+            os.symlink(away if flip else raw / "code" / "real", tmp)
+            os.replace(tmp, link)
+            flip = not flip
+
+    t = threading.Thread(target=swap)
+    t.start()
+    got = {"inside": 0, "refused": 0, "leaked": 0}
+    while time.monotonic() < stop:
+        try:
+            data = safeio.read_bytes(link / "f.txt", within=raw)
+        except (safeio.Refused, FileNotFoundError):
+            got["refused"] += 1
+            continue
+        got["leaked" if data == SECRET.encode() else "inside"] += 1
+    t.join()
+    assert got["leaked"] == 0 and got["inside"] > 0 and got["refused"] > 0, got
+
+
+def test_names_too_long_for_the_file_system_are_refused_with_a_reason(kb):
+    for op, args in (("raw.read", {"path": "code/" + "a" * 300}), ("kernels.selection", {"codebase": "b" * 300}),
+                     ("wiki.read", {"path": "c" * 300 + ".md"})):
+        with pytest.raises(AgentError, match="longer than the file system allows"):
+            call(kb, op, args)
