@@ -13,16 +13,17 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "tools loop", "GIT_AUTHOR_EMAIL": "loop@autoresear
            "GIT_COMMITTER_NAME": "tools loop", "GIT_COMMITTER_EMAIL": "loop@autoresearch-wiki.invalid"}
 
 
-def git(repo: Path, *args: str, check: bool = True, input: str | None = None) -> str:
-    """``git -C repo args``: its stdout stripped; a failure raises ``ToolsError`` with git's message."""
+def git(repo: Path, *args: str, check: bool = True, input: str | None = None, env: dict | None = None) -> str:
+    """``git -C repo args``: its stdout stripped; a failure raises ``ToolsError`` with git's message. ``env``: more
+    variables (a commit's dates)."""
     p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, input=input,
-                       env=dict(os.environ, **GIT_ENV), timeout=120, check=False)
+                       env=dict(os.environ, **GIT_ENV, **(env or {})), timeout=120, check=False)
     if check and p.returncode != 0:
         raise ToolsError(f"git {' '.join(args[:3])} in {repo}: {(p.stderr or p.stdout).strip()[:500]}")
     return p.stdout.strip()
 
 
-def git_ok(repo: Path, *args: str, input: str | None = None) -> bool:
+def git_ok(repo: Path, *args: str, input: str | None = None, env: dict | None = None) -> bool:
     """Whether ``git -C repo args`` succeeds (a probe: apply --check, a cherry-pick that may conflict)."""
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, input=input, timeout=120,
-                          env=dict(os.environ, **GIT_ENV), check=False).returncode == 0
+                          env=dict(os.environ, **GIT_ENV, **(env or {})), check=False).returncode == 0

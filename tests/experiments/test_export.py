@@ -114,7 +114,9 @@ def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, t
     assert len(out["patches"]) == 5
     heads = [c[c.index("--head") + 1] for c in map(json.loads, calls.read_text().splitlines()) if c[:2] == ["pr", "create"]]
     offered = [b["branch"] for b in out["branches"] if b["verdict"] == "supported"]
-    assert heads == offered + [combined] and git(bare, "rev-parse", kb["branch"]) == kb["commit"]
+    # the whole is offered only when every run in it was supported
+    assert heads == offered + ([combined] if not out["not_supported"] else [])
+    assert git(bare, "rev-parse", kb["branch"]) == kb["commit"]
     # the user's checkout: same HEAD, same uncommitted edit, no work trees left behind
     assert git(model, "rev-parse", "HEAD") == head_before and git(model, "status", "--porcelain") == status_before
     assert git(model, "worktree", "list").count("\n") == 0
@@ -141,3 +143,77 @@ def test_what_cannot_be_exported_is_a_clear_error(project, model, tmp_path):
     var2 = run(project, "--compare-to", base2["exp_id"], command=["--step-ms", "15", "--batch", "8"])
     out = tools(project, "exp", "export", var2["exp_id"], "--name", "x", code=1)
     assert "ran uncommitted edits of its script" in out
+
+
+def test_an_export_checks_everything_before_a_branch_moves(project, model, tmp_path):
+    c0 = git(model, "rev-parse", "HEAD")
+    run(project, "--baseline", command=["--step-ms", "40"])
+    knob = run(project, "-m", "shorter steps", command=["--step-ms", "20"])
+    launch = (model / "launch.sh").read_text()
+
+    def refused(*args):
+        out = tools(project, "exp", "export", *args, code=1)
+        assert git(model, "for-each-ref", "refs/heads/perf/") == "" and git(model, "worktree", "list").count("\n") == 0
+        assert (model / "launch.sh").read_text() == launch and git(model, "rev-parse", "HEAD") == c0
+        return out
+
+    # the config file: a path inside the repository, never the user's own checkout
+    assert "must be a path inside the model's repository" in refused(knob["exp_id"], "--name", "cf",
+                                                                      "--config-file", str(model / "launch.sh"))
+    assert "must be a path inside" in refused(knob["exp_id"], "--name", "cf", "--config-file", "../model/launch.sh")
+    assert "no such file" in refused(knob["exp_id"], "--name", "cf", "--config-file", "nope.sh")
+    # names: one folder, one branch prefix each; a run named twice
+    for bad in ("a b", "a/b", "..", "-x", "ü", ""):
+        assert "letters, digits" in refused(knob["exp_id"], "--name", bad), bad
+    assert "named more than once" in refused(knob["exp_id"], knob["exp_id"], "--name", "dup")
+    # a branch someone committed to is never moved
+    tree = git(model, "rev-parse", "HEAD^{tree}")
+    mine = subprocess.run(["git", "-C", str(model), "commit-tree", tree, "-p", c0, "-m", "my review fix"],
+                          capture_output=True, text=True, check=True,
+                          env=dict(os.environ, GIT_AUTHOR_NAME="ada", GIT_AUTHOR_EMAIL="ada@example.org",
+                                   GIT_COMMITTER_NAME="ada", GIT_COMMITTER_EMAIL="ada@example.org")).stdout.strip()
+    git(model, "branch", "perf/mine/all", mine)
+    out = tools(project, "exp", "export", knob["exp_id"], "--name", "mine", "--config-file", "launch.sh", code=1)
+    assert "not made by the tools" in out and git(model, "rev-parse", "perf/mine/all") == mine
+    assert git(model, "for-each-ref", "--format=%(refname:short)", "refs/heads/perf/") == "perf/mine/all"
+
+
+def test_a_run_is_exported_against_its_own_lanes_baseline_and_a_rerun_converges(project, model, tmp_path):
+    def other(*args, command):
+        tools(project, "exp", "run", "--model", "m2", "--lane", "l2", "--variant", "s/cpu", "-q", "--repeats", "3",
+              *args, "--", sys.executable, "train.py", *command)
+        return records.lane_records(project.wiki, "m2", "l2")[-1]
+
+    run(project, "--baseline", "-m", "base", command=["--step-ms", "40"])
+    (model / "other.txt").write_text("an unrelated change\n")
+    git(model, "add", "-A")
+    git(model, "commit", "-qm", "unrelated")
+    c1 = git(model, "rev-parse", "HEAD")
+    b2 = other("--baseline", "-m", "base", command=["--step-ms", "40"])
+    v2 = other("-m", "faster", command=["--step-ms", "20"])
+    v1 = run(project, "-m", "faster", command=["--step-ms", "20"])
+    assert v1["exp_id"] == v2["exp_id"] and b2["exp_id"] == v2["baseline"]  # ids are unique per lane only
+    out = tools(project, "exp", "export", v2["exp_id"], "--name", "x", code=1)
+    assert "more than one lane" in out and "m2/l2" in out
+    patches = tmp_path / "patches"
+    out = json.loads(tools(project, "exp", "export", f"m2/l2/{v2['exp_id']}", "--name", "x", "--config-file",
+                           "launch.sh", "--patches", str(patches), "--json"))
+    assert out["start"] == c1  # its own lane's baseline, not the other lane's of the same id
+    assert git(model, "diff", "--name-only", c1, out["branches"][0]["branch"]) == "launch.sh"
+    first = {b["branch"]: b["commit"] for b in out["branches"]} | {out["combined"]: git(model, "rev-parse",
+                                                                                          out["combined"])}
+    assert sorted(p.name for p in patches.iterdir()) == out["patches"] and len(out["patches"]) == 2
+    # the same export again makes the same commits: nothing moves
+    again = json.loads(tools(project, "exp", "export", f"m2/l2/{v2['exp_id']}", "--name", "x", "--config-file",
+                             "launch.sh", "--patches", str(patches), "--json"))
+    assert {b["branch"]: b["commit"] for b in again["branches"]} == {b: c for b, c in first.items()
+                                                                     if b != out["combined"]}
+    assert git(model, "rev-parse", out["combined"]) == first[out["combined"]]
+    # another set of runs under the same name: the old branch and the old series go, the user's files stay
+    (patches / "notes.patch").write_text("mine\n")
+    v3 = other("-m", "shortest", command=["--step-ms", "10"])
+    last = json.loads(tools(project, "exp", "export", f"m2/l2/{v3['exp_id']}", "--name", "x", "--config-file",
+                            "launch.sh", "--patches", str(patches), "--json"))
+    assert [b["branch"] for b in last["branches"]] == ["perf/x/1-shortest"]
+    assert last["removed"] == ["perf/x/1-faster"] and git(model, "branch", "--list", "perf/x/1-faster") == ""
+    assert sorted(p.name for p in patches.iterdir()) == sorted(last["patches"] + ["notes.patch"])

@@ -57,7 +57,12 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
                              f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
                              "if sys.argv[1:3] == ['pr', 'create']:\n"
                              "    print('https://github.invalid/o/r/pull/' + str(sum(1 for _ in open("
-                             f"{str(calls)!r}))))\n")
+                             f"{str(calls)!r}))))\n"
+                             "if sys.argv[1:3] == ['pr', 'list']:  # the PR of a head created before\n"
+                             f"    sent = [json.loads(x) for x in open({str(calls)!r})]\n"
+                             "    head = sys.argv[sys.argv.index('--head') + 1]\n"
+                             "    if any(c[:2] == ['pr', 'create'] and head in c for c in sent):\n"
+                             "        print('https://github.invalid/o/r/pull/existing')\n")
     (stub / "gh").chmod((stub / "gh").stat().st_mode | stat.S_IEXEC)
     head_before = git(repo, "rev-parse", "HEAD")
     out = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--patches", str(tmp_path / "patches"), "--pr",
@@ -94,6 +99,28 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
     # the loop's own trunk and checkout did not move
     assert git(repo, "rev-parse", "HEAD") == head_before
     assert not (kb / "model" / "SPEED").exists() and "f32" in (kb / "model" / "launch.sh").read_text()
+
+    # run again, after a run killed half-way left a work tree registered but gone: it converges. The same changes
+    # make the same commits; PERF.md's fresh verification moves `all`, pushed over the tools' own earlier push;
+    # every pull request open for its branch is found, none opened twice
+    git(repo, "worktree", "add", "-q", "--detach", str(kb / "loops/fake-loop/finalize/1"), start)
+    subprocess.run(["rm", "-rf", str(kb / "loops/fake-loop/finalize")], check=True)
+    again = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--pr", "--json",
+                             env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}))
+    assert [b["commit"] for b in again["branches"]] == [patch_b["commit"], knob_b["commit"]]
+    assert git(bare, "rev-parse", combined) == git(repo, "rev-parse", combined)
+    assert [p["url"] for p in again["prs"]] == ["https://github.invalid/o/r/pull/existing"] * 3
+    assert len([c for c in map(json.loads, calls.read_text().splitlines()) if c[:2] == ["pr", "create"]]) == 3
+    assert "finalize" not in git(repo, "worktree", "list")
+    # a branch a reviewer committed to is never moved, locally or on the remote
+    tree = git(repo, "rev-parse", f"{combined}^{{tree}}")
+    theirs = subprocess.run(["git", "-C", str(repo), "commit-tree", tree, "-p", combined, "-m", "review fix"],
+                            capture_output=True, text=True, check=True,
+                            env=dict(os.environ, GIT_AUTHOR_NAME="ada", GIT_AUTHOR_EMAIL="ada@example.org",
+                                     GIT_COMMITTER_NAME="ada", GIT_COMMITTER_EMAIL="ada@example.org")).stdout.strip()
+    git(repo, "branch", "-f", combined, theirs)
+    out = tools(kb, "loop", "finalize", "fake-loop", "--no-verify", code=1)
+    assert "not made by the tools" in out and git(repo, "rev-parse", combined) == theirs
 
 
 def test_without_gh_pr_is_refused_before_pushing(tmp_path):

@@ -1,6 +1,11 @@
 """Measured changes as reviewable git branches, shared by `tools loop finalize` and `tools exp export`: the commit
 message that carries a change's evidence, a knob written into the model's own launch script or config file, work
-trees of their own (the user's checkout is never touched), and draft pull requests through the `gh` on PATH."""
+trees of their own (the user's checkout is never touched), and draft pull requests through the `gh` on PATH.
+
+Run twice, they converge: each commit is dated by the run it carries (the date in its experiment id), so the same
+changes make the same commits and a second push moves nothing. Branch refs are set only once every commit is made
+(a failure half-way leaves the branches as they were), never over a branch whose last commit someone else made,
+and the work trees are removed whatever happens."""
 
 from __future__ import annotations
 
@@ -10,10 +15,81 @@ import subprocess
 from pathlib import Path
 
 from ..errors import InputError, ToolsError
-from ..gitrun import git, git_ok
+from ..gitrun import GIT_ENV, git, git_ok
 from ..writer import atomic_write
 
 SLUG = re.compile(r"[^a-z0-9]+")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # an export's name: one perf/<name>/ and one exports/<name>/
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def check_name(name: str) -> str:
+    if not NAME.fullmatch(name or ""):
+        raise InputError("--name", f"{name!r}: letters, digits, '_' and '-' only (at most 64), starting with a letter "
+                                   "or digit: it names the branches perf/<name>/... and the folder exports/<name>/")
+    return name
+
+
+def dates(exp_ids: list[str], fallback: str) -> dict[str, str]:
+    """Author and committer dates for a commit carrying these runs: the latest day in their experiment ids
+    (``fallback``, a git date, when none has one), so the same changes make the same commit."""
+    days = sorted(m.group(0) for e in exp_ids if (m := DAY.match(e or "")))
+    when = f"{days[-1]}T12:00:00+00:00" if days else fallback
+    return {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+
+
+def config_path(tree: Path, config_file: str) -> Path:
+    """``config_file`` inside the work tree ``tree``: a relative path in the repository, never out of it."""
+    rel = Path(config_file)
+    if rel.is_absolute() or ".." in rel.parts or not config_file.strip():
+        raise InputError(config_file, "the config file must be a path inside the model's repository, relative to "
+                                      "its top (the user's own checkout is never edited)")
+    path = tree / rel
+    if not path.resolve().is_relative_to(tree.resolve()):
+        raise InputError(config_file, "leads out of the model's repository (a link); not edited")
+    if not path.is_file():
+        raise InputError(config_file, "no such file in the model's repository at the commit the change starts from")
+    return path
+
+
+def check_config(repo: Path, commit: str, config_file: str) -> None:
+    """``config_file`` is a file of ``repo`` at ``commit`` (checked before any branch is made)."""
+    rel = Path(config_file)
+    if rel.is_absolute() or ".." in rel.parts or not config_file.strip():
+        config_path(repo, config_file)  # raises with the reason
+    if git(repo, "cat-file", "-t", f"{commit}:{rel.as_posix()}", check=False) != "blob":
+        raise InputError(config_file, f"no such file in {repo} at {commit[:12]} (a path relative to the repository's "
+                                      "top)")
+
+
+def owned_tips(repo: Path, names: list[str], prefix: str) -> dict[str, str]:
+    """The current tips of the branches this run will set (``names``) and of the tools' older branches under
+    ``prefix``; InputError when one exists whose last commit the tools did not make (someone's work: never
+    moved)."""
+    listed = git(repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{prefix}", check=False).split()
+    out = {}
+    for b in dict.fromkeys([*names, *listed]):
+        tip = git(repo, "rev-parse", "-q", "--verify", f"refs/heads/{b}", check=False)
+        if not tip:
+            continue
+        if git(repo, "log", "-1", "--format=%ce", tip) != GIT_ENV["GIT_COMMITTER_EMAIL"]:
+            if b in names:
+                raise InputError(b, f"this branch exists and its last commit ({tip[:12]}) was not made by the tools: "
+                                    "it is never moved; rename or delete it, or choose another name")
+            continue
+        out[b] = tip
+    return out
+
+
+def set_branches(repo: Path, tips: dict[str, str], old: dict[str, str]) -> list[str]:
+    """Point each branch at its tip (every commit made first); delete the tools' own older branches under the
+    same name that this run did not make again. The branches deleted."""
+    for branch, tip in tips.items():
+        git(repo, "branch", "-f", branch, tip)
+    gone = [b for b in old if b not in tips]
+    for b in gone:
+        git(repo, "branch", "-D", b, check=False)
+    return gone
 
 
 def slug(text: str | None) -> str:
@@ -39,9 +115,10 @@ def evidence_message(name: str, title: str, exp_id: str, page: str, *, statement
     return "\n".join(lines + ["", f"exp: {exp_id}"]) + "\n"
 
 
-def edit_config(path: Path, knobs: dict) -> list[str]:
-    """Set each knob in a launch script (``--knob value`` / ``--knob=value``) or a YAML file (``knob: value``);
-    the knobs not found are returned."""
+def edit_config(tree: Path, config_file: str, knobs: dict) -> list[str]:
+    """Set each knob in a launch script (``--knob value`` / ``--knob=value``) or a YAML file (``knob: value``) at
+    ``config_file`` of the work tree ``tree``; the knobs not found are returned."""
+    path = config_path(tree, config_file)
     text = path.read_text(encoding="utf-8")
     missing = []
     for key, value in knobs.items():
@@ -85,41 +162,49 @@ def applies(repo: Path, commit: str, diff: str, probe: Path) -> bool:
     return ok
 
 
-def commit_branch(repo: Path, tree: Path, branch: str, message: str) -> str:
-    """Commit everything in ``tree`` (empty allowed) and point ``branch`` at it; the commit."""
+def commit(tree: Path, message: str, when: dict[str, str]) -> str:
+    """Commit everything in ``tree`` (empty allowed) with the dates ``when``; the commit (no branch moved yet)."""
     git(tree, "add", "-A")
-    git(tree, "commit", "-q", "--allow-empty", "-m", message)
-    tip = git(tree, "rev-parse", "HEAD")
-    git(repo, "branch", "-f", branch, tip)
-    return tip
+    git(tree, "commit", "-q", "--allow-empty", "-m", message, env=when)
+    return git(tree, "rev-parse", "HEAD")
 
 
 def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: str, perf_md: str,
-            subject: str) -> str:
-    """``combined``: every branch's tip commit picked in order onto ``start``, then PERF.md."""
+            subject: str, when: dict[str, str]) -> str:
+    """Every branch's tip commit picked in order onto ``start``, then PERF.md; the commit that ``combined`` will
+    point at."""
     worktree(repo, tree, start)
     for b in branches:  # a stacked branch's tip is its own change alone: its parent is already in
-        if not git_ok(tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", b["commit"]):
+        if not git_ok(tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", b["commit"], env=when):
             git_ok(tree, "cherry-pick", "--abort")
             raise ToolsError(f"{b['branch']} does not apply on top of the changes before it in {combined}")
     atomic_write(tree / "PERF.md", perf_md)
     git(tree, "add", "PERF.md")
-    git(tree, "commit", "-q", "-m", subject)
-    tip = git(tree, "rev-parse", "HEAD")
-    git(repo, "branch", "-f", combined, tip)
-    return tip
+    git(tree, "commit", "-q", "-m", subject, env=when)
+    return git(tree, "rev-parse", "HEAD")
+
+
+PATCH = re.compile(r"\d{4}-.*\.patch")
 
 
 def format_patches(repo: Path, start: str, combined: str, patches_dir: Path) -> list[str]:
+    """A ``git format-patch`` series of ``start..combined`` in ``patches_dir``; an earlier series of the tools'
+    there (a numbered patch whose commits the tools made) is removed first, so the folder holds one series."""
     patches_dir.mkdir(parents=True, exist_ok=True)
-    made = git(repo, "format-patch", "-q", "-o", str(patches_dir.resolve()), f"{start}..{combined}")
-    return sorted(p.name for p in patches_dir.glob("*.patch")) or made.splitlines()
+    for old in patches_dir.iterdir():
+        if PATCH.fullmatch(old.name) and old.is_file() and not old.is_symlink() and \
+                f"From: {GIT_ENV['GIT_AUTHOR_NAME']} <{GIT_ENV['GIT_AUTHOR_EMAIL']}>" in \
+                old.read_text(encoding="utf-8", errors="replace")[:4000]:
+            old.unlink()
+    made = git(repo, "format-patch", "-o", str(patches_dir.resolve()), f"{start}..{combined}")
+    return sorted(Path(p).name for p in made.splitlines() if p.strip())
 
 
-def pull_requests(repo: Path, branches: list[dict], remote: str, base: str) -> list[dict]:
+def pull_requests(repo: Path, branches: list[dict], remote: str, base: str,
+                  old: dict[str, str] | None = None) -> list[dict]:
     """Push each branch to ``remote`` and open a draft pull request against ``base`` with the `gh` on PATH (its
-    title and body: the branch's last commit message). Refused before anything is pushed when `gh` is missing or
-    not logged in."""
+    title and body: the branch's last commit message), or find the one open for it. ``old``: each branch's tip
+    before this run. Refused before anything is pushed when `gh` is missing or not logged in."""
     gh = shutil.which("gh")
     if gh is None:
         raise InputError("--pr", "no `gh` on PATH: install the GitHub CLI and `gh auth login`, or leave out --pr")
@@ -127,12 +212,32 @@ def pull_requests(repo: Path, branches: list[dict], remote: str, base: str) -> l
         raise InputError("--pr", "`gh auth status` failed: run `gh auth login` first")
     out = []
     for b in branches:
-        git(repo, "push", "-q", remote, f"{b['branch']}:{b['branch']}")
+        _push(repo, remote, b["branch"], (old or {}).get(b["branch"]))
         title = git(repo, "log", "-1", "--format=%s", b["branch"])
         body = git(repo, "log", "-1", "--format=%b", b["branch"])
+        open_pr = subprocess.run([gh, "pr", "list", "--head", b["branch"], "--state", "open", "--json", "url",
+                                  "--jq", ".[0].url // empty"], cwd=repo, capture_output=True, text=True, timeout=120)
+        if open_pr.returncode == 0 and open_pr.stdout.strip():  # one pull request a branch: the push updated it
+            out.append({"branch": b["branch"], "url": open_pr.stdout.strip().splitlines()[-1], "existing": True})
+            continue
         r = subprocess.run([gh, "pr", "create", "--draft", "--base", base, "--head", b["branch"], "--title", title,
                             "--body", body], cwd=repo, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise ToolsError(f"gh pr create for {b['branch']}: {(r.stderr or r.stdout).strip()[:400]}")
         out.append({"branch": b["branch"], "url": r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""})
     return out
+
+
+def _push(repo: Path, remote: str, branch: str, old: str | None) -> None:
+    """Push ``branch``; the remote's copy is replaced only where it holds what the tools made before (``old``, the
+    local tip before this run), never a commit someone pushed there since. The same changes make the same commits,
+    so a re-run moves nothing."""
+    tip = git(repo, "rev-parse", branch)
+    there = (git(repo, "ls-remote", remote, f"refs/heads/{branch}").split() or [""])[0]
+    if there == tip:
+        return
+    if there and there != old:
+        raise ToolsError(f"{remote}'s {branch} is at {there[:12]}, which this knowledge base did not make: not "
+                         "overwritten (merge it by hand, or delete the remote branch)")
+    lease = [f"--force-with-lease=refs/heads/{branch}:{there}"] if there else []
+    git(repo, "push", "-q", *lease, remote, f"{branch}:refs/heads/{branch}")

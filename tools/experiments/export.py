@@ -31,9 +31,15 @@ from .sides import script_of
 def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = None, config_file: str | None = None,
            patches_dir: Path | None = None, pr: bool = False, remote: str = "origin", base: str = "main",
            confine: Path | None = None) -> dict:
-    """``confine`` (the agent's face): the repository and the config file must lie inside it."""
+    """``confine`` (the agent's face): the repository and the config file must lie inside it. Everything is
+    checked before a branch moves: the names, the runs (each baseline looked up in its run's own lane), their
+    commits, the config file; the branches are set only once every commit is made."""
     if not exp_ids:
         raise InputError("EXP", "name at least one experiment to export")
+    br.check_name(name)
+    if len(set(exp_ids)) != len(exp_ids):
+        twice = sorted({e for e in exp_ids if exp_ids.count(e) > 1})
+        raise InputError("EXP", f"named more than once: {', '.join(twice)} (one branch a run)")
     every = records.load_experiments(project.wiki)
     runs = [_record(every, e) for e in exp_ids]
     pairs = [(r, _baseline(every, r)) for r in runs]
@@ -43,13 +49,49 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
             if not p.resolve().is_relative_to(confine.resolve()):
                 raise InputError(str(p), "outside the knowledge base: an agent may export only code kept in it")
     start = _commit(repo, pairs[0][1], "baseline")
-    work = project.root / ".tools-cache" / "export" / br.slug(name)
-    if work.exists():  # a killed export's leftovers
-        br.drop_worktrees(repo, work)
+    for run, before in pairs:  # every commit there before anything is made
+        _commit(repo, before, "baseline"), _commit(repo, run, "exported")
+    if config_file:
+        br.check_config(repo, start, config_file)
+    combined = f"perf/{name}/all"
+    names = [f"perf/{name}/{n}-{br.slug(run.get('description') or run.get('slug'))}" for n, (run, _) in
+             enumerate(pairs, 1)]
+    old = br.owned_tips(repo, names + [combined], f"perf/{name}/")
+    work = project.root / ".tools-cache" / "export" / name
+    br.drop_worktrees(repo, work)  # a killed or failed export's work trees
     out: dict = {"name": name, "repository": str(repo), "start": start, "branches": [], "settings": [], "prs": [],
                  "patches": []}
+    try:
+        _commits(project, repo, work, pairs, names, config_file, out)
+        out["not_supported"] = [b["branch"] for b in out["branches"] if b["verdict"] != "supported"]
+        perf = perf_md(name, pairs, out)
+        tip = br.combine(repo, work / "all", start, out["branches"], combined, perf,
+                         f"perf({name}): PERF.md, every exported change and what it measured\n",
+                         br.dates(exp_ids, git(repo, "log", "-1", "--format=%cI", start)))
+        out["combined"] = combined
+        out["removed"] = br.set_branches(repo, {**{b["branch"]: b["commit"] for b in out["branches"]}, combined: tip},
+                                         old)
+        perf_path = project.root / "exports" / name / "PERF.md"
+        perf_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(perf_path, perf)
+        out["perf_md"] = perf_path.relative_to(project.root).as_posix()
+        if patches_dir is not None:
+            out["patches"] = br.format_patches(repo, start, combined, patches_dir)
+        if pr:  # a run not supported is never offered, nor the whole that holds it
+            offered = [b for b in out["branches"] if b["verdict"] == "supported"]
+            out["prs"] = br.pull_requests(repo, offered + ([{"branch": combined}] if not out["not_supported"] else []),
+                                          remote, base, old)
+    finally:
+        br.drop_worktrees(repo, work)
+    return out
+
+
+def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, dict]], names: list[str],
+             config_file: str | None, out: dict) -> None:
+    """A commit per run (its branch not moved yet): its code and knobs on its baseline's commit, or stacked on the
+    exported run it was measured against."""
     tip_of: dict[str, str] = {}
-    for n, (run, before) in enumerate(pairs, 1):
+    for n, ((run, before), branch) in enumerate(zip(pairs, names), 1):
         parent = tip_of.get(before["exp_id"]) or _commit(repo, before, "baseline")
         stacked = before["exp_id"] in tip_of
         tree = work / str(n)
@@ -58,7 +100,7 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
         notes += _apply_code(project, repo, tree, run, before)
         knobs, env = changed_flags(before.get("command") or "", run.get("command") or ""), changed_env(before, run)
         if knobs and config_file:
-            missing = br.edit_config(tree / config_file, knobs)
+            missing = br.edit_config(tree, config_file, knobs)
             if missing:
                 notes.append(f"Not in {config_file}: {', '.join(missing)} (set them in the launch command).")
         elif knobs:
@@ -68,30 +110,13 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
         if (knobs and not config_file) or env:
             out["settings"].append({"n": n, "exp_id": run["exp_id"], "knobs": {} if config_file else knobs,
                                     "env": env, "command": run.get("command")})
-        branch = f"perf/{name}/{n}-{br.slug(run.get('description') or run.get('slug'))}"
-        tip = br.commit_branch(repo, tree, branch, _message(name, run, before, "\n".join(notes)))
+        tip = br.commit(tree, _message(out["name"], run, before, "\n".join(notes)),
+                        br.dates([run["exp_id"]], git(repo, "log", "-1", "--format=%cI", parent)))
         tip_of[run["exp_id"]] = tip
         out["branches"].append({"n": n, "branch": branch, "commit": tip, "exp_id": run["exp_id"],
                                 "baseline": before["exp_id"], "verdict": run.get("verdict"),
                                 "gain_pct": run.get("gain_pct"), "stacked_on": parent if stacked else None,
                                 "note": "\n".join(notes)})
-    out["not_supported"] = [b["branch"] for b in out["branches"] if b["verdict"] != "supported"]
-    combined = f"perf/{name}/all"
-    perf = perf_md(name, pairs, out)
-    br.combine(repo, work / "all", start, out["branches"], combined, perf,
-               f"perf({name}): PERF.md, every exported change and what it measured\n")
-    out["combined"] = combined
-    perf_path = project.root / "exports" / br.slug(name) / "PERF.md"
-    perf_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(perf_path, perf)
-    out["perf_md"] = perf_path.relative_to(project.root).as_posix()
-    if patches_dir is not None:
-        out["patches"] = br.format_patches(repo, start, combined, patches_dir)
-    if pr:
-        offered = [b for b in out["branches"] if b["verdict"] == "supported"]
-        out["prs"] = br.pull_requests(repo, offered + [{"branch": combined}], remote, base)
-    br.drop_worktrees(repo, work)
-    return out
 
 
 def changed_flags(before: str, after: str) -> dict[str, str]:
@@ -127,9 +152,16 @@ def changed_env(before: dict, run: dict) -> dict[str, str]:
 
 
 def _record(every: list[dict], exp_id: str) -> dict:
-    r = records.find(every, exp_id)
-    if r is None:
+    """The run ``exp_id`` names (``MODEL/LANE/EXP_ID`` where lanes share an id: ids are unique per lane)."""
+    model, lane, short = exp_id.rsplit("/", 2) if exp_id.count("/") >= 2 else (None, None, exp_id)
+    found = [r for r in every if r.get("exp_id") == short and (model is None or (r.get("model"), r.get("lane"))
+                                                               == (model, lane))]
+    if not found:
         raise InputError(exp_id, "no such experiment in wiki/experiments/")
+    if len(found) > 1:
+        raise InputError(exp_id, "more than one lane has a run of this id (" + ", ".join(
+            f"{r.get('model')}/{r.get('lane')}" for r in found) + f"): name it as MODEL/LANE/{short}")
+    r = found[0]
     if not r.get("baseline"):
         raise InputError(r.get("page") or exp_id, "this run was not measured against a baseline: there is no change "
                                                   "to export (run it with --compare-to or after a --baseline run)")
@@ -137,7 +169,9 @@ def _record(every: list[dict], exp_id: str) -> dict:
 
 
 def _baseline(every: list[dict], run: dict) -> dict:
-    b = records.find(every, run["baseline"])
+    """The run's baseline, in the run's own lane (another lane may hold a run of the same id)."""
+    b = next((r for r in every if r.get("exp_id") == run["baseline"] and r.get("model") == run.get("model")
+              and r.get("lane") == run.get("lane")), None)
     if b is None:
         raise InputError(run.get("page") or run["exp_id"], f"its baseline {run['baseline']} is not filed")
     return b

@@ -11,7 +11,6 @@ a draft pull request with the ``gh`` on PATH (nothing is pushed without it)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from ..errors import InputError, ToolsError
@@ -68,8 +67,42 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         raise InputError(paths.state, "the loop recorded no model-code commit at its baseline (start_commit): "
                                       "nothing to branch from")
     config_file = spec.config_file
+    makes_branch = [c for c in changes if c["change"].get("kind") == "patch"
+                    or (config_file and (c["change"].get("knobs") or {}))]
+    if config_file and any(c["change"].get("kind") != "patch" for c in makes_branch):
+        br.check_config(repo, start, config_file)
+    combined = f"perf/{name}/all"
+    old = br.owned_tips(repo, [f"perf/{name}/{c['n']}-{c['slug']}" for c in makes_branch] + [combined],
+                        f"perf/{name}/")
     work = paths.folder / "finalize"
-    shutil.rmtree(work, ignore_errors=True)
+    br.drop_worktrees(repo, work)  # a killed or failed run's work trees
+    try:
+        _branches(project, spec, state, changes, repo, ws, start, work, out, verify)
+        held = [b for b in out["branches"] if b.get("verified", {"holds": True})["holds"]]
+        out["not_holding"] = [b["branch"] for b in out["branches"] if b not in held]
+        # every change together, and PERF.md
+        when = br.dates([c["row"]["exp_id"] for c in changes], git(repo, "log", "-1", "--format=%cI", start))
+        tip = br.combine(repo, work / "all", start, out["branches"], combined,
+                         _perf_md(paths, spec, state, changes, out),
+                         f"perf({name}): PERF.md, every kept change and what it measured\n", when)
+        out["combined"] = combined
+        out["removed"] = br.set_branches(repo, {**{b["branch"]: b["commit"] for b in out["branches"]}, combined: tip},
+                                         old)
+        if patches_dir is not None:
+            out["patches"] = br.format_patches(repo, start, combined, patches_dir)
+        if pr:  # a branch whose gain does not hold alone is reported, not offered, nor the whole that holds it
+            offer = held + ([{"branch": combined, "n": "all"}] if not out["not_holding"] else [])
+            out["prs"] = br.pull_requests(repo, offer, remote, base, old)
+    finally:
+        br.drop_worktrees(repo, work)
+    return out
+
+
+def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Path, ws, start: str, work: Path,
+              out: dict, verify: bool) -> None:
+    """A commit per kept change (its branch not moved yet), or a setting listed; each verified alone."""
+    name, config_file = spec.name, spec.config_file
+    fallback = git(repo, "log", "-1", "--format=%cI", start)
     tips: list[str] = []
     for c in changes:
         ch, row = c["change"], c["row"]
@@ -87,16 +120,15 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         else:
             knobs = {**(ch.get("knobs") or {})}
             env = ch.get("env") or {}
-            target = (Path(spec.code) / config_file) if config_file else None
-            if not knobs or target is None:
+            if not knobs or not config_file:
                 out["settings"].append({"n": c["n"], "exp_id": row["exp_id"], "knobs": knobs, "env": env,
                                         "command": spec.command_for({**(c["history"].get("config") or {})})})
                 continue
             br.worktree(repo, tree, start)
-            missing = br.edit_config(tree / config_file, knobs)
+            missing = br.edit_config(tree, config_file, knobs)
             if missing:
                 note = f"Not in {config_file}: {', '.join(missing)} (set them in the launch command)."
-        tip = br.commit_branch(repo, tree, branch, _message(name, c, note))
+        tip = br.commit(tree, _message(name, c, note), br.dates([row["exp_id"]], fallback))
         tips.append(tip)
         out["branches"].append({"n": c["n"], "branch": branch, "commit": tip, "exp_id": row["exp_id"],
                                 "kind": ch.get("kind"), "stacked_on": parent if parent != start else None,
@@ -104,22 +136,6 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
     if verify:  # each branch alone against the baseline's code, interleaved, on the loop's runner
         for b in out["branches"]:
             b["verified"] = _verify(project, spec, state, repo, start, b, work)
-        held = [b for b in out["branches"] if b["verified"]["holds"]]
-        out["not_holding"] = [b["branch"] for b in out["branches"] if not b["verified"]["holds"]]
-    else:
-        held = out["branches"]
-        out["not_holding"] = []
-    # every change together, and PERF.md
-    combined = f"perf/{name}/all"
-    br.combine(repo, work / "all", start, out["branches"], combined, _perf_md(paths, spec, state, changes, out),
-               f"perf({name}): PERF.md, every kept change and what it measured\n")
-    out["combined"] = combined
-    if patches_dir is not None:
-        out["patches"] = br.format_patches(repo, start, combined, patches_dir)
-    if pr:  # a branch whose gain does not hold alone is reported, not offered
-        out["prs"] = br.pull_requests(repo, held + [{"branch": combined, "n": "all"}], remote, base)
-    br.drop_worktrees(repo, work)
-    return out
 
 
 def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict, work: Path) -> dict:
