@@ -220,8 +220,8 @@ def finalize(project: Project, a: FinalizeIn) -> dict:
 
 class ExportIn(BaseModel):
     exp_ids: list[str] = Field(description="runs made by hand (`tools exp run`), each measured against a baseline; "
-                                           "in the order their branches are made (MODEL/LANE/EXP_ID where two lanes hold the "
-                                           "same id)")
+                                           "in the order their branches are made (MODEL/LANE/EXP_ID where two "
+                                           "lanes hold the same id)")
     name: str = Field(description="names the branches perf/<name>/<n>-<change> and exports/<name>/PERF.md")
     repo: str | None = Field(None, description="the model code's git repository, a folder of the knowledge base "
                                                "(default: the top of the first run's folder)")
