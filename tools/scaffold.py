@@ -211,8 +211,19 @@ def ci_workflow(command: str, runner: str = "tpu", max_regression: float = 2.0,
     text = resources.files("tools").joinpath("templates/perf-gate.yml").read_text(encoding="utf-8")
     if "\n" in tools_spec or not tools_spec.strip():
         raise InputError("--ci-tools", "give where the runner installs the tools from on one line")
-    return text.replace("{runner}", runner).replace("{max_regression}", f"{max_regression:g}") \
-        .replace("{tools_spec}", tools_spec).replace("{command}", command)
+    import json
+
+    import yaml
+
+    flow = text.replace("{runner}", runner).replace("{max_regression}", f"{max_regression:g}") \
+        .replace("{tools_spec}", json.dumps(tools_spec)).replace("{command}", command)  # a JSON string is YAML
+    try:
+        spec_back = yaml.safe_load(flow)["env"]["TOOLS_SPEC"]
+    except yaml.YAMLError as e:
+        raise InputError("--ci-command", f"the workflow would not be valid YAML ({str(e).splitlines()[0]})") from None
+    if spec_back != tools_spec:
+        raise InputError("--ci-tools", f"{tools_spec!r} would be read back as {spec_back!r}")
+    return flow
 
 
 def init(root: Path, site_name: str | None = None, subject: str | None = None,

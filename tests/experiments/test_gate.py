@@ -127,3 +127,35 @@ def test_the_baseline_runs_its_own_code_with_baseline_cwd(project, tmp_path):
         assert code == 0 and abs(v["gain_pct"]) < 1 and "this checkout" in v["baseline_code"], v
     finally:
         os.chdir(here)
+
+
+def test_what_the_gate_cannot_compare_with_is_a_usage_error_that_runs_nothing(project, tmp_path):
+    exp_id = _baseline(project)
+    assert tools(project, "exp", "baseline", "tag", "main", exp_id, "--model", "m", "--lane", "l").exit_code == 0
+    before = len(records.lane_records(project.wiki, "m", "l"))
+    # nan compares false with everything: the gate would pass whatever it measured
+    for limit in ("nan", "-5", "inf", "150"):
+        r = tools(project, "exp", "gate", "--baseline", "main", "--max-regression", limit, "--", *fake())
+        assert r.exit_code == 2 and "a percent from 0 to 100" in r.output, (limit, r.output)
+    r = tools(project, "exp", "gate", "--baseline", "main", "--summary", str(tmp_path / "no-dir" / "sum.md"), "--",
+              *fake())
+    assert r.exit_code == 2 and "its folder does not exist" in r.output, r.output
+    assert len(records.lane_records(project.wiki, "m", "l")) == before
+    # a hand-edited baselines.json: the file and the entry named, never a traceback
+    store = project.wiki / "experiments" / "baselines.json"
+    for junk in ({"main": {"m/l": 5}}, {"main": {"m/l": {}}}, {"main": {"m/l": {"model": "m", "lane": "l"}}}):
+        store.write_text(json.dumps(junk))
+        for args in (("exp", "gate", "--baseline", "main", "--", *fake()), ("exp", "baseline", "list"),
+                     ("exp", "baseline", "show", "main")):
+            r = tools(project, *args)
+            assert r.exit_code in (1, 2) and "baselines.json" in r.output and "main / m/l" in r.output, (junk, r.output)
+            assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert len(records.lane_records(project.wiki, "m", "l")) == before
+
+
+def test_the_workflow_quotes_where_the_tools_come_from(tmp_path):
+    for n, spec in enumerate(("/opt/tools #v2", "@/opt/x: y", "git+https://example.org/t.git@abc123")):
+        r = CliRunner().invoke(cli, ["init", str(tmp_path / f"kb{n}"), "--ci", "github", "--ci-tools", spec])
+        assert r.exit_code == 0, r.output
+        flow = yaml.safe_load((tmp_path / f"kb{n}/.github/workflows/perf-gate.yml").read_text())
+        assert flow["env"]["TOOLS_SPEC"] == spec

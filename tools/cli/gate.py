@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
@@ -66,11 +67,20 @@ def show(project, name, model, lane) -> None:
     click.echo(json.dumps(baselines.get(project, name, model, lane), sort_keys=True))
 
 
+def _percent(v: float) -> float:
+    """A regression limit the gate can compare with: a finite percent from 0 to 100 (``nan`` compares false with
+    everything, so the gate would pass whatever it measured)."""
+    if not math.isfinite(v) or not 0.0 <= v <= 100.0:
+        raise click.BadParameter(f"{v}: a percent from 0 to 100")
+    return v
+
+
 @click.command(name="gate", context_settings={"ignore_unknown_options": True})
 @click.option("--baseline", "name", required=True, help="The named baseline to compare against (tools exp baseline).")
 @click.option("--model", default=None, help="The baseline's model (when the name holds several lanes).")
 @click.option("--lane", default=None, help="The baseline's lane (when the name holds several lanes).")
 @click.option("--max-regression", "max_regression_pct", default=2.0, show_default=True, type=float,
+              callback=lambda ctx, param, v: _percent(v),
               help="Percent slower the change may be: the gate fails when the whole 95 % interval lies below it.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(2, 50),
               help="Interleaved rounds (each runs the baseline's command and COMMAND, the order alternating).")
@@ -105,6 +115,8 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
         baselines.get(project, name, model, lane)
     except InputError as e:
         raise click.UsageError(str(e)) from None
+    if summary_path and not Path(summary_path).resolve().parent.is_dir():  # checked before anything runs
+        raise click.UsageError(f"--summary {summary_path}: its folder does not exist")
     try:  # what the run itself finds wrong with the arguments is usage too: exit 2, never read as a regression
         out = run_gate(project, name, list(command), Path.cwd(), model, lane, max_regression_pct, repeats,
                        max_repeats, statistic, timeout, echo=not quiet, strict=strict,
@@ -115,6 +127,9 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
     if summary_path:
         from ..experiments.gate import summary_markdown
 
-        with open(summary_path, "a", encoding="utf-8") as f:
-            f.write(summary_markdown(out))
+        try:
+            with open(summary_path, "a", encoding="utf-8") as f:
+                f.write(summary_markdown(out))
+        except OSError as e:  # the verdict stands: a summary that cannot be written is said, not read as a regression
+            click.echo(f"warning: --summary {summary_path}: not written ({e.strerror})", err=True)
     raise SystemExit(out.exit_code)

@@ -28,7 +28,16 @@ def load(project: Project) -> dict[str, dict[str, dict]]:
         raise InputError(f"wiki/{STORE}", f"not JSON ({e}); fix or delete it, then tag the baselines again") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise InputError(f"wiki/{STORE}", "not a {name: {model/lane: entry}} table")
+    for name, lanes in data.items():
+        for key, e in lanes.items():
+            missing = [k for k in ENTRY if not isinstance(e, dict) or not isinstance(e.get(k), str) or not e.get(k)]
+            if missing:
+                raise InputError(f"wiki/{STORE}", f"{name} / {key}: not an entry (no {', '.join(missing)}); tag it "
+                                                  f"again: tools exp baseline tag {name} EXP --model M --lane L")
     return data
+
+
+ENTRY = ("model", "lane", "exp_id", "variant", "command")  # what an entry must hold for a gate to use it
 
 
 def tag(project: Project, name: str, model: str, lane: str, exp_id: str) -> dict:
