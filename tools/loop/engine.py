@@ -45,7 +45,7 @@ MAX_PROPOSER_FAILURES = 3
 
 class Loop:
     def __init__(self, project: Project, spec: LoopSpec, say: Callable[[str], None] | None = None,
-                 proposer=None):
+                 proposer=None, fresh: bool = False):
         self.project, self.spec = project, spec
         self.paths = st.LoopPaths(project, spec.name)
         self.say = say or (lambda msg: None)
@@ -55,7 +55,12 @@ class Loop:
         self.people = QueueProposer(people_only=True)
         code = (project.root / spec.code).resolve() if spec.code else None
         self.workspace = Workspace(project.root, code, self.paths.folder, spec.name, spec.cwd)
-        self.state: LoopState = st.read(self.paths) or LoopState.new(spec)
+        try:
+            self.state: LoopState = st.read(self.paths) or LoopState.new(spec)
+        except InputError:
+            if not fresh:
+                raise
+            self.state = LoopState.new(spec)  # `start --fresh` replaces a state it cannot read
         self._mark = time.monotonic()
         self._save_lock = threading.RLock()  # parallel iterations save the one state file
         self._git = threading.Lock()
@@ -91,7 +96,7 @@ class Loop:
                 return self.state.to_dict()
         except process.Stop as e:  # SIGTERM between two runs (a run in flight files its own crash)
             self._stopped(f"interrupted by {e.how}: `tools loop resume` goes on")
-            raise LoopInterrupted(e.how) from None
+            raise LoopInterrupted(e.how, "between two runs, nothing in flight") from None
 
     def _stopped(self, reason: str) -> None:
         with self._save_lock:
@@ -99,9 +104,9 @@ class Loop:
             self.save()
 
     def _drive(self, max_iterations: int | None) -> None:
+        self.workspace.ensure()  # a `code:` folder that is not there stops the start before any state is written
         self.state.status, self.state.stop_reason = "running", None
         self.save()
-        self.workspace.ensure()
         if self.pendings():  # resume: carry the iterations in flight to their end, then learn from each
             for pend in list(self.pendings()):
                 pending.recover(self, pend)
@@ -130,15 +135,23 @@ class Loop:
         return gates.stop_gate(self.state, self.spec.budget, self.spec.target, self.paths.stop_request.exists())
 
     def _stop(self, gate: StopGate) -> None:
+        s = self.state
+        mark = {"reason": gate.reason, "iteration": s.iteration, "runs": s.usage["runs"]}
+        if s.last_stop == mark:  # a resume of a loop that stopped right here: said and filed already
+            gates.clear(s)
+            self.paths.stop_request.unlink(missing_ok=True)
+            self._stopped(gate.reason)
+            self.say(f"stopped: {gate.reason} (as before)")
+            return
         # every stop leaves a retrospective (where the loop stands, the best untried ideas) for whoever goes on,
         # unless one was written at this very iteration (a double plateau writes its own)
         if not retro.written_now(self.state):
             self.retrospective(why=f"the loop stops: {gate.reason}", final=True)
         gates.clear(self.state)
         self.paths.stop_request.unlink(missing_ok=True)
+        s.last_stop = mark  # before the row: a kill in between loses the row rather than writing it twice
         self._stopped(gate.reason)
         self._ledger_stop_row(gate.reason)
-        s = self.state
         self.writer.append_log("loop stop", f"{self.spec.name}", [
             gate.reason, f"iterations {s.iteration}, runs {s.usage['runs']}, wall {s.usage['wall_s']:.0f} s",
             f"trunk {(s.trunk or {}).get('exp_id')}"])
@@ -165,7 +178,7 @@ class Loop:
         left = self.spec.budget.get("runs", float("inf")) - self.state.usage["runs"]
         if (w := screening.wave(self, self.state.iteration + 1)) and w.get("stopped_by"):
             self._stopped(f"interrupted by {w['stopped_by']} during a screen: `tools loop resume` screens again")
-            raise LoopInterrupted(w["stopped_by"])
+            raise LoopInterrupted(w["stopped_by"], "the screen was cut off, nothing filed")
         batch: list[dict] = []
         for _ in range(int(max(1, min(self.spec.parallel, left)))):
             pend = self._next_pending(self.state.iteration + 1 + len(batch), batch)
@@ -316,7 +329,10 @@ class Loop:
     # ------------------------------------------------------------------ pages and runs
 
     def _write_loop_page(self) -> None:
+        from ..wikiindex import rebuild
+
         self.writer.write_page(report.loop_page(self.spec, self.state.to_dict(), memory.compute(self.state.history)))
+        rebuild(self.project.wiki, self.writer, log=False)  # the loop's own pages counted: no drift for the lint
 
 
 # ---------------------------------------------------------------------- entry points for the faces
@@ -332,12 +348,28 @@ def start(project: Project, name_or_path: str, say=None, fresh: bool = False,
           max_iterations: int | None = None) -> dict:
     spec = load(spec_path(project, name_or_path))
     paths = st.LoopPaths(project, spec.name)
+    _keep_spec(paths, spec)
     if paths.state.exists() and not fresh:
         s = st.load(paths) or {}
         if s.get("status") == "running" or s.get("pending"):
             raise InputError(paths.state, "this loop has a state already: `tools loop resume` continues it, "
                                           "`tools loop start --fresh` starts over")
-    return Loop(project, spec, say).run(max_iterations, fresh=fresh and paths.state.exists())
+    return Loop(project, spec, say, fresh=fresh).run(max_iterations, fresh=fresh and paths.state.exists())
+
+
+def _keep_spec(paths: st.LoopPaths, spec: LoopSpec) -> None:
+    """A loop started from a file outside ``loops/`` gets its copy there, so that `tools loop resume NAME` (and an
+    agent's ``loop_resume``) finds it; a different file already there is not replaced."""
+    if Path(spec.path).resolve() == paths.spec.resolve():
+        return
+    text = Path(spec.path).read_text(encoding="utf-8")
+    if paths.spec.exists():
+        if paths.spec.read_text(encoding="utf-8", errors="replace") != text:
+            raise InputError(paths.spec, f"a different loop file of this name is there already; start it by name, "
+                                         f"or rename `{spec.name}` in {spec.path}")
+        return
+    paths.spec.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(paths.spec, text)
 
 
 def resume(project: Project, name: str, say=None, max_iterations: int | None = None) -> dict:

@@ -24,11 +24,10 @@ MAX_INTERRUPTED_RETRIES = 2
 class LoopInterrupted(ToolsError):
     """Ctrl-C or SIGTERM stopped a run; the loop's state says how to go on."""
 
-    def __init__(self, how: str):
+    def __init__(self, how: str, what: str = "the run in flight was filed as a crash"):
         self.how = how
         self.exit_code = 143 if how == "SIGTERM" else 130
-        super().__init__(f"interrupted by {how}: the run in flight was filed as a crash; `tools loop resume` "
-                         "runs it again")
+        super().__init__(f"interrupted by {how}: {what}; `tools loop resume` goes on from there")
 
 
 def run(loop, pend: dict) -> None:

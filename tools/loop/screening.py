@@ -78,6 +78,9 @@ def wave(engine, n: int) -> dict | None:
     trunk = state.trunk
     if not spec.screen_rounds or spec.runner != "local" or not trunk:
         return None
+    for w in state.screens:
+        if w.get("invalid_filed") is False:  # a kill between the screen's save and its ledger rows
+            _file_invalid_once(engine, w)
     if any(w.get("trunk_exp") == trunk["exp_id"] for w in state.screens):
         return None  # screened this trunk already (what the wave left out: not a knob move, or a flag move alone)
     priors = gather.gather(engine.project, spec, state.to_dict(), engine.budget_left())
@@ -109,12 +112,19 @@ def wave(engine, n: int) -> dict | None:
             engine.say(f"  {how}: {figures['moves']} readings whose true gains spread about "
                        f"±{figures['spread_pct']:.1f} % (σ {figures['round_sd_pct']:.1f} % per round): each "
                        "believed among them")
+    w["invalid_filed"] = False
     state.screens.append(w)
     engine.save()
-    file_invalid(engine, w)
+    _file_invalid_once(engine, w)
     ruled = [r for r in w["moves"] if r["outcome"] in RULED_OUT]
     engine.say(f"  {len(w['moves']) - len(ruled)} to confirm, {len(ruled)} ruled out, {w['device_s']:.1f} device-s")
     return w
+
+
+def _file_invalid_once(engine, w: dict) -> None:
+    file_invalid(engine, w)
+    w["invalid_filed"] = True
+    engine.save()
 
 
 def file_invalid(engine, w: dict) -> None:

@@ -216,9 +216,37 @@ def parse(data: Any, path: Path) -> LoopSpec:
         raise InputError(path, f"a value has the wrong type or form: {e}") from None
 
 
+KEYS = ("name", "description", "model", "lane", "variant", "command", "code", "cwd", "config_file", "knobs", "target",
+        "budget", "memory", "repeats", "proposer", "runner", "timeout_s", "profile", "parallel", "calibrate",
+        "statistic", "compile_cache", "pairs", "screen", "hang_s", "protected", "reference", "reference_codebase")
+KNOB_KEYS = ("flag", "flags", "env", "values", "category", "semantics", "reference")
+
+
+def _unknown(path: Path, where: str, keys, known: tuple[str, ...]) -> None:
+    """A key the loop reads nowhere is a typo until said otherwise: silently ignored, ``calibrat: 5`` would run the
+    loop uncalibrated."""
+    import difflib
+
+    for k in keys:
+        if str(k) not in known:
+            near = difflib.get_close_matches(str(k), known, n=1)
+            raise InputError(path, f"{where}unknown key `{k}`" + (f" (did you mean `{near[0]}`?)" if near else
+                                                                   f"; the keys are {', '.join(known)}"))
+
+
+def _count(path: Path, key: str, v, least: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < least:
+        raise InputError(path, f"`{key}` is a whole number of at least {least}, not {v!r}")
+    return v
+
+
 def _parse(data: Any, path: Path) -> LoopSpec:
     if not isinstance(data, dict):
         raise InputError(path, "a loop file is a YAML mapping")
+    _unknown(path, "", data, KEYS)
+    for kname, k in (data.get("knobs") or {}).items() if isinstance(data.get("knobs"), dict) else ():
+        if isinstance(k, dict):
+            _unknown(path, f"knob `{kname}`: ", k, KNOB_KEYS)
     name = str(data.get("name") or path.stem)
     for key in ("model", "lane", "variant", "command"):
         if not data.get(key):
@@ -257,9 +285,11 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     for k in target:
         if k not in TARGET_KEYS:
             raise InputError(path, f"target `{k}`: expected one of {', '.join(TARGET_KEYS)}")
-    for k in budget:
+    for k, v in budget.items():
         if k not in BUDGET_KEYS:
             raise InputError(path, f"budget `{k}`: expected one of {', '.join(BUDGET_KEYS)}")
+        if not v > 0 or v == float("inf"):
+            raise InputError(path, f"budget `{k}` is a positive number, not {v!r}")
     if not budget:
         raise InputError(path, "give a `budget` (runs, wall_s, llm_tokens, cost_usd or device_s): "
                                "the loop stops only on a budget, the target or a double plateau")
@@ -271,6 +301,12 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         raise InputError(path, f"`memory`: tolerance_pct and max_gb are non-negative numbers, not {mem}")
     rep = data.get("repeats") or {}
     rep = {"min": rep, "max": rep} if isinstance(rep, int) else rep
+    if not isinstance(rep, dict) or set(rep) - {"min", "max"}:
+        raise InputError(path, f"`repeats` is a number or a mapping {{min: N, max: N}}, not {rep!r}")
+    timeout = _positive(path, "timeout_s", data.get("timeout_s", 1800))
+    for key, least in (("calibrate", 0), ("parallel", 1)):
+        if key in data:
+            _count(path, key, data[key], least)
     prop, runner = data.get("proposer") or "sweep", data.get("runner") or "local"
     spec = LoopSpec(
         name=name, path=path, model=str(data["model"]), lane=str(data["lane"]), variant=str(data["variant"]),
@@ -282,7 +318,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         runner=runner if isinstance(runner, str) else str(runner.get("name", "local")),
         runner_options={} if isinstance(runner, str) else {k: v for k, v in runner.items() if k != "name"},
         min_repeats=int(rep.get("min", 2)), max_repeats=int(rep.get("max", 5)),
-        timeout_s=float(data.get("timeout_s", 1800)), profile=bool(data.get("profile", True)),
+        timeout_s=timeout, profile=bool(data.get("profile", True)),
         parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
         calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"),
         compile_cache=bool(data.get("compile_cache", True)),

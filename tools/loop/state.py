@@ -110,6 +110,7 @@ class LoopState:
     plateau_stop: str | None = None
     budget_hit: str | None = None
     error_stop: str | None = None
+    last_stop: dict | None = None          # the stop filed last (reason, iteration, runs): a resume files it once
 
     @classmethod
     def new(cls, spec) -> LoopState:
@@ -147,7 +148,19 @@ def load(paths: LoopPaths) -> dict | None:
         raise InputError(paths.state, f"not valid JSON ({e}); the loop's state cannot be read") from None
     if not isinstance(state, dict) or "history" not in state:
         raise InputError(paths.state, "not a loop state (no `history`)")
+    for f in fields(LoopState):
+        if f.name in ("name", "model", "lane", "variant") and not isinstance(state.get(f.name), str):
+            raise InputError(paths.state, f"not a loop state: `{f.name}` is {state.get(f.name)!r}, not a name")
+        kinds = _KINDS.get(f.name, ())
+        if kinds and state.get(f.name) is not None and not isinstance(state[f.name], kinds):
+            raise InputError(paths.state, f"not a loop state: `{f.name}` is a {type(state[f.name]).__name__}, "
+                                          f"not a {' or '.join(k.__name__ for k in kinds)}")
     return state
+
+
+_KINDS = {"trunk": (dict,), "calibration": (dict,), "reference": (dict,), "frontier": (list,), "history": (list,),
+          "retrospectives": (list,), "screens": (list,), "usage": (dict,), "pending": (list, dict), "iteration": (int,),
+          "proposer_failures": (int,), "status": (str,), "last_stop": (dict,)}
 
 
 def read(paths: LoopPaths) -> LoopState | None:

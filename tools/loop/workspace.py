@@ -184,6 +184,8 @@ class Workspace:
             private.rename(self.state_dir / f"repo-before-{time.strftime('%Y%m%dT%H%M%S')}")
             return
         repo = self.repo()
+        if not (repo / ".git").exists() and repo == private:
+            return  # the loop never made its snapshot: nothing to put aside
         git(repo, "worktree", "prune")
         stamp = time.strftime("%Y%m%dT%H%M%S")
         for b in self.branches():  # the old run's branches keep their commits under another name

@@ -1,0 +1,155 @@
+"""A loop stopped, killed or fed a bad file converges: a resume of a finished loop files its stop once, a kill
+between filing the baseline (or the calibration) and saving the state takes the filed run up instead of running it
+again, SIGTERM during the calibration stops the loop (143) and the resume calibrates, the lint finds the index
+current after a loop, a typo'd key or a nonsense value is refused before anything runs, `start --fresh` replaces
+a state it cannot read, a state of the wrong shape is named, a loop file from elsewhere can be resumed by name, and
+a `code:` folder that is not there leaves no state behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+from click.testing import CliRunner
+from loop_helpers import KNOBS, make_kb
+
+from tools import lint
+from tools.cli import cli
+from tools.experiments import ledger, records
+from tools.loop import state as st
+from tools.project import Project
+
+
+def tools(root, *args, code=0):
+    res = CliRunner().invoke(cli, ["--root", str(root), *args])
+    assert res.exit_code == code, res.output + repr(res.exception)
+    return res.output
+
+
+def lane(root):
+    return records.lane_records(root / "wiki", "fake", "loop")
+
+
+def rows(root, status):
+    return [r for r in ledger.read((root / "wiki" / "experiments" / "fake" / "loop" / "RESULTS.tsv").read_text())
+            if r.get("status") == status]
+
+
+def state(root, name="fake-loop"):
+    return st.load(st.LoopPaths(Project(root), name))
+
+
+def test_a_finished_loop_resumed_files_its_stop_once_and_the_lint_finds_the_index_current(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1})
+    tools(root, "loop", "start", "fake-loop", "-q")
+    for _ in range(2):
+        tools(root, "loop", "resume", "fake-loop", "-q")
+    assert len(rows(root, "stop")) == 1, rows(root, "stop")
+    assert (root / "wiki" / "log.md").read_text().count("] loop stop | fake-loop") == 1
+    assert not [i for i in lint.run(Project(root)).issues if i.code.startswith("index")]
+
+
+def test_a_kill_after_the_baseline_and_calibration_were_filed_takes_them_up(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1}, calibrate=2)
+    tools(root, "loop", "start", "fake-loop", "-q", "--iterations", "0")
+    s = state(root)
+    filed = {r["exp_id"] for r in lane(root)}
+    assert s["trunk"] and s["calibration"]["pair_sd_pct"] is not None and len(filed) == 2
+    # what a kill between the filing and the state's save leaves: the runs filed, the state not told
+    s.update(trunk=None, start_commit=None, frontier=[], calibration=None)
+    (root / "loops" / "fake-loop" / "state.json").write_text(json.dumps(s))
+    tools(root, "loop", "resume", "fake-loop", "-q", "--iterations", "0")
+    again = state(root)
+    assert {r["exp_id"] for r in lane(root)} == filed  # nothing ran again
+    assert again["trunk"]["exp_id"] in filed and again["calibration"]["exp_id"] in filed
+    assert len(rows(root, "keep")) == 1 and len(again["frontier"]) == 1
+
+
+def _driver(root, *args):
+    code = "import sys; from tools.cli import main; sys.argv = ['tools'] + sys.argv[1:]; main()"
+    return subprocess.Popen([sys.executable, "-c", code, "--root", str(root), "loop", *args, "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_sigterm_during_the_calibration_stops_the_loop_and_the_resume_calibrates(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1}, calibrate=3,
+            command=[sys.executable, "fake_model.py", "--sleep-ms", "80"])
+    p = _driver(root, "start", "fake-loop")
+    end = time.monotonic() + 90
+    while time.monotonic() < end and not any(r.get("status") == "in_progress" and "calibration" in
+                                             str(r.get("description")) for r in lane(root)):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 143
+    s = state(root)
+    assert s["status"] == "stopped" and "calibration" in s["stop_reason"] and s["calibration"] is None
+    assert s["history"] == []  # no iteration ran on an uncalibrated lane
+    assert _driver(root, "resume", "fake-loop").wait(timeout=180) == 0
+    s = state(root)
+    assert s["calibration"]["pair_sd_pct"] is not None and [h["iteration"] for h in s["history"]] == [1]
+
+
+def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
+    root = tmp_path / "kb"
+    for bad, said in (({"calibrat": 2}, "unknown key `calibrat` (did you mean `calibrate`?)"),
+                      ({"repeat": {"min": 3, "max": 3}}, "unknown key `repeat` (did you mean `repeats`?)"),
+                      ({"knobs": {"dtype": dict(KNOBS["dtype"], categry="precision")}},
+                       "knob `dtype`: unknown key `categry` (did you mean `category`?)"),
+                      ({"timeout_s": -5}, "`timeout_s` is a positive number"),
+                      ({"budget": {"runs": -1}}, "budget `runs` is a positive number"),
+                      ({"calibrate": -1}, "`calibrate` is a whole number of at least 0"),
+                      ({"repeats": "lots"}, "`repeats` is a number or a mapping")):
+        make_kb(root, **bad)
+        out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
+        assert said in out and "fake-loop.yml" in out, (bad, out)
+        assert not (root / "loops" / "fake-loop" / "state.json").exists() and lane(root) == []
+
+
+def test_a_bad_state_is_named_and_start_fresh_replaces_it(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1})
+    folder = root / "loops" / "fake-loop"
+    folder.mkdir()
+    for text, said in (('{"history": []}', "`name` is None, not a name"),
+                       ('{"history": [], "name": "fake-loop", "model": "fake", "lane": "loop", "variant": "v", '
+                        '"usage": 7}', "`usage` is a int, not a dict"),
+                       ('{"history": [', "not valid JSON")):
+        (folder / "state.json").write_text(text)
+        for args in (("loop", "status", "fake-loop"), ("loop", "status", "fake-loop", "--json"),
+                     ("loop", "resume", "fake-loop")):
+            out = tools(root, *args, code=1)
+            assert said in out and "state.json" in out, (text, args, out)
+    tools(root, "loop", "start", "fake-loop", "-q", "--fresh")
+    assert state(root)["stop_reason"].startswith("budget")
+
+
+def test_a_loop_file_from_elsewhere_is_resumed_by_name(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1})
+    outside = tmp_path / "ext.yml"
+    (root / "loops" / "fake-loop.yml").rename(outside)
+    outside.write_text(outside.read_text() + "name: ext\n")
+    tools(root, "loop", "start", str(outside), "-q", "--iterations", "0")
+    assert (root / "loops" / "ext.yml").read_text() == outside.read_text()
+    tools(root, "loop", "resume", "ext", "-q")
+    assert state(root, "ext")["stop_reason"].startswith("budget")
+    outside.write_text(outside.read_text().replace("runs: 1", "runs: 2"))  # another loop under the same name
+    assert "a different loop file of this name" in tools(root, "loop", "start", str(outside), "-q", code=1)
+
+
+def test_a_code_folder_that_is_not_there_leaves_no_state(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1}, code="modle")
+    assert "does not exist" in tools(root, "loop", "start", "fake-loop", "-q", code=1)
+    assert state(root) is None
+    spec = yaml.safe_load((root / "loops" / "fake-loop.yml").read_text())
+    (root / "loops" / "fake-loop.yml").write_text(yaml.safe_dump(dict(spec, code="model")))
+    tools(root, "loop", "start", "fake-loop", "-q")
+    assert state(root)["stop_reason"].startswith("budget")
