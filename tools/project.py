@@ -48,6 +48,18 @@ class Project:
         """Ingest state (hashes, parsed records). Disposable; never committed."""
         return self.root / ".tools-cache"
 
+    def safe_cache(self) -> Path:
+        """``.tools-cache`` where the tools write and delete for an agent (the search index, export work trees):
+        refused where a link takes it out of the knowledge base, since what it names would be rewritten."""
+        from .errors import InputError
+
+        folder, root = self.cache, os.path.realpath(self.root)
+        if folder.is_symlink() or not os.path.realpath(folder).startswith(root.rstrip(os.sep) + os.sep):
+            raise InputError(folder, f"links outside the knowledge base (to {os.path.realpath(folder)}): nothing "
+                                     "is written there; make .tools-cache a folder of the knowledge base")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     @property
     def index_page(self) -> Path:
         return self.wiki / "index.md"

@@ -51,18 +51,24 @@ class Hit:
 def _index(project: Project) -> Path:
     """``.tools-cache/search.sqlite``, refused where a link takes it or its folder out of the knowledge base: a
     search (an agent's read) rewrites the index, and would rewrite whatever database such a link names."""
-    folder, root = project.cache, os.path.realpath(project.root)
-    if folder.is_symlink() or not os.path.realpath(folder).startswith(root.rstrip(os.sep) + os.sep):
-        raise InputError(folder, "links outside the knowledge base; the search index is not written there")
-    folder.mkdir(parents=True, exist_ok=True)
-    db = folder / "search.sqlite"
-    if db.is_symlink():
-        raise InputError(db, "a link; the search index is not written through it")
+    db = project.safe_cache() / "search.sqlite"
+    for p in (db, db.with_name(db.name + "-journal")):
+        if p.is_symlink():
+            raise InputError(p, "a link; the search index is not written through it")
     return db
 
 
 def _connect(project: Project) -> sqlite3.Connection:
-    db = sqlite3.connect(_index(project), timeout=30)
+    path = _index(project)
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError as e:  # not a database, or a journal it cannot use: the index is disposable
+        raise InputError(path, f"the search index cannot be opened ({e}); delete {path.name}* and search again") \
+            from None
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30)
     (version,) = db.execute("PRAGMA user_version").fetchone()
     if version != SCHEMA:
         db.executescript("DROP TABLE IF EXISTS pages; DROP TABLE IF EXISTS docs;")

@@ -163,7 +163,7 @@ def test_an_export_checks_everything_before_a_branch_moves(project, model, tmp_p
     assert "must be a path inside" in refused(knob["exp_id"], "--name", "cf", "--config-file", "../model/launch.sh")
     assert "no such file" in refused(knob["exp_id"], "--name", "cf", "--config-file", "nope.sh")
     # names: one folder, one branch prefix each; a run named twice
-    for bad in ("a b", "a/b", "..", "-x", "ü", ""):
+    for bad in ("a b", "a/b", "..", "a..b", "x.lock", "-x", "ü", ""):
         assert "letters, digits" in refused(knob["exp_id"], "--name", bad), bad
     assert "named more than once" in refused(knob["exp_id"], knob["exp_id"], "--name", "dup")
     # a branch someone committed to is never moved
@@ -174,7 +174,7 @@ def test_an_export_checks_everything_before_a_branch_moves(project, model, tmp_p
                                    GIT_COMMITTER_NAME="ada", GIT_COMMITTER_EMAIL="ada@example.org")).stdout.strip()
     git(model, "branch", "perf/mine/all", mine)
     out = tools(project, "exp", "export", knob["exp_id"], "--name", "mine", "--config-file", "launch.sh", code=1)
-    assert "not made by the tools" in out and git(model, "rev-parse", "perf/mine/all") == mine
+    assert "made by someone else" in out and git(model, "rev-parse", "perf/mine/all") == mine
     assert git(model, "for-each-ref", "--format=%(refname:short)", "refs/heads/perf/") == "perf/mine/all"
 
 
@@ -209,11 +209,17 @@ def test_a_run_is_exported_against_its_own_lanes_baseline_and_a_rerun_converges(
     assert {b["branch"]: b["commit"] for b in again["branches"]} == {b: c for b, c in first.items()
                                                                      if b != out["combined"]}
     assert git(model, "rev-parse", out["combined"]) == first[out["combined"]]
-    # another set of runs under the same name: the old branch and the old series go, the user's files stay
+    # another set of runs under the same name: the old branch and the old series go, the user's files and a
+    # branch of another name under perf/x/ stay
     (patches / "notes.patch").write_text("mine\n")
+    git(model, "branch", "perf/x/keep-for-review", out["combined"])
     v3 = other("-m", "shortest", command=["--step-ms", "10"])
     last = json.loads(tools(project, "exp", "export", f"m2/l2/{v3['exp_id']}", "--name", "x", "--config-file",
                             "launch.sh", "--patches", str(patches), "--json"))
     assert [b["branch"] for b in last["branches"]] == ["perf/x/1-shortest"]
     assert last["removed"] == ["perf/x/1-faster"] and git(model, "branch", "--list", "perf/x/1-faster") == ""
+    assert git(model, "branch", "--list", "perf/x/keep-for-review").strip() == "perf/x/keep-for-review"
+    # ids spelled two ways are one run
+    assert "named more than once" in tools(project, "exp", "export", v3["exp_id"], f"m2/l2/{v3['exp_id']}",
+                                           "--name", "y", code=1)
     assert sorted(p.name for p in patches.iterdir()) == sorted(last["patches"] + ["notes.patch"])

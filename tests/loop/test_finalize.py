@@ -112,6 +112,10 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
     assert [p["url"] for p in again["prs"]] == ["https://github.invalid/o/r/pull/existing"] * 3
     assert len([c for c in map(json.loads, calls.read_text().splitlines()) if c[:2] == ["pr", "create"]]) == 3
     assert "finalize" not in git(repo, "worktree", "list")
+    # a run without --pr moves `all` here only; the next --pr replaces the tools' own push on the remote
+    tools(kb, "loop", "finalize", "fake-loop", "--json")
+    tools(kb, "loop", "finalize", "fake-loop", "--pr", "--json", env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"})
+    assert git(bare, "rev-parse", combined) == git(repo, "rev-parse", combined)
     # a branch a reviewer committed to is never moved, locally or on the remote
     tree = git(repo, "rev-parse", f"{combined}^{{tree}}")
     theirs = subprocess.run(["git", "-C", str(repo), "commit-tree", tree, "-p", combined, "-m", "review fix"],
@@ -120,7 +124,7 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
                                      GIT_COMMITTER_NAME="ada", GIT_COMMITTER_EMAIL="ada@example.org")).stdout.strip()
     git(repo, "branch", "-f", combined, theirs)
     out = tools(kb, "loop", "finalize", "fake-loop", "--no-verify", code=1)
-    assert "not made by the tools" in out and git(repo, "rev-parse", combined) == theirs
+    assert "made by someone else" in out and git(repo, "rev-parse", combined) == theirs
 
 
 def test_without_gh_pr_is_refused_before_pushing(tmp_path):

@@ -140,8 +140,27 @@ def test_a_loop_file_from_elsewhere_is_resumed_by_name(tmp_path):
     assert (root / "loops" / "ext.yml").read_text() == outside.read_text()
     tools(root, "loop", "resume", "ext", "-q")
     assert state(root, "ext")["stop_reason"].startswith("budget")
-    outside.write_text(outside.read_text().replace("runs: 1", "runs: 2"))  # another loop under the same name
-    assert "a different loop file of this name" in tools(root, "loop", "start", str(outside), "-q", code=1)
+    # the copy follows its own file; a loop file of another origin under that name is never replaced
+    outside.write_text(outside.read_text().replace("runs: 1", "runs: 2"))
+    tools(root, "loop", "start", str(outside), "-q", "--fresh")
+    assert (root / "loops" / "ext.yml").read_text() == outside.read_text()
+    other = tmp_path / "other" / "ext.yml"
+    other.parent.mkdir()
+    other.write_text(outside.read_text().replace("runs: 2", "runs: 3"))
+    assert "a different loop file of this name" in tools(root, "loop", "start", str(other), "-q", "--fresh", code=1)
+    assert (root / "loops" / "ext.yml").read_text() == outside.read_text()
+
+
+def test_a_loop_file_from_elsewhere_that_cannot_start_can_be_corrected(tmp_path):
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1}, code="modle")
+    outside = tmp_path / "mine.yml"
+    (root / "loops" / "fake-loop.yml").rename(outside)
+    assert "does not exist" in tools(root, "loop", "start", str(outside), "-q", code=1)
+    assert not (root / "loops" / "mine.yml").exists()  # nothing kept from a start that did not start
+    outside.write_text(outside.read_text().replace("code: modle", "code: model"))
+    tools(root, "loop", "start", str(outside), "-q")
+    assert state(root, "mine")["stop_reason"].startswith("budget")
 
 
 def test_a_code_folder_that_is_not_there_leaves_no_state(tmp_path):

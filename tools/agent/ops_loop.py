@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -130,6 +131,14 @@ class LaunchOut(BaseModel):
     log: str = Field(description="the driver's output, relative to the knowledge base")
 
 
+def _inside(project: Project, folder: Path) -> Path:
+    """A folder an agent's call writes into (a patch series, which also removes the tools' older series there):
+    refused where a link on its path leads out of the knowledge base."""
+    if not Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(project.root)):
+        raise AgentError(f"{folder.relative_to(project.root)}: links outside the knowledge base; not written")
+    return folder
+
+
 def _launch(project: Project, paths, verb: str, extra: list[str]) -> dict:
     from ..loop.state import driver_alive
 
@@ -213,7 +222,7 @@ def finalize(project: Project, a: FinalizeIn) -> dict:
     name = _name(a.name, "name")
     if st.driver_alive(st.LoopPaths(project, name)):
         raise AgentError(f"loop {name} is running: stop it first")
-    patches = project.root / "loops" / name / "patches" if a.patches else None
+    patches = _inside(project, project.root / "loops" / name / "patches") if a.patches else None
     out = run(project, name, patches, a.pr, a.remote, a.base, a.verify)
     return {k: v for k, v in out.items() if k != "perf_md"}
 
@@ -256,6 +265,6 @@ def export(project: Project, a: ExportIn) -> dict:
 
     name = _name(a.name, "name")
     repo = project.root / a.repo if a.repo is not None else None
-    patches = project.root / "exports" / name / "patches" if a.patches else None
+    patches = _inside(project, project.root / "exports" / name / "patches") if a.patches else None
     out = run(project, a.exp_ids, name, repo, a.config_file, patches, a.pr, a.remote, a.base, confine=project.root)
     return out

@@ -51,6 +51,9 @@ def list_(project, as_json) -> None:
         click.echo("no named baselines (tools exp baseline tag NAME EXP --model M --lane L)")
     for name, lanes in sorted(data.items()):
         for key, e in sorted(lanes.items()):
+            if why := baselines.problem(name, key, e):
+                click.echo(printable(f"{name:<16} {key:<24} {why}"))
+                continue
             click.echo(printable(f"{name:<16} {key:<24} {e['exp_id']:<28} {e.get('tokens_per_s')} tokens/s  "
                                  f"tagged {e.get('tagged')}"))
 
@@ -62,9 +65,13 @@ def list_(project, as_json) -> None:
 @pass_project
 def show(project, name, model, lane) -> None:
     """One baseline's entry as JSON (its run, command, commit, tokens/s)."""
+    from ..errors import InputError
     from ..experiments import baselines
 
-    click.echo(json.dumps(baselines.get(project, name, model, lane), sort_keys=True))
+    try:
+        click.echo(json.dumps(baselines.get(project, name, model, lane), sort_keys=True))
+    except InputError as e:
+        raise click.UsageError(str(e)) from None
 
 
 def _percent(v: float) -> float:

@@ -28,16 +28,18 @@ def load(project: Project) -> dict[str, dict[str, dict]]:
         raise InputError(f"wiki/{STORE}", f"not JSON ({e}); fix or delete it, then tag the baselines again") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise InputError(f"wiki/{STORE}", "not a {name: {model/lane: entry}} table")
-    for name, lanes in data.items():
-        for key, e in lanes.items():
-            missing = [k for k in ENTRY if not isinstance(e, dict) or not isinstance(e.get(k), str) or not e.get(k)]
-            if missing:
-                raise InputError(f"wiki/{STORE}", f"{name} / {key}: not an entry (no {', '.join(missing)}); tag it "
-                                                  f"again: tools exp baseline tag {name} EXP --model M --lane L")
     return data
 
 
 ENTRY = ("model", "lane", "exp_id", "variant", "command")  # what an entry must hold for a gate to use it
+
+
+def problem(name: str, key: str, e) -> str:
+    """Why the entry ``key`` of ``name`` cannot be used ("" when it can): a hand edit left out what a gate needs.
+    Only that entry is refused; the others, and tagging it again, still work."""
+    missing = [k for k in ENTRY if not isinstance(e, dict) or not isinstance(e.get(k), str) or not e.get(k)]
+    return (f"wiki/{STORE}: {name} / {key}: not an entry (no {', '.join(missing)}); tag it again: tools exp "
+            f"baseline tag {name} EXP --model M --lane L") if missing else ""
 
 
 def tag(project: Project, name: str, model: str, lane: str, exp_id: str) -> dict:
@@ -54,6 +56,8 @@ def tag(project: Project, name: str, model: str, lane: str, exp_id: str) -> dict
              "command": r.get("command"), "commit": r.get("commit"),
              "tokens_per_s": (r.get("metrics") or {}).get("tokens_per_s"), "page": r.get("page"),
              "tagged": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if why := problem(name, f"{model}/{lane}", entry):
+        raise InputError("EXP", f"{exp_id} cannot be a baseline: its record has {why.split('not an entry ')[1]}")
     data = load(project)
     data.setdefault(name, {})[f"{model}/{lane}"] = entry
     Writer(project.wiki).write_file(STORE, json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -65,7 +69,11 @@ def get(project: Project, name: str, model: str | None = None, lane: str | None 
     lanes = load(project).get(name)
     if not lanes:
         raise InputError("--baseline", f"no baseline named {name!r} (tag one: tools exp baseline tag {name} EXP)")
-    hits = [e for key, e in lanes.items() if (model is None or e["model"] == model) and (lane is None or e["lane"] == lane)]
+    bad = {key: why for key, e in lanes.items() if (why := problem(name, key, e))}
+    hits = [e for key, e in lanes.items() if key not in bad and (model is None or e["model"] == model)
+            and (lane is None or e["lane"] == lane)]
+    if len(hits) != 1 and bad:
+        raise InputError("--baseline", next(iter(bad.values())))
     if len(hits) != 1:
         raise InputError("--baseline", f"{name!r} holds {len(hits)} lanes matching "
                                        f"{model or '*'}/{lane or '*'} ({', '.join(sorted(lanes))}); give --model and --lane")

@@ -19,14 +19,15 @@ from ..gitrun import GIT_ENV, git, git_ok
 from ..writer import atomic_write
 
 SLUG = re.compile(r"[^a-z0-9]+")
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # an export's name: one perf/<name>/ and one exports/<name>/
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # an export's name: one perf/<name>/ and one exports/<name>/
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def check_name(name: str) -> str:
-    if not NAME.fullmatch(name or ""):
-        raise InputError("--name", f"{name!r}: letters, digits, '_' and '-' only (at most 64), starting with a letter "
-                                   "or digit: it names the branches perf/<name>/... and the folder exports/<name>/")
+    if not NAME.fullmatch(name or "") or ".." in name or name.endswith((".", ".lock")):
+        raise InputError("--name", f"{name!r}: letters, digits, '.', '_' and '-' only (at most 64), starting with a "
+                                   "letter or digit: it names the branches perf/<name>/... and the folder "
+                                   "exports/<name>/")
     return name
 
 
@@ -62,34 +63,47 @@ def check_config(repo: Path, commit: str, config_file: str) -> None:
                                       "top)")
 
 
-def owned_tips(repo: Path, names: list[str], prefix: str) -> dict[str, str]:
-    """The current tips of the branches this run will set (``names``) and of the tools' older branches under
-    ``prefix``; InputError when one exists whose last commit the tools did not make (someone's work: never
-    moved)."""
+def made_by(repo: Path, commit: str) -> str:
+    """``tools loop finalize`` or ``tools exp export`` when the tools made ``commit`` (their identity and their
+    ``made-by:`` line), else ""."""
+    if git(repo, "log", "-1", "--format=%ce", commit, check=False) != GIT_ENV["GIT_COMMITTER_EMAIL"]:
+        return ""
+    m = MADE_BY.search(git(repo, "log", "-1", "--format=%B", commit, check=False))
+    return m.group(1).strip() if m else ""
+
+
+MADE_BY = re.compile(r"^made-by: (.+)$", re.M)
+OURS = re.compile(r"(\d+-[a-z0-9-]+|all)")  # what follows perf/<name>/ in a branch the tools make
+
+
+def owned_tips(repo: Path, names: list[str], prefix: str, maker: str) -> dict[str, str]:
+    """The current tips of the branches this run will set (``names``) and of ``maker``'s older branches under
+    ``prefix`` (perf/<name>/<n>-<change> and perf/<name>/all); InputError when one of ``names`` exists and
+    ``maker`` did not make its last commit (someone's work, or the other tool's: never moved)."""
     listed = git(repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{prefix}", check=False).split()
     out = {}
     for b in dict.fromkeys([*names, *listed]):
         tip = git(repo, "rev-parse", "-q", "--verify", f"refs/heads/{b}", check=False)
         if not tip:
             continue
-        if git(repo, "log", "-1", "--format=%ce", tip) != GIT_ENV["GIT_COMMITTER_EMAIL"]:
+        who = made_by(repo, tip)
+        if who != maker:
             if b in names:
-                raise InputError(b, f"this branch exists and its last commit ({tip[:12]}) was not made by the tools: "
-                                    "it is never moved; rename or delete it, or choose another name")
+                raise InputError(b, f"this branch exists and its last commit ({tip[:12]}) was made "
+                                    + (f"by `{who}`" if who else "by someone else")
+                                    + ": it is never moved; rename or delete it, or choose another name")
             continue
-        out[b] = tip
+        if b in names or OURS.fullmatch(b[len(prefix):]):
+            out[b] = tip
     return out
 
 
 def set_branches(repo: Path, tips: dict[str, str], old: dict[str, str]) -> list[str]:
-    """Point each branch at its tip (every commit made first); delete the tools' own older branches under the
+    """Point each branch at its tip (every commit made first); delete the older branches of this maker under the
     same name that this run did not make again. The branches deleted."""
     for branch, tip in tips.items():
         git(repo, "branch", "-f", branch, tip)
-    gone = [b for b in old if b not in tips]
-    for b in gone:
-        git(repo, "branch", "-D", b, check=False)
-    return gone
+    return [b for b in old if b not in tips and git_ok(repo, "branch", "-D", b)]
 
 
 def slug(text: str | None) -> str:
@@ -98,7 +112,7 @@ def slug(text: str | None) -> str:
 
 def evidence_message(name: str, title: str, exp_id: str, page: str, *, statement: str | None, verdict: str | None,
                      gain_pct: float | None, interval: list | None, rounds, before: dict, after: dict,
-                     hypothesis_page: str | None = None, note: str = "") -> str:
+                     maker: str, hypothesis_page: str | None = None, note: str = "") -> str:
     """``perf(<name>): <title>`` and the evidence: hypothesis, verdict with gain, interval and rounds, tokens/s and
     MFU before and after, the experiment page; the ``exp:`` footer last, so `git log --grep` finds the run."""
     iv = interval or []
@@ -112,7 +126,7 @@ def evidence_message(name: str, title: str, exp_id: str, page: str, *, statement
              f"Experiment: wiki/{page}" + (f"; hypothesis: wiki/{hypothesis_page}" if hypothesis_page else "")]
     if note:
         lines += ["", note]
-    return "\n".join(lines + ["", f"exp: {exp_id}"]) + "\n"
+    return "\n".join(lines + ["", f"made-by: {maker}", f"exp: {exp_id}"]) + "\n"
 
 
 def edit_config(tree: Path, config_file: str, knobs: dict) -> list[str]:
@@ -170,7 +184,7 @@ def commit(tree: Path, message: str, when: dict[str, str]) -> str:
 
 
 def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: str, perf_md: str,
-            subject: str, when: dict[str, str]) -> str:
+            subject: str, when: dict[str, str], maker: str) -> str:
     """Every branch's tip commit picked in order onto ``start``, then PERF.md; the commit that ``combined`` will
     point at."""
     worktree(repo, tree, start)
@@ -180,7 +194,7 @@ def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: 
             raise ToolsError(f"{b['branch']} does not apply on top of the changes before it in {combined}")
     atomic_write(tree / "PERF.md", perf_md)
     git(tree, "add", "PERF.md")
-    git(tree, "commit", "-q", "-m", subject, env=when)
+    git(tree, "commit", "-q", "-m", f"{subject.rstrip()}\n\nmade-by: {maker}\n", env=when)
     return git(tree, "rev-parse", "HEAD")
 
 
@@ -230,13 +244,14 @@ def pull_requests(repo: Path, branches: list[dict], remote: str, base: str,
 
 def _push(repo: Path, remote: str, branch: str, old: str | None) -> None:
     """Push ``branch``; the remote's copy is replaced only where it holds what the tools made before (``old``, the
-    local tip before this run), never a commit someone pushed there since. The same changes make the same commits,
+    local tip before this run, or any commit of theirs this repository holds), never a commit someone pushed there
+    since. The same changes make the same commits,
     so a re-run moves nothing."""
     tip = git(repo, "rev-parse", branch)
     there = (git(repo, "ls-remote", remote, f"refs/heads/{branch}").split() or [""])[0]
     if there == tip:
         return
-    if there and there != old:
+    if there and there != old and not made_by(repo, there):  # a commit this repository does not hold, or a person's
         raise ToolsError(f"{remote}'s {branch} is at {there[:12]}, which this knowledge base did not make: not "
                          "overwritten (merge it by hand, or delete the remote branch)")
     lease = [f"--force-with-lease=refs/heads/{branch}:{there}"] if there else []

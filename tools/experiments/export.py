@@ -37,11 +37,12 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
     if not exp_ids:
         raise InputError("EXP", "name at least one experiment to export")
     br.check_name(name)
-    if len(set(exp_ids)) != len(exp_ids):
-        twice = sorted({e for e in exp_ids if exp_ids.count(e) > 1})
-        raise InputError("EXP", f"named more than once: {', '.join(twice)} (one branch a run)")
     every = records.load_experiments(project.wiki)
     runs = [_record(every, e) for e in exp_ids]
+    keys = [_key(r) for r in runs]
+    if len(set(keys)) != len(keys):
+        twice = sorted({"/".join(k) for k in keys if keys.count(k) > 1})
+        raise InputError("EXP", f"named more than once: {', '.join(twice)} (one branch a run)")
     pairs = [(r, _baseline(every, r)) for r in runs]
     repo = _repository(project, runs[0], repo)
     if confine is not None:
@@ -49,15 +50,16 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
             if not p.resolve().is_relative_to(confine.resolve()):
                 raise InputError(str(p), "outside the knowledge base: an agent may export only code kept in it")
     start = _commit(repo, pairs[0][1], "baseline")
-    for run, before in pairs:  # every commit there before anything is made
-        _commit(repo, before, "baseline"), _commit(repo, run, "exported")
-    if config_file:
-        br.check_config(repo, start, config_file)
+    for run, before in pairs:  # every commit there, and the config file in each, before anything is made
+        base = _commit(repo, before, "baseline")
+        _commit(repo, run, "exported")
+        if config_file:
+            br.check_config(repo, base, config_file)
     combined = f"perf/{name}/all"
     names = [f"perf/{name}/{n}-{br.slug(run.get('description') or run.get('slug'))}" for n, (run, _) in
              enumerate(pairs, 1)]
-    old = br.owned_tips(repo, names + [combined], f"perf/{name}/")
-    work = project.root / ".tools-cache" / "export" / name
+    old = br.owned_tips(repo, names + [combined], f"perf/{name}/", MAKER)
+    work = project.safe_cache() / "export" / name
     br.drop_worktrees(repo, work)  # a killed or failed export's work trees
     out: dict = {"name": name, "repository": str(repo), "start": start, "branches": [], "settings": [], "prs": [],
                  "patches": []}
@@ -67,7 +69,7 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
         perf = perf_md(name, pairs, out)
         tip = br.combine(repo, work / "all", start, out["branches"], combined, perf,
                          f"perf({name}): PERF.md, every exported change and what it measured\n",
-                         br.dates(exp_ids, git(repo, "log", "-1", "--format=%cI", start)))
+                         br.dates([r["exp_id"] for r in runs], git(repo, "log", "-1", "--format=%cI", start)), MAKER)
         out["combined"] = combined
         out["removed"] = br.set_branches(repo, {**{b["branch"]: b["commit"] for b in out["branches"]}, combined: tip},
                                          old)
@@ -90,13 +92,14 @@ def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, d
              config_file: str | None, out: dict) -> None:
     """A commit per run (its branch not moved yet): its code and knobs on its baseline's commit, or stacked on the
     exported run it was measured against."""
-    tip_of: dict[str, str] = {}
+    tip_of: dict[tuple, str] = {}  # by model, lane and id: ids are unique per lane only
+    branch_of: dict[tuple, str] = {}
     for n, ((run, before), branch) in enumerate(zip(pairs, names), 1):
-        parent = tip_of.get(before["exp_id"]) or _commit(repo, before, "baseline")
-        stacked = before["exp_id"] in tip_of
+        parent = tip_of.get(_key(before)) or _commit(repo, before, "baseline")
+        stacked = _key(before) in tip_of
         tree = work / str(n)
         br.worktree(repo, tree, parent)
-        notes = [f"Stacked on {_branch_of(out, before['exp_id'])}: measured against that run."] if stacked else []
+        notes = [f"Stacked on {branch_of[_key(before)]}: measured against that run."] if stacked else []
         notes += _apply_code(project, repo, tree, run, before)
         knobs, env = changed_flags(before.get("command") or "", run.get("command") or ""), changed_env(before, run)
         if knobs and config_file:
@@ -112,7 +115,7 @@ def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, d
                                     "env": env, "command": run.get("command")})
         tip = br.commit(tree, _message(out["name"], run, before, "\n".join(notes)),
                         br.dates([run["exp_id"]], git(repo, "log", "-1", "--format=%cI", parent)))
-        tip_of[run["exp_id"]] = tip
+        tip_of[_key(run)], branch_of[_key(run)] = tip, branch
         out["branches"].append({"n": n, "branch": branch, "commit": tip, "exp_id": run["exp_id"],
                                 "baseline": before["exp_id"], "verdict": run.get("verdict"),
                                 "gain_pct": run.get("gain_pct"), "stacked_on": parent if stacked else None,
@@ -149,6 +152,13 @@ def changed_env(before: dict, run: dict) -> dict[str, str]:
     """Variables the run set that its baseline did not set, or set otherwise."""
     b, a = before.get("env") or {}, run.get("env") or {}
     return {k: v for k, v in a.items() if b.get(k) != v}
+
+
+MAKER = "tools exp export"  # in every commit it makes: its branches are its own to move
+
+
+def _key(r: dict) -> tuple[str, str, str]:
+    return str(r.get("model")), str(r.get("lane")), str(r.get("exp_id"))
 
 
 def _record(every: list[dict], exp_id: str) -> dict:
@@ -228,17 +238,13 @@ def _apply_code(project: Project, repo: Path, tree: Path, run: dict, before: dic
     return notes
 
 
-def _branch_of(out: dict, exp_id: str) -> str:
-    return next(b["branch"] for b in out["branches"] if b["exp_id"] == exp_id)
-
-
 def _message(name: str, run: dict, before: dict, note: str) -> str:
     timing = run.get("timing") or {}
     return br.evidence_message(name, run.get("description") or run.get("slug") or "measured change", run["exp_id"],
                                run.get("page"), statement=run.get("hypothesis"), verdict=run.get("verdict"),
                                gain_pct=run.get("gain_pct"), interval=timing.get("interval_pct"),
                                rounds=timing.get("rounds") or run.get("repeats"), before=before.get("metrics") or {},
-                               after=run.get("metrics") or {}, note=note)
+                               after=run.get("metrics") or {}, maker=MAKER, note=note)
 
 
 def perf_md(name: str, pairs: list[tuple[dict, dict]], out: dict) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import threading
 
+from .. import safeio
 from ..errors import InputError, ToolsError
 from ..experiments import filing
 from ..experiments.runner import slugify
@@ -91,7 +92,8 @@ class Loop:
                 if fresh:
                     self.workspace.start_over()
                     self.paths.state.unlink(missing_ok=True)
-                    self.state = LoopState.new(self.spec)
+                    source, self.state = self.state.spec_source, LoopState.new(self.spec)
+                    self.state.spec_source = source  # the loop file its copy in loops/ came from
                 self._drive(max_iterations)
                 return self.state.to_dict()
         except process.Stop as e:  # SIGTERM between two runs (a run in flight files its own crash)
@@ -105,6 +107,7 @@ class Loop:
 
     def _drive(self, max_iterations: int | None) -> None:
         self.workspace.ensure()  # a `code:` folder that is not there stops the start before any state is written
+        self._keep_spec()
         self.state.status, self.state.stop_reason = "running", None
         self.save()
         if self.pendings():  # resume: carry the iterations in flight to their end, then learn from each
@@ -130,6 +133,32 @@ class Loop:
             self.iteration()
             done += 1
         self._write_loop_page()
+        from ..wikiindex import rebuild
+
+        # the loop's own pages (observations, retrospectives, its page) counted once it stops or pauses: the lint
+        # finds no drift (one scan of the wiki, not one an iteration)
+        rebuild(self.project.wiki, self.writer, log=False)
+
+    def _keep_spec(self) -> None:
+        """A loop started from a file outside ``loops/`` (or named otherwise inside its file) keeps its copy as
+        ``loops/<name>.yml``, so that `tools loop resume NAME` and an agent's ``loop_resume`` find it; the copy
+        follows its file on each start, and a different loop file of that name already there is never replaced."""
+        source, own = Path(self.spec.path).resolve(), self.paths.spec
+        if source == own.resolve():
+            return
+        text = safeio.read_text(source, 4 * 1024 * 1024)
+        try:
+            there = safeio.read_text(own, 4 * 1024 * 1024, within=self.project.root / "loops")
+        except FileNotFoundError:
+            there = None
+        except safeio.Refused as e:
+            raise InputError(own, f"not read: {e}") from None
+        if there is not None and there != text and self.state.spec_source != str(source):
+            raise InputError(own, f"a different loop file of this name is there already; start it by name, or "
+                                  f"rename `{self.spec.name}` in {source}")
+        self.state.spec_source = str(source)
+        if there != text:
+            atomic_write(own, text)
 
     def stop_gate(self) -> StopGate | None:
         return gates.stop_gate(self.state, self.spec.budget, self.spec.target, self.paths.stop_request.exists())
@@ -329,10 +358,7 @@ class Loop:
     # ------------------------------------------------------------------ pages and runs
 
     def _write_loop_page(self) -> None:
-        from ..wikiindex import rebuild
-
         self.writer.write_page(report.loop_page(self.spec, self.state.to_dict(), memory.compute(self.state.history)))
-        rebuild(self.project.wiki, self.writer, log=False)  # the loop's own pages counted: no drift for the lint
 
 
 # ---------------------------------------------------------------------- entry points for the faces
@@ -348,28 +374,12 @@ def start(project: Project, name_or_path: str, say=None, fresh: bool = False,
           max_iterations: int | None = None) -> dict:
     spec = load(spec_path(project, name_or_path))
     paths = st.LoopPaths(project, spec.name)
-    _keep_spec(paths, spec)
     if paths.state.exists() and not fresh:
         s = st.load(paths) or {}
         if s.get("status") == "running" or s.get("pending"):
             raise InputError(paths.state, "this loop has a state already: `tools loop resume` continues it, "
                                           "`tools loop start --fresh` starts over")
     return Loop(project, spec, say, fresh=fresh).run(max_iterations, fresh=fresh and paths.state.exists())
-
-
-def _keep_spec(paths: st.LoopPaths, spec: LoopSpec) -> None:
-    """A loop started from a file outside ``loops/`` gets its copy there, so that `tools loop resume NAME` (and an
-    agent's ``loop_resume``) finds it; a different file already there is not replaced."""
-    if Path(spec.path).resolve() == paths.spec.resolve():
-        return
-    text = Path(spec.path).read_text(encoding="utf-8")
-    if paths.spec.exists():
-        if paths.spec.read_text(encoding="utf-8", errors="replace") != text:
-            raise InputError(paths.spec, f"a different loop file of this name is there already; start it by name, "
-                                         f"or rename `{spec.name}` in {spec.path}")
-        return
-    paths.spec.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(paths.spec, text)
 
 
 def resume(project: Project, name: str, say=None, max_iterations: int | None = None) -> dict:

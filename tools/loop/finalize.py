@@ -23,6 +23,9 @@ from .spec import load as load_spec
 from .workspace import Workspace
 
 
+MAKER = "tools loop finalize"  # in every commit it makes: its branches are its own to move
+
+
 def kept_changes(state: dict) -> list[dict]:
     """The frontier's moves in order, each joined with its history entry (the change, the hypothesis, the
     interval) and the trunk it was measured against."""
@@ -42,7 +45,7 @@ def _message(name: str, c: dict, note: str = "") -> str:
                                row.get("page"), statement=h.get("statement"), verdict=h.get("verdict"),
                                gain_pct=row.get("step_gain_pct"), interval=h.get("interval_pct"),
                                rounds=h.get("repeats"), before=c["before"], after=row,
-                               hypothesis_page=h.get("hypothesis_page"), note=note)
+                               maker=MAKER, hypothesis_page=h.get("hypothesis_page"), note=note)
 
 
 def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: bool = False,
@@ -73,7 +76,7 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         br.check_config(repo, start, config_file)
     combined = f"perf/{name}/all"
     old = br.owned_tips(repo, [f"perf/{name}/{c['n']}-{c['slug']}" for c in makes_branch] + [combined],
-                        f"perf/{name}/")
+                        f"perf/{name}/", MAKER)
     work = paths.folder / "finalize"
     br.drop_worktrees(repo, work)  # a killed or failed run's work trees
     try:
@@ -84,7 +87,7 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         when = br.dates([c["row"]["exp_id"] for c in changes], git(repo, "log", "-1", "--format=%cI", start))
         tip = br.combine(repo, work / "all", start, out["branches"], combined,
                          _perf_md(paths, spec, state, changes, out),
-                         f"perf({name}): PERF.md, every kept change and what it measured\n", when)
+                         f"perf({name}): PERF.md, every kept change and what it measured\n", when, MAKER)
         out["combined"] = combined
         out["removed"] = br.set_branches(repo, {**{b["branch"]: b["commit"] for b in out["branches"]}, combined: tip},
                                          old)

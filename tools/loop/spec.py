@@ -303,7 +303,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     rep = {"min": rep, "max": rep} if isinstance(rep, int) else rep
     if not isinstance(rep, dict) or set(rep) - {"min", "max"}:
         raise InputError(path, f"`repeats` is a number or a mapping {{min: N, max: N}}, not {rep!r}")
-    timeout = _positive(path, "timeout_s", data.get("timeout_s", 1800))
+    timeout = _positive(path, "timeout_s", 1800 if data.get("timeout_s") is None else data["timeout_s"])
     for key, least in (("calibrate", 0), ("parallel", 1)):
         if key in data:
             _count(path, key, data[key], least)

@@ -111,6 +111,7 @@ class LoopState:
     budget_hit: str | None = None
     error_stop: str | None = None
     last_stop: dict | None = None          # the stop filed last (reason, iteration, runs): a resume files it once
+    spec_source: str | None = None         # the loop file it was started from, when not loops/<name>.yml
 
     @classmethod
     def new(cls, spec) -> LoopState:
@@ -160,7 +161,8 @@ def load(paths: LoopPaths) -> dict | None:
 
 _KINDS = {"trunk": (dict,), "calibration": (dict,), "reference": (dict,), "frontier": (list,), "history": (list,),
           "retrospectives": (list,), "screens": (list,), "usage": (dict,), "pending": (list, dict), "iteration": (int,),
-          "proposer_failures": (int,), "status": (str,), "last_stop": (dict,)}
+          "proposer_failures": (int,), "status": (str,), "last_stop": (dict,),
+          "spec_source": (str,)}
 
 
 def read(paths: LoopPaths) -> LoopState | None:
