@@ -110,3 +110,16 @@ def test_validate_never_raises_on_a_list_type():
 def test_split_reports_an_impossible_date():
     with pytest.raises(pages.FrontmatterError):
         split("---\ncreated: 2026-13-45\n---\n")
+
+
+def test_quoted_or_unclosed_markers_never_swallow_hand_written_text():
+    from tools.pages import merge_body, region
+
+    real = region("index", "old listing")
+    quoted = "Marker example:\n\n```\n<!-- tools:begin index -->\n```\n\nMY NOTES: keep me\n\n"
+    stray = "<!-- tools:begin index -->\nSTRAY NOTES\n\n"
+    both_quoted = "```md\n<!-- tools:begin index -->\nan example\n<!-- tools:end index -->\n```\n\n"
+    for before in (quoted, stray, both_quoted):
+        once = merge_body(before + real, region("index", "new listing"))
+        assert before in once and "new listing" in once and "old listing" not in once, once
+        assert merge_body(once, region("index", "new listing")) == once  # idempotent

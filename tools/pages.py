@@ -231,9 +231,33 @@ def render(meta: dict[str, Any], body: str) -> str:
 
 # ---------------------------------------------------------------- generated regions
 
+# a region: a begin marker at the start of a line, its end, and no other begin marker between them, so that a
+# stray begin (a page quoting the markers, or an end deleted by hand) never swallows the text after it
 _REGION = re.compile(
-    r"<!-- tools:begin (?P<name>[\w.-]+) -->\n(?P<content>.*?)<!-- tools:end (?P=name) -->\n?", re.S
+    r"^<!-- tools:begin (?P<name>[\w.-]+) -->\n(?P<content>(?:(?!<!-- tools:begin ).)*?)"
+    r"<!-- tools:end (?P=name) -->\n?", re.S | re.M
 )
+_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})", re.M)
+
+
+def _fenced(body: str) -> list[tuple[int, int]]:
+    """The spans of fenced code blocks: markers quoted there are text, never a region."""
+    spans, opened = [], None
+    for m in _FENCE.finditer(body):
+        if opened is None:
+            opened = m
+        elif m.group(1)[0] == opened.group(1)[0] and len(m.group(1)) >= len(opened.group(1)):
+            spans.append((opened.start(), m.end()))
+            opened = None
+    if opened is not None:
+        spans.append((opened.start(), len(body)))
+    return spans
+
+
+def _real_regions(body: str):
+    """The region matches of ``body`` that do not start inside a fenced code block."""
+    fences = _fenced(body)
+    return [m for m in _REGION.finditer(body) if not any(a <= m.start() < b for a, b in fences)]
 
 
 def region(name: str, content: str) -> str:
@@ -244,11 +268,20 @@ def region(name: str, content: str) -> str:
 
 
 def regions(body: str) -> dict[str, str]:
-    return {m.group("name"): m.group("content") for m in _REGION.finditer(body)}
+    return {m.group("name"): m.group("content") for m in _real_regions(body)}
+
+
+def _substitute(body: str, repl) -> str:
+    """``body`` with each real region replaced by ``repl(match)``; quoted markers and the text around them kept."""
+    out, at = [], 0
+    for m in _real_regions(body):
+        out += [body[at:m.start()], repl(m)]
+        at = m.end()
+    return "".join(out) + body[at:]
 
 
 def drop_empty_regions(body: str) -> str:
-    return _REGION.sub(lambda m: m.group(0) if m.group("content").strip() else "", body)
+    return _substitute(body, lambda m: m.group(0) if m.group("content").strip() else "")
 
 
 def merge_body(existing: str, generated: str, keep_other_regions: bool = False) -> str:
@@ -271,7 +304,7 @@ def merge_body(existing: str, generated: str, keep_other_regions: bool = False) 
             return region(name, new[name]) if new[name].strip() else ""
         return m.group(0) if keep_other_regions and name not in new else ""
 
-    merged = _REGION.sub(swap, existing)
+    merged = _substitute(existing, swap)
     missing = [n for n in new if n not in seen and new[n].strip()]
     if missing:
         merged = merged.rstrip("\n") + "\n\n" + "\n".join(region(n, new[n]) for n in missing)
