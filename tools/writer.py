@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from . import pages, safeio
+from .redact import redact
 from .errors import InputError
 
 log = logging.getLogger("tools.writer")
@@ -269,6 +270,7 @@ class Writer:
                 text = render(base)
                 if text is None:
                     return status or UNCHANGED
+                text = redact(text)  # never a key or token, whatever a command or a crash message held
                 raw = text.encode("utf-8")
                 if disk == raw:
                     return status or UNCHANGED
@@ -301,7 +303,7 @@ class Writer:
 
     def write_file(self, rel: str, data: str | bytes) -> str:
         """A generated non-page file under wiki/ (symbols.tsv, graph data, ...)."""
-        return self._note(rel, write_if_changed(self.target(rel), data))
+        return self._note(rel, write_if_changed(self.target(rel), redact(data) if isinstance(data, str) else data))
 
     def remove(self, rel: str) -> str | None:
         p = self.target(rel)
@@ -315,6 +317,7 @@ class Writer:
         path = self.target("log.md")
         entry = f"\n## [{self.today}] {op} | {subject}\n\n"
         entry += "".join(f"- {ln}\n" for ln in (lines or [])) or "- no changes\n"
+        entry = redact(entry)
         with locked(path.with_name(".log.lock")):
             try:
                 old = path.read_text(encoding="utf-8")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError, ToolsError
 from ..gitrun import GIT_ENV, git, git_ok
+from ..redact import redact
 from ..writer import atomic_write
 
 SLUG = re.compile(r"[^a-z0-9]+")
@@ -179,7 +180,7 @@ def applies(repo: Path, commit: str, diff: str, probe: Path) -> bool:
 def commit(tree: Path, message: str, when: dict[str, str]) -> str:
     """Commit everything in ``tree`` (empty allowed) with the dates ``when``; the commit (no branch moved yet)."""
     git(tree, "add", "-A")
-    git(tree, "commit", "-q", "--allow-empty", "-m", message, env=when)
+    git(tree, "commit", "-q", "--allow-empty", "-m", redact(message), env=when)
     return git(tree, "rev-parse", "HEAD")
 
 
@@ -192,7 +193,7 @@ def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: 
         if not git_ok(tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", b["commit"], env=when):
             git_ok(tree, "cherry-pick", "--abort")
             raise ToolsError(f"{b['branch']} does not apply on top of the changes before it in {combined}")
-    atomic_write(tree / "PERF.md", perf_md)
+    atomic_write(tree / "PERF.md", redact(perf_md))
     git(tree, "add", "PERF.md")
     git(tree, "commit", "-q", "-m", f"{subject.rstrip()}\n\nmade-by: {maker}\n", env=when)
     return git(tree, "rev-parse", "HEAD")

@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..gitrun import git
 from ..project import Project
+from ..redact import redact
 from ..writer import atomic_write
 from . import branches as br
 from . import records
@@ -66,7 +67,7 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
     try:
         _commits(project, repo, work, pairs, names, config_file, out)
         out["not_supported"] = [b["branch"] for b in out["branches"] if b["verdict"] != "supported"]
-        perf = perf_md(name, pairs, out)
+        perf = redact(perf_md(name, pairs, out))
         tip = br.combine(repo, work / "all", start, out["branches"], combined, perf,
                          f"perf({name}): PERF.md, every exported change and what it measured\n",
                          br.dates([r["exp_id"] for r in runs], git(repo, "log", "-1", "--format=%cI", start)), MAKER)

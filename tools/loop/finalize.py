@@ -17,6 +17,7 @@ from ..errors import InputError, ToolsError
 from ..experiments import branches as br
 from ..gitrun import git
 from ..project import Project
+from ..redact import redact
 from ..writer import atomic_write
 from . import state as st
 from .spec import load as load_spec
@@ -204,7 +205,7 @@ def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: d
     if refuted:
         text += ["## Tried and refuted", ""] + [f"- {h.get('describe')}: {h.get('gain_pct')} % (wiki/{h.get('page')})"
                                                  for h in refuted] + [""]
-    perf = "\n".join(text)
+    perf = redact("\n".join(text))
     atomic_write(paths.folder / "PERF.md", perf)
     return perf
 

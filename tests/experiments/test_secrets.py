@@ -1,0 +1,32 @@
+"""Never a key or token in what the tools write: a command line that carries one (`--hf-token=...`), a variable
+whose name does not say it is secret, a crash message that quotes one. Real runs through `tools exp run`, then
+every file the knowledge base holds is read for the secrets."""
+
+from __future__ import annotations
+
+import sys
+
+from _exp_helpers import FAKE
+from click.testing import CliRunner
+
+from tools.cli import cli
+
+SECRETS = ("sk-ant-test-SECRET123", "hf_SECRET456", "ghp_abcdefghijklmnopqrstuvwx")
+
+
+def test_no_secret_reaches_a_page_a_ledger_or_the_log(project, tmp_path):
+    crash = tmp_path / "crash.py"
+    crash.write_text("import sys\nraise RuntimeError('the hub refused key sk-ant-test-SECRET123')\n")
+    runs = (["--env", "MY_AUTH=sk-ant-test-SECRET123", "--", sys.executable, str(FAKE), "--step-ms", "5"],
+            ["--", sys.executable, str(FAKE), "--step-ms", "5", "--hf-token=hf_SECRET456"],
+            ["--env", "GH=ghp_abcdefghijklmnopqrstuvwx", "--", sys.executable, str(crash)])
+    for n, args in enumerate(runs):
+        r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
+                                     "--variant", "s/cpu", "-q", "-m", f"run {n}", *(["--baseline"] if n == 0 else []),
+                                     *args])
+        assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    written = [p for p in project.wiki.rglob("*") if p.is_file()]
+    assert any(p.name == "RESULTS.tsv" for p in written) and any("crashes" in p.parts for p in written)
+    leaks = [(p, s) for p in written for s in SECRETS if s in p.read_text(encoding="utf-8", errors="replace")]
+    assert leaks == []
+    assert "[redacted]" in "".join(p.read_text(errors="replace") for p in written)

@@ -1,0 +1,28 @@
+"""Secrets out of what the tools write. A key or token can reach a page without anyone meaning it to: a command line
+(`--hf-token=...`), a variable whose name does not say it is secret (`MY_AUTH=sk-...`), a crash message that
+quotes one. The one writer passes every page, file and log entry through ``redact``: values shaped like the keys
+of the common providers, and the values of flags and variables named as secrets, become ``[redacted]``. A run
+whose command held a secret then cannot be rerun from its page as it was: pass secrets in the environment, which
+is never recorded under a secret's name."""
+
+from __future__ import annotations
+
+import re
+
+MARK = "[redacted]"
+_SHAPED = re.compile(  # provider key shapes: Anthropic, OpenAI, Hugging Face, GitHub, AWS, Slack, Google OAuth
+    r"\b(?:sk-ant-[A-Za-z0-9_-]{6,}|sk-(?:proj-)?[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{6,}|gh[pousr]_[A-Za-z0-9]{16,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|ya29\.[A-Za-z0-9_-]{20,})")
+_FLAG = re.compile(  # --hf-token=X, --api-key X, --password=X (not --max-tokens, --tokenizer)
+    r"(?i)(--?[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)(?:=|[ \t]+))(?!\[redacted\])"
+    r"([^\s'\"`]+)")
+_VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing (not MAX_TOKENS=5)
+    r"\b([A-Z0-9_]*(?:TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD)=)(?!\[redacted\])([^\s'\"`]+)")
+
+
+def redact(text: str) -> str:
+    if not text:
+        return text
+    text = _SHAPED.sub(MARK, text)
+    text = _FLAG.sub(lambda m: m.group(1) + MARK, text)
+    return _VAR.sub(lambda m: m.group(1) + MARK, text)
