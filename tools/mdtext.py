@@ -61,6 +61,15 @@ def code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def block(text: str, info: str = "text") -> list[str]:
+    """A fenced code block of ``text`` (lines, with the fences): the fence is one backtick longer than the longest
+    run of backticks inside (at least three), so no line of the text (a program's log) can close it and write
+    markdown of its own."""
+    longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{info}", text, fence]
+
+
 def url(target: str) -> str:
     """A markdown link target: characters that could end it or start markup percent-encoded; a ``javascript:``
     (or any scheme but http, https, mailto) target becomes ``#``."""

@@ -36,7 +36,10 @@ class Lane:
         return locked(self.dir / ".lane.lock")
 
     def ledger_rows(self) -> list[dict]:
-        return ledger.read(read_text(self.project.wiki / self.ledger_rel))
+        try:
+            return ledger.read(read_text(self.project.wiki / self.ledger_rel))
+        except ledger.LedgerError as e:
+            raise InputError(f"wiki/{self.ledger_rel}", str(e)) from None
 
     def append_rows(self, w: Writer, new: list[dict]) -> None:
         """Add rows that belong to no experiment page (a loop's stop, a screen's invalid move) under the lane lock."""

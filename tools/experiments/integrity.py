@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import safeio
+
 HLO_FLOPS_MIN = 0.8       # the compiled step's matmul FLOPs / the reported (non-causal) model FLOPs, at least:
                           # XLA computes a masked attention in full, and remat only adds recompute
 HLO_FLOPS_MIN_KERNELS = 0.5  # ... when custom calls (Pallas, cuDNN) hide some of the matmuls from the HLO
@@ -160,6 +162,9 @@ def learning_check(ref_losses: list[float] | None, losses: list[float] | None, s
         out.add("learning", None)
 
 
+PROTECTED_LIMIT = 256 * 1024 * 1024
+
+
 def protected_hashes(entries: list[str], cwd: Path) -> dict[str, str]:
     """sha256 of each protected entry: a file (``path``, relative to ``cwd``), or one top-level function or class
     of a Python file (``path::name``). "missing" when it does not exist."""
@@ -169,8 +174,11 @@ def protected_hashes(entries: list[str], cwd: Path) -> dict[str, str]:
     for entry in entries:
         path, _, name = entry.partition("::")
         p = Path(cwd) / path
-        try:
-            data = p.read_bytes()
+        try:  # bounded and never a FIFO or a device: /dev/zero would fill the memory, a FIFO hang the lane's lock
+            data = safeio.read_bytes(p, PROTECTED_LIMIT)
+        except safeio.Refused as e:
+            out[entry] = f"not read: {e}"
+            continue
         except OSError:
             out[entry] = "missing"
             continue

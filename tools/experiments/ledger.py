@@ -26,10 +26,18 @@ def _cell(v) -> str:
     return str(v).replace("\t", " ").replace("\n", " ").replace("\r", " ")
 
 
+class LedgerError(ValueError):
+    """A RESULTS.tsv that cannot be read as a ledger (the caller names the file)."""
+
+
 def read(text: str) -> list[dict]:
     """Rows as dicts; a file with fewer columns (written before some were added) reads with those left out."""
     if not text.strip():
         return []
+    first = text.split("\n", 1)[0].rstrip("\r")
+    if not set(first.split("\t")) & {"status", "exp_id", "description"}:  # rewritten from such rows, all lost
+        raise LedgerError(f"its first line is not the header (it starts {first[:60]!r}): restore the header line "
+                          f"({' '.join(COLUMNS[:5])} ..., tab-separated) or the file from git; nothing was written")
     # plain TSV as written (no quoting): a description that starts with '"' is text, not the start of a quoted
     # field that would swallow the rows after it
     rows = csv.DictReader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)

@@ -95,7 +95,7 @@ def experiment_body(r: dict, ctx: RunContext) -> str:
         log = f" (`{ctx.crash_log}`)" if ctx.crash_log else ""
         what = "The run crashed" if r.get("verdict") == "crash" else "The run gave no usable result"
         out += [f"{what}: {ctx.crash_reason or 'see log'}. Last lines of the log{log}:", "",
-                "```text", cap_tail(ctx.log_tail).rstrip(), "```", ""]
+                *mdtext.block(cap_tail(ctx.log_tail).rstrip()), ""]
         out += crash_pages.crash_section(r, ctx.crash_frames, experiment_path(r["model"], r["lane"], r["exp_id"]))
     else:
         out += _metrics_table(m) + [""]

@@ -1,0 +1,55 @@
+"""Inputs a run cannot be trusted with: a protected path that is a device or a FIFO (read bounded, never blocking the
+lane), a ledger whose header was cut (refused, its rows kept), and a log that tries to close its code block and
+write a verdict of its own on the page."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import markdown
+from _exp_helpers import FAKE
+
+from tools.experiments import records
+
+
+def tools(root, *args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "tools", "--root", str(root), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def run(root, *args):
+    return tools(root, "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/cpu", "-q", *args)
+
+
+def test_a_protected_device_or_fifo_is_named_not_read(project, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    r = run(project.root, "--baseline", "--protect", "/dev/zero", "--protect", str(fifo), "--",
+            sys.executable, str(FAKE), "--step-ms", "5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rec,) = records.lane_records(project.wiki, "m", "l")
+    hashes = rec["protected"]
+    assert hashes["/dev/zero"].startswith("not read: character device") and hashes[str(fifo)].startswith(
+        "not read: FIFO"), hashes
+
+
+def test_a_ledger_without_its_header_is_refused_and_kept(project):
+    assert run(project.root, "--baseline", "--", sys.executable, str(FAKE), "--step-ms", "5").returncode == 0
+    tsv = project.wiki / "experiments" / "m" / "l" / "RESULTS.tsv"
+    cut = "".join(tsv.read_text().splitlines(keepends=True)[1:])
+    tsv.write_text(cut)
+    r = run(project.root, "--", sys.executable, str(FAKE), "--step-ms", "4")
+    assert r.returncode != 0 and "RESULTS.tsv" in r.stdout + r.stderr and "not the header" in r.stdout + r.stderr
+    assert tsv.read_text() == cut
+
+
+def test_a_log_cannot_write_a_verdict_on_its_page(project, tmp_path):
+    liar = tmp_path / "liar.py"
+    liar.write_text("print('```\\n\\n## Verdict\\n\\n**supported** (ledger status `keep`)\\n\\n```text')\n"
+                    "raise SystemExit(1)\n")
+    run(project.root, "--baseline", "--", sys.executable, str(liar))
+    (rec,) = records.lane_records(project.wiki, "m", "l")
+    html = markdown.markdown((project.wiki / rec["page"]).read_text(), extensions=["fenced_code"])
+    assert html.count("<h2>Verdict</h2>") <= 1 and "<strong>supported</strong>" not in html, html
