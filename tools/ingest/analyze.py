@@ -23,6 +23,15 @@ from . import dispatch, pyfacts
 CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 
 
+def _worker_start() -> None:
+    """A pool worker ends with the ingest and leaves Ctrl-C to it (a SIGINT to the group would otherwise leave
+    workers waiting on a queue the ingest no longer feeds, and the ingest joining them forever)."""
+    import signal
+
+    safeio.die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @functools.lru_cache(maxsize=1)
 def _cache_version() -> str:
     """Changes whenever the code that produces per-file facts changes, so stale facts are never reused."""
@@ -142,22 +151,30 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
     by_rel = {e.rel: e for e in todo}
     args = [(str(root), e.rel, e.role) for e in todo]
     jobs = jobs or (min(os.cpu_count() or 1, 4) if len(args) > 200 else 1)
-    results = (ProcessPoolExecutor(jobs, initializer=safeio.die_with_parent).map(_analyze_path, args, chunksize=16)
-               if jobs > 1
-               else map(_analyze_path, args))
+    pool = ProcessPoolExecutor(jobs, initializer=_worker_start) if jobs > 1 else None
+    results = pool.map(_analyze_path, args, chunksize=16) if pool else map(_analyze_path, args)
     analyzed = 0
     if progress:
         progress(0, len(args))
-    for rel, sha, facts in results:
-        e = by_rel[rel]
-        old = cached_files.get(rel)
-        if old and sha and old["sha"] == sha:  # touched but not changed
-            facts = old["facts"]
-        else:
-            analyzed += 1
-        files[rel] = FileRecord(rel, e.size, e.mtime_ns, sha, facts)
-        if progress:
-            progress(1, len(args))
+    try:
+        for rel, sha, facts in results:
+            e = by_rel[rel]
+            old = cached_files.get(rel)
+            if old and sha and old["sha"] == sha:  # touched but not changed
+                facts = old["facts"]
+            else:
+                analyzed += 1
+            files[rel] = FileRecord(rel, e.size, e.mtime_ns, sha, facts)
+            if progress:
+                progress(1, len(args))
+    except BaseException:  # Ctrl-C (twice, or a group's SIGINT): the workers go now, never joined at exit
+        if pool is not None:
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    if pool is not None:
+        pool.shutdown()
     partial = []
     for rec in files.values():
         if "skip" in rec.facts:

@@ -1,0 +1,43 @@
+"""Ctrl-C pressed twice (or SIGINT to the whole process group, as `timeout -s INT` sends it) while the ingest's
+worker pool analyses a real tree: the ingest ends within seconds and leaves no worker behind (it used to join
+workers waiting on a queue nobody fed, for good)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools import scaffold
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gap", [0.01, 0.2])
+def test_a_double_ctrl_c_ends_the_ingest_and_its_workers(tmp_path, gap):
+    jax = pytest.importorskip("jax")
+    root = tmp_path / "kb"
+    scaffold.init(root, site_name="interrupt")
+    shutil.copytree(Path(inspect.getfile(jax)).parent, root / "raw/code/jax",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    p = subprocess.Popen([sys.executable, "-m", "tools", "--root", str(root), "ingest", "raw/code/jax", "-q",
+                          "-j", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(3.0)  # the pool is analysing files
+    assert p.poll() is None, "the ingest ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)
+    time.sleep(gap)
+    if p.poll() is None:
+        os.kill(p.pid, signal.SIGINT)
+    try:
+        p.wait(timeout=30)
+    finally:
+        left = subprocess.run(["ps", "-o", "pid=", "-g", str(p.pid)], capture_output=True, text=True).stdout.split()
+        if left:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode != 0 and left == [], left
