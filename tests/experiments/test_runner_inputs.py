@@ -53,3 +53,17 @@ def test_a_log_cannot_write_a_verdict_on_its_page(project, tmp_path):
     (rec,) = records.lane_records(project.wiki, "m", "l")
     html = markdown.markdown((project.wiki / rec["page"]).read_text(), extensions=["fenced_code"])
     assert html.count("<h2>Verdict</h2>") <= 1 and "<strong>supported</strong>" not in html, html
+
+
+def test_numbers_a_run_cannot_use_are_usage_errors_that_run_nothing(project):
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    for opt, value in (("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "0"), ("--timeout", "1e308"),
+                       ("--hang-after", "-1"), ("--memory-tol", "nan"), ("--memory-max-gb", "nan"),
+                       ("--loss-tol", "nan"), ("--peak-flops", "-1")):
+        r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
+                                     "--variant", "s/cpu", "--baseline", opt, value, "--", sys.executable, str(FAKE)])
+        assert r.exit_code == 2 and "a finite number" in r.output, (opt, value, r.output)
+    assert records.lane_records(project.wiki, "m", "l") == []

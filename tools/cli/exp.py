@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-import re
-
 import click
+
+
+class _Finite(click.ParamType):
+    """A finite number above (or from) zero: ``nan`` compares false with everything, so a gate given it is off."""
+
+    name = "number"
+
+    def __init__(self, allow_zero: bool, most: float = float("inf")):
+        self.allow_zero, self.most = allow_zero, most
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v) or v < 0 or (v == 0 and not self.allow_zero) or v > self.most:
+            self.fail(f"{value!r}: a finite number {'from' if self.allow_zero else 'above'} 0"
+                      + (f", at most {self.most:g}" if math.isfinite(self.most) else ""), param, ctx)
+        return v
+
+
+POSITIVE, NON_NEGATIVE, SECONDS = _Finite(False), _Finite(True), _Finite(False, most=1e7)
 
 
 def _variant(value: str) -> str:
@@ -56,15 +79,15 @@ def exp() -> None:
 @click.option("--pairs-rounds", type=click.IntRange(min=2), default=None,
               help="Rounds of the pairs processes (implies --pairs; default: --max-repeats). A round of pairs costs "
                    "one block of steps per arm, not two processes.")
-@click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run before it is killed.")
-@click.option("--hang-after", "hang_s", type=float, default=None,
+@click.option("--timeout", default=1800.0, show_default=True, type=SECONDS, help="Seconds per run before it is killed.")
+@click.option("--hang-after", "hang_s", type=SECONDS, default=None,
               help="Seconds without output after which a run is hung: its Python stack is taken, then it is killed.")
-@click.option("--peak-flops", type=float, default=None, help="Peak FLOP/s per device (overrides the device table).")
-@click.option("--loss-tol", default=0.025, show_default=True, type=float,
+@click.option("--peak-flops", type=POSITIVE, default=None, help="Peak FLOP/s per device (overrides the device table).")
+@click.option("--loss-tol", default=0.025, show_default=True, type=NON_NEGATIVE,
               help="Semantics check: max |Δloss| over the early trajectory.")
-@click.option("--memory-tol", "memory_tol_pct", default=5.0, show_default=True, type=float,
+@click.option("--memory-tol", "memory_tol_pct", default=5.0, show_default=True, type=NON_NEGATIVE,
               help="Peak memory may grow this many percent over the baseline before a gain is held back.")
-@click.option("--memory-max-gb", type=float, default=None,
+@click.option("--memory-max-gb", type=POSITIVE, default=None,
               help="Peak memory may grow by any amount while it stays under this (e.g. the device's HBM).")
 @click.option("--protect", "protected", multiple=True, metavar="PATH[::NAME]",
               help="A file (or one top-level function or class of a Python file, PATH::NAME) hashed with the run: "
