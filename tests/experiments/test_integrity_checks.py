@@ -97,9 +97,6 @@ def test_the_compiled_step_against_what_was_reported():
     assert _hlo({}, _facts(token="s32[1,2,33]")).findings[0].signature == "hlo-tokens"
     assert _hlo({}, _facts(flops={"f32": 60.0})).findings[0].signature == "hlo-flops"
     assert _hlo({}, _facts(flops={"f32": 60.0}, custom=[{"kernel": "flash"}])).findings == []  # hidden in a kernel
-    # no matmul at all in a step that reports model FLOPs (a sleep in place of the model), no kernel to hide one
-    assert [f.signature for f in _hlo({}, _facts(flops={"f32": 0.0})).findings] == ["hlo-flops"]
-    assert _hlo({}, _facts(flops={"f32": 0.0}, custom=[{"kernel": "flash"}])).findings == []
     narrow = _hlo({}, _facts(flops={"f32": 50.0, "s8": 50.0}))
     assert [f.signature for f in narrow.findings] == ["precision"] and "50 %" in narrow.findings[0].detail
     assert _hlo({"config": {"compute_dtype": "int8"}}, _facts(flops={"s8": 100.0})).findings == []

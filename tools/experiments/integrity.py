@@ -121,7 +121,7 @@ def hlo_check(result: dict, facts: dict | None, out: Integrity, baseline_had_hlo
     model = float(f.get("noncausal") or f.get("causal") or 0) if isinstance(f, dict) else float(f or 0)
     mm = sum((facts.get("matmul_flops") or {}).values()) * n_dev
     floor = HLO_FLOPS_MIN_KERNELS if facts.get("custom_calls") else HLO_FLOPS_MIN
-    if model and (mm or not facts.get("custom_calls")):  # no matmul at all, and no kernel to hide one: the floor
+    if model and mm:
         out.facts["hlo"].update(matmul_flops=mm, model_flops=model, ratio=round(mm / model, 3))
         if mm < floor * model:
             out.add("hlo", Finding("hlo-flops", f"the compiled step does {mm / 1e9:.4f} GFLOP of matmuls; the run "
