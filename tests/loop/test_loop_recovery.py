@@ -147,8 +147,14 @@ def test_a_loop_file_from_elsewhere_is_resumed_by_name(tmp_path):
     other = tmp_path / "other" / "ext.yml"
     other.parent.mkdir()
     other.write_text(outside.read_text().replace("runs: 2", "runs: 3"))
+    before = state(root, "ext")
     assert "a different loop file of this name" in tools(root, "loop", "start", str(other), "-q", "--fresh", code=1)
     assert (root / "loops" / "ext.yml").read_text() == outside.read_text()
+    assert state(root, "ext") == before  # refused before the fresh start reset anything
+    # two fresh starts within one second each put the old snapshot aside under a name of its own
+    for _ in range(2):
+        tools(root, "loop", "start", str(outside), "-q", "--fresh", "--iterations", "0")
+    assert len(list((root / "loops" / "ext").glob("repo-before-*"))) >= 2
 
 
 def test_a_loop_file_from_elsewhere_that_cannot_start_can_be_corrected(tmp_path):

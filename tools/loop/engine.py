@@ -89,6 +89,7 @@ class Loop:
         ``fresh``: start over, once this process holds the loop (a running driver keeps its state and work trees)."""
         try:
             with st.driving(self.paths), process.stop_on_signals():
+                self._spec_copy()  # a loop file of another origin under this name: refused before any reset
                 if fresh:
                     self.workspace.start_over()
                     self.paths.state.unlink(missing_ok=True)
@@ -139,13 +140,13 @@ class Loop:
         # finds no drift (one scan of the wiki, not one an iteration)
         rebuild(self.project.wiki, self.writer, log=False)
 
-    def _keep_spec(self) -> None:
-        """A loop started from a file outside ``loops/`` (or named otherwise inside its file) keeps its copy as
-        ``loops/<name>.yml``, so that `tools loop resume NAME` and an agent's ``loop_resume`` find it; the copy
-        follows its file on each start, and a different loop file of that name already there is never replaced."""
+    def _spec_copy(self) -> tuple[str, str, str | None] | None:
+        """(source, its text, the copy's text) for a loop started from a file outside ``loops/`` (or named
+        otherwise inside its file); InputError when ``loops/<name>.yml`` holds a different loop file that did not
+        come from that source."""
         source, own = Path(self.spec.path).resolve(), self.paths.spec
         if source == own.resolve():
-            return
+            return None
         text = safeio.read_text(source, 4 * 1024 * 1024)
         try:
             there = safeio.read_text(own, 4 * 1024 * 1024, within=self.project.root / "loops")
@@ -156,9 +157,17 @@ class Loop:
         if there is not None and there != text and self.state.spec_source != str(source):
             raise InputError(own, f"a different loop file of this name is there already; start it by name, or "
                                   f"rename `{self.spec.name}` in {source}")
-        self.state.spec_source = str(source)
+        return str(source), text, there
+
+    def _keep_spec(self) -> None:
+        """Such a loop keeps its copy as ``loops/<name>.yml``, so that `tools loop resume NAME` and an agent's
+        ``loop_resume`` find it; the copy follows its file on each start (made once the start has started)."""
+        if (copy := self._spec_copy()) is None:
+            return
+        source, text, there = copy
+        self.state.spec_source = source
         if there != text:
-            atomic_write(own, text)
+            atomic_write(self.paths.spec, text)
 
     def stop_gate(self) -> StopGate | None:
         return gates.stop_gate(self.state, self.spec.budget, self.spec.target, self.paths.stop_request.exists())

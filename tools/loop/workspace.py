@@ -181,7 +181,12 @@ class Workspace:
         for tree in (self.trunk_dir, self.state_dir / "worktrees"):
             shutil.rmtree(tree, ignore_errors=True)
         if (private / ".git").exists():  # the snapshot goes to one side, with its branches, for audit
-            private.rename(self.state_dir / f"repo-before-{time.strftime('%Y%m%dT%H%M%S')}")
+            aside = self.state_dir / f"repo-before-{time.strftime('%Y%m%dT%H%M%S')}"
+            n = 1
+            while aside.exists():  # two fresh starts within a second
+                n += 1
+                aside = aside.with_name(f"{aside.name.split('~')[0]}~{n}")
+            private.rename(aside)
             return
         repo = self.repo()
         if not (repo / ".git").exists() and repo == private:
