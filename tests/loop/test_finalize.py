@@ -114,7 +114,8 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
     assert "finalize" not in git(repo, "worktree", "list")
     # a run without --pr moves `all` here only; the next --pr replaces the tools' own push on the remote
     tools(kb, "loop", "finalize", "fake-loop", "--json")
-    tools(kb, "loop", "finalize", "fake-loop", "--pr", "--json", env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"})
+    tools(kb, "loop", "finalize", "fake-loop", "--pr", "--json",
+          env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"})
     assert git(bare, "rev-parse", combined) == git(repo, "rev-parse", combined)
     # a branch a reviewer committed to is never moved, locally or on the remote
     tree = git(repo, "rev-parse", f"{combined}^{{tree}}")
