@@ -80,6 +80,12 @@ def url(target: str) -> str:
     return quote(target, safe="/#:?=&%@+,;~-._!$'*")
 
 
+def path_target(path: str) -> str:
+    """A file's path as a link target for ``url``: the characters a path may hold that a URL reads otherwise
+    (``%`` starts an escape, ``#`` a fragment, ``?`` a query) encoded first, so ``kern%20x.py`` links to itself."""
+    return str(path).replace("%", "%25").replace("#", "%23").replace("?", "%3F")
+
+
 def link(label: str, target: str) -> str:
     return f"[{label}]({url(target)})"
 

@@ -5,6 +5,7 @@ The listing lives in the generated region ``index``; text written around it surv
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 
@@ -120,10 +121,19 @@ def _plain(text: str) -> str:
     underscore), emphasis marks and stray ticks dropped elsewhere."""
     out, last = [], 0
     for m in _CODE_SPAN.finditer(text):
-        out += [_strip_marks(_TICKS.sub("", text[last:m.start()])), m.group(1)]
+        out += [_prose(text[last:m.start()]), m.group(1)]
         last = m.end()
-    out.append(_strip_marks(_TICKS.sub("", text[last:])))
+    out.append(_prose(text[last:]))
     return "".join(out)
+
+
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash before ASCII punctuation
+
+
+def _prose(text: str) -> str:
+    """Markdown prose as the words it renders: escapes and entities undone (``pallas\\_call`` is pallas_call, and
+    the listing escapes it once again), emphasis marks and stray ticks dropped."""
+    return _strip_marks(html.unescape(_ESCAPED.sub(r"\1", _TICKS.sub("", text))))
 
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
@@ -147,7 +157,7 @@ def summary(page: WikiPage) -> str:
 # ---------------------------------------------------------------- rendering
 
 def _href(rel: str) -> str:
-    return mdtext.url(rel.replace("#", "%23").replace("?", "%3F"))
+    return mdtext.url(mdtext.path_target(rel))
 
 
 def listing(wiki: Wiki) -> str:

@@ -67,3 +67,41 @@ def test_numbers_a_run_cannot_use_are_usage_errors_that_run_nothing(project):
                                      "--variant", "s/cpu", "--baseline", opt, value, "--", sys.executable, str(FAKE)])
         assert r.exit_code == 2 and "a finite number" in r.output, (opt, value, r.output)
     assert records.lane_records(project.wiki, "m", "l") == []
+
+
+def test_a_hand_broken_page_is_left_out_and_never_stops_a_lane(project):
+    import re
+
+    assert run(project.root, "--baseline", "--", sys.executable, str(FAKE), "--step-ms", "5").returncode == 0
+    (good,) = records.lane_records(project.wiki, "m", "l")
+    page = (project.wiki / good["page"]).read_text()
+    other = project.wiki / "experiments" / "x" / "y"
+    other.mkdir(parents=True)
+    breaks = {"yaml": (r"^title:.*$", "title: [unclosed"), "version": (r"^version: .*$", "version: abc"),
+              "metrics": (r"^metrics:\n(  .*\n)+", "metrics: [1, 2]\n"),
+              "gain": (r"^model: .*$", "model: x\ngain_pct: big"),
+              "crash": (r"^model: .*$", "model: x\ncrash: boom"), "verdict": (r"^verdict: .*$", "verdict: 5")}
+    for n, (name, (pattern, repl)) in enumerate(breaks.items(), 1):
+        text = re.sub(r"^lane: .*$", "lane: y", re.sub(r"^model: .*$", "model: x", page, flags=re.M), flags=re.M)
+        broken = re.sub(pattern, repl, text, count=1, flags=re.M)
+        assert broken != text, name
+        (other / f"2026-01-01-v{n:03d}-{name}.md").write_text(broken)
+    listed = tools(project.root, "exp", "list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    r = run(project.root, "--", sys.executable, str(FAKE), "--step-ms", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = (project.wiki / "experiments" / "m" / "l" / "RESULTS.tsv").read_text().splitlines()
+    assert len(rows) == 3 and len(records.lane_records(project.wiki, "m", "l")) == 2  # filed whole, ledger too
+    assert records.load_experiments(project.wiki, "x/y") == []
+
+
+def test_two_models_may_name_their_lanes_alike(project):
+    from tools import lint
+
+    for model in ("m", "m2"):
+        r = tools(project.root, "exp", "run", "--model", model, "--lane", "l", "--variant", "s/cpu", "-q",
+                  "--baseline", "--", sys.executable, str(FAKE), "--step-ms", "5")
+        assert r.returncode == 0, r.stdout + r.stderr
+    a, b = records.lane_records(project.wiki, "m", "l"), records.lane_records(project.wiki, "m2", "l")
+    assert a[0]["exp_id"] == b[0]["exp_id"]  # ids are unique per lane of a model only
+    assert [i for i in lint.run(project).issues if i.code == "duplicate-exp-id"] == []

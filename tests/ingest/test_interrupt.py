@@ -26,8 +26,10 @@ def test_a_double_ctrl_c_ends_the_ingest_and_its_workers(tmp_path, gap):
     scaffold.init(root, site_name="interrupt")
     shutil.copytree(Path(inspect.getfile(jax)).parent, root / "raw/code/jax",
                     ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    # SIGINT as a terminal delivers it: a test worker may ignore it, and Python then ignores it for good
     p = subprocess.Popen([sys.executable, "-m", "tools", "--root", str(root), "ingest", "raw/code/jax", "-q",
-                          "-j", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                          "-j", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3.0)  # the pool is analysing files
     assert p.poll() is None, "the ingest ended before it could be interrupted"
     os.killpg(p.pid, signal.SIGINT)

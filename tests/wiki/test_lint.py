@@ -109,7 +109,7 @@ def test_duplicate_experiment_ids_within_a_lane(kb):
     dups = sorted((i.path, i.message) for i in lint.run(kb).issues if i.code == "duplicate-exp-id")
     assert [p for p, _ in dups] == ["wiki/experiments/remat/v003-a.md", "wiki/experiments/remat/v003-b.md",
                                    "wiki/experiments/remat/x.md", "wiki/experiments/remat/y.md"]
-    assert dups[0][1] == "experiment id 'v003' in lane 'remat' is also used by wiki/experiments/remat/v003-b.md"
+    assert dups[0][1] == "experiment id 'v003' in lane 'llama/remat' is also used by wiki/experiments/remat/v003-b.md"
 
 
 def test_index_drift_detected_and_fixed(kb):

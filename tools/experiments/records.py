@@ -24,13 +24,21 @@ VERSION = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})-v(?P<n>\d{3,})-(?P<slug>.+)\
 
 def load_experiments(wiki_dir: Path | str, under: str = "") -> list[dict]:
     """Every experiment page under ``wiki/experiments`` (or its folder ``under``, e.g. ``<model>/<lane>``): its
-    frontmatter plus ``page`` (path relative to wiki/), ordered by model, lane and version. Pages with broken
-    frontmatter raise InputError."""
+    frontmatter plus ``page`` (path relative to wiki/), ordered by model, lane and version. A page whose
+    frontmatter does not parse, or holds a value of the wrong kind where a run's figures belong (a hand edit), is
+    logged and left out: one such page never stops the commands of its lane, nor of any other."""
     wiki = Path(wiki_dir)
     out = []
     for p in sorted((wiki / "experiments" / under).rglob("*.md")):
-        meta = _frontmatter(p, wiki)
+        try:
+            meta = _frontmatter(p, wiki)
+        except InputError as e:
+            log.warning("%s: left out (%s)", p, e.problem)
+            continue
         if not meta or meta.get("type") != "experiment":
+            continue
+        if why := shape_problem(meta):
+            log.warning("%s: left out (%s)", p, why)
             continue
         rec = dict(meta)
         rec["page"] = p.relative_to(wiki).as_posix()
@@ -39,6 +47,28 @@ def load_experiments(wiki_dir: Path | str, under: str = "") -> list[dict]:
         out.append(rec)
     out.sort(key=lambda r: (str(r.get("model")), str(r.get("lane")), int(r.get("version") or 0), r["page"]))
     return out
+
+
+_KINDS = {"exp_id": (str,), "model": (str,), "lane": (str,), "variant": (str,), "verdict": (str,), "status": (str,),
+          "role": (str,), "baseline": (str,), "metrics": (dict,), "crash": (dict,), "timing": (dict,),
+          "calibration": (dict,), "config": (dict,), "gain_pct": (int, float), "noise_band_pct": (int, float)}
+_FIGURES = ("tokens_per_s", "mfu_percent", "step_time_ms", "memory_gb", "peak_memory_gb")
+
+
+def shape_problem(meta: dict) -> str:
+    """Why an experiment page's frontmatter cannot be read as a run ("" when it can): a key of the wrong kind."""
+    for key, kinds in _KINDS.items():
+        v = meta.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, kinds)):
+            return f"`{key}` is {v!r}, not a {' or '.join(k.__name__ for k in kinds)}"
+    v = meta.get("version")
+    if v is not None and (isinstance(v, bool) or not (isinstance(v, int) or str(v).isdigit())):
+        return f"`version` is {v!r}, not a number"
+    for key in _FIGURES:
+        f = (meta.get("metrics") or {}).get(key)
+        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float))):
+            return f"`metrics.{key}` is {f!r}, not a number"
+    return ""
 
 
 def _frontmatter(p: Path, wiki: Path) -> dict | None:

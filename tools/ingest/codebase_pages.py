@@ -36,7 +36,7 @@ class SourceLinks:
             return mdtext.url(hosted)
         # Pages live under wiki/, raw/ sits beside it at the project root.
         target = posixpath.relpath(f"raw/code/{self.slug}/{rel}", posixpath.dirname(f"wiki/{from_page}"))
-        return mdtext.url(target.replace("#", "%23").replace("?", "%3F")) + (f"#L{line}" if line else "")
+        return mdtext.url(mdtext.path_target(target)) + (f"#L{line}" if line else "")
 
     def for_page(self, page: str):
         return lambda rel, line=None: self.url(rel, line, page)

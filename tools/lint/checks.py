@@ -88,10 +88,15 @@ def check_frontmatter(wiki: Wiki) -> list:
 
 
 def experiment_id(page: WikiPage) -> tuple[str, str] | None:
-    """(lane, id) of an experiment page: ``lane``/``exp_id`` keys, else parent folder / vNNN in the file name."""
+    """(lane, id) of an experiment page: ``model``/``lane``/``exp_id`` keys (two models may name their lanes
+    alike, and their ids are their own), else parent folder / vNNN in the file name."""
     meta = page.meta or {}
     lane = meta.get("lane")
-    lane = str(lane) if lane not in (None, "") else (posixpath.dirname(page.rel) or "-")
+    model = meta.get("model")
+    if lane in (None, ""):
+        lane = posixpath.dirname(page.rel) or "-"
+    else:
+        lane = f"{model}/{lane}" if model not in (None, "") else str(lane)
     exp = meta.get("exp_id")
     if exp in (None, ""):
         m = _EXP_NO.search(posixpath.basename(page.rel)[:-3])
