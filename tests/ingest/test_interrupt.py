@@ -38,8 +38,16 @@ def test_a_double_ctrl_c_ends_the_ingest_and_its_workers(tmp_path, gap):
         os.kill(p.pid, signal.SIGINT)
     try:
         p.wait(timeout=30)
+        end = time.monotonic() + 15  # the workers were sent SIGTERM as the ingest ended: give a loaded machine time
+        while (left := _group(p.pid)) and time.monotonic() < end:
+            time.sleep(0.1)
     finally:
-        left = subprocess.run(["ps", "-o", "pid=", "-g", str(p.pid)], capture_output=True, text=True).stdout.split()
-        if left:
+        if left := _group(p.pid):
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode != 0 and left == [], left
+
+
+def _group(pgid: int) -> list[str]:
+    """The live processes of the group (zombies are dead: their parent is gone and init reaps them)."""
+    out = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(pgid)], capture_output=True, text=True).stdout
+    return [ln.split()[0] for ln in out.splitlines() if ln.split() and not ln.split()[1].startswith("Z")]
