@@ -34,3 +34,21 @@ def make_kb(root: Path, name: str = "fake-loop", **overrides) -> Path:
     path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def tools(root, *args, code=0) -> str:
+    """``tools --root ROOT ARGS`` through the CLI in this process; asserts the exit code, returns the output."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    res = CliRunner().invoke(cli, ["--root", str(root), *args])
+    assert res.exit_code == code, res.output + repr(res.exception)
+    return res.output
+
+
+def lane(root) -> list[dict]:
+    """The stand-in lane's filed runs."""
+    from tools.experiments import records
+
+    return records.lane_records(root / "wiki", "fake", "loop")

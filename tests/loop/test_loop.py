@@ -6,24 +6,12 @@ import json
 import sys
 
 import pytest
-from click.testing import CliRunner
-from loop_helpers import make_kb
+from loop_helpers import lane, make_kb, tools
 
 from tools import pages
-from tools.cli import cli
-from tools.experiments import ledger, records
+from tools.experiments import ledger
 from tools.loop import state as st
 from tools.project import Project
-
-
-def tools(root, *args, code=0):
-    res = CliRunner().invoke(cli, ["--root", str(root), *args])
-    assert res.exit_code == code, res.output + repr(res.exception)
-    return res.output
-
-
-def lane(root):
-    return records.lane_records(root / "wiki", "fake", "loop")
 
 
 def loop_state(root, name="fake-loop"):
