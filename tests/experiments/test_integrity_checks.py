@@ -334,3 +334,56 @@ def test_a_profile_without_step_annotations_is_unchecked_and_losing_them_is_a_fi
     unprofiled.add("trace", None, "the run was not profiled")
     integrity.evidence_check(unprofiled, {"checks": {"trace": "ok"}})
     assert unprofiled.findings == []
+
+
+def test_a_late_runner_never_places_a_line_after_it_was_printed(tmp_path):
+    """The runner's bounds hold while it is late: here another thread wants the GIL (50 ms switch interval), as a
+    busy process would. A child prints its own monotonic time on each line (the clock ``perf_counter`` reads, shared
+    by processes); every line must lie in (after, t]. A line not in one chunk was printed after that chunk's read
+    *began*: the read's return may be stamped late (the runner waiting for a CPU or the GIL)."""
+    import threading
+    import time
+
+    from tools.runners.process import run_command
+
+    child = ("import json, time\nfor i in range(60):\n"
+             "    print(json.dumps({'step': i, 'loss': 1.0, 'at': time.perf_counter()}), flush=True)\n"
+             "    time.sleep(0.002)\n")
+    done = threading.Event()
+
+    def hog():
+        while not done.is_set():
+            sum(range(1000))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.05)
+    hogger = threading.Thread(target=hog, daemon=True)
+    hogger.start()
+    try:
+        t0 = time.perf_counter()
+        proc = run_command([sys.executable, "-c", child], tmp_path / "run.log", {}, 60, None, False)
+    finally:
+        done.set()
+        hogger.join()
+        sys.setswitchinterval(old)
+    assert proc.rc == 0 and len(proc.clock) >= 2, proc
+    printed = {json.loads(ln)["step"]: json.loads(ln)["at"] for ln in (tmp_path / "run.log").read_text().splitlines()}
+    lines = clocks.step_lines(proc.log, proc.clock)
+    assert len(lines) == 60
+    # the command's clock starts a moment after t0 (its own t0); the slack only ever helps the bound below
+    early = [(ln.step, round((printed[ln.step] - t0 - ln.after) * 1e3, 2)) for ln in lines
+             if printed[ln.step] - t0 < ln.after - 0.002]
+    assert not early, f"lines printed before the runner's lower bound (step, ms): {early[:5]}"
+    late = [ln for ln in lines if printed[ln.step] - t0 > ln.t + 0.002]
+    assert not late, late[:3]
+
+
+def test_a_lines_lower_bound_is_when_the_read_before_it_began(tmp_path):
+    """Clock entries are (read returned, log bytes, read began): a line in one chunk was printed after the previous
+    chunk's read began, not after it returned (a late return stamp would push the bound past the print)."""
+    log, _ = _log(tmp_path, [(1.0, 5.0, 0.5), (1.01, 4.9, 0.01), (1.02, 4.8, 0.01)], {"x": 1})
+    sizes = [len(ln) + 1 for ln in log.read_bytes().split(b"\n")[:4]]
+    ends = [sum(sizes[:i + 1]) for i in range(4)]
+    clock = [(1.0, ends[0], 0.99), (1.03, ends[1], 1.0), (1.05, ends[2], 1.04), (1.06, ends[3], 1.055)]
+    lines = clocks.step_lines(log, clock)
+    assert [(ln.step, ln.t, ln.after) for ln in lines] == [(0, 1.0, 0.0), (1, 1.03, 0.99), (2, 1.05, 1.0)]

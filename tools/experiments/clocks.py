@@ -30,7 +30,7 @@ class StepLine:
     step: int
     loss: float | None
     t: float            # the runner's clock when the line arrived, seconds since the command started
-    after: float = 0.0  # ... when it last read the pipe before that, empty: the line was printed in (after, t]
+    after: float = 0.0  # ... when it began the read before that, which did not hold it: printed in (after, t]
 
 
 def step_lines(log: Path, clock: list[tuple[float, int]], arm: str | None = None) -> list[StepLine]:
@@ -43,7 +43,7 @@ def step_lines(log: Path, clock: list[tuple[float, int]], arm: str | None = None
             data = f.read(LOG_READ_BYTES)
     except OSError:
         return []
-    offsets = [o for _, o in clock]
+    offsets = [e[1] for e in clock]
     out, pos = [], 0
     for raw in data.split(b"\n"):
         end = pos + len(raw) + 1
@@ -59,9 +59,16 @@ def step_lines(log: Path, clock: list[tuple[float, int]], arm: str | None = None
                 if k < len(clock):
                     loss = obj.get("loss")
                     out.append(StepLine(obj["step"], float(loss) if isinstance(loss, (int, float)) else None,
-                                        clock[k][0], clock[k - 1][0] if k else 0.0))
+                                        clock[k][0], _began(clock[k - 1]) if k else 0.0))
         pos = end
     return out
+
+
+def _began(entry: tuple) -> float:
+    """When the runner began the read of a chunk: a line not in it was printed after that. (The moment the read
+    returned is later by however long the runner waited for a CPU or its GIL: a loaded machine's late timestamp
+    would make an honest program's lines look further apart than they were.) Older clocks have the end only."""
+    return entry[2] if len(entry) > 2 else entry[0]
 
 
 def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = "run") -> None:

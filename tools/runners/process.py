@@ -41,8 +41,9 @@ class Proc:
     tail: str
     stopped_by: str | None = None  # "Ctrl-C" or "SIGTERM" when the runner was told to stop
     hung_s: float | None = None    # killed after this many seconds without output (a stack was taken first)
-    clock: list[tuple[float, int]] = field(default_factory=list)  # the runner's own clock: (seconds since the
-    # start, bytes of the log written by then) per chunk of output; ``experiments.integrity`` times step lines by it
+    clock: list[tuple[float, int, float]] = field(default_factory=list)  # the runner's own clock per chunk of
+    # output: (seconds since the start when it was read, bytes of the log by then, seconds when that read began: what
+    # the next chunk holds was printed after it); ``experiments.clocks`` times step lines by it
 
 
 def _in_main_thread() -> bool:
@@ -265,19 +266,21 @@ def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | N
             if hang_s and now - heard > hang_s:
                 return "hang"
             for _ in sel.select(timeout=min(left, 0.5)):
+                asked = time.perf_counter()
                 chunk = p.stdout.read()
                 if chunk:
                     heard = time.perf_counter()
                 _copy(chunk, f, echo)
                 if chunk and clock is not None and len(clock) < CLOCK_ENTRIES:
-                    clock.append((round(heard - t0, 6), f.tell()))
+                    clock.append((round(heard - t0, 6), f.tell(), round(asked - t0, 6)))
             if STOP_ALL.is_set():
                 raise Stop(STOP_ALL.how)  # type: ignore[attr-defined]
             if p.poll() is not None:
+                asked = time.perf_counter()
                 chunk = p.stdout.read()
                 _copy(chunk, f, echo)
                 if chunk and clock is not None and len(clock) < CLOCK_ENTRIES:
-                    clock.append((round(time.perf_counter() - t0, 6), f.tell()))
+                    clock.append((round(time.perf_counter() - t0, 6), f.tell(), round(asked - t0, 6)))
                 return None
 
 
