@@ -30,7 +30,8 @@ def kb(tmp_path_factory) -> Path:
     assert tools(root, "ingest", "raw/code/tiny", "-q").returncode in (0, 3)
     for label, ms in (("baseline", "10"), ("faster", "5")):
         r = tools(root, "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/cpu", "-q", "-m", label,
-                  *(["--baseline"] if label == "baseline" else ["--repeats", "2"]), "--", sys.executable, FAKE,
+                  *(["--baseline"] if label == "baseline" else ["--repeats", "2"]), "--trust-step-times", "--",
+                  sys.executable, FAKE,
                   "--step-ms", ms)
         assert r.returncode == 0, r.stdout + r.stderr
     os.symlink("/etc/passwd", root / "wiki/concepts/passwd.md")

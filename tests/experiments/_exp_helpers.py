@@ -16,13 +16,15 @@ def fake(*args: str) -> list[str]:
     return [PY, FAKE, *args]
 
 
-def exp_run(project, *args, command, code=0, model="m", lane="l", variant="s/tpu") -> str:
-    """``tools exp run`` in-process, asserting its exit code; the output."""
+def exp_run(project, *args, command, code=0, model="m", lane="l", variant="s/tpu", trust: bool | None = None) -> str:
+    """``tools exp run`` in-process, asserting its exit code; the output. fake_train makes its step times up (a
+    simulation): its runs are told so (``--trust-step-times``; ``trust`` for a copy of it)."""
     from click.testing import CliRunner
 
     from tools.cli import cli
 
     res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", model, "--lane", lane,
-                                   "--variant", variant, "-q", *args, "--", *command])
+                                   "--variant", variant, "-q", *args,
+                                   *(["--trust-step-times"] if (FAKE in command if trust is None else trust) else []), "--", *command])
     assert res.exit_code == code, res.output + repr(res.exception)
     return res.output

@@ -33,7 +33,7 @@ def tools(project, *args, code=0, env=None):
 
 def run(project, *args, command):
     tools(project, "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/cpu", "-q", "--repeats", "3",
-          *args, "--", sys.executable, "train.py", *command)
+          "--trust-step-times", *args, "--", sys.executable, "train.py", *command)  # train.py: fake_train
     return records.lane_records(project.wiki, "m", "l")[-1]
 
 
@@ -181,7 +181,7 @@ def test_an_export_checks_everything_before_a_branch_moves(project, model, tmp_p
 def test_a_run_is_exported_against_its_own_lanes_baseline_and_a_rerun_converges(project, model, tmp_path):
     def other(*args, command):
         tools(project, "exp", "run", "--model", "m2", "--lane", "l2", "--variant", "s/cpu", "-q", "--repeats", "3",
-              *args, "--", sys.executable, "train.py", *command)
+              "--trust-step-times", *args, "--", sys.executable, "train.py", *command)
         return records.lane_records(project.wiki, "m2", "l2")[-1]
 
     run(project, "--baseline", "-m", "base", command=["--step-ms", "40"])

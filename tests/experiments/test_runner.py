@@ -149,10 +149,10 @@ def test_profile_without_a_trace_says_so(project):
 def test_edited_script_baseline_reruns_its_saved_copy(project, tmp_path):
     script = tmp_path / "train.py"
     script.write_text((HERE / "fake_train.py").read_text())
-    run(project, "-m", "base", command=[PY, str(script), "--step-ms", "10"])
+    run(project, "-m", "base", command=[PY, str(script), "--step-ms", "10"], trust=True)
     # autoresearch style: edit the script itself; the interleaved baseline must still be the old code
     script.write_text(script.read_text().replace('a.step_ms / 1e3', 'a.step_ms / 2e3'))
-    out = run(project, "-m", "edited", "--repeats", "2", command=[PY, str(script), "--step-ms", "10"])
+    out = run(project, "-m", "edited", "--repeats", "2", command=[PY, str(script), "--step-ms", "10"], trust=True)
     assert ": supported" in out
     page = (project.wiki / lane(project)[1]["page"]).read_text()
     assert "its saved copy" in page and lane(project)[1]["gain_pct"] == pytest.approx(100.0, rel=1e-3)
@@ -167,3 +167,19 @@ def test_lint_is_clean_right_after_a_run(project):
     codes = {(p["code"], p["path"]) for p in json.loads(res.output)["problems"]}
     assert not {c for c, _ in codes} & {"index-drift", "index-stale", "index-missing"}, codes
     assert ("orphan", "wiki/models/m-l.md") not in codes, codes
+
+
+def test_a_gain_no_clock_checked_is_at_most_inconclusive(project):
+    """fake_train reports step times it never spent (no step lines, not profiled): nothing the program cannot move
+    confirms them, so its 2x is no `supported` unless the run is declared a simulation (--trust-step-times), and
+    then its reasons say the times were taken as reported."""
+    run(project, "-m", "baseline", command=fake("--step-ms", "10"), trust=False)
+    run(project, "-m", "liar", "--repeats", "2", command=fake("--step-ms", "5"), trust=False)
+    liar = lane(project)[-1]
+    assert liar["verdict"] == "inconclusive" and liar["gain_pct"] == pytest.approx(100.0, rel=1e-3), liar
+    assert any("checked against no clock it cannot move" in r and "print a line per step" in r
+               for r in liar["reasons"]), liar["reasons"]
+    assert liar["integrity"]["checks"]["clock"].startswith("unchecked"), liar["integrity"]
+    run(project, "-m", "simulated", "--repeats", "2", command=fake("--step-ms", "5"), trust=True)
+    sim = lane(project)[-1]
+    assert sim["verdict"] == "supported" and any("taken as reported (trust_step_times)" in r for r in sim["reasons"])

@@ -8,7 +8,7 @@ import os
 import subprocess
 
 import pytest
-from _exp_helpers import PY, fake
+from _exp_helpers import FAKE, PY, fake
 from click.testing import CliRunner
 
 from tools import pages
@@ -20,12 +20,14 @@ from tools.experiments.runner import RunSpec, run_experiment
 
 def cli_run(project, *args, command=(), code=0):
     res = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
-                                   "--variant", "s/tpu", "-q", *args, *(["--", *command] if command else [])])
+                                   "--variant", "s/tpu", "-q", *args,
+                                   *(["--trust-step-times", "--", *command] if command else [])])
     assert res.exit_code == code, res.output + repr(res.exception)
     return res.output
 
 
 def spec(command, **kw) -> RunSpec:
+    kw.setdefault("trust_step_times", FAKE in command)  # fake_train's step times are made up: a simulation
     return RunSpec(model="m", lane="l", variant="s/tpu", command=command, **kw)
 
 
@@ -157,7 +159,7 @@ def test_baseline_arms_never_see_the_variants_environment(project):
     # the runner's own environment has the flag: the baseline still reruns as it was filed (without it)
     env = dict(os.environ, AUTORESEARCH_ROOT=str(project.root), XLA_FLAGS="--fake_speedup=2")
     p = subprocess.run([PY, "-m", "tools", "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/tpu", "-q",
-                        "--repeats", "2", "-m", "flag from the shell", "--", *fake()], env=env, capture_output=True,
+                        "--repeats", "2", "-m", "flag from the shell", "--trust-step-times", "--", *fake()], env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     r = lane(project)[-1]

@@ -28,7 +28,8 @@ def make_kb(root: Path, name: str = "fake-loop", **overrides) -> Path:
     shutil.copy(HERE / "fake_model.py", root / "model" / "fake_model.py")
     spec = {"model": "fake", "lane": "loop", "variant": "small/cpu", "code": "model",
             "command": [sys.executable, "fake_model.py"], "knobs": KNOBS, "budget": {"runs": 7},
-            "repeats": {"min": 2, "max": 3}, "profile": False, "timeout_s": 60}
+            "repeats": {"min": 2, "max": 3}, "profile": False, "timeout_s": 60,
+            "trust_step_times": True}  # a simulation: its step times are made up, no clock checks them
     spec.update(overrides)
     path = root / "loops" / f"{name}.yml"
     path.parent.mkdir(exist_ok=True)

@@ -93,6 +93,7 @@ def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
                       ({"timeout_s": -5}, "`timeout_s` is a positive number"),
                       ({"budget": {"runs": -1}}, "budget `runs` is a positive number"),
                       ({"calibrate": -1}, "`calibrate` is a whole number of at least 0"),
+                      ({"trust_step_times": "yes"}, "`trust_step_times` is true or false, not 'yes'"),
                       ({"repeats": "lots"}, "`repeats` is a number or a mapping")):
         make_kb(root, **bad)
         out = tools(root, "loop", "start", "fake-loop", "-q", code=1)

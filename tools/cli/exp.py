@@ -89,6 +89,9 @@ def exp() -> None:
               help="Peak memory may grow this many percent over the baseline before a gain is held back.")
 @click.option("--memory-max-gb", type=POSITIVE, default=None,
               help="Peak memory may grow by any amount while it stays under this (e.g. the device's HBM).")
+@click.option("--trust-step-times", is_flag=True,
+              help="A simulated program (its step times are made up, not measured): a gain may be supported though "
+                   "no clock checked the times (no step lines, not profiled); its reasons say so.")
 @click.option("--protect", "protected", multiple=True, metavar="PATH[::NAME]",
               help="A file (or one top-level function or class of a Python file, PATH::NAME) hashed with the run: "
                    "a change since the baseline files the run invalid (docs/integrity.md). Repeatable.")

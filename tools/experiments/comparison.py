@@ -246,16 +246,20 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
     if sem is not None:
         rec["semantics"] = {k: v for k, v in vars(sem).items() if v not in ("", None)}
     check = None
+    unverified = ""
     if m and not crash and role != "calibration":
         check = assess(spec, rec, r, prior, base_rec, key, role, ctx.profile_summary)
         rec["integrity"] = check.as_record()
+        unverified = _unverified(check, r) if role == "variant" else ""
     d = verdict.decide(crash=crash, violations=[f.reason() for f in check.findings] if check else None,
                        bad_loss=None if crash else (bad.bad_loss if bad else None),
                        sem=None if role == "calibration" else sem, role=role,
                        timing=timing, gain_pct=gain, band_pct=band, memory_delta_pct=mem_delta,
                        memory_gb=(m or {}).get("memory_gb"), memory_tol_pct=spec.memory_tol_pct,
                        memory_max_gb=spec.memory_max_gb, noop=r.noop,
-                       single_reason=single)
+                       single_reason=single, unverified=unverified if not spec.trust_step_times else "")
+    if unverified and spec.trust_step_times and d.verdict == "supported":
+        d.reasons.append(f"step times taken as reported (trust_step_times): no clock checked them ({unverified})")
     if role == "baseline" and d.verdict == "invalid":
         d.reasons.append("not used as a baseline: baselines and comparisons skip invalid runs")
     if role == "calibration" and d.verdict == "calibration" and sem and sem.status == "changed":
@@ -273,6 +277,17 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
     rec.update({"status": "filed", "verdict": d.verdict, "ledger_status": d.status, "reasons": d.reasons,
                 "gain_pct": gain, "noise_band_pct": band, "timing": timing.as_record() if timing else None})
     return metrics.finite({k: v for k, v in rec.items() if v is not None}), d
+
+
+def _unverified(check: integrity.Integrity | None, r) -> str:
+    """Why no clock the program cannot move confirmed its step times, where the runner had its own clock on the
+    variant's output (a local process; a remote job's log comes back without one): neither the runner's clock on
+    the step lines nor the profiler's on the steps passed. "" when one did."""
+    if check is None or not any(a.proc.clock for a in r.var if a is not None):
+        return ""
+    if "ok" in (check.checks.get("clock"), check.checks.get("trace")):
+        return ""
+    return (check.checks.get("clock") or "no step lines").removeprefix("unchecked: ")
 
 
 def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statistic: str,

@@ -54,6 +54,7 @@ class RunSpec:
     semantics_steps: int = verdict.SEMANTICS_STEPS
     memory_tol_pct: float = verdict.MEMORY_TOL_PCT   # peak memory may grow this much before a gain is held back
     memory_max_gb: float | None = None               # ... or any amount while the peak stays under this
+    trust_step_times: bool = False       # a simulation: step times taken as reported, though no clock checked them
     hlo_module_re: str = ".*train_step.*"
     echo: bool = False
     cwd: Path | None = None

@@ -27,6 +27,7 @@ def runspec(spec: LoopSpec, cfg: dict, env: dict, cwd: Path, *, description: str
                    baseline=baseline, env=spec.env_for(cfg, env), cwd=cwd, runner=spec.runner,
                    runner_options=spec.runner_options, statistic=spec.statistic, extra=extra,
                    memory_tol_pct=spec.memory_tol_pct, memory_max_gb=spec.memory_max_gb, hang_s=spec.hang_s,
+                   trust_step_times=spec.trust_step_times,
                    protected=[e for e in spec.protected if not any(c in e for c in "*?[")],
                    compile_cache=spec.compile_cache and spec.runner == "local", pairs=spec.pairs,
                    pairs_rounds=min(pairs_rounds or spec.pairs_rounds, spec.pairs_rounds), **kw)

@@ -140,6 +140,7 @@ class LoopSpec:
     hang_s: float | None = None       # no output for this long: the run is hung (stack taken, killed)
     memory_tol_pct: float = 5.0       # peak memory growth that holds a gain back ...
     memory_max_gb: float | None = None  # ... unless the peak stays under this (a batch move is a trade)
+    trust_step_times: bool = False      # a simulated lane: its step times are taken as reported, unchecked by a clock
     protected: list[str] = field(default_factory=list)  # files (globs) no patch may touch; hashed with every run
 
     @property
@@ -218,7 +219,8 @@ def parse(data: Any, path: Path) -> LoopSpec:
 
 KEYS = ("name", "description", "model", "lane", "variant", "command", "code", "cwd", "config_file", "knobs", "target",
         "budget", "memory", "repeats", "proposer", "runner", "timeout_s", "profile", "parallel", "calibrate",
-        "statistic", "compile_cache", "pairs", "screen", "hang_s", "protected", "reference", "reference_codebase")
+        "statistic", "compile_cache", "pairs", "screen", "hang_s", "protected", "reference", "reference_codebase",
+        "trust_step_times")
 KNOB_KEYS = ("flag", "flags", "env", "values", "category", "semantics", "reference")
 
 
@@ -232,6 +234,12 @@ def _unknown(path: Path, where: str, keys, known: tuple[str, ...]) -> None:
             near = difflib.get_close_matches(str(k), known, n=1)
             raise InputError(path, f"{where}unknown key `{k}`" + (f" (did you mean `{near[0]}`?)" if near else
                                                                    f"; the keys are {', '.join(known)}"))
+
+
+def _yes_no(path: Path, key: str, v) -> bool:
+    if not isinstance(v, bool):
+        raise InputError(path, f"`{key}` is true or false, not {v!r}")
+    return v
 
 
 def _count(path: Path, key: str, v, least: int) -> int:
@@ -330,7 +338,8 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         protected=_protected(path, data.get("protected")),
         reference=" ".join(map(shlex.quote, data["reference"])) if isinstance(data.get("reference"), list)
         else str(data.get("reference") or ""),
-        reference_codebase=str(data.get("reference_codebase") or ""))
+        reference_codebase=str(data.get("reference_codebase") or ""),
+        trust_step_times=_yes_no(path, "trust_step_times", data.get("trust_step_times", False)))
     if "reference" in spec.target and not spec.reference:
         raise InputError(path, "`target: reference` needs a `reference:` (an experiment id or a command)")
     if spec.min_repeats < 2:
