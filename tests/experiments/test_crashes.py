@@ -44,6 +44,9 @@ def here(project, monkeypatch):
 @pytest.mark.slow
 def test_a_real_oom_is_filed_with_figures_linked_frames_and_one_signature_across_shapes(here):
     project = here
+    (project.wiki / "concepts").mkdir(exist_ok=True)  # what the crash's advice links where the knowledge base has it
+    (project.wiki / "concepts" / "rematerialization.md").write_text("---\ntitle: Rematerialization\ntype: concept\n"
+                                                                     "---\n\n# Rematerialization\n")
     for batch in (131072, 196608):
         run(project, "-m", f"batch {batch}", command=oom_command(batch), code=1)
     a, b = lane(project)
@@ -59,9 +62,14 @@ def test_a_real_oom_is_filed_with_figures_linked_frames_and_one_signature_across
     assert "## Crash" in page and "kind: **oom**" in page and "one allocation needed" in page
     assert f"../../../{crash_pages.signature_path(ca['signature'])}" in page
     assert "unmatched: jax is not an ingested codebase (installed" in page  # named, with the version
+    # what to try, from this crash's own figures and flags, linking the concept page the knowledge base has
+    tips = page[page.index("What to try:"):page.index("Frames, innermost last")]
+    assert "`batch=131072` asked for one buffer of" in tips and "(`batch=65536`)" in tips, tips
+    assert "[rematerialization](../../../concepts/rematerialization.md)" in tips and "host offload" not in tips
     sig_meta, sig_body = pages.split((project.wiki / crash_pages.signature_path(ca["signature"])).read_text())
     assert sig_meta["type"] == "observation" and sig_meta["runs"] == 2 and sig_meta["kind"] == "oom"
     assert a["exp_id"] in sig_body and b["exp_id"] in sig_body
+    assert "## What to try" in sig_body and "`batch=196608` asked for one buffer of" in sig_body  # the latest run
     out = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "crashes", "--json"])
     (sig,) = json.loads(out.output)["signatures"]
     assert sig["count"] == 2 and sig["kind"] == "oom" and sig["last_seen"] == b["exp_id"]
@@ -82,6 +90,10 @@ def test_a_real_nan_and_a_real_shape_error_get_their_kinds(here):
     inner = [f for f in shape["crash"]["frames"] if f["role"] == "model"][-1]
     assert inner["func"] == "rope" and inner["rel"] == "llama_train.py"
     assert shape["crash"]["signature"] != nan["crash"]["signature"]
+    tips = (project.wiki / nan["page"]).read_text().split("What to try:")[1]
+    assert "After 1 finite step the updates made it diverge: lower `lr=1e12`" in tips, tips
+    tips = (project.wiki / shape["page"]).read_text().split("What to try:")[1]
+    assert "tiles them at `llama_train.py:" in tips and "rope`" in tips and "`n-heads=3`" in tips, tips
 
 
 @pytest.mark.parametrize("how", ["py-spy", "faulthandler"])
@@ -163,6 +175,8 @@ def test_a_real_compile_error_from_a_bad_xla_flag(here):
     assert r["verdict"] == "crash" and r["crash"]["kind"] == "compile", r["crash"]
     assert "Unknown flag in XLA_FLAGS: --xla_cpu_no_such_flag" in r["crash"]["message"]
     assert (project.wiki / crash_pages.signature_path(r["crash"]["signature"])).is_file()
+    tips = (project.wiki / r["page"]).read_text().split("What to try:")[1]
+    assert "The run set `XLA_FLAGS=--xla_cpu_no_such_flag=true`: a flag" in tips, tips
 
 
 @pytest.mark.slow
@@ -177,3 +191,5 @@ def test_the_reference_model_silent_past_hang_after_is_hung_with_its_own_stack(h
     model = [f for f in r["crash"]["frames"] if f["role"] == "model"]
     assert model and model[0]["rel"] == "llama_train.py", r["crash"]["frames"]
     assert (project.wiki / crash_pages.signature_path(r["crash"]["signature"])).is_file()
+    tips = (project.wiki / r["page"]).read_text().split("What to try:")[1]
+    assert "It was compiling when it went silent" in tips and "`--hang-after`" in tips, tips

@@ -18,6 +18,7 @@ class RunContext:
     crash_log: str = ""                                   # the log file's name, beside the page's raw folder
     log_tail: str = ""
     crash_frames: list[dict] = field(default_factory=list)  # the crash's frames, linked (``crash_pages``)
+    concepts: frozenset[str] = frozenset()  # the knowledge base's concept pages (slugs): what a crash's advice links
     # the comparison
     traced_timing: bool = False                           # the one timed run also carried the profiler
     arms: dict | None = None                              # tokens/s per arm and round (``runs_tokens_per_s``)

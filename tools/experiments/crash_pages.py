@@ -15,6 +15,7 @@ import posixpath
 from pathlib import Path
 
 from .. import mdtext, pages
+from .crash_advice import what_to_try
 
 CRASH_DIR = "observations/crashes"
 MAX_FRAMES = 25
@@ -127,8 +128,24 @@ def frames_section(frames: list[dict], src: str) -> list[str]:
     return out
 
 
-def crash_section(rec: dict, frames: list[dict], src: str) -> list[str]:
-    """"## Crash" for an experiment page: kind, signature page, message, figures, linked frames."""
+def concept_slugs(wiki: Path) -> frozenset[str]:
+    """The concept pages the knowledge base has (``concepts/<slug>.md``): what crash advice may link to."""
+    try:
+        return frozenset(p.name.removesuffix(".md") for p in (wiki / "concepts").iterdir()
+                         if p.name.endswith(".md") and p.is_file() and not p.is_symlink())
+    except OSError:
+        return frozenset()
+
+
+def advice(rec: dict, src: str, concepts: frozenset[str]) -> list[str]:
+    """"What to try" bullets for the crash of ``rec``, concept links relative to the page at ``src``."""
+    link = lambda slug: (posixpath.relpath(f"concepts/{slug}.md", posixpath.dirname(src))  # noqa: E731
+                         if slug in concepts else None)
+    return what_to_try(rec.get("crash") or {}, config_of(rec), dict(rec.get("env") or {}), link)
+
+
+def crash_section(rec: dict, frames: list[dict], src: str, concepts: frozenset[str] = frozenset()) -> list[str]:
+    """"## Crash" for an experiment page: kind, signature page, message, figures, what to try, linked frames."""
     c = rec.get("crash") or {}
     if not c:
         return []
@@ -143,6 +160,9 @@ def crash_section(rec: dict, frames: list[dict], src: str) -> list[str]:
         out.append(f"- first non-finite loss at step {c['nan_step']}")
     for ln in [x for x in (c.get("error_lines") or []) if x not in c.get("message", "")][-3:]:
         out.append(f"- XLA/JAX: {mdtext.code(ln[:200])}")
+    tips = advice(rec, src, concepts)
+    if tips:
+        out += ["", "What to try:", "", *tips]
     rows = frames_section(frames, src)
     if rows:
         out += ["", "Frames, innermost last:", "", *rows]
@@ -173,6 +193,10 @@ def config_of(r: dict) -> dict:
         return dict(r["loop_config"])
     try:
         words = shlex.split(str(r.get("command") or ""))
+        for i, w in enumerate(words[:-1]):  # a shell's script (`bash -c "ulimit ...; exec python x.py --batch 8"`)
+            if w == "-c" and " " in words[i + 1]:
+                words = words[:i] + shlex.split(words[i + 1].replace(";", " ")) + words[i + 2:]
+                break
     except ValueError:
         return {}
     out = {}
@@ -202,7 +226,8 @@ def first_fix(crashed: list[dict], lane_recs: list[dict]) -> dict | None:
     return None
 
 
-def signature_page(signature: str, runs: list[dict], all_recs: list[dict]) -> pages.Page:
+def signature_page(signature: str, runs: list[dict], all_recs: list[dict],
+                   concepts: frozenset[str] = frozenset()) -> pages.Page:
     """The page of one crash signature: its runs (oldest first), what their configurations share, the first fix."""
     path = signature_path(signature)
     runs = sorted(runs, key=lambda r: (str(r.get("date") or ""), int(r.get("version") or 0), r["exp_id"]))
@@ -219,6 +244,9 @@ def signature_page(signature: str, runs: list[dict], all_recs: list[dict]) -> pa
     if inner:
         body += ["Innermost frames: " + "; ".join(mdtext.code(f"{f.get('rel') or f['file']}:{f['line']} "
                                                               f"{f.get('func')}") for f in inner) + ".", ""]
+    tips = advice(runs[-1], path, concepts)
+    if tips:
+        body += ["## What to try", "", "From the latest run's figures and configuration:", "", *tips, ""]
     body += ["## Runs", "", "| run | lane | configuration | reason |", "|---|---|---|---|"]
     for r, cfg in zip(runs, cfgs):
         body.append(f"| [{mdtext.code(r['exp_id'])}]({rel(r['page'])}) | {mdtext.escape(str(r.get('lane')))} | "

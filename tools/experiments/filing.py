@@ -68,6 +68,7 @@ def file_record(w: Writer, lane: Lane, rec: dict, ctx: RunContext, prior: list[d
     rec = metrics.finite(rec)  # never a NaN in frontmatter or the ledger
     if rec.get("crash"):
         ctx.crash_frames = crash_pages.link_frames(lane.project.wiki, rec)
+        ctx.concepts = crash_pages.concept_slugs(lane.project.wiki)
     page = report.experiment_page(rec, ctx)
     refuse_filed(w, page.path)
     w.write_page(page)
@@ -101,7 +102,7 @@ def write_signature_page(w: Writer, wiki: Path, rec: dict | None, sig: str) -> s
     if rec is not None:
         recs = [r for r in recs if r.get("exp_id") != rec["exp_id"]] + [rec]
     runs = [r for r in recs if (r.get("crash") or {}).get("signature") == sig]
-    return w.write_page(crash_pages.signature_page(sig, runs, recs))
+    return w.write_page(crash_pages.signature_page(sig, runs, recs, crash_pages.concept_slugs(wiki)))
 
 
 def refuse_filed(w: Writer, rel: str) -> None:

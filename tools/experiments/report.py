@@ -96,7 +96,8 @@ def experiment_body(r: dict, ctx: RunContext) -> str:
         what = "The run crashed" if r.get("verdict") == "crash" else "The run gave no usable result"
         out += [f"{what}: {ctx.crash_reason or 'see log'}. Last lines of the log{log}:", "",
                 *mdtext.block(cap_tail(ctx.log_tail).rstrip()), ""]
-        out += crash_pages.crash_section(r, ctx.crash_frames, experiment_path(r["model"], r["lane"], r["exp_id"]))
+        out += crash_pages.crash_section(r, ctx.crash_frames, experiment_path(r["model"], r["lane"], r["exp_id"]),
+                                         ctx.concepts)
     else:
         out += _metrics_table(m) + [""]
         base, best = r.get("baseline"), r.get("best")
