@@ -89,7 +89,8 @@ def _oom(crash, config, env, see) -> list[str]:
     accum = _knob(config, ACCUM)
     n = _number(accum[1]) if accum else None
     out.append((f"{code(f'{accum[0]}={int(2 * n)}')} with half the micro-batch: the same tokens per optimizer step"
-                if accum and n else "Accumulate gradients over smaller micro-batches: the same tokens per optimizer step")
+                if accum and n else
+                "Accumulate gradients over smaller micro-batches: the same tokens per optimizer step")
                + see("gradient-accumulation", "gradient accumulation") + ".")
     out.append("Keep optimizer state or saved activations in host memory" + see("host-offload", "host offload") + ".")
     return out
@@ -118,8 +119,9 @@ def _compile(crash, config, env, see) -> list[str]:
     out = []
     flags = [(k, env[k]) for k in FLAG_VARS if env.get(k)]
     for k, v in flags:
-        out.append(f"The run set {code(f'{k}={v}')}: a flag this backend or version does not take aborts the compile. Rerun "
-                   "without it, then add the flags back one at a time" + see("xla-flags", "XLA flags") + ".")
+        out.append(f"The run set {code(f'{k}={v}')}: a flag this backend or version does not take aborts the "
+                   "compile. Rerun without it, then add the flags back one at a time"
+                   + see("xla-flags", "XLA flags") + ".")
     msg = str(crash.get("message") or "").lower()
     if any(w in msg for w in ("unimplemented", "not supported", "unsupported", "not implemented")):
         out.append("The backend cannot compile this configuration: it is invalid on this hardware, not a flake; "
