@@ -56,6 +56,7 @@ def test_the_prompt_shows_a_crashed_patch_with_its_frames_and_the_proposal_names
         prompt = str(stub.bodies()[0])
     assert "Crashed patches you may repair once" in prompt
     assert "llama_train.py:141" in prompt and "rope" in prompt and "jax/_src/numpy/lax_numpy.py:3020" in prompt
+    assert "what to try, from its figures and knobs" in prompt and "tiles them at `llama_train.py:141 rope`" in prompt
     assert p.repair_of == "2026-12-03-v005-rope"
     tool = [t for t in stub.bodies()[0]["tools"]][0]
     assert "repair_of" in tool["input_schema"]["properties"]

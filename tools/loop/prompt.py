@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from ..experiments.crash_advice import what_to_try
 from .priors import Attempt, Priors
 from .proposal import PROPOSAL_SCHEMA, ProposalError
 from .spec import Knob, LoopSpec
@@ -187,6 +188,9 @@ def _repairs(p: Priors) -> list[str]:
             where = f"{f['package']}/" if f.get("package") else ""
             out.append(f"    - {f.get('role')} `{where}{f.get('rel')}:{f.get('line')}` in `{f.get('func')}`"
                        + (f": `{f['code']}`" if f.get("code") else ""))
+        tips = what_to_try(c, a.config, dict((a.change or {}).get("env") or {}))
+        if tips:
+            out.append("  what to try, from its figures and knobs:\n" + "\n".join(f"  {t}" for t in tips))
         out.append("  the patch:\n\n```diff\n" + str((a.change or {}).get("patch", ""))[:4000] + "\n```")
     return out
 
