@@ -159,3 +159,26 @@ def test_the_merged_busy_timeline_agrees_with_the_direct_union_on_any_window():
             a = rng.uniform(-50, 1050)
             b = a + rng.uniform(0, 400)
             assert abs(timeline.busy(a, b) - busy_time(ops, a, b)) < 1e-6
+
+
+def test_an_experiment_id_two_lanes_share_is_refused_and_a_raw_dir_outside_raw_too(tmp_path):
+    """Ids count up per lane: `v001` of two lanes is ambiguous (both named), `MODEL/LANE/EXP_ID` picks one; a record
+    whose raw_dir was edited to leave raw/ is refused rather than read."""
+    import pytest
+
+    from tools.errors import InputError
+    from tools.profiling.locate import profile_folder
+    from tools.project import Project
+
+    project = Project(tmp_path)
+    for lane in ("a", "b"):
+        (tmp_path / "raw" / "profiles" / lane).mkdir(parents=True)
+    recs = [{"exp_id": "2026-12-06-v001-x", "model": "m", "lane": lane, "raw_dir": f"raw/profiles/{lane}",
+             "page": f"experiments/m/{lane}/2026-12-06-v001-x.md"} for lane in ("a", "b")]
+    with pytest.raises(InputError, match="m/a/2026-12-06-v001-x, m/b/2026-12-06-v001-x"):
+        profile_folder(project, "2026-12-06-v001-x", recs)
+    assert profile_folder(project, "m/b/2026-12-06-v001-x", recs) == (tmp_path / "raw/profiles/b").resolve()
+    assert profile_folder(project, "experiments/m/a/2026-12-06-v001-x.md", recs).name == "a"
+    bad = [dict(recs[0], raw_dir="raw/../..")]
+    with pytest.raises(InputError, match="outside raw/"):
+        profile_folder(project, "2026-12-06-v001-x", bad)

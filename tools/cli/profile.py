@@ -24,7 +24,8 @@ def summary(project, target, top, as_json, no_xprof) -> None:
     """Step-time breakdown, top ops, op categories and source lines of a profile.
 
     TARGET is a folder holding a trace (and optionally an HLO dump), e.g. an experiment's
-    raw/profiles/<date>-<exp>/, or an experiment id such as 2026-11-29-v001-baseline."""
+    raw/profiles/<date>-<exp>/, or an experiment id such as 2026-11-29-v001-baseline
+    (MODEL/LANE/EXP_ID where two lanes have that id)."""
     from ..profiling import summary as s
     data = s.summarize(_folder(project, target), top=top, use_xprof=not no_xprof)
     click.echo(json.dumps(data, indent=1) if as_json else s.render_markdown(data))
