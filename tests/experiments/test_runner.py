@@ -156,6 +156,14 @@ def test_edited_script_baseline_reruns_its_saved_copy(project, tmp_path):
     assert ": supported" in out
     page = (project.wiki / lane(project)[1]["page"]).read_text()
     assert "its saved copy" in page and lane(project)[1]["gain_pct"] == pytest.approx(100.0, rel=1e-3)
+    # moved away since (a renamed file, another branch checked out): the saved copy is the baseline, not a crash
+    moved = tmp_path / "sub" / "train2.py"
+    moved.parent.mkdir()
+    script.rename(moved)
+    out = run(project, "-m", "moved", "--repeats", "2", command=[PY, str(moved), "--step-ms", "10"], trust=True)
+    rec = lane(project)[2]
+    assert ": supported" in out and rec["gain_pct"] == pytest.approx(100.0, rel=1e-3), out
+    assert "is gone from where it ran: its saved copy" in (project.wiki / rec["page"]).read_text()
 
 
 def test_lint_is_clean_right_after_a_run(project):

@@ -102,14 +102,16 @@ def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None)
     cmd = shlex.split(rec["command"])
     notes = []
     copy, script = rec.get("script_copy"), script_of(cmd, cwd)
-    if copy and script and rec.get("script_sha256") and code_commit(script)[1] != rec["script_sha256"]:
+    gone = script is None and any(a.endswith(".py") for a in cmd)  # moved or deleted since it ran
+    if copy and rec.get("script_sha256") and (gone or script and code_commit(script)[1] != rec["script_sha256"]):
         saved = project.root / copy
+        what = "is gone from where it ran" if gone else "changed since"
         if saved.is_file():
             cmd[next(i for i, a in enumerate(cmd) if a.endswith(".py"))] = str(saved)
-            notes.append(f"the script of `{rec['exp_id']}` changed since: its saved copy `{copy}` was rerun")
+            notes.append(f"the script of `{rec['exp_id']}` {what}: its saved copy `{copy}` was rerun")
         else:
-            notes.append(f"the script of `{rec['exp_id']}` changed since and its saved copy is missing: "
-                         "the current script was rerun")
+            notes.append(f"the script of `{rec['exp_id']}` {what} and its saved copy is missing: "
+                         + ("the command was rerun as filed" if gone else "the current script was rerun"))
     env, unset, note = restored_env(rec)
     if note:
         notes.append(note)
