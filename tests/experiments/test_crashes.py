@@ -193,3 +193,15 @@ def test_the_reference_model_silent_past_hang_after_is_hung_with_its_own_stack(h
     assert (project.wiki / crash_pages.signature_path(r["crash"]["signature"])).is_file()
     tips = (project.wiki / r["page"]).read_text().split("What to try:")[1]
     assert "It was compiling when it went silent" in tips and "`--hang-after`" in tips, tips
+
+
+def test_a_script_run_from_another_folder_is_still_model_code(project, tmp_path_factory, monkeypatch):
+    """`python /elsewhere/train.py` from the knowledge base: its frames are the model's own code, not `other`."""
+    monkeypatch.chdir(project.root)
+    script = tmp_path_factory.mktemp("elsewhere") / "boom.py"
+    script.write_text("def step():\n    raise ValueError('boom at step 3')\n\n\nstep()\n")
+    run(project, "-m", "boom", command=[PY, str(script)], code=1)
+    (r,) = lane(project)
+    frames = r["crash"]["frames"]
+    assert [(f["role"], f.get("rel"), f["func"]) for f in frames] == [("model", "boom.py", "<module>"),
+                                                                      ("model", "boom.py", "step")], frames

@@ -10,6 +10,7 @@ from ..runners.process import log_end
 from . import clocks, crash_facts, crash_pages, integrity, metrics, noise, records, stats, verdict
 from .arms import ArmResult
 from .pairs import clock_check as pairs_clock
+from .sides import script_of
 from .context import RunContext
 
 
@@ -139,7 +140,7 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
         ctx.crash_log = last.proc.log.name if last is not None else ""
         if last is not None and r.error is None:
             facts = crash_facts.analyze(log_end(last.proc.log), ctx.crash_reason, last.proc.rc,
-                                        tuple(str(d) for d in (spec.cwd, rec.get("cwd")) if d),
+                                        _model_dirs(spec, rec),
                                         (last.result or {}).get("losses"))
             n = crash_pages.MAX_FRAMES  # the innermost frames, and the model's own outer ones (a deep import)
             outer = [f for f in facts.frames[:-n] if f.role in ("model", "ingested")][-3:]
@@ -277,6 +278,12 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
     rec.update({"status": "filed", "verdict": d.verdict, "ledger_status": d.status, "reasons": d.reasons,
                 "gain_pct": gain, "noise_band_pct": band, "timing": timing.as_record() if timing else None})
     return metrics.finite({k: v for k, v in rec.items() if v is not None}), d
+
+
+def _model_dirs(spec, rec: dict) -> tuple[str, ...]:
+    """Where the model's own code ran from: the run's folder, and its script's (``python /elsewhere/train.py``)."""
+    script = script_of(list(spec.command or []), spec.cwd)
+    return tuple(str(d) for d in (spec.cwd, rec.get("cwd"), script and script.parent) if d)
 
 
 def _unverified(check: integrity.Integrity | None, r) -> str:
