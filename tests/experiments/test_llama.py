@@ -72,6 +72,13 @@ def test_profile_attributes_time_to_model_lines(filed):
     assert res.exit_code == 0 and "Source lines" in res.output and "llama_train.py:" in res.output
     res = CliRunner().invoke(cli, ["--root", str(project.root), "profile", "summary", "no-such-exp"])
     assert res.exit_code == 1 and "neither a folder nor a known experiment id" in res.output
+    # the same trace cut short (a run killed while its profiler wrote): named, not a traceback
+    (xplane,) = raw.glob("trace/plugins/profile/*/*.xplane.pb")
+    cut = project.root.parent / "cut" / xplane.relative_to(raw)
+    cut.parent.mkdir(parents=True)
+    cut.write_bytes(xplane.read_bytes()[:20000])
+    res = CliRunner().invoke(cli, ["profile", "summary", str(project.root.parent / "cut"), "--no-xprof"])
+    assert res.exit_code == 1 and f"{cut}: not a readable jax.profiler trace (truncated" in res.output, res.output
 
 
 def test_profile_diff_between_two_experiments(filed):

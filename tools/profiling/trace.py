@@ -57,12 +57,18 @@ def read_trace(folder: Path, step_name: str = "train") -> Trace:
     xplanes = sorted(run.glob("*.xplane.pb"))
     for p in xplanes:  # the profiler opens them itself: a FIFO, a link out of the folder or a huge file is refused
         _check(p, folder)
+    broken = None
     if xplanes:
         try:
             return _read_xplane(xplanes, step_name)
         except ImportError:
             pass
+        except _Unreadable as e:  # truncated (a run killed while its profiler wrote) or not an XSpace at all
+            broken = e
     jsons = sorted(run.glob("*.trace.json.gz"))
+    if not jsons and broken is not None:
+        raise InputError(broken.path, f"not a readable jax.profiler trace (truncated or corrupt: {broken.why}), "
+                                      "and no trace.json.gz beside it to fall back on")
     if not jsons:
         raise InputError(run, "xplane present but jax is not installed, and no trace.json.gz to fall back on")
     return _read_chrome(jsons[0], step_name, folder)
@@ -94,6 +100,12 @@ def _check(path: Path, folder: Path) -> None:
         raise InputError(path, f"trace not read: {e}") from None
 
 
+class _Unreadable(Exception):
+    def __init__(self, path: Path, why: str):
+        super().__init__(why)
+        self.path, self.why = path, why
+
+
 def _read_xplane(paths: list[Path], step_name: str) -> Trace:
     try:  # jax.profiler.ProfileData is this extension: loaded alone it takes 30 ms, not jax's 1.8 s import
         from jaxlib._profile_data import ProfileData
@@ -102,7 +114,10 @@ def _read_xplane(paths: list[Path], step_name: str) -> Trace:
 
     ops, steps, planes = [], [], []
     for path in paths:
-        data = ProfileData.from_file(str(path))
+        try:
+            data = ProfileData.from_file(str(path))
+        except RuntimeError as e:  # "Failed to parse XSpace from array"
+            raise _Unreadable(path, str(e)) from None
         for plane in data.planes:
             planes.append(plane.name)
             for line in plane.lines:
