@@ -250,16 +250,45 @@ def _coverage(db: sqlite3.Connection, groups: list[list[str]], weights: list[flo
     return {rel: h / total for rel, h in held.items()}
 
 
-def rerank(db: sqlite3.Connection, groups: list[list[str]], rows: list[tuple]) -> list[tuple]:
+_IDENT = re.compile(r"[^\W_]+(?:_[^\W_]+|\.[^\W\d_][^\W_]*)+")  # pallas_call, jax.lax.scan (not Wan2.2): code
+# names FTS5 splits into words
+
+
+def identifiers(query: str) -> list[str]:
+    """The code names in a query (joined by ``_`` or ``.``): the tokenizer splits them into words, so a page
+    holding ``pallas_call_registration`` or repeating ``pallas`` looks to BM25 like one holding ``pallas_call``."""
+    return list(dict.fromkeys(m.lower() for m in _IDENT.findall(query)))
+
+
+def _exact(db: sqlite3.Connection, names: list[str], rels: list[str]) -> dict[str, float]:
+    """For each candidate page, the share of the query's code names it holds as whole names (not inside a longer
+    one: ``pallas_call`` is not in ``interpret_pallas_call``), in its title, frontmatter or prose."""
+    if not names:
+        return dict.fromkeys(rels, 1.0)
+    pats = [re.compile(r"(?<![\w.])" + re.escape(n) + r"(?![\w]|\.\w)", re.I) for n in names]
+    out = dict.fromkeys(rels, 0.0)
+    marks = ",".join("?" * len(rels))
+    for rel, title, meta, body in db.execute(f"SELECT rel, title, meta, body FROM docs WHERE rel IN ({marks})",
+                                             rels):
+        text = " ".join(x or "" for x in (title, meta, body))
+        out[rel] = sum(bool(p.search(text)) for p in pats) / len(pats)
+    return out
+
+
+def rerank(db: sqlite3.Connection, groups: list[list[str]], rows: list[tuple], names: list[str] = ()) -> list[tuple]:
     """BM25 adds up words, so a page that repeats one of the question's words can beat one that holds them all:
     each candidate's score is scaled by the share of the words it holds (each word weighed by how rare it is),
-    and raised by the share its title holds (the page about ``rms_norm`` for "fused RMSNorm kernel")."""
+    and raised by the share its title holds (the page about ``rms_norm`` for "fused RMSNorm kernel"). Pages holding
+    more of the query's code names (``names``) whole come first, as grep would have them: one calling
+    ``pallas_call`` before one repeating ``pallas`` and holding ``interpret_pallas_call``."""
     rels = [r[0] for r in rows]
     weights = _weights(db, groups)
     cover = _coverage(db, groups, weights, rels) if len(groups) > 1 else dict.fromkeys(rels, 1.0)
     titled = _coverage(db, groups, weights, rels, "{title}")
-    return sorted(((rel, t, ty, s * (COVER_FLOOR + (1 - COVER_FLOOR) * cover[rel] ** 2)
-                    * (1 + TITLE_BONUS * titled[rel])) for rel, t, ty, s in rows), key=lambda r: (-r[3], r[0]))
+    exact = _exact(db, list(names), rels)
+    scored = [(rel, t, ty, s * (COVER_FLOOR + (1 - COVER_FLOOR) * cover[rel] ** 2) * (1 + TITLE_BONUS * titled[rel]))
+              for rel, t, ty, s in rows]
+    return sorted(scored, key=lambda r: (-exact[r[0]], -r[3], r[0]))
 
 
 def search(project: Project, query: str, type: str | None = None, limit: int = 10) -> tuple[int, list[Hit]]:
@@ -278,7 +307,7 @@ def search(project: Project, query: str, type: str | None = None, limit: int = 1
             "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, 0.0) * p.weight AS score "
             f"FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where} "
             "ORDER BY score DESC, docs.rel LIMIT ?", args + [max(limit, CANDIDATES)]).fetchall()
-        ranked = rerank(db, query_groups(query), rows)[:limit] if rows else []
+        ranked = rerank(db, query_groups(query), rows, identifiers(query))[:limit] if rows else []
         texts = dict(db.execute(f"SELECT rel, text FROM docs WHERE rel IN ({','.join('?' * len(ranked))})",
                                 [r[0] for r in ranked]).fetchall()) if ranked else {}
     finally:

@@ -95,6 +95,24 @@ def test_a_page_holding_every_word_beats_one_repeating_a_word(kb):
     assert search.search(kb, "ragged paged attention kernel")[1][0].path == "kernels/k/ragged.md"
 
 
+def test_a_code_name_ranks_the_pages_holding_it_whole_first(kb):
+    """`pallas_call` is two words to the tokenizer: a module page repeating `pallas` and holding
+    `interpret_pallas_call` and `pallas_call_registration` outscored, on BM25, each kernel page calling
+    `pallas_call` (measured on the demo knowledge base's jax pages). Whole names come first; a version such as
+    `Wan2.2` is no code name."""
+    write_wiki(kb.wiki, synthetic_wiki(300, seed=5))  # words as rare as in a real knowledge base
+    write(kb.wiki, "codebases/jax/modules/mlir.md", page("jax._src.interpreters.mlir", "codebase",
+          "# jax._src.interpreters.mlir\n\n" + "Lowering rules for pallas and Pallas TPU call sites. " * 30
+          + "\nSee `interpret_pallas_call` and `pallas_call_registration`.\n",
+          tags="[codebase, module]", repo="jax", path="raw/code/jax"))
+    write(kb.wiki, "kernels/jax/softmax.md", page("softmax", "kernel",
+          "# softmax\n\nThe site: entry `pallas_call`, backend gpu-triton.\n" + "Block sizes and grid. " * 30))
+    hits = [h.path for h in search.search(kb, "pallas_call")[1]]
+    assert hits.index("kernels/jax/softmax.md") < hits.index("codebases/jax/modules/mlir.md"), hits
+    assert search.identifiers("save_dot_except_mlp with jax.lax.scan on Wan2.2, v5e") == ["save_dot_except_mlp",
+                                                                                        "jax.lax.scan"]
+
+
 def test_query_answers_with_the_matching_table_row(kb):
     rows = "\n".join(f"| k{i}.py:{i} | `({i}, 128)` |" for i in range(60))
     write(kb.wiki, "kernels/k/table.md", page("tiles", "kernel",
