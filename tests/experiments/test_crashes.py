@@ -192,7 +192,10 @@ def test_the_reference_model_silent_past_hang_after_is_hung_with_its_own_stack(h
     assert model and model[0]["rel"] == "llama_train.py", r["crash"]["frames"]
     assert (project.wiki / crash_pages.signature_path(r["crash"]["signature"])).is_file()
     tips = (project.wiki / r["page"]).read_text().split("What to try:")[1]
-    assert "It was compiling when it went silent" in tips and "`--hang-after`" in tips, tips
+    compiling = any("compile" in f["func"].lower() for f in r["crash"]["frames"] if f["role"] == "framework")
+    said = ("It was compiling when it went silent" if compiling   # where the stack was taken: wherever the second
+            else "Its Python stack is in the log; it waited at `llama_train.py:")  # without output ran out
+    assert said in tips, tips
 
 
 def test_a_script_run_from_another_folder_is_still_model_code(project, tmp_path_factory, monkeypatch):
