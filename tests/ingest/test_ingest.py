@@ -229,3 +229,21 @@ def test_kernel_pages_directory_and_forks_across_repos(kb, jax_pallas):
     ingest(kb, "raw/code/fork")
     assert not (wiki / "kernels/fork/flash_attention.md").exists()
     assert "(fork/flash_attention.md)" not in (wiki / "kernels/index.md").read_text()
+
+
+def test_two_files_of_one_import_name_keep_both_symbol_sets(kb):
+    """`vendor/pkg/ops.py` (vendor/ not a package) imports as `pkg.ops`, as `pkg/ops.py` does: the second file's
+    symbols were lost. A stub beside its module (`ops.pyi`) is the module's, not a second one."""
+    repo = kb / "raw/code/twins"
+    for folder in ("pkg", "vendor/pkg"):
+        (repo / folder).mkdir(parents=True)
+        (repo / folder / "__init__.py").write_text("")
+    (repo / "pkg/ops.py").write_text("def fused_add(x):\n    return x\n")
+    (repo / "pkg/ops.pyi").write_text("def fused_add(x: int) -> int: ...\n")
+    (repo / "vendor/pkg/ops.py").write_text("def vendored_mul(x):\n    return x\n")
+    ingest(kb, "raw/code/twins")
+    rows = [r.split("\t") for r in (kb / "wiki/codebases/twins/symbols.tsv").read_text().splitlines()[1:]]
+    where = {(q, path): module for module, q, _kind, path, *_ in rows}
+    assert where[("fused_add", "pkg/ops.py")] == "pkg.ops", rows
+    assert where[("vendored_mul", "vendor/pkg/ops.py")] == "vendor.pkg.ops", rows
+    assert not any(path.endswith(".pyi") for _, path in where), rows

@@ -243,13 +243,19 @@ def build_model(scan: Scan) -> RepoModel:
     modules: dict[str, str] = {}
     alt: dict[str, str] = {}
     imported = {imp for rec in scan.files.values() for imp in rec.facts.get("imports", ())}
-    for rel, rec in scan.files.items():
+    # a module before its stub (``ops.pyi`` beside ``ops.py``), a shallower file before a deeper one (a vendored
+    # copy ``vendor/pkg/ops.py`` of ``pkg/ops.py``): the first keeps the import name
+    for rel, rec in sorted(scan.files.items(), key=lambda kv: (kv[0].endswith(".pyi"), kv[0].count("/"), kv[0])):
         if rec.facts.get("lang") == "python" and rec.facts.get("module") is not None:
             name = import_name(rel, scan.packages, scan.root.name)
             if name not in imported:
                 name = _observed_name(rec.facts["module"], imported) or name
+            if name in modules:  # two files, one import name: the later one keeps its own, by its path
+                if rel.endswith(".pyi") and modules[name] == rel[:-1]:
+                    continue  # the stub of a module already here: its symbols are the module's
+                name = next(n for n in (rec.facts["module"], rel) if n not in modules)
             modules[name] = rel
-            alt[rec.facts["module"]] = name  # relative imports were resolved against the path form
+            alt.setdefault(rec.facts["module"], name)  # relative imports were resolved against the path form
     fan_in: dict[str, set[str]] = defaultdict(set)
     for name, rel in modules.items():
         for imp in scan.files[rel].facts.get("imports", ()):
