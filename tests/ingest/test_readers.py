@@ -42,6 +42,14 @@ def test_package_metadata_from_setup_py_without_running_it(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
+def test_a_latin1_readme_reads_as_written(tmp_path):
+    """A README saved as Windows-1252/Latin-1, as older repositories' are: `Café`, not `Caf\ufffd`."""
+    (tmp_path / "README.md").write_bytes("# Café kernels\n\nFast naïve attention kernels for the café of JAX on "
+                                         "TPU and GPU, written in Pallas “by hand” © 2024.\n".encode("cp1252"))
+    assert package_metadata(tmp_path)["summary"] == ("Fast naïve attention kernels for the café of JAX on TPU and "
+                                                     "GPU, written in Pallas “by hand” © 2024.")
+
+
 @pytest.mark.parametrize("remote, web", [
     ("git@github.com:acme/repo.git", "https://github.com/acme/repo"),
     ("https://github.com/acme/repo", "https://github.com/acme/repo"),

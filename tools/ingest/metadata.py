@@ -8,15 +8,26 @@ import re
 import tomllib
 from pathlib import Path
 
-from .. import mdtext
-from ..safeio import try_text
+from .. import mdtext, safeio
 
 README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md")
 ENTRY_NAME = re.compile(r"(?:^|/)(?:train|training|bench|benchmark|run|main|serve|server|infer|inference|eval|launch)\w*\.py$")
 
 
 def _read(path: Path, limit: int = 256 * 1024) -> str | None:
-    return try_text(path, limit)
+    """A README or metadata file's text: UTF-8, else the Windows/Latin-1 text older READMEs were saved as (read as
+    UTF-8 with replacements, ``Café`` became ``Caf\ufffd``)."""
+    try:
+        data = safeio.read_bytes(path, limit)
+    except OSError:
+        return None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        try:
+            return data.decode("cp1252")
+        except UnicodeDecodeError:
+            return data.decode("latin-1")
 
 
 _MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")  # linear: a label holds no "["
