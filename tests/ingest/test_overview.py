@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import messy_repo
@@ -198,3 +199,20 @@ def test_flags_in_every_form_with_value_and_setter(tmp_path):
     assert "--xla_flags" not in rows  # a parameter holding flags is not a flag
     assert "[`CF_FOR_ALL_GATHER`](" in overview and "(2 flags)" in overview
     assert "[`xla_flags_autotuned`](" in overview
+
+
+def test_flags_on_a_line_of_thousands_of_characters_are_all_read(tmp_path):
+    """A launch script's one-line `LIBTPU_INIT_ARGS="..."` of 60 flags (3,700 characters): every flag is read, as
+    on a short line (a line over 2,000 characters was skipped whole), and in a Python string as long."""
+    kb = new_kb(tmp_path)
+    repo = kb / "raw/code/longline"
+    repo.mkdir(parents=True)
+    flags = " ".join(f"--xla_tpu_long_flag_number_{i:02d}_enabled=true" for i in range(60))
+    assert len(flags) > 2500
+    (repo / "launch.sh").write_text(f'#!/bin/bash\nexport LIBTPU_INIT_ARGS="{flags}"\npython train.py\n')
+    (repo / "train.py").write_text(f'TPU_FLAGS = "{flags.replace("long", "py")}"\n')
+    assert run(kb, "ingest", "raw/code/longline", "-q").exit_code in (0, 3)
+    listed = (kb / "wiki/codebases/longline/flags.md").read_text()  # every flag (the overview ranks the first)
+    for kind, where in (("long", "launch.sh"), ("py", "train.py")):
+        rows = re.findall(rf"\| `--xla_tpu_{kind}_flag_number_(\d\d)_enabled` \| `true` .*`{where}`", listed)
+        assert sorted(rows) == [f"{i:02d}" for i in range(60)], (kind, rows)

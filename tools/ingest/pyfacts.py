@@ -254,11 +254,11 @@ def _scan(tree: ast.Module, parsed: pysource.Parsed, module: str, is_pkg: bool):
                 hits.add(("xla-flags", parsed.file_line(node.value.lineno), _flag_label(node.arg, node.value)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             s = node.value
-            if id(node) in prose or len(s) > 5000 or not _ANY_STRING.search(s):
+            if id(node) in prose or not any(_ANY_STRING.search(piece) for piece in pieces(s)):
                 continue
             for c in CONCEPTS.values():
                 if c.string_re is not None:
-                    for m in c.string_re.finditer(s):
+                    for m in (m for piece in pieces(s) for m in c.string_re.finditer(piece)):
                         if not lines and node.end_lineno != node.lineno:
                             lines = parsed.snippet.text.split("\n")
                         line = _line_holding(lines, node, m.group(0))
@@ -350,17 +350,35 @@ def _config_label(matched: str, line: str) -> str:
     return f"{key}: {value}"[:80] if value else key[:80]
 
 
+PIECE = 2000  # characters the patterns read at once: a longer line is read in pieces cut at whitespace
+
+
+def pieces(line: str, size: int = PIECE) -> list[str]:
+    """``line`` cut at whitespace into pieces of about ``size`` characters: a 40-flag ``LIBTPU_INIT_ARGS="..."`` on one
+    line is read flag by flag (it was skipped whole), and no pattern ever reads a line of megabytes at once."""
+    if len(line) <= size:
+        return [line]
+    out, start = [], 0
+    while start < len(line):
+        end = start + size
+        if end < len(line):
+            cut = line.rfind(" ", start + size // 2, end)
+            end = cut if cut != -1 else end
+        out.append(line[start:end])
+        start = end
+    return out
+
+
 def config_facts(relpath: str, text: str) -> dict:
     """Surfaces in a config or shell file: XLA flags, parallelism axes, remat and attention settings."""
     hits = set()
-    for n, line in enumerate(text.splitlines(), 1):
-        if len(line) > 2000:
-            continue
-        for c in CONCEPTS.values():
-            if c.config_re is None:
-                continue
-            for m in c.config_re.finditer(line):
-                hits.add((c.slug, n, _config_label(m.group(0), line)))
+    for n, whole in enumerate(text.splitlines(), 1):
+        for line in pieces(whole):
+            for c in CONCEPTS.values():
+                if c.config_re is None:
+                    continue
+                for m in c.config_re.finditer(line):
+                    hits.add((c.slug, n, _config_label(m.group(0), line)))
     out = {"lang": "config", "surfaces": sorted(hits, key=lambda h: (h[1], h[0], h[2])),
            "lines": text.count("\n") + 1}
     if relpath.endswith((".yml", ".yaml")):
