@@ -134,20 +134,71 @@ def code_mask(lines: list[str]) -> list[bool]:
     return out
 
 
+_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def _spaces(s: str) -> str:
+    return "".join("\n" if c == "\n" else " " for c in s)
+
+
+def prose_view(text: str) -> str:
+    """``text`` with what is not prose blanked, same length and lines: fenced code, inline code spans, HTML
+    comments (``<!-- [old](gone.md) -->``), and indented code blocks (four spaces or a tab after a blank line,
+    outside a list: MkDocs lists indent their paragraphs by four). Links and headings are read from this view."""
+    if "```" not in text and "~~~" not in text and "`" not in text and "<!--" not in text \
+            and "\n    " not in text and "\n\t" not in text:
+        return text
+    lines = text.split("\n")
+    mask = code_mask(lines) if ("```" in text or "~~~" in text) else [False] * len(lines)
+    if "\n    " in text or "\n\t" in text:  # read on the lines as written: blanking makes indents of its own
+        mask = [a or b for a, b in zip(mask, _indented_code(lines, mask))]
+    out = "\n".join(" " * len(ln) if m else _blank_code_spans(ln) for ln, m in zip(lines, mask))
+    return _blank_comments(out) if "<!--" in out else out
+
+
+def _indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
+    """True for the lines of indented code blocks: four spaces or a tab after a blank line, outside a list."""
+    out, blank_before, in_list, in_code = [], True, False, False
+    for ln, f in zip(lines, fenced):
+        if f or not ln.strip():
+            out.append(False)
+            blank_before, in_code = not f, in_code and not f
+            continue
+        indented = ln.startswith(("    ", "\t"))
+        if indented and (in_code or (blank_before and not in_list)):
+            in_code = True
+            out.append(True)
+        else:
+            in_code = False
+            if _LIST_ITEM.match(ln):
+                in_list = True
+            elif not indented and blank_before:
+                in_list = False
+            out.append(False)
+        blank_before = False
+    return out
+
+
+def _blank_comments(text: str) -> str:
+    """HTML comments blanked, in one pass (an unclosed ``<!--`` leaves the rest as it is: a regex would rescan the
+    page from each of a million of them)."""
+    parts, pos = [], 0
+    while (start := text.find("<!--", pos)) != -1 and (end := text.find("-->", start + 4)) != -1:
+        parts += [text[pos:start], _spaces(text[start:end + 3])]
+        pos = end + 3
+    return "".join(parts) + text[pos:]
+
+
 def extract_links(text: str, first_line: int = 1) -> list[Link]:
     """Links in markdown ``text`` whose first line is file line ``first_line``.
 
-    Skips fenced code blocks and inline code spans. Angle brackets around targets are removed.
+    Skips what is not prose (``prose_view``): code, HTML comments. Angle brackets around targets are removed.
     """
-    lines = text.split("\n")
-    mask = code_mask(lines) if ("```" in text or "~~~" in text) else None
+    lines = prose_view(text).split("\n")
     out: list[Link] = []
     for i, ln in enumerate(lines):
-        if mask is not None and mask[i]:
-            continue
         if "[" not in ln and "<" not in ln:
             continue
-        ln = _blank_code_spans(ln)
         no = first_line + i
         if "](" in ln:
             for m in _MD_LINK.finditer(ln):
@@ -175,14 +226,13 @@ def md_link_spans(text: str) -> Iterator[tuple[int, int, str, str]]:
     """(start, end, text, target) of each inline ``[text](target)`` outside code, to rewrite links in place.
 
     Offsets are into ``text``; an image's span starts at its ``[`` (``text[start - 1] == "!"``)."""
-    lines = text.split("\n")
-    mask = code_mask(lines) if ("```" in text or "~~~" in text) else None
+    view = prose_view(text).split("\n")
     pos = 0
-    for i, ln in enumerate(lines):
+    for ln, seen in zip(text.split("\n"), view):
         start, pos = pos, pos + len(ln) + 1
-        if "](" not in ln or (mask is not None and mask[i]):
+        if "](" not in seen:
             continue
-        for m in _MD_LINK.finditer(_blank_code_spans(ln)):  # same lengths: offsets hold
+        for m in _MD_LINK.finditer(seen):  # same lengths: offsets hold
             tgt = m.group(2)
             if tgt.startswith("<"):
                 tgt = tgt[1:-1]

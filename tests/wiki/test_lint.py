@@ -56,6 +56,19 @@ def test_broken_links_with_lines_and_what_is_ignored(kb):
     assert str(issues[0]) == "wiki/concepts/a.md:9: broken-link: missing.md -> wiki/concepts/missing.md does not exist"
 
 
+def test_links_in_comments_and_indented_code_are_not_links_but_a_lists_indented_paragraph_is(kb):
+    """A hand-kept wiki comments out an old link and shows code by indenting it (`x = a[i](j)`): neither is a
+    broken link. A paragraph indented four spaces inside a list (MkDocs' list continuation) is prose."""
+    write(kb.wiki, "concepts/c.md", page("C", "concept", "\n".join([
+        "# C", "", "<!-- old: [gone](gone.md) --> [ok](c.md)", "<!--", "[also gone](gone2.md)", "-->", "",
+        "Example:", "", "    [in code](not-a-page.md)", "    x = a[i](j)", "", "- an item", "",
+        "    [in the item](missing-item.md)", "", "Back to prose [missing](missing.md).",
+    ])))
+    issues = [(i.line, i.message.split(" ->")[0]) for i in lint.run(kb).issues
+              if i.code == "broken-link" and i.path.endswith("concepts/c.md")]
+    assert issues == [(20, "missing-item.md"), (22, "missing.md")], issues
+
+
 def test_orphans_ignore_links_from_index_and_log(kb):
     write(kb.wiki, "concepts/lonely.md", page("Lonely", "concept"))
     write(kb.wiki, "concepts/x.md", page("X", "concept", "# X\n\n[y](y.md)\n"))
