@@ -142,6 +142,18 @@ def test_raw_links_become_hosted_or_plain_paths():
         "[b](../../raw/sources/p.pdf)", "kernels/k.md", with_base)
 
 
+def test_a_link_to_a_wiki_folder_goes_to_its_landing_page():
+    """MkDocs rewrites links to pages only: `../kernels/` from a page served at `wiki/concepts/a/` reached
+    `wiki/concepts/kernels/`, a 404. A folder of the wiki (each has a landing page) is linked as its index.md."""
+    src = links.Sources([page("kernels/x/k.md", "---\ntitle: K\ntype: kernel\n---\n"),
+                         page("concepts/a.md", "---\ntitle: A\ntype: concept\n---\n")])
+    body = ("[all kernels](../kernels/) [x](../kernels/x#top) [here](./) [home](../) [a page](../kernels/x/k.md) "
+            "[not a folder](../nothing/) `[code](../kernels/)`")
+    out = links.rewrite_raw_links(body, "concepts/a.md", src)
+    assert out == ("[all kernels](../kernels/index.md) [x](../kernels/x/index.md#top) [here](./index.md) "
+                   "[home](../index.md) [a page](../kernels/x/k.md) [not a folder](../nothing/) `[code](../kernels/)`")
+
+
 def test_landing_pages_escape_titles_and_nav_stays_small():
     pages = [page(f"experiments/e{i}.md", f"---\ntitle: E{i} <script>x</script>|pipe\ntype: experiment\n---\n")
              for i in range(landing.NAV_PAGES + 5)] + [page("concepts/c.md", "---\ntitle: C\ntype: concept\n---\n")]

@@ -60,7 +60,12 @@ class Sources:
         self.raw_url = raw_url.rstrip("/") + "/" if raw_url else None
         self.by_dir: dict[str, dict] = {}   # 'raw/code/<dir>' -> codebase meta
         self.by_repo: dict[str, dict] = {}  # slug(repo) -> codebase meta
+        self.folders: set[str] = {"."}      # the wiki's folders: each has a landing page (index.md) on the site
         for p in pages:
+            d = posixpath.dirname(p.rel)
+            while d and d not in self.folders:
+                self.folders.add(d)
+                d = posixpath.dirname(d)
             if p.type != "codebase":
                 continue
             if isinstance(p.meta.get("path"), str):
@@ -128,19 +133,27 @@ def _with_note(body: str, note: str) -> str:
 
 def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: str = "wiki") -> str:
     """Replace links that leave wiki/ for raw/ (or anywhere outside the site) by hosted URLs or plain code; a page
-    whose code references stay plain says why (the tree is local)."""
-    if ".." not in body:  # only a '..' target leaves wiki/
+    whose code references stay plain says why (the tree is local). A link to a wiki folder (``../kernels/``) is
+    pointed at its landing page (``../kernels/index.md``): MkDocs rewrites links to pages only, and a folder's
+    relative path, read from a page served at ``a/b/``, is one level off (a 404)."""
+    if ".." not in body and "/)" not in body and "/#" not in body:  # nothing leaves wiki/, no folder link
         return body
     out, last = [], 0
     local: dict[str, None] = {}
     for start, end, text, target in md_link_spans(body):
         if start and body[start - 1] == "!":  # images stay as they are
             continue
-        target, anchor = split_target(target.strip())
+        raw_target = target.strip()
+        target, anchor = split_target(raw_target)
         if not target or is_external(target):
             continue
         path = resolve(page_rel, target)
         if not path.startswith("../"):
+            if path in sources.folders and not raw_target.startswith("<"):
+                folder = raw_target[:len(raw_target) - len(anchor)].rstrip("/")  # as written (%20 kept)
+                out += [body[last:start], f"[{text}]({folder}/index.md{anchor})" if folder or
+                        raw_target.startswith("/") else f"[{text}](index.md{anchor})"]
+                last = end
             continue
         project_rel = posixpath.normpath(posixpath.join(wiki_prefix, path))
         if project_rel.startswith("../"):
