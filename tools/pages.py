@@ -365,6 +365,8 @@ def validate(path: str, meta: dict[str, Any] | None, body: str = "") -> list[Pro
         out.append(Problem(path, "type", f"unknown type {ptype!r} (expected one of {', '.join(TYPES)})"))
     if not meta.get("title"):
         out.append(Problem(path, "title", "missing"))
+    elif isinstance(meta["title"], (list, dict, bool)):  # `title: [a, b]`: a name 123 or a date reads as text
+        out.append(Problem(path, "title", f"must be text, not a {type(meta['title']).__name__}"))
     tags = meta.get("tags")
     if tags is not None and not (isinstance(tags, list) and all(isinstance(t, (str, int, float)) for t in tags)):
         out.append(Problem(path, "tags", "must be a list of strings"))

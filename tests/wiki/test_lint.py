@@ -89,13 +89,16 @@ def test_frontmatter_problems_per_type(kb):
     write(kb.wiki, "kernels/k.md", page("K", "kernel", repo="jax", path="a.py", line="ten", backend="tpu",
                                         category="attention", kind="library"))
     write(kb.wiki, "concepts/t.md", page("T", "recipe"))
+    write(kb.wiki, "concepts/listed.md", "---\ntitle: [a, b]\ntype: concept\n---\n\n# L\n")
     write(kb.wiki, "concepts/nofm.md", "# No frontmatter\n")
     write(kb.wiki, "concepts/bad.md", "---\ntitle: x\ntags: [a\n---\n")
     write(kb.wiki, "concepts/latin1.md", b"# caf\xe9\n")
     linked(kb, "experiments/remat/v001.md", "experiments/remat/v002.md", "kernels/k.md", "concepts/t.md",
+           "concepts/listed.md",
            "concepts/nofm.md", "concepts/bad.md", "concepts/latin1.md")
     report = lint.run(kb)
     got = {(i.path.split("/")[-1], i.code, i.message) for i in report.issues}
+    assert ("listed.md", "wrong-type", "title: must be text, not a list") in got
     assert ("v001.md", "invalid-value",
             "status: invalid value 'running' (expected one of in_progress, filed)") in got
     assert ("v001.md", "invalid-value",
