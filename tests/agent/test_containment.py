@@ -105,6 +105,26 @@ def test_a_lock_file_link_is_not_followed(kb):
     assert not target.exists()
 
 
+def test_a_lane_folder_linked_out_gets_no_lock_file_there(kb):
+    """`wiki/experiments/m/l` linked to a folder outside: the lane lock (O_NOFOLLOW guards its own name only) was
+    created there, and the run filed through the link."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    (kb.wiki / "experiments" / "m").mkdir(parents=True)
+    os.symlink(outside(kb), kb.wiki / "experiments" / "m" / "l")
+    script = outside(kb).parent / "fake.py"
+    script.write_text("print('{\"step_times_s\": [1.0, 0.01, 0.01], \"tokens_per_step\": 8}')\n")
+    res = CliRunner().invoke(cli, ["--root", str(kb.root), "exp", "run", "--model", "m", "--lane", "l", "--variant",
+                                   "s/cpu", "-q", "--", sys.executable, str(script)])
+    assert res.exit_code == 1 and "wiki/experiments/m/l: the lane's folder is a link out of wiki/" in res.output, \
+        res.output
+    assert sorted(p.name for p in outside(kb).iterdir()) == []
+
+
 def test_the_lint_never_asks_whether_a_file_outside_the_project_exists(kb):
     page = kb.wiki / "concepts" / "probe.md"
     page.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,13 @@ class Lane:
         return f"experiments/{self.model}/{self.lane}/RESULTS.tsv"
 
     def locked(self):
-        return locked(self.dir / ".lane.lock")
+        """The lane lock, never created through a link that takes the lane's folder out of wiki/ (``O_NOFOLLOW``
+        guards the lock file's own name only)."""
+        d = self.dir
+        if (d.exists() or d.is_symlink()) and not d.resolve().is_relative_to(self.project.wiki.resolve()):
+            raise InputError(f"wiki/experiments/{self.model}/{self.lane}", "the lane's folder is a link out of wiki/: "
+                             "nothing is filed through it")
+        return locked(d / ".lane.lock")
 
     def ledger_rows(self) -> list[dict]:
         try:
