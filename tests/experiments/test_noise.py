@@ -150,3 +150,11 @@ def test_choose_reading_needs_rounds_read_both_ways():
     assert c["chosen"] == "min" and c["sigma_pct"]["min"] < c["sigma_pct"]["median"]
     steady_median = [rec([1, -1, 1, -1], version=v, best=[8, -8, 8, -8]) for v in range(3)]
     assert noise.choose_reading(steady_median, "tiny/cpu", "s")["chosen"] == "median"
+
+
+def test_identical_rounds_agree_with_a_lane_of_identical_rounds():
+    """σ 0 measured against a lane model of σ 0 (a deterministic stand-in, two identical rounds): they agree. It
+    read as 0/0, "infx the lane model's 0.00 %, which no longer describes the machine"."""
+    lane = noise.LaneNoise(sigma_pct=0.0, df=3.0, experiments=2, rounds=4, calibrations=0)
+    sigma, df, how = stats.sigma_for(0.0, 2, stats.Noise(lane=lane))
+    assert sigma == stats.MIN_SIGMA_PCT and df == 2 and "no longer describes" not in how and "inf" not in how, how

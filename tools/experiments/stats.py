@@ -232,7 +232,7 @@ def sigma_for(sd: float, n: int, noise: Noise) -> tuple[float, float, str]:
     if lane is None or lane.df <= 0:
         sigma = max(sd, noise.sigma_floor_pct)
         return sigma, n - 1, f"measured {sd:.2f} %, floor {noise.sigma_floor_pct:.2f} %"
-    ratio = sd / lane.sigma_pct if lane.sigma_pct > 0 else math.inf
+    ratio = sd / lane.sigma_pct if lane.sigma_pct > 0 else (math.inf if sd > 0 else 1.0)  # 0 against 0: agree
     quieter = ratio < 1 / DISAGREE and n >= MIN_OWN_ROUNDS and (
         lane.trunk_df <= 0 or f_cdf(ratio ** 2, n - 1, lane.df) < STALE_P)
     if ratio > DISAGREE or quieter:
