@@ -180,7 +180,8 @@ def test_validate_names_the_field():
                                                                          "step_times_s"),
                        (dict(tokens_per_step=0), "tokens_per_step"), (dict(losses="low"), "losses"),
                        (dict(flops_per_step={"causal": "many"}), "flops_per_step"), (dict(n_devices=0), "n_devices"),
-                       (dict(shape=[1]), "shape"), (dict(warmup_steps=-1), "warmup_steps")):
+                       (dict(shape=[1]), "shape"), (dict(warmup_steps=-1), "warmup_steps"),
+                       (dict(step_times_s=[5.0, 0.01], warmup_steps=2), "warmup_steps")):
         problem = metrics.validate(_result(**bad))
         assert problem and f"`{field}`" in problem, (bad, problem)
     assert metrics.finite({"a": [1.0, float("nan")], "b": float("inf")}) == {"a": [1.0, None], "b": None}

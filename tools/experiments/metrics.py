@@ -65,6 +65,9 @@ def validate(r: dict) -> str | None:
     w = r.get("warmup_steps", 1)
     if not (isinstance(w, int) and not isinstance(w, bool) and w >= 0):
         return f"`warmup_steps`: expected a whole number >= 0, got {_short(w)}"
+    if w >= len(times):  # the compile steps would be timed as the run's speed
+        return (f"`warmup_steps`: {w}, and `step_times_s` holds {len(times)} step{'s' * (len(times) != 1)}: no "
+                "steady step is left to time (run more steps)")
     losses = r.get("losses")
     if losses is not None and (not isinstance(losses, list) or not all(_number(x) for x in losses)):
         return f"`losses`: expected a list of numbers, got {_short(losses)}"
