@@ -167,6 +167,20 @@ def test_landing_pages_escape_titles_and_nav_stays_small():
     assert "experiments/index.md" not in landing.wiki_files(pages, existing={"experiments/index.md"})[0]
 
 
+def test_landing_pages_link_files_whose_names_hold_url_characters():
+    """`kern%20x.md` (a `%` in a hand-kept name), `a b.md`, `q#1.md` and a folder `x y/`: each row's link, decoded
+    as MkDocs decodes it, names the file itself (`kern%20x.md` was read as `kern x.md`, `q#1` as `q` and a
+    fragment, `a b.md` ended the link at the space)."""
+    import re
+    from urllib.parse import unquote
+
+    names = ["concepts/kern%20x.md", "concepts/a b.md", "concepts/q#1.md", "concepts/x y/inner.md"]
+    pages = [page(rel, "---\ntitle: T\ntype: concept\n---\n") for rel in names]
+    listing = landing.wiki_files(pages, existing=set())[0]["concepts/index.md"]
+    targets = re.findall(r"\]\(([^)\s]+)\)", listing)
+    assert sorted(unquote(t) for t in targets) == ["a b.md", "kern%20x.md", "q#1.md", "x y/index.md"], targets
+
+
 def test_kernel_directory_escapes_and_links_source_lines():
     pages = [
         page("codebases/r.md", "---\ntitle: R\ntype: codebase\nrepo: org/r\npath: raw/code/r\nremote: https://github.com/org/r\n---\n"),
