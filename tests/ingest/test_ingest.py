@@ -78,6 +78,9 @@ def test_messy_repo_ingests_with_every_skip_explained(messy):
     assert f"https://github.com/acme/tinymodel/blob/{messy_repo.SHA}/tinymodel/layers.py#L" in body
     assert "--xla_tpu_enable_async_collective_fusion" in body  # flag from Python
     assert "--xla_enable_async_all_gather" in body  # flag from a shell script
+    # a file opened and then skipped (binary, too large) is counted once, as skipped, not also as read
+    files = re.search(r"\| Files \| (\d+) in the tree, (\d+) read \(\d+ Python\), (\d+) skipped \|", body)
+    assert files and int(files[2]) == report["files_scanned"] - 2, files  # broken/binary.py, broken/huge.py
     # the default comes from configs/base.yml, a link to its line
     assert re.search(r"\| `remat_policy` \| Rematerialization \(remat\) \| \[`full`\]\([^)]*configs/base.yml#L1\) "
                      r"\| `full` \| 1 \|", body)

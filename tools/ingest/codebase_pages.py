@@ -170,7 +170,8 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
     rows = [["Source", mdtext.code(f"raw/code/{slug}")],
             ["Commit", mdtext.code(git.commit) + " (pinned)" if git.commit else "not a git checkout"],
             ["Remote", mdtext.escape(shown_remote(git.remote))],
-            ["Files", f"{sum(scan.languages.values())} in the tree, {len(scan.files)} read "
+            ["Files", f"{sum(scan.languages.values())} in the tree, "
+                      f"{sum('skip' not in r.facts for r in scan.files.values())} read "
                       f"({py_files} Python), {len(scan.skips)} skipped"],
             ["Symbols", f"{n_sym} in [symbols.tsv](symbols.tsv)"],
             ["Pallas kernels", f"{len({(k['kernel'], k['path']) for k in kernels})} kernels, "  # one page each
