@@ -5,7 +5,8 @@ Knobs for the failure modes the runner must file honestly: ``--crash``, ``--hang
 ``--noise-pct P`` (random step-time noise), ``--interference-pct P`` (70 % of the steps, drawn at random, delayed by up to
 P %: another job on a shared machine), ``--batch B`` (another shape). ``XLA_FLAGS=--fake_speedup=F`` makes the
 steps F times faster, and the JSON line reports the XLA_FLAGS it saw, so tests can tell which arm got which flags;
-with ``--xla_dump_to=DIR`` in XLA_FLAGS it writes a one-op "optimized HLO" module there (the op: ``--hlo``).
+with ``--xla_dump_to=DIR`` in XLA_FLAGS it writes an "optimized HLO" module there: one matmul of the reported
+model FLOPs (none with ``--no-dot``) and a root op (``--hlo``).
 """
 
 import argparse
@@ -33,6 +34,7 @@ p.add_argument("--bad-step-times", choices=["zero", "empty", "text", "nan"], def
 p.add_argument("--huge-line", type=int, default=0)
 p.add_argument("--memory-gb", type=float, default=2.0)
 p.add_argument("--hlo", default="add")  # the op the fake "optimized HLO" dump holds (see --xla_dump_to below)
+p.add_argument("--no-dot", action="store_true")  # ... and no matmul in it: nothing of the model's FLOPs computed
 a = p.parse_args()
 
 print(f"fake training: starting, pid {os.getpid()}", flush=True)
@@ -51,8 +53,12 @@ if m := re.search(r"--xla_dump_to=(\S+)", xla):  # what XLA would dump: one opti
     os.makedirs(m.group(1), exist_ok=True)
     with open(os.path.join(m.group(1), f"module_{os.getpid() % 97:04d}.jit_train_step.cpu_after_optimizations.txt"),
               "w") as f:
+        dot = "" if a.no_dot else (  # the model's matmuls: 2 x 1000 x 600 x 1000 = 1.2 GFLOP, as reported
+            "  %x = f32[1000,1000]{1,0} parameter(1)\n  %w = f32[1000,600]{1,0} parameter(2)\n"
+            "  %d = f32[1000,600]{1,0} dot(f32[1000,1000]{1,0} %x, f32[1000,600]{1,0} %w), lhs_contracting_dims={1}, "
+            "rhs_contracting_dims={0}\n")
         f.write(f"HloModule jit_train_step\n\nENTRY %main (p: f32[4]) -> f32[4] {{\n  %p = f32[4]{{0}} parameter(0)\n"
-                f"  ROOT %r.{os.getpid()} = f32[4]{{0}} {a.hlo}(%p, %p), metadata={{op_name=\"x\"}}\n}}\n")
+                f"{dot}  ROOT %r.{os.getpid()} = f32[4]{{0}} {a.hlo}(%p, %p), metadata={{op_name=\"x\"}}\n}}\n")
 speedup = float(m.group(1)) if (m := re.search(r"--fake_speedup=([\d.]+)", xla)) else 1.0
 rng = random.Random()
 noise = (lambda: rng.lognormvariate(0, a.noise_pct / 100)) if a.noise_pct else (lambda: 1.0)

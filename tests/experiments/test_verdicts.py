@@ -253,6 +253,10 @@ def test_no_op_is_caught_from_the_hlo_fingerprint(project):
     other = run_experiment(project, spec(fake("--step-ms", "5", "--hlo", "multiply"), repeats=2, profile=True,
                                          parent_fingerprint=first.hlo_fingerprint))
     assert other.verdict == "supported" and other.hlo_fingerprint != first.hlo_fingerprint
+    # a step that computes none of the model's matmuls (its dump holds no dot) is caught by the compiled step
+    hollow = run_experiment(project, spec(fake("--step-ms", "5", "--no-dot"), repeats=2, profile=True))
+    assert hollow.verdict == "invalid" and any("integrity `hlo-flops`" in r and "no matmul at all" in r
+                                               for r in hollow.reasons), hollow.reasons
 
 
 def test_a_shape_change_is_judged_against_a_reference_run(project):

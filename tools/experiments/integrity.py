@@ -121,6 +121,10 @@ def hlo_check(result: dict, facts: dict | None, out: Integrity, baseline_had_hlo
     model = float(f.get("noncausal") or f.get("causal") or 0) if isinstance(f, dict) else float(f or 0)
     mm = sum((facts.get("matmul_flops") or {}).values()) * n_dev
     floor = HLO_FLOPS_MIN_KERNELS if facts.get("custom_calls") else HLO_FLOPS_MIN
+    if model and not mm and not facts.get("custom_calls") and not facts.get("gemm_calls"):
+        out.add("hlo", Finding("hlo-flops", f"the compiled step `{facts.get('module')}` does no matmul at all (no dot, "
+                               f"no kernel or library GEMM call); the run reports {model / 1e9:.4f} GFLOP of model "
+                               "FLOPs"))
     if model and mm:
         out.facts["hlo"].update(matmul_flops=mm, model_flops=model, ratio=round(mm / model, 3))
         if mm < floor * model:

@@ -146,7 +146,7 @@ def module_facts(mod: HloModule) -> dict:
     custom_fusions: Counter = Counter()
     customs, collectives, loops = [], Counter(), []
     coll_bytes: Counter = Counter()
-    remat_ops = remat_dots = 0
+    remat_ops = remat_dots = gemms = 0
     for ins in mod.instrs.values():
         times = mult.get(ins.computation, 1)
         if ins.opcode in ("dot", "convolution"):
@@ -165,6 +165,8 @@ def module_facts(mod: HloModule) -> dict:
                 custom_fusions[c.group(1).strip("_")] += 1
         elif ins.opcode == "custom-call" and not hlo_mod._GEMM_TARGET.search(ins.target):
             customs.append(hlo_mod.custom_call_kernel(ins))
+        elif ins.opcode == "custom-call":
+            gemms += times  # a library GEMM (cuBLAS, oneDNN): a matmul the dot count does not see
         elif ins.opcode.startswith(hlo_mod._COLLECTIVE):
             kind = ins.opcode.removesuffix("-start").removesuffix("-done")
             if not ins.opcode.endswith("-done"):
@@ -181,7 +183,7 @@ def module_facts(mod: HloModule) -> dict:
                  key=lambda p: _prod(shape_of(p.shape)[1]), default=None)
     dots.sort(key=lambda d: -d["flops"])
     return {"module": mod.name, "instructions": len(mod.instrs),
-            "matmul_flops": dict(flops), "top_dots": dots[:5], "n_dots": len(dots),
+            "matmul_flops": dict(flops), "top_dots": dots[:5], "n_dots": len(dots), "gemm_calls": gemms,
             "fusions": sum(fusion_kinds.values()), "fusion_kinds": dict(fusion_kinds),
             "custom_fusions": dict(custom_fusions), "custom_calls": customs,
             "collectives": dict(collectives), "collective_bytes": dict(coll_bytes),
