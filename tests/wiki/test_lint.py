@@ -185,6 +185,18 @@ def test_wikilinks_and_file_links_fixed(kb):
     assert f"## [{TODAY}] lint --fix | wiki" in log and "- fixed 8: index 1, link 7" in log
 
 
+def test_fixed_links_to_files_named_with_url_characters_link_to_themselves(kb):
+    """`lint --fix` writes found paths as link targets: `kern%20x.md` (a `%` in a hand-kept name) was written as is
+    and read back as `kern x.md`; `a b.md` ended the link at the space. Both are found after the fix."""
+    write(kb.wiki, "concepts/kern%20x.md", page("Kern", "concept"))
+    write(kb.wiki, "concepts/a b.md", page("A B", "concept"))
+    write(kb.wiki, "concepts/notes.md", page("Notes", "concept", "# N\n\nSee [[kern%20x]] and [[a b]].\n"))
+    lint.run(kb, fix=True, today=TODAY)
+    text = (kb.wiki / "concepts/notes.md").read_text()
+    assert "[kern%20x](kern%2520x.md)" in text and "[a b](a%20b.md)" in text, text
+    assert not [i for i in lint.run(kb).issues if i.path.endswith("notes.md") and "link" in i.code]
+
+
 def test_fix_adds_frontmatter_and_keys(kb):
     write(kb.wiki, "concepts/hand.md", "# Written By Hand\n\nNo frontmatter, [link](typed.md).\n")
     write(kb.wiki, "concepts/typed.md", "---\ntags: [x]\nmine: kept\n---\n\n[h](hand.md)\n")
