@@ -208,3 +208,20 @@ def test_a_script_run_from_another_folder_is_still_model_code(project, tmp_path_
     frames = r["crash"]["frames"]
     assert [(f["role"], f.get("rel"), f["func"]) for f in frames] == [("model", "boom.py", "<module>"),
                                                                       ("model", "boom.py", "step")], frames
+
+
+def test_oom_advice_from_the_allocators_figures():
+    """With used and available figures (TPU: "Used 17.50G of 15.75G hbm"), the advice says how short the run was
+    and the largest size that can fit at most; it moves the knobs the run has (`remat`, `grad_accum`) and links the
+    concept pages the knowledge base holds."""
+    from tools.experiments.crash_advice import what_to_try
+
+    oom = {"kind": "oom", "oom": {"needed_bytes": 2 << 30, "used_bytes": 15 << 30, "available_bytes": 16 << 30,
+                                  "largest_bytes": [6 << 30]}}
+    tips = what_to_try(oom, {"batch": 64, "remat": "none", "grad_accum": 2}, {},
+                       lambda slug: f"../../concepts/{slug}.md" if slug == "rematerialization" else None)
+    assert tips[0] == "- It was 1.00 GiB short: 2.00 GiB asked for with 15.00 GiB of 16.00 GiB in use."
+    assert tips[1].startswith("- `batch=64`: at most `batch=60` fits")
+    assert "One allocation is 6.00 GiB (38 % of the device)" in tips[2]
+    assert "(`remat=full`, or a policy saving only the matmul outputs); see [rematerialization]" in tips[3]
+    assert tips[4].startswith("- `grad_accum=4` with half the micro-batch") and "see [" not in tips[4]

@@ -59,20 +59,18 @@ def _oom(crash, config, env, see) -> list[str]:
     oom = crash.get("oom") or {}
     need, used, avail = oom.get("needed_bytes"), oom.get("used_bytes"), oom.get("available_bytes")
     out = []
+    size = _knob(config, SIZE)
+    v = _number(size[1]) if size else None
     if need and used is not None and avail:
         short = used + need - avail
         if short > 0:
             out.append(f"It was {_gib(short)} short: {_gib(need)} asked for with {_gib(used)} of {_gib(avail)} in "
                        "use.")
-        size = _knob(config, SIZE)
-        v = _number(size[1]) if size else None
-        if size and v and v > 1 and used + need > avail:
-            fit = math.floor(v * avail / (used + need))
+        fit = math.floor(v * avail / (used + need)) if size and v and v > 1 and short > 0 else 0
+        if fit >= 1:
             out.append(f"{code(f'{size[0]}={size[1]}')}: at most {code(f'{size[0]}={fit}')} fits if the memory "
                        "scaled with it alone; weights and optimizer state do not, so fewer may.")
-    size = _knob(config, SIZE)
-    v = _number(size[1]) if size else None
-    if need and size and v and v >= 2 and not (used is not None and avail):
+    elif need and size and v and v >= 2:
         out.append(f"{code(f'{size[0]}={size[1]}')} asked for one buffer of {_gib(need)}; halve it "
                    f"({code(f'{size[0]}={int(v // 2)}')}) to see whether that buffer shrinks with it.")
     largest = (oom.get("largest_bytes") or [None])[0]
