@@ -250,14 +250,25 @@ def _coverage(db: sqlite3.Connection, groups: list[list[str]], weights: list[flo
     return {rel: h / total for rel, h in held.items()}
 
 
-_IDENT = re.compile(r"[^\W_]+(?:_[^\W_]+|\.[^\W\d_][^\W_]*)+")  # pallas_call, jax.lax.scan (not Wan2.2): code
-# names FTS5 splits into words
+_TOKEN = re.compile(r"[\w.]+")
 
 
 def identifiers(query: str) -> list[str]:
-    """The code names in a query (joined by ``_`` or ``.``): the tokenizer splits them into words, so a page
-    holding ``pallas_call_registration`` or repeating ``pallas`` looks to BM25 like one holding ``pallas_call``."""
-    return list(dict.fromkeys(m.lower() for m in _IDENT.findall(query)))
+    """The code names in a query (parts joined by ``_`` or ``.``: ``pallas_call``, ``jax.lax.scan``; not ``Wan2.2``,
+    ``e.g`` or a sentence's full stop): the tokenizer splits them into words, so a page holding
+    ``pallas_call_registration`` or repeating ``pallas`` looks to BM25 like one holding ``pallas_call``. Linear:
+    a token at a time, no pattern that backtracks over a long run of letters."""
+    out = []
+    for tok in _TOKEN.findall(query):
+        tok = tok.strip("._").lower()
+        if "_" not in tok and "." not in tok:
+            continue
+        dotted = tok.split(".")
+        if "." in tok and not all(len(p) >= 2 and p[0].isalpha() for p in dotted[1:]) or len(dotted[0]) < 2 \
+                or any(not p for p in dotted) or any(not part for p in dotted for part in p.split("_")):
+            continue
+        out.append(tok)
+    return list(dict.fromkeys(out))
 
 
 def _exact(db: sqlite3.Connection, names: list[str], rels: list[str]) -> dict[str, float]:

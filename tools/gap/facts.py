@@ -209,11 +209,13 @@ def run_facts(folder: Path) -> dict:
     if not mods:
         return {"stage": "none", "modules": []}
     facts = [module_facts(m) for m in mods.values()]
-    main = max(facts, key=lambda f: (sum(f["matmul_flops"].values()), len(f["custom_calls"]), f["instructions"]))
+    main = max(facts, key=lambda f: (sum(f["matmul_flops"].values()), f["gemm_calls"] + len(f["custom_calls"]),
+                                     f["instructions"]))
     customs = [c for f in facts for c in f["custom_calls"]]
     before = _texts(folder) if stage == "optimized" else {}
     requested = module_facts(before[main["module"]])["matmul_flops"] if main["module"] in before else {}
     return dict(main, stage=stage, modules=sorted(mods), custom_calls=customs,
+                gemm_calls=sum(f["gemm_calls"] for f in facts),
                 requested_flops=requested or main["matmul_flops"],
                 requested_from="pre-optimization HLO" if requested else stage + " HLO")
 
