@@ -123,6 +123,12 @@ def test_a_lane_folder_linked_out_gets_no_lock_file_there(kb):
     assert res.exit_code == 1 and "wiki/experiments/m/l: the lane's folder is a link out of wiki/" in res.output, \
         res.output
     assert sorted(p.name for p in outside(kb).iterdir()) == []
+    # ... or a link higher up: `wiki/experiments/m2` linked out, its lane folder not made yet
+    os.symlink(outside(kb), kb.wiki / "experiments" / "m2")
+    res = CliRunner().invoke(cli, ["--root", str(kb.root), "exp", "run", "--model", "m2", "--lane", "l", "--variant",
+                                   "s/cpu", "-q", "--", sys.executable, str(script)])
+    assert res.exit_code == 1 and "the lane's folder is a link out of wiki/" in res.output, res.output
+    assert sorted(p.name for p in outside(kb).iterdir()) == []
 
 
 def test_the_lint_never_asks_whether_a_file_outside_the_project_exists(kb):

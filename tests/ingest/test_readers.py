@@ -48,6 +48,10 @@ def test_a_latin1_readme_reads_as_written(tmp_path):
                                          "TPU and GPU, written in Pallas “by hand” © 2024.\n".encode("cp1252"))
     assert package_metadata(tmp_path)["summary"] == ("Fast naïve attention kernels for the café of JAX on TPU and "
                                                      "GPU, written in Pallas “by hand” © 2024.")
+    # a UTF-8 README with one stray Latin-1 byte keeps its UTF-8: only that byte is replaced
+    (tmp_path / "README.md").write_bytes("Fast naïve attention kernels for the café of JAX on TPU and GPU, written "
+                                         "in Pallas — by hand\n".encode() + b"caf\xe9\n")
+    assert package_metadata(tmp_path)["summary"].startswith("Fast naïve attention kernels for the café of JAX")
 
 
 @pytest.mark.parametrize("remote, web", [

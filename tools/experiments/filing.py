@@ -36,7 +36,7 @@ class Lane:
         """The lane lock, never created through a link that takes the lane's folder out of wiki/ (``O_NOFOLLOW``
         guards the lock file's own name only)."""
         d = self.dir
-        if (d.exists() or d.is_symlink()) and not d.resolve().is_relative_to(self.project.wiki.resolve()):
+        if not d.resolve().is_relative_to(self.project.wiki.resolve()):  # a link anywhere on the path, made or not
             raise InputError(f"wiki/experiments/{self.model}/{self.lane}", "the lane's folder is a link out of wiki/: "
                              "nothing is filed through it")
         return locked(d / ".lane.lock")

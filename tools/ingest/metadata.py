@@ -24,10 +24,15 @@ def _read(path: Path, limit: int = 256 * 1024) -> str | None:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
+        if _UTF8_MULTIBYTE.search(data):  # UTF-8 with a stray byte: keep its é and —, replace the one byte
+            return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
         try:
             return data.decode("cp1252")
         except UnicodeDecodeError:
             return data.decode("latin-1")
+
+
+_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xf4][\x80-\xbf]+")
 
 
 _MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")  # linear: a label holds no "["
