@@ -376,3 +376,34 @@ def test_a_lines_lower_bound_is_when_the_read_before_it_began(tmp_path):
     clock = [(1.0, ends[0], 0.99), (1.03, ends[1], 1.0), (1.05, ends[2], 1.04), (1.06, ends[3], 1.055)]
     lines = clocks.step_lines(log, clock)
     assert [(ln.step, ln.t, ln.after) for ln in lines] == [(0, 1.0, 0.0), (1, 1.03, 0.99), (2, 1.05, 1.0)]
+
+
+def test_lines_that_arrived_together_bound_nothing_and_are_not_lost_evidence(tmp_path):
+    """All of a run's step lines in one read of the pipe (printed at the end): the runner's clock has no lower
+    bound on any of them, so the check proves nothing and says so. It recorded `ok` (a window from -9.95 s). Not
+    `evidence-lost` either: the lines were printed, the reader was late or the printer waited."""
+    out = _check(tmp_path, [10.0] * 10, [0.5] + [0.001] * 9)
+    assert out.findings == [] and out.checks["clock"] == f"unchecked: {clocks.TOGETHER}", out.checks
+    integrity.evidence_check(out, {"checks": {"clock": "ok"}})
+    assert out.findings == []
+
+
+def test_each_timed_arm_is_judged_on_its_own_lines():
+    """A profiled run that behaves is no evidence for timed runs that print no step lines; lines that arrived
+    together in one arm do not spoil another arm's bounds; no arm with bounds at all is no evidence."""
+    from types import SimpleNamespace as NS
+
+    from tools.experiments.comparison import _unverified
+
+    def verdict_on(statuses: dict, traced=False, trace="unchecked: x"):
+        arms = [NS(name=n, ok=True, kind="var", pairs="", proc=NS(clock=[(0.1, 10, 0.0)])) for n in statuses]
+        r = NS(var=arms, all_arms=arms, traced=traced)
+        check = integrity.Integrity(checks={"clock": "ok", "trace": trace},
+                                    facts={"clock_arms": dict(statuses, profile="ok")})
+        return _unverified(check, r)
+
+    assert verdict_on({"run-1": "ok", "run-2": "ok"}) == ""
+    assert "no step lines" in verdict_on({"run-1": "unchecked: the command printed no step lines", "run-2": "ok"})
+    assert verdict_on({"run-1": f"unchecked: {clocks.TOGETHER}", "run-2": "ok"}) == ""
+    assert "arrived together" in verdict_on({"run-1": f"unchecked: {clocks.TOGETHER}"})
+    assert verdict_on({"run-1": "unchecked: no step lines"}, traced=True, trace="ok") == ""

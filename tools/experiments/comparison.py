@@ -72,8 +72,16 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
     out = integrity.Integrity()
     arms_ok = [a for a in ([r.profile] if r.profile is not None else []) + list(r.var) if a is not None and a.ok]
     for a in arms_ok:
-        if not a.pairs:
-            clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), out, a.name)
+        if not a.pairs:  # each arm's own status kept too: one arm's evidence never stands in for another's
+            mine = integrity.Integrity()
+            clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), mine, a.name)
+            for f in mine.findings:
+                out.add("clock", f)
+            status = mine.checks.get("clock", "")
+            if not mine.findings:
+                out.add("clock", None, "" if status == "ok" else status.removeprefix("unchecked: "))
+            out.facts.setdefault("clock", {}).update(mine.facts.get("clock", {}))
+            out.facts.setdefault("clock_arms", {})[a.name] = status
     for a in r.all_arms:
         if a.kind == "pairs" and a.result is not None:
             pairs_clock(a, out)
@@ -287,14 +295,24 @@ def _model_dirs(spec, rec: dict) -> tuple[str, ...]:
 
 
 def _unverified(check: integrity.Integrity | None, r) -> str:
-    """Why no clock the program cannot move confirmed its step times, where the runner had its own clock on the
-    variant's output (a local process; a remote job's log comes back without one): neither the runner's clock on
-    the step lines nor the profiler's on the steps passed. "" when one did."""
+    """Why no clock the program cannot move confirmed the variant's timed step times, where the runner had its own
+    clock on their output (a local process; a remote job's log comes back without one). Each timed arm is judged on
+    its own lines (a profiled run that behaves is no evidence for timed runs that lie), at least one of them
+    bounded by the runner's clock and none without lines; pairs by their blocks; a traced timed run by the
+    profiler's clock. "" when confirmed."""
     if check is None or not any(a.proc.clock for a in r.var if a is not None):
         return ""
-    if "ok" in (check.checks.get("clock"), check.checks.get("trace")):
+    if r.traced and check.checks.get("trace") == "ok":
         return ""
-    return (check.checks.get("clock") or "no step lines").removeprefix("unchecked: ")
+    if any(a.kind == "pairs" for a in r.all_arms):
+        status = check.checks.get("clock") or "unchecked: no step lines"
+        return "" if status == "ok" else status.removeprefix("unchecked: ")
+    arms = check.facts.get("clock_arms") or {}
+    statuses = [arms.get(a.name) or "unchecked: no step lines" for a in r.var if a is not None and a.ok]
+    missing = [s for s in statuses if s != "ok" and clocks.TOGETHER not in s]
+    if "ok" in statuses and not missing:
+        return ""
+    return (missing or statuses or ["unchecked: no step lines"])[0].removeprefix("unchecked: ")
 
 
 def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statistic: str,

@@ -279,6 +279,8 @@ def arm_clock(arm: dict, whole: ArmResult, name: str, facts: dict) -> tuple[inte
         steps += len(block) - 1
     if steps < 3:
         return None, f"{name}: only {steps} timed steps inside blocks with step lines"
+    if least < 0:
+        return None, f"{name}: {clocks.TOGETHER}"
     facts.setdefault("clock", {})[name] = {"steps": steps, "reported_s": round(told, 6),
                                            "runner_s": [round(least, 6), round(most, 6)]}
     if told < clocks.CLOCK_SLOW * least and least - told > clocks.CLOCK_SLACK_S:
