@@ -86,6 +86,13 @@ def path_target(path: str) -> str:
     return str(path).replace("%", "%25").replace("#", "%23").replace("?", "%3F")
 
 
+def file_target(path: str) -> str:
+    """A relative file path as a link target that names that file: URL characters encoded (``path_target``), and
+    ``./`` in front when the first part holds a ``:`` (``note:x.md`` would read as a URL scheme)."""
+    t = path_target(path)
+    return url("./" + t if ":" in t.split("/", 1)[0] else t)
+
+
 def link(label: str, target: str) -> str:
     return f"[{label}]({url(target)})"
 

@@ -174,11 +174,13 @@ def test_landing_pages_link_files_whose_names_hold_url_characters():
     import re
     from urllib.parse import unquote
 
-    names = ["concepts/kern%20x.md", "concepts/a b.md", "concepts/q#1.md", "concepts/x y/inner.md"]
+    names = ["concepts/kern%20x.md", "concepts/a b.md", "concepts/q#1.md", "concepts/x y/inner.md",
+             "concepts/note:x.md"]
     pages = [page(rel, "---\ntitle: T\ntype: concept\n---\n") for rel in names]
     listing = landing.wiki_files(pages, existing=set())[0]["concepts/index.md"]
     targets = re.findall(r"\]\(([^)\s]+)\)", listing)
-    assert sorted(unquote(t) for t in targets) == ["a b.md", "kern%20x.md", "q#1.md", "x y/index.md"], targets
+    assert sorted(unquote(t) for t in targets) == ["./note:x.md", "a b.md", "kern%20x.md", "q#1.md",
+                                                   "x y/index.md"], targets
 
 
 def test_kernel_directory_escapes_and_links_source_lines():

@@ -190,10 +190,13 @@ def test_fixed_links_to_files_named_with_url_characters_link_to_themselves(kb):
     and read back as `kern x.md`; `a b.md` ended the link at the space. Both are found after the fix."""
     write(kb.wiki, "concepts/kern%20x.md", page("Kern", "concept"))
     write(kb.wiki, "concepts/a b.md", page("A B", "concept"))
-    write(kb.wiki, "concepts/notes.md", page("Notes", "concept", "# N\n\nSee [[kern%20x]] and [[a b]].\n"))
+    write(kb.wiki, "concepts/q#1.md", page("Q", "concept"))
+    write(kb.wiki, "concepts/notes.md", page("Notes", "concept", "# N\n\nSee [[kern%20x]] and [[a b]].\n"
+                                                                 f"[q](file://{kb.wiki}/concepts/q%231.md#sec)\n"))
     lint.run(kb, fix=True, today=TODAY)
     text = (kb.wiki / "concepts/notes.md").read_text()
     assert "[kern%20x](kern%2520x.md)" in text and "[a b](a%20b.md)" in text, text
+    assert "[q](q%231.md#sec)" in text, text  # the file's own '#' encoded, the link's anchor kept
     assert not [i for i in lint.run(kb).issues if i.path.endswith("notes.md") and "link" in i.code]
 
 

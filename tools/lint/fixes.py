@@ -21,7 +21,7 @@ import posixpath
 import re
 from collections import Counter
 
-from .. import mdscan, mdtext, pages, wikiindex
+from .. import mdscan, pages, wikiindex
 from ..project import Project
 from ..mdscan import Link
 from ..wikiscan import Wiki, WikiPage, parse_page, scan
@@ -52,14 +52,6 @@ def _replace_link(line: str, link: Link, new: str) -> str:
     return line
 
 
-def _as_target(fix: str) -> str:
-    """A found path (and its #anchor) as a link target: ``kern%20x.md`` or ``a b.md`` must link to themselves, and a
-    space would end the link."""
-    path, sep, anchor = fix.partition("#")
-    return mdtext.url(mdtext.path_target(path)) + sep + mdtext.url(anchor) if sep else \
-        mdtext.url(mdtext.path_target(path))
-
-
 def _link_fixes(page: WikiPage, res: links.Resolver) -> tuple[str | None, list[str]]:
     """The page's text with its fixable links rewritten (None: nothing to do), and one line per rewrite."""
     if page.text is None:
@@ -71,7 +63,7 @@ def _link_fixes(page: WikiPage, res: links.Resolver) -> tuple[str | None, list[s
         if t.status not in (links.WIKI, links.FILE, links.ABSOLUTE) or not t.fix:
             continue
         old = lines[link.line - 1]
-        new = _replace_link(old, link, _as_target(t.fix))
+        new = _replace_link(old, link, t.fix)
         if new != old:
             lines[link.line - 1] = new
             shown = f"[[{link.text}]]" if link.kind == "wiki" else link.target

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from ..mdtext import file_target
 from ..mdscan import Heading, Link, heading_slug, headings, is_external, resolve, split_target
 from ..project import Project
 from ..wikiscan import Wiki, WikiPage, slug
@@ -94,14 +95,14 @@ class Resolver:
             if hit is None:
                 return Target(WIKI)
             rel, anchor = hit
-            return Target(WIKI, rel, self.relative_from(page.rel, rel) + anchor)
+            return Target(WIKI, rel, file_target(self.relative_from(page.rel, rel)) + anchor)
         if not raw or raw.startswith("#") or "{" in raw:
             return Target(SKIP)
         if raw[:5].lower() == "file:":
             parts = urlsplit(raw)
             fix = self.from_abs(page.rel, unquote(parts.path)) if parts.path else None
             anchor = f"#{parts.fragment}" if parts.fragment else ""
-            return Target(FILE, None, fix + anchor if fix else None)
+            return Target(FILE, None, file_target(fix) + anchor if fix else None)
         if is_external(raw):
             return Target(EXTERNAL)
         if link.kind == "auto":
@@ -115,7 +116,7 @@ class Resolver:
                 inside = posixpath.normpath(path.lstrip("/"))
                 if self.internal(inside):
                     fix = self.relative_from(page.rel, inside)
-            return Target(ABSOLUTE, None, fix + anchor if fix else None)
+            return Target(ABSOLUTE, None, file_target(fix) + anchor if fix else None)
         joined = self._join(page.rel.rpartition("/")[0], path)
         if not joined.startswith("../") and joined != "..":
             if not self.internal(joined):

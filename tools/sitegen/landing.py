@@ -15,7 +15,7 @@ import posixpath
 import yaml
 
 from ..mdtext import escape as md_text
-from ..mdtext import path_target, url
+from ..mdtext import file_target
 from .pages_view import SitePage, words
 
 NAV_PAGES = 20  # a folder with more direct pages than this shows only its landing page in the sidebar
@@ -60,7 +60,7 @@ def _page_rows(pages: list, base: str) -> list[str]:
     rows = ["| Page | Type | Updated |", "|---|---|---|"]
     for p in pages:
         upd = p.meta.get("updated") or p.meta.get("created") or ""
-        rows.append(f"| [{md_text(p.title)}]({url(path_target(posixpath.relpath(p.rel, base or '.')))}) | "
+        rows.append(f"| [{md_text(p.title)}]({file_target(posixpath.relpath(p.rel, base or '.'))}) | "
                     f"{md_text(p.type or '-')} | {md_text(upd)} |")
     return rows + [""]
 
@@ -79,7 +79,7 @@ def listing(folder: str, node: dict, tree: dict, linked: set[str] | None = None)
     for sub in node["subs"]:
         if linked is None or sub in linked:
             n = len(tree[sub]["pages"]) + sum(len(tree[k]["pages"]) for k in _subtree(tree, sub))
-            rows.append(f"| [{md_text(folder_title(sub))}]({url(path_target(posixpath.basename(sub)))}/index.md) "
+            rows.append(f"| [{md_text(folder_title(sub))}]({file_target(posixpath.basename(sub))}/index.md) "
                         f"| {n} |")
         else:
             flat += [sub, *_subtree(tree, sub)]
