@@ -106,16 +106,14 @@ def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = 
     if len(timed) < 3:
         out.add("clock", None, f"only {max(len(timed) - 1, 0)} steady steps with step lines")
         return
-    if by_step[timed[-1]].after - by_step[timed[0]].t < 0:  # no lower bound at all: the check would prove nothing
-        out.add("clock", None, TOGETHER)
-        return
     slow, fast = _windows(timed, by_step, times)
     med = statistics.median(ratios) if ratios else math.nan
     out.facts.setdefault("clock", {})[arm] = {
         "steps": timed[-1] - timed[0], "window": [slow.first, slow.last], "reported_s": round(slow.told, 6),
         "runner_s": [round(slow.least, 6), round(slow.most, 6)],
         "median_ratio": round(med, 4) if math.isfinite(med) else None}
-    if slow.told < CLOCK_SLOW * slow.least and slow.least - slow.told > CLOCK_SLACK_S:
+    together = by_step[timed[-1]].after - by_step[timed[0]].t < 0  # no lower bound at all: "slow" proves nothing
+    if not together and slow.told < CLOCK_SLOW * slow.least and slow.least - slow.told > CLOCK_SLACK_S:
         out.add("clock", Finding("clock-slow", f"{prefix}steps {slow.first + 1}-{slow.last} report "
                                  f"{slow.told * 1e3:.1f} ms in all; on the runner's clock their lines were at least "
                                  f"{slow.least * 1e3:.1f} ms apart (ratio {slow.told / slow.least:.2f} < "
@@ -124,6 +122,8 @@ def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = 
         out.add("clock", Finding("clock-replay", f"{prefix}steps {fast.first + 1}-{fast.last} report "
                                  f"{fast.told * 1e3:.1f} ms in all; on the runner's clock their lines were at most "
                                  f"{fast.most * 1e3:.1f} ms apart"))
+    elif together:
+        out.add("clock", None, TOGETHER)
     else:
         out.add("clock", None)
 
