@@ -134,7 +134,7 @@ def code_mask(lines: list[str]) -> list[bool]:
     return out
 
 
-_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)]|!!!|\?\?\?\+?)(?:[ \t]|$)")  # admonitions: an indented body
 
 
 def _spaces(s: str) -> str:
@@ -152,8 +152,8 @@ def prose_view(text: str) -> str:
     mask = code_mask(lines) if ("```" in text or "~~~" in text) else [False] * len(lines)
     if "\n    " in text or "\n\t" in text:  # read on the lines as written: blanking makes indents of its own
         mask = [a or b for a, b in zip(mask, _indented_code(lines, mask))]
-    out = "\n".join(" " * len(ln) if m else _blank_code_spans(ln) for ln, m in zip(lines, mask))
-    return _blank_comments(out) if "<!--" in out else out
+    out = "\n".join(" " * len(ln) if m else ln for ln, m in zip(lines, mask))
+    return _blank_spans(out) if "`" in out or "<!--" in out else out
 
 
 def _indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
@@ -179,13 +179,31 @@ def _indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
     return out
 
 
-def _blank_comments(text: str) -> str:
-    """HTML comments blanked, in one pass (an unclosed ``<!--`` leaves the rest as it is: a regex would rescan the
-    page from each of a million of them)."""
-    parts, pos = [], 0
-    while (start := text.find("<!--", pos)) != -1 and (end := text.find("-->", start + 4)) != -1:
-        parts += [text[pos:start], _spaces(text[start:end + 3])]
-        pos = end + 3
+_SPAN_START = re.compile(r"`+|<!--")
+
+
+def _blank_spans(text: str) -> str:
+    """Code spans and HTML comments blanked in one pass, whichever starts first (a backtick inside a comment does
+    not open a span past its ``-->``; ``<!--`` inside a span opens no comment). A span closes on the same line by a
+    run of as many backticks; a comment at its ``-->``, or ``<!-->`` / ``<!--->`` at once; an unclosed one leaves
+    the rest as it is. Linear: each character is looked at a bounded number of times."""
+    parts, pos, look = [], 0, 0
+    while (m := _SPAN_START.search(text, look)):
+        start = m.start()
+        if m.group(0) == "<!--":
+            end = start + 5 if text.startswith("<!-->", start) else \
+                start + 6 if text.startswith("<!--->", start) else text.find("-->", start + 4) + 3
+            if end == 2:  # unclosed
+                break
+        else:
+            ticks, line_end = m.group(0), text.find("\n", m.end())
+            close = re.compile(rf"(?<!`){ticks}(?!`)").search(text, m.end(), line_end if line_end != -1 else len(text))
+            if close is None:  # literal backticks: read on after them
+                look = m.end()
+                continue
+            end = close.end()
+        parts += [text[pos:start], _spaces(text[start:end])]
+        pos = look = end
     return "".join(parts) + text[pos:]
 
 

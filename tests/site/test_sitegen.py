@@ -146,12 +146,19 @@ def test_a_link_to_a_wiki_folder_goes_to_its_landing_page():
     """MkDocs rewrites links to pages only: `../kernels/` from a page served at `wiki/concepts/a/` reached
     `wiki/concepts/kernels/`, a 404. A folder of the wiki (each has a landing page) is linked as its index.md."""
     src = links.Sources([page("kernels/x/k.md", "---\ntitle: K\ntype: kernel\n---\n"),
+                         page("kernels/x/deep/d.md", "---\ntitle: D\ntype: kernel\n---\n"),
+                         page("notes/README.md", "---\ntitle: N\ntype: index\n---\n"),
                          page("concepts/a.md", "---\ntitle: A\ntype: concept\n---\n")])
+    # the landing pages the site will hold: generated ones and a hand-written README; the deep folder has none
+    src.set_landing({"index.md", "kernels/index.md", "kernels/x/index.md", "concepts/index.md", "notes/README.md",
+                     "kernels/x/k.md", "kernels/x/deep/d.md", "concepts/a.md"})
     body = ("[all kernels](../kernels/) [x](../kernels/x#top) [here](./) [home](../) [a page](../kernels/x/k.md) "
-            "[not a folder](../nothing/) `[code](../kernels/)`")
+            "[not a folder](../nothing/) `[code](../kernels/)` [notes](../notes) [deep](../kernels/x/deep/) "
+            "[abs](/kernels/)")
     out = links.rewrite_raw_links(body, "concepts/a.md", src)
     assert out == ("[all kernels](../kernels/index.md) [x](../kernels/x/index.md#top) [here](./index.md) "
-                   "[home](../index.md) [a page](../kernels/x/k.md) [not a folder](../nothing/) `[code](../kernels/)`")
+                   "[home](../index.md) [a page](../kernels/x/k.md) [not a folder](../nothing/) `[code](../kernels/)` "
+                   "[notes](../notes/README.md) [deep](../kernels/x/deep/) [abs](/kernels/)")
 
 
 def test_landing_pages_escape_titles_and_nav_stays_small():

@@ -143,6 +143,17 @@ def test_parse_page_is_read_page_without_the_file(tmp_path):
     assert a.given_title == "T" and wikiscan.parse_page("a.md", "no title\n").given_title is None
 
 
+def test_prose_view_keeps_links_after_a_backtick_in_a_comment_and_in_an_admonition():
+    """A backtick inside a comment opens no code span past its `-->`, `<!--` inside a code span opens no comment,
+    `<!-->` is a whole comment, and an admonition's indented body is prose (its links checked and rewritten)."""
+    text = ("<!-- don't use ` here --> see [real](a.md) and `c` ok\n\n[also](b.md)\n\n<!-- later -->\n"
+            "x <!--> [c](c.md) `<!--` [d](d.md) --> [e](e.md)\n\n!!! note\n    Intro.\n\n    Code at [f](f.md).\n"
+            "\ntext\n\n    [code](x.md)\n")
+    view = mdscan.prose_view(text)
+    assert len(view) == len(text) and view.count("\n") == text.count("\n")
+    assert [ln.target for ln in extract_links(text)] == ["a.md", "b.md", "c.md", "d.md", "e.md", "f.md"]
+
+
 def test_md_link_spans_give_offsets_for_rewriting():
     text = "x [a `b`](t.md#h) ![i](p.png)\n```\n[no](c.md)\n```\n`[no](d.md)` [e](<f g.md>)\n"
     spans = list(mdscan.md_link_spans(text))

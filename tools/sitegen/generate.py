@@ -127,6 +127,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     files: dict[str, str | bytes] = {}
     warnings: list[str] = []
     generated, appendix = wiki_files(pages, existing)
+    sources.set_landing(existing | set(generated))
     for rel, text in generated.items():
         files[f"{WIKI}/{rel}"] = text
     as_text = _neutralised(pages, files, warnings)

@@ -60,7 +60,8 @@ class Sources:
         self.raw_url = raw_url.rstrip("/") + "/" if raw_url else None
         self.by_dir: dict[str, dict] = {}   # 'raw/code/<dir>' -> codebase meta
         self.by_repo: dict[str, dict] = {}  # slug(repo) -> codebase meta
-        self.folders: set[str] = {"."}      # the wiki's folders: each has a landing page (index.md) on the site
+        self.folders: set[str] = {"."}      # the wiki's folders
+        self.landing: dict[str, str] = {}   # folder -> its landing page's file name on the site (``set_landing``)
         for p in pages:
             d = posixpath.dirname(p.rel)
             while d and d not in self.folders:
@@ -72,6 +73,17 @@ class Sources:
                 self.by_dir[p.meta["path"].strip("/")] = p.meta
             if p.meta.get("repo"):
                 self.by_repo[slug(p.meta["repo"])] = p.meta
+
+    def set_landing(self, files: set[str]) -> None:
+        """Which folders have a landing page on the site, from the wiki-relative files it will hold (the pages
+        and the generated listings): its index.md, else its README.md. A deep folder listed on its parent's
+        landing page has none, and a link to it is left as written."""
+        for folder in self.folders:
+            base = "" if folder == "." else folder + "/"
+            for name in ("index.md", "README.md"):
+                if base + name in files:
+                    self.landing[folder] = name
+                    break
 
     def for_repo(self, repo: str) -> dict | None:
         return self.by_repo.get(slug(repo))
@@ -134,9 +146,9 @@ def _with_note(body: str, note: str) -> str:
 def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: str = "wiki") -> str:
     """Replace links that leave wiki/ for raw/ (or anywhere outside the site) by hosted URLs or plain code; a page
     whose code references stay plain says why (the tree is local). A link to a wiki folder (``../kernels/``) is
-    pointed at its landing page (``../kernels/index.md``): MkDocs rewrites links to pages only, and a folder's
-    relative path, read from a page served at ``a/b/``, is one level off (a 404)."""
-    if ".." not in body and "/)" not in body and "/#" not in body:  # nothing leaves wiki/, no folder link
+    pointed at its landing page (``../kernels/index.md``, or its README.md): MkDocs rewrites links to pages only,
+    and a folder's relative path, read from a page served at ``a/b/``, is one level off (a 404)."""
+    if "](" not in body:
         return body
     out, last = [], 0
     local: dict[str, None] = {}
@@ -149,10 +161,10 @@ def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: s
             continue
         path = resolve(page_rel, target)
         if not path.startswith("../"):
-            if path in sources.folders and not raw_target.startswith("<"):
+            page = sources.landing.get(path)
+            if page and not raw_target.startswith(("<", "/")):
                 folder = raw_target[:len(raw_target) - len(anchor)].rstrip("/")  # as written (%20 kept)
-                out += [body[last:start], f"[{text}]({folder}/index.md{anchor})" if folder or
-                        raw_target.startswith("/") else f"[{text}](index.md{anchor})"]
+                out += [body[last:start], f"[{text}]({folder + '/' if folder else ''}{page}{anchor})"]
                 last = end
             continue
         project_rel = posixpath.normpath(posixpath.join(wiki_prefix, path))
