@@ -180,6 +180,7 @@ def _indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
 
 
 _SPAN_START = re.compile(r"`+|<!--")
+_CLOSE: dict[str, re.Pattern] = {}  # a run of n backticks -> the pattern of its closing run
 
 
 def _blank_spans(text: str) -> str:
@@ -197,7 +198,8 @@ def _blank_spans(text: str) -> str:
                 break
         else:
             ticks, line_end = m.group(0), text.find("\n", m.end())
-            close = re.compile(rf"(?<!`){ticks}(?!`)").search(text, m.end(), line_end if line_end != -1 else len(text))
+            pat = _CLOSE.get(ticks) or _CLOSE.setdefault(ticks, re.compile(rf"(?<!`){ticks}(?!`)"))
+            close = pat.search(text, m.end(), line_end if line_end != -1 else len(text))
             if close is None:  # literal backticks: read on after them
                 look = m.end()
                 continue
