@@ -148,8 +148,8 @@ def rewrite_raw_links(body: str, page_rel: str, sources: Sources, wiki_prefix: s
     whose code references stay plain says why (the tree is local). A link to a wiki folder (``../kernels/``) is
     pointed at its landing page (``../kernels/index.md``, or its README.md): MkDocs rewrites links to pages only,
     and a folder's relative path, read from a page served at ``a/b/``, is one level off (a 404)."""
-    if "](" not in body:
-        return body
+    if ".." not in body and "/)" not in body and "/#" not in body:  # nothing leaves wiki/, no folder link: most
+        return body                                                   # pages, read no further
     out, last = [], 0
     local: dict[str, None] = {}
     for start, end, text, target in md_link_spans(body):
