@@ -276,7 +276,7 @@ def _exact(db: sqlite3.Connection, names: list[str], rels: list[str]) -> dict[st
     one: ``pallas_call`` is not in ``interpret_pallas_call``), in its title, frontmatter or prose."""
     if not names:
         return dict.fromkeys(rels, 1.0)
-    pats = [re.compile(r"(?<![\w.])" + re.escape(n) + r"(?![\w]|\.\w)", re.I) for n in names]
+    pats = [re.compile(r"(?<!\w)" + re.escape(n) + r"(?![\w]|\.\w)", re.I) for n in names]  # pl.pallas_call holds it
     out = dict.fromkeys(rels, 0.0)
     marks = ",".join("?" * len(rels))
     for rel, title, meta, body in db.execute(f"SELECT rel, title, meta, body FROM docs WHERE rel IN ({marks})",

@@ -107,8 +107,11 @@ def test_a_code_name_ranks_the_pages_holding_it_whole_first(kb):
           tags="[codebase, module]", repo="jax", path="raw/code/jax"))
     write(kb.wiki, "kernels/jax/softmax.md", page("softmax", "kernel",
           "# softmax\n\nThe site: entry `pallas_call`, backend gpu-triton.\n" + "Block sizes and grid. " * 30))
+    write(kb.wiki, "kernels/jax/rms.md", page("rms", "kernel",
+          "# rms\n\nLaunched as `pl.pallas_call(kernel, grid=g)`.\n" + "Block sizes and grid. " * 30))
     hits = [h.path for h in search.search(kb, "pallas_call")[1]]
     assert hits.index("kernels/jax/softmax.md") < hits.index("codebases/jax/modules/mlir.md"), hits
+    assert hits.index("kernels/jax/rms.md") < hits.index("codebases/jax/modules/mlir.md"), hits  # a module prefix
     assert search.identifiers("save_dot_except_mlp with jax.lax.scan on Wan2.2, v5e, e.g. i.e. this.") == [
         "save_dot_except_mlp", "jax.lax.scan"]
     assert search.identifiers("a" * 100_000) == []  # linear: no pattern backtracking over a long run of letters

@@ -18,8 +18,8 @@ LOG_READ_BYTES = 32_000_000
 CLOCK_SLOW = 0.8          # reported / runner-seen step time below this: the step timer runs slow
 CLOCK_FAST = 1.25         # above this: the reported steps took longer than they were seen to take (made up)
 CLOCK_SLACK_S = 0.01      # and the two clocks differ by more than this over the window (timer granularity)
-TOGETHER = ("the step lines arrived together (in one read of the pipe): the runner's clock bounds none of their "
-            "times; print each as its step ends, flushed")
+TOGETHER = ("the step lines arrived together (in one or two reads of the pipe): the runner's clock bounds none of "
+            "their times; print each as its step ends, flushed")
 STEP_GAP_S = 0.0001       # ... plus this per step on the profiler's clock: the untimed host work between two steps
                           # (the reference model's step line: 0.05-0.08 ms)
 
