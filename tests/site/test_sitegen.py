@@ -322,3 +322,30 @@ def test_forge_links_for_github_gitlab_and_bitbucket_and_a_snapshot_provenance(t
     assert info.blob_url("jax/_src/config.py", 12) == "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/config.py#L12"
     (tree / gitinfo.PROVENANCE).write_text('{"remote": "https://github.com/jax-ml/jax", "ref": "../../etc"}')
     assert gitinfo.read(tree).commit is None  # a ref that could climb is not trusted
+
+
+def test_staged_copy_drops_an_unsafe_link_target_whole():
+    """`tools site stage`: an unsafe target goes with its parentheses and title, leaving no `)` behind as text;
+    a safe target with parentheses of its own is kept as written."""
+    from tools.sitegen.inertmd import inert
+
+    assert inert("[x](javascript:alert(1)) tail") == "[x](#) tail"
+    assert inert('[x](JaVaScRiPt:alert(document.cookie) "t") tail') == "[x](#) tail"
+    assert inert("[a](javascript:a(b)(c)) and [b](data:x) end") == "[a](#) and [b](#) end"
+    assert inert("[w](https://en.wikipedia.org/wiki/Roofline_(model)) ok") == \
+        "[w](https://en.wikipedia.org/wiki/Roofline_(model)) ok"
+    assert inert("[x](javascript:alert(1)") == "[x](#)"  # never closed: the target only
+
+
+def test_staged_copy_keeps_an_angle_bracket_link_a_link():
+    """`[x](<my notes.md>)` (the markdown for a path with spaces) was escaped to `&lt;my notes.md>`: text, not a link,
+    in the staged build. It is now percent-encoded, which MkDocs and Zensical resolve to the same file; no `<` is left
+    to be read as a tag where the brackets were not a link after all."""
+    from tools.sitegen.inertmd import inert
+
+    assert inert("[x](<sub/my notes.md>) t") == "[x](sub/my%20notes.md) t"
+    assert inert('[x](<a (b).md> "t")') == '[x](a%20%28b%29.md "t")'
+    assert inert("[b](<javascript:alert(1)>) ok") == "[b](#) ok"
+    assert inert("[b](<java&#x09;script&colon;x>)") == "[b](java%09script:x)"  # a relative path, no scheme
+    escaped = inert("\\[x](<img src=x onerror=alert(1)>)")
+    assert "<" not in escaped and "onerror=alert%281%29" in escaped

@@ -8,6 +8,8 @@ blocks and code spans (which markdown escapes itself):
 - raw HTML: ``<`` escaped unless it opens an HTML comment (the tools' region markers), a tag from a short list
   without attributes (``<br>``, ``<sub>``, ``</td>`` ...): an attribute-free tag cannot run script, or the loop
   report's plot slot (a div with a fixed class and a plain loop name);
+- an inline target in angle brackets (``[x](<my notes.md>)``, the form for a path with spaces) percent-encoded
+  instead (``my%20notes.md``): it is still a link, and no ``<`` is left to be read as a tag if it is not one;
 - link and image targets, inline or reference definitions, whose scheme is not http, https or mailto (after HTML
   entities, whitespace and control characters are taken out, as a browser does) become ``#``;
 - attribute lists (``{: onclick=...}``) naming an event handler or a URL attribute lose their brace.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import html
 import re
+from urllib.parse import quote
 
 SAFE_TAGS = ("br", "wbr", "sub", "sup", "b", "i", "em", "strong", "code", "kbd", "small", "s", "u", "mark", "p",
              "ul", "ol", "li", "table", "thead", "tbody", "tr", "td", "th", "details", "summary", "hr")
@@ -27,6 +30,7 @@ _TAG = re.compile(r"</?(?:" + "|".join(SAFE_TAGS) + r")\s*/?>"
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _TICKS = re.compile(r"`+")
 _INLINE_TARGET = re.compile(r"\]\(\s*<?([^)\s>]*)")
+_ANGLE_TARGET = re.compile(r"\]\(\s*<([^<>\n]*)>")
 _REF_DEF = re.compile(r"^( {0,3}\[[^\]\n]+\]:\s*)<?(\S+)")
 _ATTR_LIST = re.compile(r"\{[^{}\n]*\}")
 _RISKY_ATTR = re.compile(r"(?:\bon[a-z]+|\bhref|\bsrc|\bstyle|\bformaction|\baction|\bsrcdoc|:href)\s*=", re.I)
@@ -67,6 +71,8 @@ def _code_spans(line: str) -> list[tuple[int, int]]:
 
 def _inert_text(text: str, comment_end: list[int], base: int, whole: str) -> str:
     """Escape raw HTML in a piece of a line outside code spans. ``comment_end`` caches the next ``-->``."""
+    if "](" in text:
+        text = _ANGLE_TARGET.sub(lambda m: "](" + quote(html.unescape(m.group(1)), safe="/#:?=&%@+,;~._!$'*-"), text)
     out, last, i = [], 0, text.find("<")
     while i != -1:
         if text.startswith("<!--", i):
@@ -87,9 +93,26 @@ def _inert_text(text: str, comment_end: list[int], base: int, whole: str) -> str
         i = text.find("<", i + 1)
     out.append(text[last:])
     text = "".join(out)
-    text = _INLINE_TARGET.sub(lambda m: m.group(0)[:-len(m.group(1))] + "#" if m.group(1) and unsafe_target(m.group(1))
-                              else m.group(0), text)
+    text = _inert_targets(text)
     return _ATTR_LIST.sub(lambda m: "&#123;" + m.group(0)[1:] if _RISKY_ATTR.search(m.group(0)) else m.group(0), text)
+
+
+def _inert_targets(text: str) -> str:
+    """Inline link targets of an unsafe scheme as ``#``, with the rest of the destination (``javascript:alert(1)``'s
+    parentheses, a title) up to the ``)`` that closes the link, so none of it is left behind as text."""
+    out, last = [], 0
+    for m in _INLINE_TARGET.finditer(text):
+        if m.start() < last or not (m.group(1) and unsafe_target(m.group(1))):
+            continue
+        depth, i = 1, m.start(1)  # the link's own "(" is open
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        out.append(text[last:m.start(1)] + "#")
+        # no closing parenthesis on this line: only the target goes
+        last = i - 1 if not depth else m.end()
+    out.append(text[last:])
+    return "".join(out)
 
 
 def inert(markdown: str) -> str:
