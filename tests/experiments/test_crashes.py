@@ -142,6 +142,19 @@ def test_the_first_fix_is_a_later_run_one_knob_away_that_passed():
     assert fix == {"exp_id": "v4", "page": "p4.md", "knob": "remat", "value": "full", "fixes": "v1"}
 
 
+def test_a_commands_knobs_are_read_past_a_comment_and_a_bad_quote():
+    """The knobs a crash page and its advice read from a command: a `bash -c` script's comment with an apostrophe
+    (`# don't`) and a command the shell could not read (an unclosed quote) gave no knobs at all."""
+    import shlex
+
+    script = "ulimit -v 4000000 && exec python train.py --batch 64 --remat=full  # don't halve it"
+    assert crash_pages.config_of({"command": shlex.join(["bash", "-c", script])}) == {"batch": "64", "remat": "full"}
+    assert crash_pages.config_of({"command": "python train.py --name o'neil --batch 8"}) == \
+        {"name": "o'neil", "batch": "8"}
+    both = crash_pages.config_of({"command": shlex.join(["bash", "-c", "python a.py --lr 1e-3;python b.py --dp 2"])})
+    assert both == {"lr": "1e-3", "dp": "2"}
+
+
 def test_framework_frames_link_to_the_ingested_codebase_only_at_its_version(tmp_path):
     wiki = tmp_path / "wiki"
     (wiki / "codebases" / "jax" / "modules").mkdir(parents=True)

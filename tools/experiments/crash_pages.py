@@ -187,18 +187,13 @@ def _oom_words(oom: dict) -> str:
 def config_of(r: dict) -> dict:
     """A run's configuration: the loop's knobs, else its command's --flags (what a crashed run has too: it
     reported nothing)."""
-    import shlex
-
     if r.get("loop_config"):
         return dict(r["loop_config"])
-    try:
-        words = shlex.split(str(r.get("command") or ""))
-        for i, w in enumerate(words[:-1]):  # a shell's script (`bash -c "ulimit ...; exec python x.py --batch 8"`)
-            if w == "-c" and " " in words[i + 1]:
-                words = words[:i] + shlex.split(words[i + 1].replace(";", " ")) + words[i + 2:]
-                break
-    except ValueError:
-        return {}
+    words = _words(str(r.get("command") or ""), comments=False)
+    for i, w in enumerate(words[:-1]):  # a shell's script (`bash -c "ulimit ...; exec python x.py --batch 8"`)
+        if w == "-c" and " " in words[i + 1]:
+            words = words[:i] + _words(words[i + 1], comments=True) + words[i + 2:]
+            break
     out = {}
     for i, w in enumerate(words):
         if w.startswith("--") and len(w) > 2:
@@ -206,6 +201,20 @@ def config_of(r: dict) -> dict:
             nxt = words[i + 1] if i + 1 < len(words) else ""
             out[name] = val if eq else (nxt if nxt and not nxt.startswith("--") else True)
     return out
+
+
+def _words(command: str, comments: bool) -> list[str]:
+    """A command's words as the shell reads them: in a script, ``;``, ``&&`` and ``|`` stand apart and a ``#``
+    comment (``# don't``) is dropped. A command the shell itself could not read (an unclosed quote) is split at
+    whitespace, so its flags are still found."""
+    import shlex
+
+    lex = shlex.shlex(command, posix=True, punctuation_chars=comments)
+    lex.whitespace_split, lex.commenters = True, "#" if comments else ""
+    try:
+        return list(lex)
+    except ValueError:
+        return [w.strip("'\"") for w in command.split()]
 
 
 def first_fix(crashed: list[dict], lane_recs: list[dict]) -> dict | None:
