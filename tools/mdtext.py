@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import math
 import re
 from urllib.parse import quote, urlsplit
 
@@ -100,6 +101,19 @@ def link(label: str, target: str) -> str:
 def attr(text: str) -> str:
     """An HTML attribute value (quotes included in the escaping)."""
     return html.escape(" ".join(str(text).split()), quote=True)
+
+
+def number(v, nd: int = 2, unit: str = "") -> str:
+    """A figure for a page: ``nd`` decimals with thousands separators; a float too large or too small to read that
+    way (``1e+308``, ``1.2e-06``) in three significant digits, so a run that reports a wild value does not print
+    three hundred digits or round a real figure to ``0.00``. ``—`` when there is none."""
+    if v is None or v == "" or isinstance(v, bool):
+        return "—"
+    if isinstance(v, float) and math.isfinite(v) and v and not 0.5 * 10 ** -nd <= abs(v) < 1e15:
+        return f"{v:.3g}{unit}"
+    if isinstance(v, (int, float)):
+        return f"{v:,.{nd}f}{unit}"
+    return f"{v}{unit}"
 
 
 def slugify(text: str) -> str:

@@ -20,6 +20,17 @@ def _result(**kw):
     return r
 
 
+def test_a_small_memory_and_a_wild_figure_read_as_numbers_on_the_page():
+    """A CPU run's 200 kB peak was stored as 0.0 GB and a reported 1e300-token step printed some 300 digits."""
+    from tools.experiments.report import _metrics_table
+
+    m = metrics.compute(_result(peak_memory_bytes=200_000, tokens_per_step=1e300))
+    assert m["memory_gb"] == 0.0002
+    table = "\n".join(_metrics_table(m))
+    assert "0.0002 GB" in table and "1e+301" in table and "0" * 20 not in table
+    assert "10,000.0" in "\n".join(_metrics_table(metrics.compute(_result(peak_memory_bytes=17_500_000_000))))
+
+
 def test_metrics_exclude_compile_and_record_both_mfu_bases():
     m = metrics.compute(_result())
     assert m["step_time_ms"] == pytest.approx(100.0)

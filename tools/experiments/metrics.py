@@ -143,7 +143,8 @@ def compute(result: dict, peak_flops: float | None = None) -> dict:
         "platform": result.get("platform"),
         "peak_flops_per_device": peak.peak_flops,
         "peak_flops_source": peak.source,
-        "memory_gb": round(result["peak_memory_bytes"] / 1e9, 4) if result.get("peak_memory_bytes") else None,
+        # six significant digits, not four decimals: a CPU run's 0.2 MB is not 0.0 GB
+        "memory_gb": float(f"{result['peak_memory_bytes'] / 1e9:.6g}") if result.get("peak_memory_bytes") else None,
         "memory_source": result.get("peak_memory_source"),
         "loss_final": finite(float((result.get("losses") or [math.nan])[-1])),
     }

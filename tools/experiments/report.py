@@ -12,11 +12,7 @@ from .context import RunContext
 
 
 def _fmt(v, nd=2, unit="") -> str:
-    if v is None or v == "":
-        return "—"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}{unit}"
-    return f"{v}{unit}"
+    return mdtext.number(v, nd, unit) if isinstance(v, float) else "—" if v is None or v == "" else f"{v}{unit}"
 
 
 def experiment_path(model: str, lane: str, exp_id: str) -> str:

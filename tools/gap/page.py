@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 
 from .. import pages
-from ..mdtext import code, escape, slugify
+from ..mdtext import code, escape, number, slugify
 
 BAR = 30  # characters of the longest bar
 
@@ -25,7 +25,7 @@ def _link(src: str, label: str, target: str) -> str:
 def _num(v, nd: int = 3) -> str:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return "—"
-    return f"{v:,.{nd}f}" if abs(v) < 1000 else f"{v:,.0f}"
+    return number(v, nd if abs(v) < 1000 else 0)
 
 
 def _pct(v) -> str:

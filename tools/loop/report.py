@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import pages
 from ..experiments.report import experiment_path
-from ..mdtext import code, escape
+from ..mdtext import code, escape, number
 from . import memory as mem
 from .combos import combinations
 from .combos import markdown as combo_markdown
@@ -54,7 +54,7 @@ def _link(src: str, label: str, target: str) -> str:
 
 
 def _num(v: Any, nd: int = 1) -> str:
-    return f"{v:,.{nd}f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+    return number(v, nd) if isinstance(v, (int, float)) else "—"
 
 
 def _pct(v: Any) -> str:
