@@ -196,6 +196,9 @@ def test_validate_names_the_field():
         problem = metrics.validate(_result(**bad))
         assert problem and f"`{field}`" in problem, (bad, problem)
     assert metrics.finite({"a": [1.0, float("nan")], "b": float("inf")}) == {"a": [1.0, None], "b": None}
+    one = metrics.validate(_result(step_times_s=[0.5]))  # no warmup_steps field: the message says it is the default
+    assert "`warmup_steps` unset: 1 by default" in one and "`warmup_steps: 0`" in one
+    assert metrics.validate(_result(step_times_s=[0.5], warmup_steps=0)) is None
 
 
 def test_crash_reasons(tmp_path):

@@ -66,8 +66,11 @@ def validate(r: dict) -> str | None:
     if not (isinstance(w, int) and not isinstance(w, bool) and w >= 0):
         return f"`warmup_steps`: expected a whole number >= 0, got {_short(w)}"
     if w >= len(times):  # the compile steps would be timed as the run's speed
-        return (f"`warmup_steps`: {w}, and `step_times_s` holds {len(times)} step{'s' * (len(times) != 1)}: no "
-                "steady step is left to time (run more steps)")
+        held = f"`step_times_s` holds {len(times)} step{'s' * (len(times) != 1)}"
+        if "warmup_steps" not in r:
+            return (f"{held}, and its first is taken as warm-up (`warmup_steps` unset: 1 by default): no steady step "
+                    "is left to time (run more steps, or report `warmup_steps: 0` if no step timed compilation)")
+        return f"`warmup_steps`: {w}, and {held}: no steady step is left to time (run more steps)"
     losses = r.get("losses")
     if losses is not None and (not isinstance(losses, list) or not all(_number(x) for x in losses)):
         return f"`losses`: expected a list of numbers, got {_short(losses)}"
