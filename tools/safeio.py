@@ -131,22 +131,6 @@ def read_text(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Pat
         raise Refused(path, f"not UTF-8 (byte {e.start})") from None
 
 
-def check(path: str | Path, limit: int = DEFAULT_LIMIT, *, within: str | Path | None = None) -> None:
-    """The checks of :func:`read_bytes` for a file a library opens itself (an xplane protobuf): Refused when it is
-    a FIFO, a device, a link out of ``within`` or over ``limit``; FileNotFoundError when absent."""
-    path = Path(path)
-    st = os.lstat(path)
-    if within is not None and not _inside(path, Path(within)):
-        raise Refused(path, "outside its tree (not followed)")
-    if stat.S_ISLNK(st.st_mode) and within is None:
-        raise Refused(path, "symlink (not followed)")
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise Refused(path, f"{kind(st.st_mode)} (not read)")
-    if st.st_size > limit:
-        raise Refused(path, f"too large ({_size(st.st_size)} > {_size(limit)})")
-
-
 def try_text(path: str | Path, limit: int = DEFAULT_LIMIT) -> str | None:
     """Text of a small metadata file (``.git/HEAD``, ``pyproject.toml``), or None for anything unsafe or absent."""
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -182,3 +183,61 @@ def test_an_experiment_id_two_lanes_share_is_refused_and_a_raw_dir_outside_raw_t
     bad = [dict(recs[0], raw_dir="raw/../..")]
     with pytest.raises(InputError, match="outside raw/"):
         profile_folder(project, "2026-12-06-v001-x", bad)
+
+
+SWAPPER = r"""
+import os, sys, time
+target, real, link = sys.argv[1:4]
+end, started = time.monotonic() + float(sys.argv[4]), False
+while time.monotonic() < end:
+    for tmp, make, src in ((target + ".r", os.link, real), (target + ".l", os.symlink, link)):
+        try:
+            make(src, tmp)
+        except FileExistsError:  # left by a swapper killed mid-way
+            pass
+        os.replace(tmp, target)
+    if not started:
+        print("swapping", flush=True)
+        started = True
+"""
+
+
+def test_the_trace_parsed_is_the_file_checked_while_another_process_swaps_it(profiles, tmp_path):
+    """A profile folder's xplane swapped, many times a millisecond, between a real file and a link out of the
+    folder: each read parses the file inside or refuses the link. It never parses what the link names (the
+    profiler opening the path after the check used to read whatever was there by then)."""
+    from tools.errors import InputError
+    from tools.profiling.trace import find_runs, read_trace
+
+    def xplane(name):
+        return sorted(find_runs(profiles[name])[-1].glob("*.xplane.pb"))[0]
+
+    folder = tmp_path / "prof"
+    run = folder / "plugins/profile/run1"
+    run.mkdir(parents=True)
+    target, real = run / "host.xplane.pb", tmp_path / "inside.pb"
+    real.write_bytes(xplane("fp32").read_bytes())
+    outside = tmp_path / "outside" / "secret.xplane.pb"
+    outside.parent.mkdir()
+    outside.write_bytes(xplane("bf16_ga2").read_bytes())
+    os.link(real, target)
+    own, secret = (len(read_trace(d).ops) for d in (folder, outside.parent))
+    assert own != secret  # the two traces can be told apart
+    swap = subprocess.Popen([sys.executable, "-c", SWAPPER, str(target), str(real), str(outside), "60"],
+                            stdout=subprocess.PIPE, text=True)
+    seen = {"own": 0, "refused": 0}
+    try:
+        assert swap.stdout.readline() == "swapping\n"
+        for _ in range(200):
+            try:
+                n = len(read_trace(folder).ops)
+            except InputError as e:
+                assert "link" in str(e) or "outside" in str(e), e
+                seen["refused"] += 1
+                continue
+            assert n == own, "parsed the trace the link points to"
+            seen["own"] += 1
+    finally:
+        swap.kill()
+        swap.wait()
+    assert seen["own"] and seen["refused"], seen  # both states were met
