@@ -138,7 +138,9 @@ _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)]|!!!|\?\?\?\+?)(?:[ \t]|$)")
 
 
 def _spaces(s: str) -> str:
-    return "".join("\n" if c == "\n" else " " for c in s)
+    if "\n" not in s:
+        return " " * len(s)
+    return "\n".join(" " * len(part) for part in s.split("\n"))
 
 
 def prose_view(text: str) -> str:
