@@ -164,6 +164,27 @@ def test_a_process_started_in_its_own_session_dies_with_the_timeout(tmp_path):
     assert not alive, "the process in its own session outlived the run"
 
 
+@pytest.mark.parametrize("how", ["setsid-env-i", "double-fork"])
+def test_a_helper_that_clears_its_environment_in_its_own_session_dies_with_the_run(tmp_path, how):
+    """`setsid env -i helper &`: a new session and no environment (so no run token), from a command that then ends
+    normally. Straight from the command, or through a subshell that exits at once (a double fork: the helper's
+    parent is gone). Both used to outlive the run, taking CPU from every later one."""
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    marker = f"sleep-marker-{os.getpid()}-{time.time_ns()}"
+    helper = f"setsid env -i {sys.executable} -c 'import time; time.sleep(600)' {marker}"
+    script = f"{helper} &\nsleep 1.5\n" if how == "setsid-env-i" else f"({helper} &)\nsleep 1.5\n"
+    r = _run(root, cmd=("bash", "-c", script))
+    assert "Traceback" not in r.stderr, r.stderr[-800:]
+    time.sleep(0.5)
+    alive = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    for pid in alive:  # do not leave it to the rest of the suite
+        subprocess.run(["kill", "-9", pid])
+    assert not alive, "the helper outlived the run"
+    log = next((root / "raw").rglob("run.log")).read_text()
+    assert "killed 1 process(es) the command left running" in log
+
+
 # ------------------------------------------------------------------ ingest, sources, cache
 
 def test_special_files_among_kernel_pages_never_hang_or_stop_an_ingest(tmp_path):

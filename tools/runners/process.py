@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Stop  # the runners import it from here too
+from . import leftovers
+from .leftovers import RUN_TOKEN
 
 
 TAIL_LINES = 40
@@ -112,6 +114,7 @@ def _dies_with_runner():
 
     def hook() -> None:  # runs in the child between fork and exec
         prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        leftovers.make_subreaper(prctl)  # a double fork stays in its tree (leftovers.Tree)
         if os.getppid() != parent:  # the runner died before the hook ran
             os._exit(137)
     return hook
@@ -181,8 +184,9 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             why = start_problem(cmd, cwd, env) or str(e)
             f.write(f"could not start {cmd[0]!r}: {why}\n".encode())
             return Proc(127, False, 0.0, log, f"could not start {cmd[0]!r}: {why}")
+        tree = leftovers.Tree(p.pid)
         try:
-            state = _pump(p, f, t0 + timeout, echo, hang_s, clock, t0)
+            state = _pump(p, f, t0 + timeout, echo, hang_s, clock, t0, tree)
             timed_out = state == "timeout"
             if state == "hang":
                 hung = hang_s
@@ -196,8 +200,8 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
         if timed_out or stopped_by or hung:
             kill_group(p)
         # what it started in a session of its own (setsid, a daemon) ends with it, before the rest of the output is
-        # read: such a process holds the pipe open, and the read would wait for it
-        left = kill_tagged(token)
+        # read (such a process holds the pipe open, and the read would wait for it) and before the leader is reaped
+        left = leftovers.kill(tree.left(token))
         with contextlib.suppress(ValueError, OSError):
             f.write(p.stdout.read() or b"")
         p.stdout.close()
@@ -251,9 +255,10 @@ def stop_all_runs(how: str) -> None:
 
 
 def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | None = None,
-          clock: list | None = None, t0: float = 0.0) -> str | None:
+          clock: list | None = None, t0: float = 0.0, tree: leftovers.Tree | None = None) -> str | None:
     """Copy the child's output until it exits (None), the deadline passes ("timeout") or, with ``hang_s``, it has
-    printed nothing for that long ("hang"). ``clock`` gets (seconds since ``t0``, log bytes) as each chunk arrives."""
+    printed nothing for that long ("hang"). ``clock`` gets (seconds since ``t0``, log bytes) as each chunk arrives;
+    ``tree`` notes the child's processes as it goes."""
     os.set_blocking(p.stdout.fileno(), False)
     heard = time.perf_counter()
     with selectors.DefaultSelector() as sel:
@@ -265,7 +270,7 @@ def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | N
                 return "timeout"
             if hang_s and now - heard > hang_s:
                 return "hang"
-            for _ in sel.select(timeout=min(left, 0.5)):
+            for _ in sel.select(timeout=min(left, leftovers.WATCH_EVERY_S)):
                 asked = time.perf_counter()
                 chunk = p.stdout.read()
                 if chunk:
@@ -275,6 +280,8 @@ def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | N
                     clock.append((round(heard - t0, 6), f.tell(), round(asked - t0, 6)))
             if STOP_ALL.is_set():
                 raise Stop(STOP_ALL.how)  # type: ignore[attr-defined]
+            if tree is not None:
+                tree.watch()
             if p.poll() is not None:
                 asked = time.perf_counter()
                 chunk = p.stdout.read()
@@ -320,38 +327,6 @@ def _copy(chunk: bytes | None, f, echo: bool) -> None:
         if echo:
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
-
-
-RUN_TOKEN = "AUTORESEARCH_RUN_TOKEN"
-
-
-def tagged(token: str) -> list[int]:
-    """Pids of live processes whose environment carries ``RUN_TOKEN=token`` (Linux /proc; [] elsewhere)."""
-    needle = f"{RUN_TOKEN}={token}".encode()
-    out = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for name in entries:
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    out.append(int(name))
-        except OSError:  # gone, or another user's
-            continue
-    return out
-
-
-def kill_tagged(token: str) -> int:
-    """SIGKILL what is left of a run in any session (a double fork, ``setsid``); returns how many."""
-    pids = tagged(token)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    return len(pids)
 
 
 def kill_group(p: subprocess.Popen) -> None:
