@@ -153,6 +153,8 @@ def test_a_commands_knobs_are_read_past_a_comment_and_a_bad_quote():
         {"name": "o'neil", "batch": "8"}
     both = crash_pages.config_of({"command": shlex.join(["bash", "-c", "python a.py --lr 1e-3;python b.py --dp 2"])})
     assert both == {"lr": "1e-3", "dp": "2"}
+    hashed = crash_pages.config_of({"command": shlex.join(["bash", "-c", "python a.py --tag=v#2 --n 1  # --n 9"])})
+    assert hashed == {"tag": "v#2", "n": "1"}  # a '#' inside a word starts no comment
 
 
 def test_framework_frames_link_to_the_ingested_codebase_only_at_its_version(tmp_path):

@@ -209,12 +209,39 @@ def _words(command: str, comments: bool) -> list[str]:
     whitespace, so its flags are still found."""
     import shlex
 
-    lex = shlex.shlex(command, posix=True, punctuation_chars=comments)
-    lex.whitespace_split, lex.commenters = True, "#" if comments else ""
+    lex = shlex.shlex(_uncommented(command) if comments else command, posix=True, punctuation_chars=comments)
+    lex.whitespace_split, lex.commenters = True, ""
     try:
         return list(lex)
     except ValueError:
         return [w.strip("'\"") for w in command.split()]
+
+
+def _uncommented(script: str) -> str:
+    """A shell script without its comments: a ``#`` that starts a word outside quotes, to the end of its line
+    (``--tag=a#b`` keeps its ``#``, as the shell does)."""
+    out, quote, i = [], "", 0
+    while i < len(script):
+        c = script[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                out.append(script[i:i + 2])
+                i += 2
+                continue
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "\\":
+            out.append(script[i:i + 2])
+            i += 2
+            continue
+        elif c == "#" and (not out or out[-1][-1:] in ("", " ", "\t", "\n", ";", "&", "|", "(")):
+            end = script.find("\n", i)
+            i = len(script) if end == -1 else end
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def first_fix(crashed: list[dict], lane_recs: list[dict]) -> dict | None:
