@@ -50,19 +50,22 @@ def _table() -> dict[int, tuple[int, int, int]]:
 
 
 class Tree:
-    """The processes under one leader, gathered each time ``watch`` is called (at most every ``WATCH_EVERY_S``)."""
+    """The processes under one leader, gathered each time ``watch`` is called (at most every ``WATCH_EVERY_S``,
+    less often where reading ``/proc`` is slow)."""
 
     def __init__(self, leader: int):
         self.leader = leader
         self.seen: dict[int, int] = {}  # pid -> start time
-        self._last = 0.0
+        self._last, self._every = 0.0, WATCH_EVERY_S
 
-    def watch(self, force: bool = False) -> None:
+    def watch(self) -> None:
         now = time.monotonic()
-        if not force and now - self._last < WATCH_EVERY_S:
+        if now - self._last < self._every:
             return
         self._last = now
         table = _table()
+        # a host of thousands of processes is read less often: the watch takes at most ~2 % of one core
+        self._every = max(WATCH_EVERY_S, 50 * (time.monotonic() - now))
         kids: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in table.items():
             kids.setdefault(ppid, []).append(pid)
