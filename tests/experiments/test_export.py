@@ -223,3 +223,48 @@ def test_a_run_is_exported_against_its_own_lanes_baseline_and_a_rerun_converges(
     assert "named more than once" in tools(project, "exp", "export", v3["exp_id"], f"m2/l2/{v3['exp_id']}",
                                            "--name", "y", code=1)
     assert sorted(p.name for p in patches.iterdir()) == sorted(last["patches"] + ["notes.patch"])
+
+
+def test_an_export_says_what_a_config_edit_cannot_and_moves_all_branches_or_none(project, model, tmp_path):
+    c0 = git(model, "rev-parse", "HEAD")
+    run(project, "--baseline", command=["--step-ms", "40", "--steps", "8"])
+    # a flag its baseline had and it did not: no config edit can say it, the launch command must
+    dropped = run(project, "-m", "drop steps", command=["--step-ms", "40"])
+    out = json.loads(tools(project, "exp", "export", dropped["exp_id"], "--name", "dr", "--config-file",
+                           "launch.sh", "--json"))
+    note = out["branches"][0]["note"]
+    assert "Flags its baseline had and it did not: --steps." in note and f"Launch with: {dropped['command']}" in note
+    assert out["settings"] and out["settings"][0]["command"] == dropped["command"]
+    # measured against a run whose command differs from the committed launch script: the file gets every flag the
+    # run was measured with, not only the one that changed (before: --step-ms 40 --steps 12, never measured)
+    short = run(project, "-m", "short", command=["--step-ms", "20", "--steps", "8"])
+    more = run(project, "-m", "more steps", "--compare-to", short["exp_id"],
+               command=["--step-ms", "20", "--steps", "12"])
+    alone = json.loads(tools(project, "exp", "export", more["exp_id"], "--name", "more", "--config-file",
+                             "launch.sh", "--json"))
+    assert "--step-ms 20 --steps 12" in git(model, "show", f"{alone['branches'][0]['branch']}:launch.sh")
+    # named in either order, the run measured against the other stacks on it
+    for n, ids in enumerate(([short["exp_id"], more["exp_id"]], [more["exp_id"], short["exp_id"]])):
+        got = json.loads(tools(project, "exp", "export", *ids, "--name", f"st{n}", "--config-file", "launch.sh",
+                               "--json"))
+        assert [b["exp_id"] for b in got["branches"]] == [short["exp_id"], more["exp_id"]]
+        assert got["branches"][1]["stacked_on"] == got["branches"][0]["commit"]
+    # a target branch checked out in a work tree, a patch folder that cannot be, --pr without gh: refused before
+    # anything moves
+    tips = git(model, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/perf/")
+    git(model, "worktree", "add", "-q", str(tmp_path / "review"), "perf/st0/all")
+    out = tools(project, "exp", "export", short["exp_id"], more["exp_id"], "--name", "st0", "--config-file",
+                "launch.sh", code=1)
+    assert "perf/st0/all: checked out in" in out and "nothing was moved" in out
+    git(model, "worktree", "remove", str(tmp_path / "review"))
+    (tmp_path / "file").write_text("x")
+    out = tools(project, "exp", "export", short["exp_id"], "--name", "st0", "--patches", str(tmp_path / "file/pp"),
+                code=1)
+    assert f"{tmp_path / 'file/pp'}: cannot hold the patch series" in out
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    out = tools(project, "exp", "export", short["exp_id"], "--name", "st0", "--pr", code=1,
+                env={"PATH": f"{empty}{os.pathsep}{os.path.dirname(shutil.which('git'))}"})
+    assert "no `gh` on PATH" in out
+    assert git(model, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/perf/") == tips
+    assert git(model, "rev-parse", "HEAD") == c0

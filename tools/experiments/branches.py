@@ -9,6 +9,7 @@ and the work trees are removed whatever happens."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -99,12 +100,48 @@ def owned_tips(repo: Path, names: list[str], prefix: str, maker: str) -> dict[st
     return out
 
 
+def check_not_checked_out(repo: Path, branches: list[str]) -> None:
+    """InputError when one of ``branches`` is checked out in a work tree of ``repo``: git will not move it, and
+    moving the others would leave them out of step."""
+    listed = git(repo, "worktree", "list", "--porcelain", check=False)
+    out = {line.removeprefix("branch refs/heads/"): where for where, line in _worktree_branches(listed)}
+    for b in branches:
+        if b in out:
+            raise InputError(b, f"checked out in {out[b]}: switch that work tree to another branch first (nothing "
+                                "was moved)")
+
+
+def _worktree_branches(porcelain: str) -> list[tuple[str, str]]:
+    pairs, where = [], ""
+    for line in porcelain.splitlines():
+        if line.startswith("worktree "):
+            where = line.removeprefix("worktree ")
+        elif line.startswith("branch refs/heads/"):
+            pairs.append((where, line))
+    return pairs
+
+
 def set_branches(repo: Path, tips: dict[str, str], old: dict[str, str]) -> list[str]:
-    """Point each branch at its tip (every commit made first); delete the older branches of this maker under the
-    same name that this run did not make again. The branches deleted."""
+    """Point each branch at its tip (every commit made first) and delete the older branches of this maker under the
+    same name that this run did not make again, in one transaction: all move, or none. The branches deleted."""
+    gone = [b for b in old if b not in tips]
+    lines = ["start"]
     for branch, tip in tips.items():
-        git(repo, "branch", "-f", branch, tip)
-    return [b for b in old if b not in tips and git_ok(repo, "branch", "-D", b)]
+        lines.append(f"update refs/heads/{branch} {tip} {old.get(branch) or '0' * 40}")
+    for b in gone:
+        lines.append(f"delete refs/heads/{b} {old[b]}")
+    git(repo, "update-ref", "--stdin", input="\n".join([*lines, "prepare", "commit", ""]))
+    return gone
+
+
+def check_patches_dir(patches_dir: Path) -> None:
+    """InputError when the patch series could not be written at ``patches_dir`` (checked before a branch moves)."""
+    try:
+        patches_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(str(patches_dir), f"cannot hold the patch series: {e.strerror}") from None
+    if not os.access(patches_dir, os.W_OK):
+        raise InputError(str(patches_dir), "cannot hold the patch series: not writable")
 
 
 def slug(text: str | None) -> str:
@@ -220,11 +257,7 @@ def pull_requests(repo: Path, branches: list[dict], remote: str, base: str,
     """Push each branch to ``remote`` and open a draft pull request against ``base`` with the `gh` on PATH (its
     title and body: the branch's last commit message), or find the one open for it. ``old``: each branch's tip
     before this run. Refused before anything is pushed when `gh` is missing or not logged in."""
-    gh = shutil.which("gh")
-    if gh is None:
-        raise InputError("--pr", "no `gh` on PATH: install the GitHub CLI and `gh auth login`, or leave out --pr")
-    if subprocess.run([gh, "auth", "status"], capture_output=True, text=True, timeout=60).returncode != 0:
-        raise InputError("--pr", "`gh auth status` failed: run `gh auth login` first")
+    gh = check_gh()
     out = []
     for b in branches:
         _push(repo, remote, b["branch"], (old or {}).get(b["branch"]))
@@ -241,6 +274,16 @@ def pull_requests(repo: Path, branches: list[dict], remote: str, base: str,
             raise ToolsError(f"gh pr create for {b['branch']}: {(r.stderr or r.stdout).strip()[:400]}")
         out.append({"branch": b["branch"], "url": r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""})
     return out
+
+
+def check_gh() -> str:
+    """The `gh` on PATH, logged in; InputError otherwise (checked before a branch moves)."""
+    gh = shutil.which("gh")
+    if gh is None:
+        raise InputError("--pr", "no `gh` on PATH: install the GitHub CLI and `gh auth login`, or leave out --pr")
+    if subprocess.run([gh, "auth", "status"], capture_output=True, text=True, timeout=60).returncode != 0:
+        raise InputError("--pr", "`gh auth status` failed: run `gh auth login` first")
+    return gh
 
 
 def _push(repo: Path, remote: str, branch: str, old: str | None) -> None:

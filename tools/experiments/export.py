@@ -44,7 +44,8 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
     if len(set(keys)) != len(keys):
         twice = sorted({"/".join(k) for k in keys if keys.count(k) > 1})
         raise InputError("EXP", f"named more than once: {', '.join(twice)} (one branch a run)")
-    pairs = [(r, _baseline(every, r)) for r in runs]
+    pairs = _measured_order([(r, _baseline(every, r)) for r in runs])
+    runs = [r for r, _ in pairs]
     repo = _repository(project, runs[0], repo)
     if confine is not None:
         for p in (repo, repo / (config_file or ".")):
@@ -56,10 +57,15 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
         _commit(repo, run, "exported")
         if config_file:
             br.check_config(repo, base, config_file)
+    if patches_dir is not None:
+        br.check_patches_dir(patches_dir)
+    if pr:
+        br.check_gh()
     combined = f"perf/{name}/all"
     names = [f"perf/{name}/{n}-{br.slug(run.get('description') or run.get('slug'))}" for n, (run, _) in
              enumerate(pairs, 1)]
     old = br.owned_tips(repo, names + [combined], f"perf/{name}/", MAKER)
+    br.check_not_checked_out(repo, [*names, combined, *old])
     work = project.safe_cache() / "export" / name
     br.drop_worktrees(repo, work)  # a killed or failed export's work trees
     out: dict = {"name": name, "repository": str(repo), "start": start, "branches": [], "settings": [], "prs": [],
@@ -102,16 +108,27 @@ def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, d
         br.worktree(repo, tree, parent)
         notes = [f"Stacked on {branch_of[_key(before)]}: measured against that run."] if stacked else []
         notes += _apply_code(project, repo, tree, run, before)
-        knobs, env = changed_flags(before.get("command") or "", run.get("command") or ""), changed_env(before, run)
+        cmd_before, cmd_run = before.get("command") or "", run.get("command") or ""
+        knobs, env = changed_flags(cmd_before, cmd_run), changed_env(before, run)
+        dropped, other = dropped_flags(cmd_before, cmd_run), _words(cmd_before) != _words(cmd_run)
+        missing: list[str] = []
         if knobs and config_file:
-            missing = br.edit_config(tree, config_file, knobs)
+            # every flag the run was measured with, not only those that differ from its baseline's command: the
+            # file as committed may hold other values than the baseline ran with (a run measured --compare-to)
+            missing = [k for k in br.edit_config(tree, config_file, _flags(cmd_run)) if k in knobs]
             if missing:
                 notes.append(f"Not in {config_file}: {', '.join(missing)} (set them in the launch command).")
-        elif knobs:
+        if dropped:
+            notes.append(f"Flags its baseline had and it did not: {', '.join('--' + k for k in dropped)}.")
+        if other:
+            notes.append("Its command differs from its baseline's in more than flag values (the program, a "
+                         "script or a positional argument).")
+        unwritten = (knobs and not config_file) or missing or dropped or other
+        if unwritten:
             notes.append(f"Launch with: {run.get('command')}")
         if env:
             notes.append("Environment: " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))
-        if (knobs and not config_file) or env:
+        if unwritten or env:
             out["settings"].append({"n": n, "exp_id": run["exp_id"], "knobs": {} if config_file else knobs,
                                     "env": env, "command": run.get("command")})
         tip = br.commit(tree, _message(out["name"], run, before, "\n".join(notes)),
@@ -128,6 +145,45 @@ def changed_flags(before: str, after: str) -> dict[str, str]:
     otherwise, keyed by the flag's name (``--batch-size`` → ``batch_size``)."""
     b, a = _flags(before), _flags(after)
     return {k: v for k, v in a.items() if b.get(k) != v}
+
+
+def dropped_flags(before: str, after: str) -> list[str]:
+    """Flags ``before`` has and ``after`` does not (a config edit cannot say them: the launch command must)."""
+    a = _flags(after)
+    return [k for k in _flags(before) if k not in a]
+
+
+def _words(command: str) -> list[str]:
+    """A command's words that are not flags or flag values (the program, its script, positional arguments)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command.split()
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and len(arg) > 2:
+            if "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                i += 1
+        else:
+            out.append(arg)
+        i += 1
+    return out
+
+
+def _measured_order(pairs: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+    """The runs in the order named, except that a run measured against another exported run comes after it (so it
+    stacks on it, whatever order the runs were named in)."""
+    keys = {_key(r) for r, _ in pairs}
+    out: list[tuple[dict, dict]] = []
+    placed: set = set()
+    left = list(pairs)
+    while left:
+        ready = next((p for p in left if _key(p[1]) not in keys or _key(p[1]) in placed), left[0])  # a cycle: as named
+        out.append(ready)
+        placed.add(_key(ready[0]))
+        left.remove(ready)
+    return out
 
 
 def _flags(command: str) -> dict[str, str]:

@@ -75,9 +75,14 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
                     or (config_file and (c["change"].get("knobs") or {}))]
     if config_file and any(c["change"].get("kind") != "patch" for c in makes_branch):
         br.check_config(repo, start, config_file)
+    if patches_dir is not None:  # everything checked before a branch moves
+        br.check_patches_dir(patches_dir)
+    if pr:
+        br.check_gh()
     combined = f"perf/{name}/all"
-    old = br.owned_tips(repo, [f"perf/{name}/{c['n']}-{c['slug']}" for c in makes_branch] + [combined],
-                        f"perf/{name}/", MAKER)
+    names = [f"perf/{name}/{c['n']}-{c['slug']}" for c in makes_branch] + [combined]
+    old = br.owned_tips(repo, names, f"perf/{name}/", MAKER)
+    br.check_not_checked_out(repo, [*names, *old])
     work = paths.folder / "finalize"
     br.drop_worktrees(repo, work)  # a killed or failed run's work trees
     try:
