@@ -164,3 +164,38 @@ def test_the_workflow_quotes_where_the_tools_come_from(tmp_path):
         assert r.exit_code == 0, r.output
         flow = yaml.safe_load((tmp_path / f"kb{n}/.github/workflows/perf-gate.yml").read_text())
         assert flow["env"]["TOOLS_SPEC"] == spec
+
+
+def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(project, tmp_path):
+    """A CI cancel (SIGTERM) exits as a stopped process does, with no regression claimed; a command that cannot
+    start is usage (exit 2), filing nothing; the commands' echo leaves stdout to the one JSON verdict."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    exp_id = _baseline(project)
+    assert tools(project, "exp", "baseline", "tag", "main", exp_id, "--model", "m", "--lane", "l").exit_code == 0
+    before = len(records.lane_records(project.wiki, "m", "l"))
+    r = tools(project, "exp", "gate", "--baseline", "main", "-q", "--", "pythn-no-such", "train.py")
+    assert r.exit_code == 2 and "cannot start 'pythn-no-such'" in r.output, r.output
+    assert len(records.lane_records(project.wiki, "m", "l")) == before
+
+    env = dict(os.environ, AUTORESEARCH_ROOT=str(project.root))
+    # without -q: the commands' output goes to stderr, stdout is the verdict alone
+    p = subprocess.run([sys.executable, "-m", "tools", "exp", "gate", "--baseline", "main", "--", *fake()], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout)["regression"] is False and "fake training" in p.stderr
+    gate_p = subprocess.Popen([sys.executable, "-m", "tools", "exp", "gate", "--baseline", "main", "-q", "--",
+                               *fake("--hang")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 60
+    while not list((project.root / "raw/profiles").glob("*gate-main*/run*.log")) and time.monotonic() < end:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    gate_p.send_signal(signal.SIGTERM)
+    out, err = gate_p.communicate(timeout=60)
+    assert gate_p.returncode == 143, (out, err[-2000:])
+    v = json.loads(out)
+    assert v["regression"] is None and v["comparable"] is False and "stopped by SIGTERM" in v["why"], v

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sys
 from pathlib import Path
 
 import click
 
 from .common import pass_project, printable
+from .exp import _must_start
 
 
 @click.group(name="baseline")
@@ -107,8 +110,9 @@ def _percent(v: float) -> float:
 def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, statistic, timeout, baseline_cwd,
          strict, quiet, summary_path, command) -> None:
     """Run COMMAND (after `--`) interleaved against a named baseline and exit 0 (no regression), 1 (slower beyond
-    --max-regression, or a crash), 3 (incomparable: another shape, changed loss, an integrity finding) or 2 (usage).
-    Prints one JSON verdict; the run is filed like any experiment.
+    --max-regression, or a crash), 3 (incomparable: another shape, changed loss, an integrity finding), 2 (usage)
+    or 143/130 (stopped: nothing decided). Prints one JSON verdict on stdout (the commands' output goes to stderr);
+    the run is filed like any experiment.
 
     \b
     tools exp gate --baseline main -- python experiments/llama_train.py --preset tiny
@@ -124,10 +128,13 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
         raise click.UsageError(str(e)) from None
     if summary_path and not Path(summary_path).resolve().parent.is_dir():  # checked before anything runs
         raise click.UsageError(f"--summary {summary_path}: its folder does not exist")
+    _must_start(list(command), {})  # a command that cannot start is usage (exit 2), not a crash read as a regression
     try:  # what the run itself finds wrong with the arguments is usage too: exit 2, never read as a regression
-        out = run_gate(project, name, list(command), Path.cwd(), model, lane, max_regression_pct, repeats,
-                       max_repeats, statistic, timeout, echo=not quiet, strict=strict,
-                       baseline_cwd=Path(baseline_cwd).resolve() if baseline_cwd else None)
+        # the commands' echo goes to stderr: stdout holds the one JSON verdict (`tools exp gate ... | jq`)
+        with contextlib.redirect_stdout(sys.stderr):
+            out = run_gate(project, name, list(command), Path.cwd(), model, lane, max_regression_pct, repeats,
+                           max_repeats, statistic, timeout, echo=not quiet, strict=strict,
+                           baseline_cwd=Path(baseline_cwd).resolve() if baseline_cwd else None)
     except InputError as e:
         raise click.UsageError(str(e)) from None
     click.echo(json.dumps(out.verdict, sort_keys=True, default=str))

@@ -54,6 +54,10 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                "baseline_code": str(baseline_cwd) if baseline_cwd else "this checkout (the script's saved copy "
                                                                        "where there is one)",
                "calibrated": bool(rec.get("calibrated_by"))}
+    if out.stopped_by:  # a cancelled CI job is no regression: exit as a stopped process does, as `exp run` does
+        return GateResult(143 if out.stopped_by == "SIGTERM" else 130,
+                          {**verdict, "comparable": False, "regression": None,
+                           "why": f"stopped by {out.stopped_by} before a verdict: nothing was decided"})
     if out.verdict == "crash":
         return GateResult(1, {**verdict, "comparable": True, "regression": True,
                               "why": "the command crashed (its page says how)"})
