@@ -38,6 +38,7 @@ class Run(BaseModel):
     tokens_per_s: float | None = None
     gain_pct: float | None = None
     category: str | None = None
+    shape: dict[str, Any] | None = None
     page: str
 
 
@@ -66,14 +67,16 @@ class ExpOut(BaseModel):
 class BestOut(BaseModel):
     model: str
     lane: str
-    best: dict[str, Run | None] = Field(description="variant -> its current best (or baseline)")
+    best: dict[str, Run | None] = Field(description="variant -> its current best (or baseline); a variant run at "
+                                                   "several shapes has one entry per shape, `variant (batch=16)`")
 
 
 def _run(r: dict) -> dict:
     m = r.get("metrics") or {}
     return {"exp_id": r["exp_id"], "version": r.get("version"), "variant": r.get("variant"),
             "verdict": r.get("verdict"), "role": r.get("role"), "tokens_per_s": m.get("tokens_per_s"),
-            "gain_pct": r.get("gain_pct"), "category": r.get("category"), "page": r["page"]}
+            "gain_pct": r.get("gain_pct"), "category": r.get("category"),
+            "shape": r.get("shape") if isinstance(r.get("shape"), dict) else None, "page": r["page"]}
 
 
 def _lane(project: Project, model: str, lane: str) -> list[dict]:
@@ -91,11 +94,11 @@ def history(project: Project, a: LaneIn) -> dict:
     verdicts = Counter(str(r.get("verdict")) for r in recs)
     tested = Counter(str(r.get("verdict")) for r in recs if r.get("role") not in ("baseline", "calibration"))
     judged = sum(tested[v] for v in ("supported", "refuted", "inconclusive"))
-    best: dict[str, float] = {}
+    best: dict[tuple, float] = {}  # by variant and shape: a faster run of another batch moves no frontier
     frontier, since = [], 0
     for r in recs:
         tps = (r.get("metrics") or {}).get("tokens_per_s")
-        v = str(r.get("variant"))
+        v = (str(r.get("variant")), records.shape_key_of(r))
         moved = tps is not None and (r.get("role") == "baseline" and v not in best
                                      or r.get("verdict") == "supported" and tps > best.get(v, 0))
         if moved:
@@ -130,8 +133,13 @@ def best(project: Project, a: LaneIn) -> dict:
     recs = _lane(project, a.model, a.lane)
     out = {}
     for v in sorted({str(r.get("variant")) for r in recs}):
-        b = records.best_for(recs, v) or records.baseline_for(recs, v)
-        out[v] = _run(b) if b else None
+        vr = [r for r in recs if str(r.get("variant")) == v]
+        keys = sorted({records.shape_key_of(r) for r in vr if r.get("metrics") and r.get("role") != "calibration"}
+                      - {None})
+        labels = records.shape_labels(keys)
+        for key in keys if len(keys) > 1 else [None]:  # one entry per shape, as the model page's rows
+            b = records.best_for(vr, v, key) or records.baseline_for(vr, v, key)
+            out[v if key is None else f"{v} ({labels[key]})"] = _run(b) if b else None
     return {"model": a.model, "lane": a.lane, "best": out}
 
 

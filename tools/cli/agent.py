@@ -19,19 +19,42 @@ from .common import pass_project
 OPS: dict[str, dict[str, dict]] = json.loads(resources.files("tools").joinpath("cli/ops.json").read_text(encoding="utf-8"))
 
 
-def parse_pairs(pairs: tuple[str, ...], args_json: str | None) -> dict:
-    out: dict = json.loads(args_json) if args_json else {}
+def parse_pairs(pairs: tuple[str, ...], args_json: str | None, text_fields: frozenset[str] = frozenset()) -> dict:
+    """The arguments: ``--args`` JSON, then each ``key=value``, its value read as JSON unless the operation takes
+    text there (``text_fields``: ``lane=2`` is the lane named "2", not the number 2)."""
+    try:
+        out = json.loads(args_json) if args_json else {}
+    except ValueError as e:
+        raise click.BadParameter(f"--args is not JSON ({e})") from None
     if not isinstance(out, dict):
         raise click.BadParameter("--args must be a JSON object")
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{pair!r}: expected key=value")
+        key = key.replace("-", "_")
+        if key in text_fields:
+            out[key] = value
+            continue
         try:
-            out[key.replace("-", "_")] = json.loads(value)
+            out[key] = json.loads(value)
         except ValueError:
-            out[key.replace("-", "_")] = value
+            out[key] = value
     return out
+
+
+def text_fields(model) -> frozenset[str]:
+    """The fields of a pydantic input model that hold text only (``str``, ``str | None``)."""
+    import types
+    import typing
+
+    out = set()
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        kinds = set(typing.get_args(ann)) if typing.get_origin(ann) in (typing.Union, types.UnionType) else {ann}
+        if str in kinds and kinds <= {str, type(None)}:
+            out.add(name)
+    return frozenset(out)
 
 
 def op_command(group: str, name: str, help_text: str, args: list[str] = ()) -> click.Command:
@@ -43,9 +66,12 @@ def op_command(group: str, name: str, help_text: str, args: list[str] = ()) -> c
     @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the MCP tool's structured result).")
     @pass_project
     def command(project, pairs, args_json, as_json):
-        from ..agent.registry import call
+        from ..agent.registry import call, load
 
-        result = call(project, f"{group}.{name.replace('-', '_')}", parse_pairs(pairs, args_json))
+        op_name = f"{group}.{name.replace('-', '_')}"
+        known = load().get(op_name)
+        fields = text_fields(known.input) if known is not None else frozenset()
+        result = call(project, op_name, parse_pairs(pairs, args_json, fields))
         click.echo(json.dumps(result, indent=None if as_json else 2, ensure_ascii=False, default=str))
     return command
 

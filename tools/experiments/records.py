@@ -56,7 +56,10 @@ _FIGURES = ("tokens_per_s", "mfu_percent", "step_time_ms", "memory_gb", "peak_me
 
 
 def shape_problem(meta: dict) -> str:
-    """Why an experiment page's frontmatter cannot be read as a run ("" when it can): a key of the wrong kind."""
+    """Why an experiment page's frontmatter cannot be read as a run ("" when it can): no ``exp_id``, or a key of the
+    wrong kind."""
+    if not meta.get("exp_id"):
+        return "no `exp_id`"
     for key, kinds in _KINDS.items():
         v = meta.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, kinds)):
@@ -120,6 +123,19 @@ def shape_key_of(r: dict) -> str | None:
     if isinstance(r.get("shape"), dict):
         return json.dumps(r["shape"], sort_keys=True)
     return None
+
+
+def shape_labels(keys: list[str | None]) -> dict:
+    """A short label per shape key: the fields that differ between the shapes (``—`` when there is one shape)."""
+    known = [k for k in keys if k]
+    if len(set(known)) <= 1:
+        return {k: "—" for k in keys}
+    shapes = {k: json.loads(k) for k in set(known)}
+    fields = sorted({f for d in shapes.values() for f in d
+                     if len({json.dumps(x.get(f), sort_keys=True) for x in shapes.values()}) > 1})
+    out = {k: ", ".join(f"{f}={shapes[k].get(f)}" for f in fields) for k in shapes}
+    out[None] = "unrecorded"
+    return out
 
 
 def _same_shape(r: dict, shape_key: str | None) -> bool:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from .. import mdtext, pages
 from ..runners.process import cap_tail
 from . import crash_pages
@@ -164,19 +162,6 @@ def experiment_page(r: dict, ctx: RunContext) -> pages.Page:
 
 # ----------------------------------------------------------------------------- model page
 
-def _shape_labels(keys: list[str | None]) -> dict:
-    """A short label per shape key: the fields that differ between the shapes (``—`` when there is one shape)."""
-    known = [k for k in keys if k]
-    if len(set(known)) <= 1:
-        return {k: "—" for k in keys}
-    shapes = {k: json.loads(k) for k in set(known)}
-    fields = sorted({f for d in shapes.values() for f in d
-                     if len({json.dumps(x.get(f), sort_keys=True) for x in shapes.values()}) > 1})
-    out = {k: ", ".join(f"{f}={shapes[k].get(f)}" for f in fields) for k in shapes}
-    out[None] = "unrecorded"
-    return out
-
-
 def model_page(model: str, lane: str, records: list[dict]) -> pages.Page:
     """Variant matrix (a row per variant, and per shape where a variant has several) and run list, recomputed
     from the lane's experiment pages."""
@@ -189,7 +174,7 @@ def model_page(model: str, lane: str, records: list[dict]) -> pages.Page:
         vr = [r for r in recs if str(r.get("variant")) == v]
         keys = sorted({rec_mod.shape_key_of(r) for r in vr if r.get("metrics") and r.get("role") != "calibration"}
                       - {None})
-        labels = _shape_labels(keys)
+        labels = rec_mod.shape_labels(keys)
         for key in keys if len(keys) > 1 else [None]:
             rows = vr if key is None else [r for r in vr if rec_mod.shape_key_of(r) == key]
             b, best = rec_mod.baseline_for(rows, v, key), rec_mod.best_for(rows, v, key)
