@@ -35,6 +35,7 @@ class Entry:
     size: int
     mtime_ns: int
     role: str  # python | markdown | config | other
+    ctime_ns: int = 0  # no tool sets it (`cp -p`, `rsync -a` and `touch -r` keep an edited file's mtime, not this)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def walk(root: Path) -> tuple[list[Entry], list[Skip], set[str]]:
                     except OSError as e:
                         skips.append(Skip(rel, f"unreadable ({e.strerror})"))
                         continue
-                    entries.append(Entry(rel, st.st_size, st.st_mtime_ns, role_of(d.name)))
+                    entries.append(Entry(rel, st.st_size, st.st_mtime_ns, role_of(d.name), st.st_ctime_ns))
                 else:
                     try:
                         what = kind(d.stat(follow_symlinks=False).st_mode)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -128,6 +129,23 @@ def test_changed_and_deleted_files_update_only_what_they_affect(messy):
     assert "codebases/tiny/symbols.tsv" in changed
     # untouched concept pages keep their bytes and mtimes
     assert "concepts/splash-attention.md" not in changed
+
+
+def test_a_same_size_edit_whose_mtime_was_put_back_is_read_again(messy):
+    """`cp -p`, `rsync -a` and `touch -r` keep an edited file's mtime: the file was still written, and read again."""
+    ingest(messy, "raw/code/tiny")
+    layers = messy / "raw/code/tiny/tinymodel/layers.py"
+    st = layers.stat()
+    text = layers.read_text()
+    name = re.search(r"^def (\w+)\(", text, re.M).group(1)
+    layers.write_text(text.replace(f"def {name}(", f"def {name[::-1][:len(name)]}(", 1))
+    os.utime(layers, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert layers.stat().st_size == st.st_size and layers.stat().st_mtime_ns == st.st_mtime_ns
+    out = ingest(messy, "raw/code/tiny").output
+    assert "1 parsed" in out, out
+    assert f"\t{name[::-1]}\tfunction\t" in (messy / "wiki/codebases/tiny/symbols.tsv").read_text()
+    out = ingest(messy, "raw/code/tiny").output  # and then it is the cache's again
+    assert "0 parsed" in out, out
 
 
 def test_text_written_outside_generated_regions_survives(messy):

@@ -89,6 +89,7 @@ class FileRecord:
     mtime_ns: int
     sha: str
     facts: dict
+    ctime_ns: int = 0
 
 
 @dataclass
@@ -144,8 +145,10 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
         if e.role == "other":
             continue
         old = cached_files.get(e.rel)
-        if old and old["size"] == e.size and old["mtime_ns"] == e.mtime_ns:
-            files[e.rel] = FileRecord(e.rel, e.size, e.mtime_ns, old["sha"], old["facts"])
+        # size, mtime and ctime unchanged: the file was not written since (an edit whose mtime was put back still
+        # moved its ctime); otherwise its content hash decides, below
+        if old and old["size"] == e.size and old["mtime_ns"] == e.mtime_ns and old.get("ctime_ns") == e.ctime_ns:
+            files[e.rel] = FileRecord(e.rel, e.size, e.mtime_ns, old["sha"], old["facts"], e.ctime_ns)
         else:
             todo.append(e)
     by_rel = {e.rel: e for e in todo}
@@ -164,7 +167,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
                 facts = old["facts"]
             else:
                 analyzed += 1
-            files[rel] = FileRecord(rel, e.size, e.mtime_ns, sha, facts)
+            files[rel] = FileRecord(rel, e.size, e.mtime_ns, sha, facts, e.ctime_ns)
             if progress:
                 progress(1, len(args))
     except BaseException:  # Ctrl-C (twice, or a group's SIGINT): the workers go now, never joined at exit
@@ -188,7 +191,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
 
 
 def cache_entries(scan: Scan) -> dict:
-    return {r.rel: {"size": r.size, "mtime_ns": r.mtime_ns, "sha": r.sha, "facts": r.facts}
+    return {r.rel: {"size": r.size, "mtime_ns": r.mtime_ns, "ctime_ns": r.ctime_ns, "sha": r.sha, "facts": r.facts}
             for r in scan.files.values()}
 
 
