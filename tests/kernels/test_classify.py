@@ -184,6 +184,27 @@ def test_scan_paths_walks_folders_and_skips_hidden_and_links(tmp_path):
     assert [(s.path, s.line) for s in sites] == [("pkg/a.py", 3)]
 
 
+def test_a_file_the_scan_could_not_read_is_named_and_the_exit_says_so(tmp_path):
+    """`tools kernels scan` dropped a file with a syntax error without a word: 0 kernels, exit 0."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    (tmp_path / "scale.py").write_text(
+        "from jax.experimental import pallas as pl\nDEBUG = False\n\ndef scale(x):\n  if DEBUG:\n"
+        "    # print(x.shape)\n  return pl.pallas_call(k, out_shape=x)(x)\n")
+    (tmp_path / "ok.py").write_text("from jax.experimental import pallas as pl\ndef f(x):\n"
+                                    "  return pl.pallas_call(k, out_shape=x)(x)\n")
+    problems: list = []
+    assert "ok.py" in [s.path for s in scan_paths([tmp_path], problems=problems)]
+    assert problems == [((tmp_path / "scale.py").as_posix(), problems[0][1])]
+    assert problems[0][1].startswith("not read: syntax error") or problems[0][1].startswith("read in part")
+    r = CliRunner().invoke(cli, ["kernels", "scan", str(tmp_path)])
+    assert r.exit_code == 3 and f"warning: {tmp_path / 'scale.py'}:" in r.output and "1 file not read in full" in r.output
+    r = CliRunner().invoke(cli, ["kernels", "scan", str(tmp_path / "ok.py")])
+    assert r.exit_code == 0 and "1 launch site, 1 kernel" in r.output
+
+
 def test_real_jax_pallas_ops(jax_pallas: Path):
     """The installed jax ships real kernels; the catalog must name them and their backends."""
     sites = scan_paths([jax_pallas / "ops"])

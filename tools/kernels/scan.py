@@ -257,9 +257,19 @@ def scan_facts(root: Path, jobs: int = 1) -> dict[str, dict]:
         return dict(pool.map(_analyze_path, work, chunksize=32))
 
 
-def scan_paths(paths: list[Path], jobs: int = 1) -> list[KernelSite]:
-    """Every kernel launch site under the given files or folders (paths relative to each root)."""
+def scan_paths(paths: list[Path], jobs: int = 1, problems: list[tuple[str, str]] | None = None) -> list[KernelSite]:
+    """Every kernel launch site under the given files or folders (paths relative to each root). ``problems`` gets
+    (path, reason) for each file not read, or read only in part (a syntax error, unreadable bytes), so a caller can
+    say which kernels it may have missed."""
     sites: list[KernelSite] = []
     for p in paths:
-        sites.extend(resolve(scan_facts(Path(p), jobs)))
+        facts = scan_facts(Path(p), jobs)
+        if problems is not None:
+            root = Path(p) if Path(p).is_dir() else Path(p).parent
+            for rel, f in sorted(facts.items()):
+                why = f.get("error") or "; ".join(f.get("warnings") or ())
+                if why:
+                    problems.append(((root / rel).as_posix(), f"{'not read' if f.get('error') else 'read in part'}: "
+                                                              f"{why}"))
+        sites.extend(resolve(facts))
     return sites
