@@ -195,13 +195,16 @@ def query_groups(text: str) -> list[list[str]]:
     pages spell it (``rms_norm``)."""
     raw = re.findall(r"[^\W_]+", text)
     kept = [w for w in raw if w.lower() not in STOP] or raw
+    # the parts of a code name are not expanded: `pallas_call` asks for "call", not "calls" or "calling" (a
+    # docstring's "Calls the function" would outweigh every page that holds the name, "call" being on most of them)
+    named = {part for name in identifiers(text) for part in re.findall(r"[^\W_]+", name)}
     out, seen = [], set()
     for w in kept:
         low = w.lower()
         if low in seen:
             continue
         seen.add(low)
-        group = variants(low)
+        group = [low] if low in named else variants(low)
         parts = _CAMEL.sub(" ", w).lower()
         if " " in parts:
             group.append(parts)
@@ -286,20 +289,35 @@ def _exact(db: sqlite3.Connection, names: list[str], rels: list[str]) -> dict[st
     return out
 
 
+def _named(rows: list[tuple], names: list[str]) -> dict[str, float]:
+    """For each candidate page, the share of the query's code names that name the page itself: its title is the
+    name, or ends with it as a module path's last part (``layer_norm``'s kernel page before ``layer_norm_forward``'s,
+    ``jax._src.pallas.pallas_call`` for ``pallas_call``)."""
+    if not names:
+        return {r[0]: 0.0 for r in rows}
+    out = {}
+    for rel, title, *_ in rows:
+        t = str(title or "").lower().strip()
+        out[rel] = sum(t == n or t.endswith(("." + n, "/" + n)) for n in names) / len(names)
+    return out
+
+
 def rerank(db: sqlite3.Connection, groups: list[list[str]], rows: list[tuple], names: list[str] = ()) -> list[tuple]:
     """BM25 adds up words, so a page that repeats one of the question's words can beat one that holds them all:
     each candidate's score is scaled by the share of the words it holds (each word weighed by how rare it is),
     and raised by the share its title holds (the page about ``rms_norm`` for "fused RMSNorm kernel"). Pages holding
     more of the query's code names (``names``) whole come first, as grep would have them: one calling
-    ``pallas_call`` before one repeating ``pallas`` and holding ``interpret_pallas_call``."""
+    ``pallas_call`` before one repeating ``pallas`` and holding ``interpret_pallas_call``; among them, the page the
+    name names (its title) first."""
     rels = [r[0] for r in rows]
     weights = _weights(db, groups)
     cover = _coverage(db, groups, weights, rels) if len(groups) > 1 else dict.fromkeys(rels, 1.0)
     titled = _coverage(db, groups, weights, rels, "{title}")
     exact = _exact(db, list(names), rels)
+    named = _named(rows, list(names))
     scored = [(rel, t, ty, s * (COVER_FLOOR + (1 - COVER_FLOOR) * cover[rel] ** 2) * (1 + TITLE_BONUS * titled[rel]))
               for rel, t, ty, s in rows]
-    return sorted(scored, key=lambda r: (-exact[r[0]], -r[3], r[0]))
+    return sorted(scored, key=lambda r: (-exact[r[0]], -named[r[0]], -r[3], r[0]))
 
 
 def search(project: Project, query: str, type: str | None = None, limit: int = 10) -> tuple[int, list[Hit]]:

@@ -117,6 +117,27 @@ def test_a_code_name_ranks_the_pages_holding_it_whole_first(kb):
     assert search.identifiers("a" * 100_000) == []  # linear: no pattern backtracking over a long run of letters
 
 
+def test_a_code_name_is_not_outranked_by_a_form_of_its_parts_and_its_own_page_comes_first(kb):
+    """On an ingest of jax's Pallas sources, `pallas_call` put a module page first because its docstrings said
+    "Calls the function" ("pallas" and "call" being on most pages, only the rare form "calls" weighed), and
+    `layer_norm` put `layer_norm_forward`'s kernel page before `layer_norm`'s."""
+    write_wiki(kb.wiki, synthetic_wiki(300, seed=5))
+    for i in range(40):  # "pallas" and "call" on most pages, as in a Pallas codebase's knowledge base
+        write(kb.wiki, f"concepts/filler{i}.md", page(f"Filler {i}", "concept",
+              f"# Filler {i}\n\nA pallas kernel and its call site number {i}.\n"))
+    write(kb.wiki, "codebases/jax/modules/primitives.md", page("jax._src.pallas.primitives", "codebase",
+          "# jax._src.pallas.primitives\n\nPallas-specific primitives. Calls the function; calling a kernel.\n"
+          "See `pallas_call`.\n", tags="[codebase, module]", repo="jax", path="raw/code/jax"))
+    for name in ("layer_norm", "layer_norm_forward", "layer_norm_backward"):
+        write(kb.wiki, f"kernels/jax/{name}.md", page(name, "kernel",
+              f"# {name}\n\nFused layer norm. The site: entry `pallas_call`, backend gpu-triton.\n"))
+    hits = [h.path for h in search.search(kb, "pallas_call", limit=20)[1]]
+    assert hits.index("kernels/jax/layer_norm.md") < hits.index("codebases/jax/modules/primitives.md"), hits
+    assert [h.path for h in search.search(kb, "layer_norm")[1]][0] == "kernels/jax/layer_norm.md"
+    assert [h.path for h in search.search(kb, "fused layer_norm_backward")[1]][0] == \
+        "kernels/jax/layer_norm_backward.md"
+
+
 def test_query_answers_with_the_matching_table_row(kb):
     rows = "\n".join(f"| k{i}.py:{i} | `({i}, 128)` |" for i in range(60))
     write(kb.wiki, "kernels/k/table.md", page("tiles", "kernel",
