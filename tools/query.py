@@ -1,7 +1,8 @@
 """`tools query QUESTION`: the passages of the wiki that answer a question best, each with its citation.
 
 Offline: the question's words go through the search index (tools.search) for candidate pages, then each page's
-paragraphs are scored by the distinct question words they hold (stemmed prefix match, rarer words weigh more) and
+paragraphs are scored by the distinct question words they, their heading and their page's title hold (stemmed
+prefix match, code names whole, rarer words weigh more) and
 the best passages are returned with the page, the heading above them and the page's rank.
 """
 
@@ -31,15 +32,25 @@ class Passage:
 
 
 def _terms(question: str) -> list[str]:
-    words = [w for w in re.findall(r"\w[\w.-]*", question.lower()) if w not in STOP and len(w) > 1]
-    return list(dict.fromkeys(w[:6] if len(w) > 6 else w for w in words))  # a crude stem: the first 6 letters
+    """The question's words as prefixes to find in a passage: a crude stem (the first 6 letters) for a word, the
+    whole name for a code name (``rms_norm_forward`` is not ``rms_no``, which ``rms_norm`` also starts with)."""
+    words = [w.strip(".-") for w in re.findall(r"\w[\w.-]*", question.lower())]
+    words = [w for w in words if w not in STOP and len(w) > 1]
+    return list(dict.fromkeys(w if set(w) & set("_.") or len(w) <= 6 else w[:6] for w in words))
+
+
+def _pattern(term: str) -> re.Pattern:
+    """A term's match: a stem starts a word; a code name is matched whole (not inside a longer name)."""
+    if set(term) & set("_."):
+        return re.compile(r"(?<![\w.])" + re.escape(term) + r"(?!\w)")
+    return re.compile(r"\b" + re.escape(term))
 
 
 def _paragraphs(body: str):
     heading = ""
     for block in re.split(r"\n\s*\n", body):
-        text = block.strip()
-        if not text or text.startswith("<!--") and text.endswith("-->"):
+        text = search.readable(block.strip())  # region markers out: a generated list between them is a passage
+        if not text:
             continue
         m = re.match(r"^#{1,6}\s+(.+)$", text.splitlines()[0])
         if m:
@@ -47,7 +58,6 @@ def _paragraphs(body: str):
             text = "\n".join(text.splitlines()[1:]).strip()
             if not text:
                 continue
-        text = search.readable(text)
         lines = [ln for ln in text.splitlines() if ln.strip()]
         if len(lines) >= 3 and all(ln.lstrip().startswith("|") for ln in lines):
             # a table: each row is a passage under its header, so the answer is the row, not the table's top
@@ -66,13 +76,16 @@ def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> l
     _, hits = search.search(project, " ".join(words), limit=pages)
     out: list[Passage] = []
     n_hits = max(len(hits), 1)
+    patterns = [_pattern(t) for t in terms]
     for rank, h in enumerate(hits):
         p = wikiscan.read_page(project.wiki / h.path, h.path, links=False, within=project.wiki)
         if p.text is None:
             continue
         for heading, text in _paragraphs(p.body or ""):
-            low = text.lower()
-            found = [t for t in terms if re.search(r"\b" + re.escape(t), low)]
+            # the page's title and the heading above count as the passage's words ("callers of tgmm": the
+            # tgmm page's "Callers" section)
+            low = f"{h.title}\n{heading}\n{text}".lower()
+            found = [t for t, pat in zip(terms, patterns) if pat.search(low)]
             if not found:
                 continue
             score = sum(1.0 + math.log(1 + len(terms) / (1 + i)) for i, _ in enumerate(found)) * len(found) / len(terms)

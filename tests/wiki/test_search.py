@@ -138,6 +138,26 @@ def test_a_code_name_is_not_outranked_by_a_form_of_its_parts_and_its_own_page_co
         "kernels/jax/layer_norm_backward.md"
 
 
+def test_query_finds_a_generated_section_by_its_heading_and_a_code_name_whole(kb):
+    """`tools query kernel body of rms_norm_forward`: the section between region markers was skipped whole (a block
+    that starts with `<!--` and ends with `-->`), the heading did not count, and `rms_norm_forward` was cut to
+    `rms_no`, which `rms_norm` starts with too."""
+    def kernel(name, impl):
+        write(kb.wiki, f"kernels/k/{name}.md", page(name, "kernel",
+              f"# {name}\n\n## What it does\n\nModule containing rms forward and backward pass.\n\n"
+              f"## Kernel body\n\n<!-- tools:begin body -->\n- `{impl}` at [rms.py:27](rms.py#L27)\n"
+              "<!-- tools:end body -->\n\n## Callers\n\n<!-- tools:begin callers -->\n- `ops._bwd`\n"
+              "<!-- tools:end callers -->\n"))
+    kernel("rms_norm", "rms_norm_kernel")
+    kernel("rms_norm_forward", "rms_norm_forward_kernel")
+    out = json.loads(CliRunner().invoke(cli, ["--root", str(kb.root), "query", "kernel", "body", "of",
+                                              "rms_norm_forward", "--json"]).output)
+    assert out[0]["cite"] == "wiki/kernels/k/rms_norm_forward.md § Kernel body", out[:2]
+    out = json.loads(CliRunner().invoke(cli, ["--root", str(kb.root), "query", "callers", "of", "rms_norm",
+                                              "--json"]).output)
+    assert out[0]["cite"] == "wiki/kernels/k/rms_norm.md § Callers", out[:2]
+
+
 def test_query_answers_with_the_matching_table_row(kb):
     rows = "\n".join(f"| k{i}.py:{i} | `({i}, 128)` |" for i in range(60))
     write(kb.wiki, "kernels/k/table.md", page("tiles", "kernel",
