@@ -141,33 +141,90 @@ def _blank(lines: list[str], idx: int) -> None:
     lines[idx] = indent + ("if True:" if stripped.endswith(":") else "pass") if line.strip() else ""
 
 
+_CONFLICT = re.compile(r"(?:<{7}|={7}|>{7}|\|{7})(?:\s|$)")  # a merge's conflict markers
+_OPENER_LINE = re.compile(r"expected an indented block after .* on line (\d+)")
+_PY2_EXCEPT = re.compile(r"^(\s*except\s+)(.+?)\s*,\s*([A-Za-z_]\w*)\s*:")
+SMALL_FILE = 100_000  # a file this small may take more repairs (a Python 2 module's every print)
+
+
+def _code_part(line: str) -> str:
+    """A line without a trailing comment (a ``#`` outside quotes; good enough for a block opener)."""
+    quote = ""
+    for i, c in enumerate(line):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#":
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def _repair(lines: list[str], e: SyntaxError) -> int | None:
+    """Change the fewest lines that get past ``e``; the (0-based) line changed, None when nothing more can be
+    done. By the error: a block opener whose body is all comments gets ``pass`` as its body; ``except X, e:``
+    (Python 2) becomes ``except X as e:``; tabs mixed with spaces are expanded as Python 2 read them; a line
+    dedented to no outer level is put at the level above it; a merge's conflict marker is emptied; any other
+    blamed line is blanked (``_blank``)."""
+    ln = (e.lineno or 0) - 1
+    if not 0 <= ln < len(lines):
+        return None
+    m = _OPENER_LINE.search(e.msg or "")
+    if m and 0 < int(m.group(1)) <= len(lines):
+        opener = int(m.group(1)) - 1
+        code = _code_part(lines[opener])
+        if code.endswith(":") and not code.endswith(": pass"):
+            lines[opener] = code + " pass"
+            return opener
+    if isinstance(e, TabError) and any("\t" in x for x in lines):
+        lines[:] = [x.expandtabs(8) for x in lines]
+        return ln
+    line = lines[ln]
+    if _CONFLICT.match(line.lstrip()):
+        lines[ln] = ""
+        return ln
+    py2 = _PY2_EXCEPT.match(line)
+    if py2 and "parenthesized" in (e.msg or ""):
+        lines[ln] = _PY2_EXCEPT.sub(lambda x: f"{x.group(1)}{x.group(2)} as {x.group(3)}:", line, count=1)
+        return ln
+    if "unindent does not match" in (e.msg or ""):
+        width = len(line) - len(line.lstrip())
+        levels = {len(x) - len(x.lstrip()) for x in lines[:ln] if x.strip()}
+        above = max((w for w in levels if w < width), default=0)
+        lines[ln] = " " * above + line.lstrip()
+        return ln
+    _blank(lines, ln)
+    return ln
+
+
 def parse(snippet: Snippet) -> Parsed:
-    """An AST even for imperfect files: lines that stop the parser are blanked one at a time.
+    """An AST even for imperfect files: what stops the parser is repaired a line at a time (``_repair``).
 
     This keeps the rest of a file usable when one statement uses syntax this Python does not
-    know (PEP 695 ``type X = ...`` under 3.11) or is Python 2 (``print x``). ``repaired_lines``
-    says which lines were blanked; ``error`` is set only if no tree could be had.
+    know (PEP 695 ``type X = ...`` under 3.11) or is Python 2 (``print x``, ``except X, e``), a block's body was
+    commented out, or a merge left its markers. ``repaired_lines`` says which lines were changed; ``error`` is set
+    only if no tree could be had.
     """
     text = downlevel.rewrite(snippet.text)  # 3.12+ syntax read the same way on every Python
     lines = text.split("\n")
     repaired: list[int] = []
     first_error = None
-    for _ in range(MAX_REPAIRS + 1):
+    for _ in range((MAX_REPAIRS if len(text) > SMALL_FILE else 4 * MAX_REPAIRS) + 1):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = ast.parse("\n".join(lines))
-            return Parsed(tree, snippet, None, [snippet.first_line + r - 1 for r in repaired],
+            return Parsed(tree, snippet, None, [snippet.first_line + r - 1 for r in sorted(set(repaired))],
                           f"syntax error: {first_error}" if repaired else None)
         except SyntaxError as e:
             msg = f"{e.msg} (line {snippet.first_line + (e.lineno or 1) - 1})"
             first_error = first_error or msg
-            ln = (e.lineno or 0) - 1
-            if not 0 <= ln < len(lines) or ln + 1 in repaired:
-                # The parser blames a line we already blanked (an unclosed block); give up.
+            if (e.lineno or 0) in repaired[-3:] and repaired.count(e.lineno or 0) >= 2:
+                break  # the parser blames a line already repaired twice (an unclosed block); give up
+            changed = _repair(lines, e)
+            if changed is None:
                 break
-            _blank(lines, ln)
-            repaired.append(ln + 1)
+            repaired.append(changed + 1)
         except (ValueError, RecursionError, MemoryError) as e:
             first_error = first_error or f"{type(e).__name__}: {e}"
             break

@@ -152,3 +152,37 @@ def test_facts_are_identical_under_a_newer_python(tmp_path):
         assert json.loads(r.stdout) == ours
     v = subprocess.run([newer, "-c", "import sys; print(sys.version_info >= (3, 12))"], capture_output=True, text=True)
     assert v.stdout.strip() == "True" or sys.version_info >= (3, 12)
+
+
+REPAIRABLE = {  # what real trees hold that used to drop the whole file, and the definitions to keep from each
+    "a block whose body was commented out":
+        "DEBUG = False\ndef scale(x):\n  if DEBUG:\n    # print(x)\n  return x * 2\n\ndef after():\n  pass\n",
+    "a body-less block with a comment on its opener":
+        "def scale(x):\n  if x:  # note: 'y'\n    # gone\n  return 1\n\ndef after():\n  pass\n",
+    "Python 2's except X, e":
+        "def scale():\n  try:\n    g()\n  except OSError, e:\n    print e\n  return 1\n\ndef after():\n  pass\n",
+    "tabs mixed with spaces":
+        "def scale():\n        x = 1\n\treturn x\n\ndef after():\n    pass\n",
+    "a merge's conflict markers":
+        "def scale():\n    x = 1\n<<<<<<< HEAD\n    y = 2\n=======\n    y = 3\n>>>>>>> branch\n    return y\n\n"
+        "def after():\n    pass\n",
+    "a line dedented to no outer level":
+        "def scale():\n    if x:\n        a = 1\n      b = 2\n    return b\n\ndef after():\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("what", list(REPAIRABLE))
+def test_a_file_with_a_common_syntax_error_keeps_its_definitions(what):
+    """Each of these skipped its whole file (and every kernel in it): blanking the blamed line cannot help when
+    the problem is the line before it, or the file's indentation."""
+    parsed = pysource.parse(pysource.Snippet(REPAIRABLE[what]))
+    assert parsed.tree is not None, (what, parsed.error)
+    assert [n.name for n in parsed.tree.body if hasattr(n, "name")] == ["scale", "after"], what
+    assert parsed.repaired_lines, what
+
+
+def test_a_python_2_module_of_many_prints_is_read_whole():
+    """More statements to set aside than the old cap of 25, in a small file."""
+    src = "def main():\n" + "".join(f"    print 'step {i}'\n" for i in range(60)) + "\ndef after():\n    pass\n"
+    parsed = pysource.parse(pysource.Snippet(src))
+    assert parsed.tree is not None and len(parsed.repaired_lines) == 60

@@ -259,17 +259,21 @@ def scan_facts(root: Path, jobs: int = 1) -> dict[str, dict]:
 
 def scan_paths(paths: list[Path], jobs: int = 1, problems: list[tuple[str, str]] | None = None) -> list[KernelSite]:
     """Every kernel launch site under the given files or folders (paths relative to each root). ``problems`` gets
-    (path, reason) for each file not read, or read only in part (a syntax error, unreadable bytes), so a caller can
-    say which kernels it may have missed."""
+    (path, reason) for each file not read ("not read: ...") or read only in part, around lines that stopped the
+    parser ("read in part: ..."), so a caller can say which kernels it may have missed."""
     sites: list[KernelSite] = []
     for p in paths:
         facts = scan_facts(Path(p), jobs)
         if problems is not None:
             root = Path(p) if Path(p).is_dir() else Path(p).parent
             for rel, f in sorted(facts.items()):
-                why = f.get("error") or "; ".join(f.get("warnings") or ())
-                if why:
-                    problems.append(((root / rel).as_posix(), f"{'not read' if f.get('error') else 'read in part'}: "
-                                                              f"{why}"))
+                where = (root / rel).as_posix()
+                if f.get("error"):
+                    problems.append((where, f"not read: {f['error']}"))
+                elif f.get("warnings") or f.get("repaired_lines"):
+                    lines = f.get("repaired_lines") or []
+                    why = "; ".join(f.get("warnings") or ()) or \
+                        f"line{'s' * (len(lines) != 1)} {', '.join(map(str, lines[:10]))} set aside (a syntax error)"
+                    problems.append((where, f"read in part: {why}"))
         sites.extend(resolve(facts))
     return sites
