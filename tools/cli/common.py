@@ -4,6 +4,7 @@ and names from inputs made safe for a terminal."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 
@@ -31,3 +32,18 @@ def printable(text) -> str:
     """A name from an input, safe for a terminal: control characters (escape sequences, tabs, newlines, bidi
     overrides) shown as ``\\x1b``-style escapes instead of acting on the terminal."""
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(text))
+
+
+def must_start(command: list[str], env: dict[str, str]) -> None:
+    """A command that cannot start is a usage error (exit 2): no run is filed and no version number is used."""
+    import os
+
+    from ..runners.process import start_problem
+
+    if not command:
+        raise click.UsageError("no command to run: put it after `--`")
+    why = start_problem(command, Path.cwd(), dict(os.environ, **env))
+    if why:
+        click.echo(f"error: cannot start '{printable(command[0])}': {printable(why)}; nothing was run or filed",
+                   err=True)
+        raise SystemExit(2)

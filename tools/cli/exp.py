@@ -38,7 +38,7 @@ def _variant(value: str) -> str:
         raise click.BadParameter(f"{value!r}: expected <size>/<hardware>, e.g. tiny/cpu or 8b/v6e-8")
     return value
 
-from .common import pass_project, printable
+from .common import must_start, pass_project, printable
 
 
 @click.group(name="exp")
@@ -120,7 +120,7 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
         k, v = pair.split("=", 1)
         env[k] = v
     if not opts.get("calibrate"):  # a calibration reruns the baseline's own command
-        _must_start(list(command), env)
+        must_start(list(command), env)
     opts["protected"] = list(opts.get("protected") or ())
     opts["pairs_rounds"] = opts.get("pairs_rounds") or 0
     opts["pairs"] = bool(opts.get("pairs") or opts["pairs_rounds"])
@@ -141,21 +141,6 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
         raise SystemExit(143 if out.stopped_by == "SIGTERM" else 130)
     if out.verdict == "crash":
         raise SystemExit(1)
-
-
-def _must_start(command: list[str], env: dict[str, str]) -> None:
-    """A command that cannot start is a usage error (exit 2): no run is filed and no version number is used."""
-    import os
-
-    from ..runners.process import start_problem
-
-    if not command:
-        raise click.UsageError("no command to run: put it after `--`")
-    why = start_problem(command, Path.cwd(), dict(os.environ, **env))
-    if why:
-        click.echo(f"error: cannot start '{printable(command[0])}': {printable(why)}; nothing was run or filed",
-                   err=True)
-        raise SystemExit(2)
 
 
 def _int(v) -> int:

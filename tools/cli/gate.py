@@ -10,8 +10,7 @@ from pathlib import Path
 
 import click
 
-from .common import pass_project, printable
-from .exp import _must_start
+from .common import must_start, pass_project, printable
 
 
 @click.group(name="baseline")
@@ -128,7 +127,7 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
         raise click.UsageError(str(e)) from None
     if summary_path and not Path(summary_path).resolve().parent.is_dir():  # checked before anything runs
         raise click.UsageError(f"--summary {summary_path}: its folder does not exist")
-    _must_start(list(command), {})  # a command that cannot start is usage (exit 2), not a crash read as a regression
+    must_start(list(command), {})  # a command that cannot start is usage (exit 2), not a crash read as a regression
     try:  # what the run itself finds wrong with the arguments is usage too: exit 2, never read as a regression
         # the commands' echo goes to stderr: stdout holds the one JSON verdict (`tools exp gate ... | jq`)
         with contextlib.redirect_stdout(sys.stderr):

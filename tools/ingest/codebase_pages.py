@@ -8,6 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import concepts, mdtext
@@ -25,13 +26,15 @@ LINES_PER_FILE = 6
 
 @dataclass(frozen=True)
 class SourceLinks:
-    """file:line links: the hosted source at the pinned commit when known, else the raw/ path."""
+    """file:line links: the hosted source at the pinned commit when known and the file is as committed there, else
+    the raw/ path (a file edited in place, or one git does not track, is not at those lines on the forge)."""
 
     slug: str
     git: GitInfo
+    tracked: Callable[[str], bool | None] = lambda rel: None  # gitindex.Tracked: None when not known
 
     def url(self, rel: str, line: int | None, from_page: str) -> str:
-        hosted = self.git.blob_url(rel, line)
+        hosted = self.git.blob_url(rel, line) if self.tracked(rel) is not False else None
         if hosted:
             return mdtext.url(hosted)
         # Pages live under wiki/, raw/ sits beside it at the project root.
@@ -40,6 +43,16 @@ class SourceLinks:
 
     def for_page(self, page: str):
         return lambda rel, line=None: self.url(rel, line, page)
+
+
+def _local_changes(links: SourceLinks, scan) -> str:
+    """What of the tree is not the pinned commit's: files edited in place or that git does not track (their lines
+    are linked to raw/, not to the forge)."""
+    if not links.git.blob_url("x"):
+        return ""
+    off = sum(links.tracked(rel) is False for rel in scan.files)
+    return (f"; {off} file{'s' * (off != 1)} read here differ from it or are not in it (edited in place, untracked "
+            "or in a nested repository: linked to their raw/ copy)") if off else ""
 
 
 LOCAL_REMOTE = "a local path (not shown)"
@@ -168,7 +181,8 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
     if meta.get("description"):
         g.append(f"> {mdtext.escape(head) + ' — ' if head else ''}{mdtext.escape(meta['description'])}\n")
     rows = [["Source", mdtext.code(f"raw/code/{slug}")],
-            ["Commit", mdtext.code(git.commit) + " (pinned)" if git.commit else "not a git checkout"],
+            ["Commit", mdtext.code(git.commit) + " (pinned)" + _local_changes(links, scan) if git.commit
+             else "not a git checkout"],
             ["Remote", mdtext.escape(shown_remote(git.remote))],
             ["Files", f"{sum(scan.languages.values())} in the tree, "
                       f"{sum('skip' not in r.facts for r in scan.files.values())} read "

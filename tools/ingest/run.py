@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import gitinfo, pages, safeio
+from .. import gitindex, gitinfo, pages, safeio
 from .. import writer as writer_mod
 from ..concepts import CONCEPTS, concepts_index_page
 from ..errors import InputError
@@ -174,7 +174,7 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     if not meta.get("version") and (prov := gitinfo.provenance(root)):  # a copy of an installed release
         if m := re.search(r"(\d+(?:\.\d+)+\w*)$", prov[1]):
             meta["version"] = m.group(1)
-    links = codebase_pages.SourceLinks(slug, gitinfo.read(root))
+    links = codebase_pages.SourceLinks(slug, gitinfo.read(root), gitindex.Tracked(root))
 
     sites, others = _kernel_sites(project, slug, scan)
     page_of = page_paths(sites, slug)
