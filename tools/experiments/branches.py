@@ -127,7 +127,7 @@ def set_branches(repo: Path, tips: dict[str, str], old: dict[str, str]) -> list[
     gone = [b for b in old if b not in tips]
     lines = ["start"]
     for branch, tip in tips.items():
-        lines.append(f"update refs/heads/{branch} {tip} {old.get(branch) or '0' * 40}")
+        lines.append(f"update refs/heads/{branch} {tip} {old.get(branch) or '0' * len(tip)}")  # 0…: must not exist
     for b in gone:
         lines.append(f"delete refs/heads/{b} {old[b]}")
     git(repo, "update-ref", "--stdin", input="\n".join([*lines, "prepare", "commit", ""]))
