@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from tools.cli import cli
@@ -183,6 +184,23 @@ def test_an_experiment_id_two_lanes_share_is_refused_and_a_raw_dir_outside_raw_t
     bad = [dict(recs[0], raw_dir="raw/../..")]
     with pytest.raises(InputError, match="outside raw/"):
         profile_folder(project, "2026-12-06-v001-x", bad)
+    # the agent's profile operations and `tools gap` read the same names: they took the first lane's run, and
+    # refused MODEL/LANE/EXP_ID
+    from tools.agent.ops_profiles import folder_of
+    from tools.agent.registry import AgentError
+    from tools.gap.sides import find_record
+
+    for r in recs:
+        page = tmp_path / "wiki" / r["page"]
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text("---\n" + "".join(f"{k}: {v}\n" for k, v in r.items() if k != "page")
+                        + "type: experiment\ntitle: x\n---\n\n# x\n")
+    with pytest.raises(AgentError, match="more than one lane"):
+        folder_of(project, "2026-12-06-v001-x")
+    assert folder_of(project, "m/b/2026-12-06-v001-x") == (tmp_path / "raw/profiles/b").resolve()
+    with pytest.raises(InputError, match="more than one lane"):
+        find_record(project, "2026-12-06-v001-x")
+    assert find_record(project, "m/a/2026-12-06-v001-x")["lane"] == "a"
 
 
 SWAPPER = r"""
@@ -202,6 +220,7 @@ while time.monotonic() < end:
 """
 
 
+@pytest.mark.slow  # the session's real profiled runs of the reference model (`profiles`)
 def test_the_trace_parsed_is_the_file_checked_while_another_process_swaps_it(profiles, tmp_path):
     """A profile folder's xplane swapped, many times a millisecond, between a real file and a link out of the
     folder: each read parses the file inside or refuses the link. It never parses what the link names (the

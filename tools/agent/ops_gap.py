@@ -107,7 +107,7 @@ def _file(project: Project, result: dict, ours, ref, spec) -> None:
     from ..wikiindex import rebuild
     from ..writer import Writer
 
-    rec = (ours.page and next((r for r in records.load_experiments(project.wiki) if r.get("exp_id") == ours.label),
+    rec = (ours.page and next((r for r in records.load_experiments(project.wiki) if r.get("page") == ours.page),
                               None)) or {}
     model, lane = (spec.model, spec.lane) if spec else (rec.get("model") or "", rec.get("lane") or "")
     refuted = {r.get("change_fingerprint"): r.get("page") for r in (

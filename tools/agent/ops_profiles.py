@@ -15,15 +15,22 @@ from .registry import AgentError, op
 
 
 def folder_of(project: Project, exp_id: str) -> Path:
+    """The profile folder of the run ``exp_id`` names (its id, ``MODEL/LANE/EXP_ID`` or page; an id two lanes share
+    is refused naming both), inside raw/."""
+    from ..errors import InputError
     from ..experiments.records import load_experiments
+    from ..profiling.locate import named
 
-    for r in load_experiments(project.wiki):
-        if exp_id in (r.get("exp_id"), Path(str(r.get("page") or "")).stem) and r.get("raw_dir"):
-            p = (project.root / r["raw_dir"]).resolve()
-            if not p.is_relative_to((project.root / "raw").resolve()) or not p.is_dir():
-                raise AgentError(f"{exp_id}: its profile folder is not inside raw/ here")
-            return p
-    raise AgentError(f"{exp_id!r}: no experiment with a captured profile (run it with --profile)")
+    try:
+        r = named([r for r in load_experiments(project.wiki) if r.get("raw_dir")], exp_id)
+    except InputError as e:
+        raise AgentError(str(e)) from None
+    if r is None:
+        raise AgentError(f"{exp_id!r}: no experiment with a captured profile (run it with --profile)")
+    p = (project.root / r["raw_dir"]).resolve()
+    if not p.is_relative_to((project.root / "raw").resolve()) or not p.is_dir():
+        raise AgentError(f"{exp_id}: its profile folder is not inside raw/ here")
+    return p
 
 
 _SUMMARIES: dict[tuple[str, float], dict] = {}

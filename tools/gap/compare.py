@@ -34,13 +34,21 @@ class Side:
     codebase: str = ""                           # the ingested codebase its code is ("" when not known)
     config: list = field(default_factory=list)   # that codebase's performance settings as run (gap/config.py)
 
+    shifted: bool = False  # the token input holds one more position than the step trains on (inputs + targets)
+
     @property
     def tokens_per_step(self) -> float | None:
         m = self.metrics
         if m.get("tokens_per_s") and m.get("step_time_ms"):
             return float(m["tokens_per_s"]) * float(m["step_time_ms"]) / 1e3
         dims = shape_of(self.facts.get("token_input") or "")[1]
+        if dims and self.shifted and dims[-1] > 1:
+            dims = [*dims[:-1], dims[-1] - 1]
         return float(_prod(dims)) if dims else None
+
+    @property
+    def traced_ms(self) -> float | None:
+        return ((self.summary or {}).get("steps") or {}).get("median_ms")
 
     @property
     def step_ms(self) -> float | None:
@@ -75,8 +83,11 @@ def flag_parts(value: str) -> dict[str, str]:
 # ----------------------------------------------------------------------------- per token
 
 
-def per_token(side: Side) -> dict[str, float]:
-    """µs per token by op category, and host/idle (the traced step minus the op time), from the profile."""
+def per_token(side: Side, total: float | None = None) -> dict[str, float]:
+    """µs per token by op category, and host/idle (the traced step minus the op time), from the profile. With
+    ``total`` (µs per token on the basis the verdict is read on), every category is scaled so they add up to it: a
+    single run's traced median and its fastest step differ by the machine's noise, and an estimate read on one
+    basis beside a gap read on another claimed more than the whole gap for one item."""
     s, tokens = side.summary, side.tokens_per_step
     if not s or not tokens:
         return {}
@@ -85,7 +96,23 @@ def per_token(side: Side) -> dict[str, float]:
     step_us = ((s.get("steps") or {}).get("median_ms") or 0) * 1e3
     op_us = sum(c["self_us"] for c in s.get("categories") or []) / n
     out[HOST] = max(step_us - op_us, 0.0) / tokens
+    have = sum(out.values())
+    if total and have > 0:
+        out = {c: v * total / have for c, v in out.items()}
     return out
+
+
+def align_tokens(ours: Side, ref: Side) -> None:
+    """A side read from a folder (no record) counts its tokens as the other side's record counts them from the
+    same kind of token input: ``s32[1,4,33]`` is 128 tokens when the record of an ``s32[1,4,33]`` run says 128
+    (the input holds the shifted target too), so a run compared with its own folder is not 3 % apart."""
+    for folder, rec in ((ours, ref), (ref, ours)):
+        if folder.metrics.get("tokens_per_s") or not rec.metrics.get("tokens_per_s"):
+            continue
+        dims = shape_of(rec.facts.get("token_input") or "")[1]
+        counted = rec.tokens_per_step
+        if dims and counted and dims[-1] > 1 and abs(counted - _prod(dims[:-1]) * (dims[-1] - 1)) < 0.5:
+            folder.shifted = True
 
 
 def step_rows(ours: Side, ref: Side) -> list[dict]:
@@ -274,7 +301,11 @@ def _collectives(o: Side, r: Side) -> list[dict]:
 
 
 def _config(o: Side, r: Side) -> list[dict]:
-    out = []
+    """Compiler flags and command flags set otherwise: only where both sides are runs with a record (a folder has
+    no command line and no environment: its flags are not known, not unset)."""
+    out: list[dict] = []
+    if not (o.page and r.page):
+        return out
     for k in sorted(set(o.env_flags) | set(r.env_flags)):
         a, b = o.env_flags.get(k), r.env_flags.get(k)
         if a == b:
@@ -304,10 +335,12 @@ def differences(ours: Side, ref: Side, catalog: list[dict] | None = None) -> lis
 # ----------------------------------------------------------------------------- the estimate
 
 
-def estimate(items: list[dict], ours: Side, ref: Side) -> dict:
+def estimate(items: list[dict], ours: Side, ref: Side, totals: tuple[float | None, float | None] = (None, None)
+             ) -> dict:
     """Each item's share of our step: the categories where we spend more µs per token than the reference, each
-    split evenly among the items that touch it. Returns the per-category deltas and what no item explains."""
-    po, pr = per_token(ours), per_token(ref)
+    split evenly among the items that touch it. Returns the per-category deltas and what no item explains.
+    ``totals``: each side's µs per token on the verdict's basis (``per_token``)."""
+    po, pr = per_token(ours, totals[0]), per_token(ref, totals[1])
     deltas = {c: po.get(c, 0.0) - pr.get(c, 0.0) for c in set(po) | set(pr)}
     ours_total = sum(po.values())
     claim: dict[str, list[dict]] = {}
@@ -321,8 +354,11 @@ def estimate(items: list[dict], ours: Side, ref: Side) -> dict:
             for it in claim[c]:
                 it["us_per_token"] += d / len(claim[c])
     explained = 0.0
+    gap = sum(po.values()) - sum(pr.values()) if po and pr else None
     for it in items:
         us = it.pop("us_per_token")
+        if gap is not None:  # closing one difference cannot gain more than the whole gap: we would pass the reference
+            us = min(us, max(gap, 0.0))
         explained += us
         it["share_pct"] = round(100 * us / ours_total, 2) if ours_total else None
         it["gain_pct"] = round(100 * (ours_total / (ours_total - us) - 1), 2) if ours_total and us < ours_total \
@@ -343,6 +379,11 @@ def speeds(ours: Side, ref: Side) -> tuple[float | None, float | None, str]:
     bo, br = ours.metrics.get("tokens_per_s_best"), ref.metrics.get("tokens_per_s_best")
     if bo and br:
         return float(bo), float(br), "each run's fastest steady step"
+    if not (ours.metrics.get("tokens_per_s") and ref.metrics.get("tokens_per_s")):
+        # a folder has no record: both read on the same basis, each trace's median step
+        so, sr, to, tr = ours.traced_ms, ref.traced_ms, ours.tokens_per_step, ref.tokens_per_step
+        if so and sr and to and tr:
+            return to / so * 1e3, tr / sr * 1e3, "each run's traced median step"
     return ours.tokens_per_s, ref.tokens_per_s, "each run's own measure"
 
 
@@ -351,17 +392,20 @@ def analyze(ours: Side, ref: Side, catalog: list[dict] | None = None, measured: 
     """The whole comparison: step rows, per-token categories, the differences, and, when the reference is faster,
     the ranked gap items (a slower or equal reference gets none). ``measured``: (gap %, how) from an interleaved
     comparison of the two, which outranks the single runs' own speeds."""
+    align_tokens(ours, ref)
     diffs = differences(ours, ref, catalog)
     to, tr, how = speeds(ours, ref)
     gap_pct = round(100 * (tr / to - 1), 2) if to and tr else None
     if measured is not None:
         gap_pct, how = round(measured[0], 2), measured[1]
     faster = gap_pct is not None and gap_pct > MIN_GAP_PCT
-    est = estimate(diffs, ours, ref)
+    totals = (1e6 / to, 1e6 / to / (1 + gap_pct / 100)) if to and gap_pct is not None and gap_pct > -100 else (None,
+                                                                                                              None)
+    est = estimate(diffs, ours, ref, totals)
     items = sorted(diffs, key=lambda i: (i["basis"] != "hlo", -(i.get("gain_pct") or 0), i["kind"])) if faster else []
     for n, it in enumerate(items, 1):
         it["rank"] = n
-    po, pr = per_token(ours), per_token(ref)
+    po, pr = per_token(ours, totals[0]), per_token(ref, totals[1])
     cats = [{"category": c, "ours": round(po.get(c, 0.0), 5), "ref": round(pr.get(c, 0.0), 5)}
             for c in sorted(set(po) | set(pr), key=lambda c: -(po.get(c, 0.0) + pr.get(c, 0.0)))]
     verdict = ("no tokens/s for one of the runs: no gap measured" if gap_pct is None else

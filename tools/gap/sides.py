@@ -117,10 +117,10 @@ def with_codebase(project: Project, side: Side, slug: str, command: str = "") ->
 
 
 def find_record(project: Project, exp_id: str) -> dict | None:
-    for r in records.load_experiments(project.wiki):
-        if exp_id in (r.get("exp_id"), Path(str(r.get("page") or "")).stem):
-            return r
-    return None
+    """The run ``exp_id`` names: its id, ``MODEL/LANE/EXP_ID`` or page (an id two lanes share is refused)."""
+    from ..profiling.locate import named
+
+    return named(records.load_experiments(project.wiki), exp_id)
 
 
 def resolve(project: Project, name: str, folders: bool = True) -> Side:

@@ -1,4 +1,4 @@
-"""Find a profile folder from a path or an experiment id."""
+"""Find an experiment record by the names it answers to, and a profile folder from a path or an experiment id."""
 
 from __future__ import annotations
 
@@ -9,11 +9,22 @@ from ..errors import InputError
 from ..project import Project
 
 
-def _names(r: dict) -> set[str]:
+def names_of(r: dict) -> set[str]:
     """What a record answers to: its exp_id (unique within its lane only), ``MODEL/LANE/EXP_ID``, its page."""
     page = str(r.get("page") or "")
-    out = {str(r.get("exp_id") or ""), f"{r.get('model')}/{r.get('lane')}/{r.get('exp_id')}", page, Path(page).stem}
-    return out - {""}
+    return {str(r.get("exp_id") or ""), f"{r.get('model')}/{r.get('lane')}/{r.get('exp_id')}", page,
+            Path(page).stem} - {""}
+
+
+def named(records: list[dict], name: str) -> dict | None:
+    """The record ``name`` names (its exp_id, ``MODEL/LANE/EXP_ID``, page or page stem), None when none does.
+    An id that runs of several lanes share is refused naming each (ids count up per lane): never the first."""
+    hits = [r for r in records if name in names_of(r)]
+    lanes = sorted({f"{r.get('model')}/{r.get('lane')}" for r in hits})
+    if len(lanes) > 1:
+        raise InputError(name, "an experiment id of more than one lane: give one of "
+                         + ", ".join(f"{lane}/{name}" for lane in lanes))
+    return hits[0] if hits else None
 
 
 def profile_folder(project: Project, target: str, records: Iterable[dict] = ()) -> Path:
@@ -23,15 +34,11 @@ def profile_folder(project: Project, target: str, records: Iterable[dict] = ()) 
     p = Path(target)
     if p.is_dir():
         return p
-    hits = [r for r in records if target in _names(r) and r.get("raw_dir")]
-    lanes = sorted({f"{r.get('model')}/{r.get('lane')}" for r in hits})
-    if len(lanes) > 1:
-        raise InputError(target, "an experiment id of more than one lane: give one of "
-                         + ", ".join(f"{lane}/{target}" for lane in lanes))
-    if not hits:
+    rec = named([r for r in records if r.get("raw_dir")], target)
+    if rec is None:
         raise InputError(target, "neither a folder nor a known experiment id")
     raw = (project.root / "raw").resolve()
-    folder = (project.root / str(hits[0]["raw_dir"])).resolve()
+    folder = (project.root / str(rec["raw_dir"])).resolve()
     if not folder.is_relative_to(raw):
-        raise InputError(hits[0].get("page") or target, f"its raw_dir {hits[0]['raw_dir']!r} is outside raw/")
+        raise InputError(rec.get("page") or target, f"its raw_dir {rec['raw_dir']!r} is outside raw/")
     return folder
