@@ -16,4 +16,7 @@ def load(table: dict[str, str], name: str, what: str, options: dict[str, Any] | 
     if name not in table:
         raise error(f"unknown {what} {name!r} (expected one of {', '.join(table)})")
     module, cls = table[name].split(":")
-    return getattr(importlib.import_module(module), cls)(**(options or {}))
+    try:
+        return getattr(importlib.import_module(module), cls)(**(options or {}))
+    except (TypeError, ValueError) as e:  # an option it does not take, or of the wrong kind
+        raise error(f"{what} {name!r}: options {options or {}} not taken ({e})") from None

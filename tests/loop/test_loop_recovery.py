@@ -94,7 +94,19 @@ def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
                       ({"budget": {"runs": -1}}, "budget `runs` is a positive number"),
                       ({"calibrate": -1}, "`calibrate` is a whole number of at least 0"),
                       ({"trust_step_times": "yes"}, "`trust_step_times` is true or false, not 'yes'"),
-                      ({"repeats": "lots"}, "`repeats` is a number or a mapping")):
+                      ({"repeats": "lots"}, "`repeats` is a whole number or a mapping"),
+                      # a misspelt key of a `flags` value was dropped from the command, and the page claimed it ran
+                      ({"knobs": {"shape": {"category": "shape", "flags": {"batch": "--batch", "seq": "--seq"},
+                                            "values": [{"batch": 4, "seq": 128}, {"batch": 8, "sqe": 64}]}}},
+                       "knob `shape`: value {'batch': 8, 'sqe': 64} names ['sqe'], which `flags` does not"),
+                      ({"knobs": {"dtype": dict(KNOBS["dtype"], values=["f32", "f32"])}}, "a value is listed twice"),
+                      ({"profile": "false"}, "`profile` is true or false, not 'false'"),  # was read as true
+                      ({"compile_cache": "no"}, "`compile_cache` is true or false"),
+                      ({"target": {"tokens_per_s": -5}}, "`target.tokens_per_s` is a positive number"),
+                      ({"repeats": {"min": 2.7}}, "`repeats` is a whole number or a mapping"),
+                      ({"config_file": "/etc/passwd"}, "`config_file` '/etc/passwd': a path inside"),
+                      ({"runner": "lokal"}, "`runner`: 'lokal' is not one of local"),
+                      ({"proposer": {"name": "sweep", "foo": 1}}, "proposer 'sweep': options {'foo': 1} not taken")):
         make_kb(root, **bad)
         out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
         assert said in out and "fake-loop.yml" in out, (bad, out)

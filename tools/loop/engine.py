@@ -18,7 +18,7 @@ from pathlib import Path
 
 import threading
 
-from .. import safeio
+from .. import runners, safeio
 from ..errors import InputError, ToolsError
 from ..experiments import filing
 from ..experiments.runner import slugify
@@ -52,7 +52,13 @@ class Loop:
         self.say = say or (lambda msg: None)
         self.writer = Writer(project.wiki)
         self.hyp = HypothesisFiler(self.writer, spec)
-        self.proposer = proposer or get_proposer(spec.proposer, spec.proposer_options)
+        try:  # a proposer or runner the loop file names wrongly: refused naming the file, before any state
+            self.proposer = proposer or get_proposer(spec.proposer, spec.proposer_options)
+            runners.get(spec.runner, spec.runner_options)
+        except InputError:
+            raise
+        except ToolsError as e:
+            raise InputError(spec.path, str(e)) from None
         self.people = QueueProposer(people_only=True)
         code = (project.root / spec.code).resolve() if spec.code else None
         self.workspace = Workspace(project.root, code, self.paths.folder, spec.name, spec.cwd)

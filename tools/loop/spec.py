@@ -44,6 +44,7 @@ The first value of each knob is the trunk's starting value.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -202,11 +203,11 @@ def load(path: Path) -> LoopSpec:
     return parse(data, path)
 
 
-def _positive(path, key: str, v) -> float | None:
+def _positive(path, key: str, v, what: str = "a positive number of seconds") -> float | None:
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-        raise InputError(path, f"`{key}` is a positive number of seconds, not {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+        raise InputError(path, f"`{key}` is {what}, not {v!r}")
     return float(v)
 
 
@@ -276,11 +277,22 @@ def _parse(data: Any, path: Path) -> LoopSpec:
             raise InputError(path, f"knob `{kname}`: give exactly one of `flag`, `flags`, `env`")
         if k.get("flags") and not all(isinstance(v, dict) for v in k["values"]):
             raise InputError(path, f"knob `{kname}`: with `flags`, every value is a mapping of {sorted(k['flags'])}")
+        if k.get("flags"):  # a misspelt key would be dropped from the command while the page claims it ran
+            for v in k["values"]:
+                if set(v) != set(k["flags"]):
+                    odd = sorted(set(v) - set(k["flags"])) or sorted(set(k["flags"]) - set(v))
+                    raise InputError(path, f"knob `{kname}`: value {v} " + (
+                        f"names {odd}, which `flags` does not" if set(v) - set(k["flags"]) else f"lacks {odd}")
+                        + f" (every value sets each of {sorted(k['flags'])})")
+        distinct = {json.dumps(v, sort_keys=True, default=str) for v in k["values"]}
+        if len(distinct) < len(k["values"]):  # a value written twice: a typo for another, most likely
+            raise InputError(path, f"knob `{kname}`: a value is listed twice in {k['values']}")
         cat = str(k.get("category") or "other")
         if cat not in CATEGORIES:
             raise InputError(path, f"knob `{kname}`: category {cat!r} is not one of {', '.join(CATEGORIES)}")
         knobs[str(kname)] = Knob(str(kname), list(k["values"]), str(k.get("flag") or ""), dict(k.get("flags") or {}),
-                                 str(k.get("env") or ""), cat, bool(k.get("semantics", False)),
+                                 str(k.get("env") or ""), cat,
+                                 _yes_no(path, f"knob `{kname}`: semantics", k.get("semantics", False)),
                                  k.get("reference", k["values"][0]))
     raw_target = data.get("target") or {}
     if raw_target == "reference":
@@ -288,7 +300,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     if not isinstance(raw_target, dict):
         raise InputError(path, "`target` is a mapping ({tokens_per_s: N}, {mfu_percent: N}, {reference: PCT}) or "
                                "`reference`")
-    target = {str(k): float(v) for k, v in raw_target.items()}
+    target = {str(k): _positive(path, f"target.{k}", v, "a positive number") for k, v in raw_target.items()}
     budget = {str(k): float(v) for k, v in (data.get("budget") or {}).items()}
     for k in target:
         if k not in TARGET_KEYS:
@@ -308,28 +320,41 @@ def _parse(data: Any, path: Path) -> LoopSpec:
                if v is not None):
         raise InputError(path, f"`memory`: tolerance_pct and max_gb are non-negative numbers, not {mem}")
     rep = data.get("repeats") or {}
-    rep = {"min": rep, "max": rep} if isinstance(rep, int) else rep
-    if not isinstance(rep, dict) or set(rep) - {"min", "max"}:
-        raise InputError(path, f"`repeats` is a number or a mapping {{min: N, max: N}}, not {rep!r}")
+    rep = {"min": rep, "max": rep} if isinstance(rep, int) and not isinstance(rep, bool) else rep
+    if not isinstance(rep, dict) or set(rep) - {"min", "max"} or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in rep.values()):
+        raise InputError(path, f"`repeats` is a whole number or a mapping {{min: N, max: N}} of them, not {rep!r}")
     timeout = _positive(path, "timeout_s", 1800 if data.get("timeout_s") is None else data["timeout_s"])
     for key, least in (("calibrate", 0), ("parallel", 1)):
         if key in data:
             _count(path, key, data[key], least)
     prop, runner = data.get("proposer") or "sweep", data.get("runner") or "local"
+    for key, value in (("proposer", prop), ("runner", runner)):
+        if not isinstance(value, (str, dict)):
+            raise InputError(path, f"`{key}` is a name or a mapping {{name: ..., options}}, not {value!r}")
+    runner_name = runner if isinstance(runner, str) else str(runner.get("name", "local"))
+    from ..runners import RUNNERS  # the table only: a runner's own module loads when a loop runs it
+
+    if runner_name not in RUNNERS:
+        raise InputError(path, f"`runner`: {runner_name!r} is not one of {', '.join(RUNNERS)}")
+    config_file = str(data.get("config_file") or "")
+    if config_file and (Path(config_file).is_absolute() or ".." in Path(config_file).parts):
+        raise InputError(path, f"`config_file` {config_file!r}: a path inside the `code` folder's repository")
+
     spec = LoopSpec(
         name=name, path=path, model=str(data["model"]), lane=str(data["lane"]), variant=str(data["variant"]),
         command=command, knobs=knobs, code=str(data.get("code") or ""), cwd=str(data.get("cwd") or "."),
-        config_file=str(data.get("config_file") or ""),
+        config_file=config_file,
         target=target, budget=budget,
         proposer=prop if isinstance(prop, str) else str(prop.get("name", "sweep")),
         proposer_options={} if isinstance(prop, str) else {k: v for k, v in prop.items() if k != "name"},
-        runner=runner if isinstance(runner, str) else str(runner.get("name", "local")),
+        runner=runner_name,
         runner_options={} if isinstance(runner, str) else {k: v for k, v in runner.items() if k != "name"},
         min_repeats=int(rep.get("min", 2)), max_repeats=int(rep.get("max", 5)),
-        timeout_s=timeout, profile=bool(data.get("profile", True)),
+        timeout_s=timeout, profile=_yes_no(path, "profile", data.get("profile", True)),
         parallel=int(data.get("parallel", 1)), description=str(data.get("description") or ""),
         calibrate=int(data.get("calibrate", 0)), statistic=str(data.get("statistic") or "median"),
-        compile_cache=bool(data.get("compile_cache", True)),
+        compile_cache=_yes_no(path, "compile_cache", data.get("compile_cache", True)),
         pairs=bool(data.get("pairs", False)), pairs_rounds=_pairs_rounds(path, data.get("pairs", False)),
         screen_rounds=_rounds(path, "screen", data.get("screen", False), SCREEN_ROUNDS),
         hang_s=_positive(path, "hang_s", data.get("hang_s")),
