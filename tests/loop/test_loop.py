@@ -419,6 +419,20 @@ def test_stop_request_ends_the_loop_after_the_iteration_in_flight_with_a_retrosp
     assert not paths.stop_request.exists()
 
 
+def test_a_stop_asked_of_a_stopped_loop_is_cleared_by_start_fresh(tmp_path):
+    """`tools loop stop` of a loop that is not running arms the next start or resume: `start --fresh` (start over)
+    used to run a new baseline and then stop on that old request."""
+    root = tmp_path / "kb"
+    make_kb(root, budget={"runs": 2})
+    tools(root, "loop", "start", "fake-loop", "-q")
+    paths = st.LoopPaths(Project(root), "fake-loop")
+    assert "no driver is running" in tools(root, "loop", "stop", "fake-loop") and paths.stop_request.exists()
+    tools(root, "loop", "start", "fake-loop", "--fresh", "-q")
+    s = st.load(paths)
+    assert "by request" not in str(s["stop_reason"]) and len(s["history"]) >= 1, s["stop_reason"]
+    assert not paths.stop_request.exists()
+
+
 def test_a_patch_work_tree_left_by_a_cut_off_run_is_prepared_again(kb):
     from tools.loop.workspace import Workspace
 

@@ -96,9 +96,10 @@ class Loop:
         try:
             with st.driving(self.paths), process.stop_on_signals():
                 self._spec_copy()  # a loop file of another origin under this name: refused before any reset
-                if fresh:
+                if fresh:  # start over: the old state, work trees and any stop asked of the old run go
                     self.workspace.start_over()
                     self.paths.state.unlink(missing_ok=True)
+                    self.paths.stop_request.unlink(missing_ok=True)
                     source, self.state = self.state.spec_source, LoopState.new(self.spec)
                     self.state.spec_source = source  # the loop file its copy in loops/ came from
                 self._drive(max_iterations)
@@ -122,6 +123,11 @@ class Loop:
                 pending.recover(self, pend)
             for pend in list(self.pendings()):
                 self._learn(pend)
+        if not self.state.trunk and self.paths.stop_request.exists():  # asked before a baseline spent anything
+            self.paths.stop_request.unlink(missing_ok=True)
+            self._stopped("stopped by request (tools loop stop) before the baseline ran")
+            self.say("stopped: by request, before the baseline ran")
+            return
         if not self.state.trunk:
             opening.baseline(self)
         if self.spec.calibrate and not self.state.calibration:
