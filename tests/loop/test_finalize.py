@@ -164,3 +164,22 @@ def test_a_patch_that_needs_the_one_before_is_stacked_on_it_and_says_why(tmp_pat
     again = call(Project(kb), "loop.finalize", {"name": "fake-loop", "verify": False, "patches": True})
     assert [b["branch"] for b in again["branches"]] == [first["branch"], second["branch"]]
     assert len(again["patches"]) == 3 and (kb / "loops/fake-loop/patches" / again["patches"][0]).is_file()
+
+
+def test_a_kept_environment_knob_is_a_setting_not_an_empty_branch(tmp_path):
+    """An env knob was written into the config file as `--fast` ("not in launch.sh"), committed as an empty branch,
+    and verified as holding because the verification set the variable itself."""
+    kb = tmp_path / "kb"
+    make_kb(kb, knobs={"dtype": KNOBS["dtype"], "fast": {"env": "FAKE_FAST", "values": ["", "1"],
+                                                          "category": "compiler"}},
+            budget={"runs": 3}, config_file="launch.sh")
+    (kb / "model" / "launch.sh").write_text("#!/bin/sh\nexec python fake_model.py --dtype f32 --steps 14\n")
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    state = json.loads((kb / "loops/fake-loop/state.json").read_text())
+    kept = {k for h in state["history"] if h["kept"] for k in (h["change"].get("knobs") or {})}
+    assert {"dtype", "fast"} <= kept, state["history"]
+    out = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--json", "--no-verify"))
+    assert [b["knobs"] for b in out["branches"]] == [{"dtype": "bf16"}]  # only the flag knob is code
+    fast = [s for s in out["settings"] if s["env"]]
+    assert fast and fast[0]["env"] == {"FAKE_FAST": "1"} and fast[0]["knobs"] == {"fast": "1"}
+    assert "FAKE_FAST=1" in (kb / "loops/fake-loop/PERF.md").read_text()

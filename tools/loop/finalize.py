@@ -117,7 +117,7 @@ def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Pa
         ch, row = c["change"], c["row"]
         branch = f"perf/{name}/{c['n']}-{c['slug']}"
         tree = work / str(c["n"])
-        note, parent = "", start
+        note, parent, written = "", start, {}
         if ch.get("kind") == "patch":
             kept = _kept_commit(repo, ws.trunk_branch, row["exp_id"])
             diff = git(repo, "diff", f"{kept}^", kept) + "\n"
@@ -128,20 +128,30 @@ def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Pa
             git(tree, "apply", "--whitespace=nowarn", "-", input=diff)
         else:
             knobs = {**(ch.get("knobs") or {})}
-            env = ch.get("env") or {}
-            if not knobs or not config_file:
-                out["settings"].append({"n": c["n"], "exp_id": row["exp_id"], "knobs": knobs, "env": env,
+            # a knob the loop sets through the environment is no flag of the config file: a setting to apply
+            by_env = {k: v for k, v in knobs.items() if k in spec.knobs and spec.knobs[k].env}
+            env = {**(ch.get("env") or {}), **spec.env_for(by_env)}
+            flags = {k: v for k, v in knobs.items() if k not in by_env}
+            if flags and config_file:
+                br.worktree(repo, tree, start)
+                missing = br.edit_config(tree, config_file, flags)
+                written = {k: v for k, v in flags.items() if k not in missing}
+            rest = {k: v for k, v in knobs.items() if k not in written}
+            if rest or env or not written:
+                out["settings"].append({"n": c["n"], "exp_id": row["exp_id"], "knobs": rest, "env": env,
                                         "command": spec.command_for({**(c["history"].get("config") or {})})})
+            if not written:  # nothing of it is code: no branch (an empty one would be offered as a change)
                 continue
-            br.worktree(repo, tree, start)
-            missing = br.edit_config(tree, config_file, knobs)
-            if missing:
-                note = f"Not in {config_file}: {', '.join(missing)} (set them in the launch command)."
+            if rest or env:
+                note = (f"Not in {config_file}: {', '.join(sorted(rest))} (set them in the launch command). "
+                        if rest else "") + ("Environment: " + " ".join(f"{k}={v}" for k, v in env.items())
+                                            if env else "")
+                note = note.strip()
         tip = br.commit(tree, _message(name, c, note), br.dates([row["exp_id"]], fallback))
         tips.append(tip)
         out["branches"].append({"n": c["n"], "branch": branch, "commit": tip, "exp_id": row["exp_id"],
                                 "kind": ch.get("kind"), "stacked_on": parent if parent != start else None,
-                                "note": note})
+                                "note": note, **({"knobs": written} if written else {})})
     if verify:  # each branch alone against the baseline's code, interleaved, on the loop's runner
         for b in out["branches"]:
             b["verified"] = _verify(project, spec, state, repo, start, b, work)
@@ -158,11 +168,10 @@ def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict
     br.worktree(repo, tree, b["commit"])
     baseline = state["frontier"][0]
     cfg = spec.start_config()
-    h = next((x for x in state.get("history") or [] if x.get("exp_id") == b["exp_id"]), {})
-    change = h.get("change") or {}
-    if change.get("kind") == "knobs":
-        cfg.update(change.get("knobs") or {})
-    env = dict(change.get("env") or {}) if change.get("kind") == "env" else {}
+    # the branch alone: the knobs it writes into the config file, as the loop's command takes them; never the ones
+    # it could not write, nor the environment (measuring those made an empty branch "hold")
+    cfg.update(b.get("knobs") or {})
+    env: dict[str, str] = {}
     rs = runs.runspec(spec, cfg, env, (tree / spec.cwd).resolve(), description=f"verify {b['branch']} alone",
                       slug=f"verify-{b['n']}", hypothesis=f"{b['branch']} alone is faster than the baseline",
                       extra={"loop": spec.name, "finalize_of": b["exp_id"]}, compare_to=baseline["exp_id"],
