@@ -377,6 +377,13 @@ def test_two_experiments_in_flight_at_once_lose_nothing(tmp_path):
     assert a0 < b1 and b0 < a1
     kept = [h for h in s["history"] if h["kept"]]
     assert all(h["verdict"] == "supported" for h in kept)
+    # a run supported against a trunk another iteration moved first is not kept: its row and page say so (they
+    # said `keep`, and a lane's best and other loops' priors read that as kept)
+    status = {r["exp_id"]: r["status"] for r in rows}
+    for h in s["history"]:
+        assert (status[h["exp_id"]] == "keep") == h["kept"], (h["exp_id"], h["verdict"], status[h["exp_id"]])
+        rec = next(r for r in recs if r["exp_id"] == h["exp_id"])
+        assert (rec["ledger_status"] == "keep") == h["kept"], rec["ledger_status"]
 
 
 @pytest.mark.slow

@@ -7,6 +7,8 @@ for that moment only, never while a command runs: concurrent runs never share or
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +53,22 @@ class Lane:
         """Add rows that belong to no experiment page (a loop's stop, a screen's invalid move) under the lane lock."""
         with self.locked():
             w.write_file(self.ledger_rel, ledger.render(self.ledger_rows() + new))
+
+    def discard(self, w: Writer, exp_id: str, page: str, why: str) -> None:
+        """A run filed ``keep`` that was not kept after all (a loop's parallel iteration whose trunk moved first):
+        its ledger row and its page say ``discard``, so no best or prior reads it as kept."""
+        with self.locked():
+            rows = self.ledger_rows()
+            for r in rows:
+                if r.get("exp_id") == exp_id and r.get("status") == "keep":
+                    r["status"] = "discard"
+            w.write_file(self.ledger_rel, ledger.render(rows))
+
+            def change(text: str) -> str | None:
+                text = re.sub(r"(?m)^ledger_status: keep$", "ledger_status: discard", text, count=1)
+                return text.replace("(ledger status `keep`)", f"(ledger status `discard`: {why})", 1)
+            if page:
+                w.update_file(page, change)
 
     def next_version(self) -> int:
         """Call with the lane lock held."""

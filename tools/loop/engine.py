@@ -330,6 +330,10 @@ class Loop:
         lesson = learn.learn(self.spec, self.state, pend)
         if lesson.moved:
             self.workspace.keep(lesson.commit)
+        if rec.get("ledger_status") == "keep" and not lesson.kept:  # supported against a trunk that has moved since
+            filing.Lane(self.project, self.spec.model, self.spec.lane).discard(
+                self.writer, rec["exp_id"], rec.get("page") or "", "measured against a trunk another iteration moved")
+            rec["ledger_status"] = "discard"
         if p.change.kind == "patch":
             with self._git:
                 self.workspace.remove(f"{n:03d}")
