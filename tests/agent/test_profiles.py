@@ -60,6 +60,13 @@ def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
     assert not nb.is_error and nb.structured_content["opcode"]
     if line is not None:
         assert not line.is_error and any(o["op"] == slowest["op"] for o in line.structured_content["ops"])
+        # a bare line number is no location: `9` was answered as `llama_train.py:199`
+        from tools.agent.registry import AgentError, call
+        from tools.project import Project
+
+        last = src["rows"][0]["source"][-1]
+        with pytest.raises(AgentError, match=f"no op time is credited to '{last}'"):
+            call(Project(root), "profile.line_ops", {"exp": second, "location": last})
     d = diff["diff"]
     assert d["lines"] and d["ops"] and d["categories"] and d["matched"]  # deltas by line, op and category
     assert all(x is not None for x in d["step_ms"])

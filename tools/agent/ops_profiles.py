@@ -111,10 +111,17 @@ class LineOpsOut(BaseModel):
 def line_ops(project: Project, a: LineIn) -> dict:
     """The ops credited to one source line, slowest first."""
     s = _summary(project, a.exp)
-    line = next((r for r in s["source_lines"] if r["location"] == a.location or r["location"].endswith(a.location)),
-                None)
+    # the location as written, or ending it at a path boundary (`train.py:199` for `model/train.py:199`): never
+    # any suffix (`9` was taken for `llama_train.py:199`)
+    hits = [r for r in s["source_lines"] if r["location"] == a.location
+            or (":" in a.location and r["location"].endswith("/" + a.location.lstrip("/")))]
+    if len({r["location"] for r in hits}) > 1:
+        raise AgentError(f"{a.exp}: {a.location!r} names several lines: "
+                         + ", ".join(sorted({r['location'] for r in hits})[:5]) + " (give more of the path)")
+    line = hits[0] if hits else None
     if line is None:
-        raise AgentError(f"{a.exp}: no op time is credited to {a.location!r}")
+        raise AgentError(f"{a.exp}: no op time is credited to {a.location!r} (give FILE:LINE as the summary shows "
+                         "it)")
     return {"exp": a.exp, "location": line["location"], "line": line,
             "ops": [o for o in s["ops"] if o["source"] == line["location"]]}
 
