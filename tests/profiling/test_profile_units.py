@@ -260,3 +260,29 @@ def test_the_trace_parsed_is_the_file_checked_while_another_process_swaps_it(pro
         swap.kill()
         swap.wait()
     assert seen["own"] and seen["refused"], seen  # both states were met
+
+
+STEP_SCRIPT = """
+import sys, jax, jax.numpy as jnp
+f = jax.jit(lambda x: (x @ x).sum())
+x = jnp.ones((128, 128))
+f(x).block_until_ready()
+with jax.profiler.trace(sys.argv[1]):
+    for i in range(4):
+        with jax.profiler.StepTraceAnnotation("step", step_num=i):
+            f(x).block_until_ready()
+"""
+
+
+@pytest.mark.slow  # a real jax.profiler trace of a small program
+def test_a_script_that_names_its_steps_otherwise_is_read_per_step(tmp_path):
+    """A script's own `StepTraceAnnotation("step", ...)`: no step was counted (only "train" was looked for), so a
+    4-step profile printed its totals as per-step times and said to wrap the steps that were wrapped."""
+    from tools.profiling.trace import read_trace
+
+    r = subprocess.run([sys.executable, "-c", STEP_SCRIPT, str(tmp_path / "trace")], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    trace = read_trace(tmp_path / "trace")
+    assert [s.step for s in trace.steps] == [0, 1, 2, 3]
+    assert read_trace(tmp_path / "trace", step_name="step").steps == trace.steps

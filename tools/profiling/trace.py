@@ -11,6 +11,7 @@ import bisect
 import gzip
 import itertools
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,9 +125,18 @@ def _read_xplane(paths: list[Path], step_name: str, folder: Path) -> Trace:
                     if "hlo_op" in stats:
                         ops.append(OpEvent(str(stats["hlo_op"]), str(stats.get("hlo_module", "")), tname,
                                            ev.start_ns / 1e3, ev.duration_ns / 1e3))
-                    elif ev.name == step_name and "step_num" in stats:
-                        steps.append(StepEvent(int(stats["step_num"]), ev.start_ns / 1e3, ev.duration_ns / 1e3))
-    return Trace(ops, sorted(steps, key=lambda s: s.start_us), f"{paths[0].name} (jax.profiler.ProfileData)", planes)
+                    elif "step_num" in stats:
+                        steps.append((ev.name, StepEvent(int(stats["step_num"]), ev.start_ns / 1e3,
+                                                         ev.duration_ns / 1e3)))
+    return Trace(ops, _steps(steps, step_name), f"{paths[0].name} (jax.profiler.ProfileData)", planes)
+
+
+def _steps(named: list[tuple[str, StepEvent]], step_name: str) -> list[StepEvent]:
+    """The step annotations: those named ``step_name`` (the reference model's "train"), else the name most
+    ``StepTraceAnnotation`` events carry (a script's own "step"), so its steps are counted and op time is per step."""
+    names = Counter(n for n, _ in named)
+    use = step_name if step_name in names else (names.most_common(1)[0][0] if names else None)
+    return sorted((s for n, s in named if n == use), key=lambda s: s.start_us)
 
 
 def _read_chrome(path: Path, step_name: str, folder: Path | None = None) -> Trace:
@@ -155,10 +165,11 @@ def _read_chrome(path: Path, step_name: str, folder: Path | None = None) -> Trac
             tname = f"{names.get((e.get('pid'), None), e.get('pid'))}/{names.get((e.get('pid'), e.get('tid')), e.get('tid'))}"
             ops.append(OpEvent(str(args["hlo_op"]), str(args.get("hlo_module", "")), tname,
                                float(e["ts"]), float(e.get("dur", 0))))
-        elif e.get("name") == step_name and "step_num" in args:
-            steps.append(StepEvent(int(args["step_num"]), float(e["ts"]), float(e.get("dur", 0))))
+        elif "step_num" in args:
+            steps.append((str(e.get("name")),
+                          StepEvent(int(args["step_num"]), float(e["ts"]), float(e.get("dur", 0)))))
     planes = sorted({v for (p, t), v in names.items() if t is None})
-    return Trace(ops, sorted(steps, key=lambda s: s.start_us), f"{path.name} (Chrome trace JSON)", planes)
+    return Trace(ops, _steps(steps, step_name), f"{path.name} (Chrome trace JSON)", planes)
 
 
 def self_times(ops: list[OpEvent], control=None) -> list[tuple[OpEvent, float]]:
