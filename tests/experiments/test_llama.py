@@ -79,6 +79,15 @@ def test_profile_attributes_time_to_model_lines(filed):
     cut.write_bytes(xplane.read_bytes()[:20000])
     res = CliRunner().invoke(cli, ["profile", "summary", str(project.root.parent / "cut"), "--no-xprof"])
     assert res.exit_code == 1 and f"{cut}: not a readable jax.profiler trace (truncated" in res.output, res.output
+    # xprof answers nothing for it, as for a backend without device data: that was reported as "no data on this
+    # backend", exit 0
+    pytest.importorskip("xprof")
+    from tools.errors import InputError
+    from tools.profiling.xprof_tools import tool_data
+
+    with pytest.raises(InputError, match="not a readable jax.profiler trace"):
+        tool_data(project.root.parent / "cut", "overview_page")
+    assert tool_data(raw / "trace", "overview_page")["tool"] == "overview_page"  # the whole trace still reads
 
 
 def test_profile_diff_between_two_experiments(filed):

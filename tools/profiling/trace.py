@@ -131,6 +131,26 @@ def _read_xplane(paths: list[Path], step_name: str, folder: Path) -> Trace:
     return Trace(ops, _steps(steps, step_name), f"{paths[0].name} (jax.profiler.ProfileData)", planes)
 
 
+def unreadable(paths: list[Path]) -> tuple[Path, str] | None:
+    """(path, why) for the first xplane file the profiler's own reader cannot parse (a run killed while its
+    profiler wrote), None when every one parses."""
+    try:
+        from jaxlib._profile_data import ProfileData
+    except ImportError:
+        try:
+            from jax.profiler import ProfileData
+        except ImportError:
+            return None
+    for p in paths:
+        try:
+            ProfileData.from_serialized_xspace(safeio.read_bytes(p, TRACE_LIMIT))
+        except RuntimeError as e:
+            return p, str(e)
+        except OSError:
+            continue
+    return None
+
+
 def _steps(named: list[tuple[str, StepEvent]], step_name: str) -> list[StepEvent]:
     """The step annotations: those named ``step_name`` (the reference model's "train"), else the name most
     ``StepTraceAnnotation`` events carry (a script's own "step"), so its steps are counted and op time is per step."""

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from . import trace as trace_mod
 
 TOOLS = ("overview_page", "op_profile", "roofline_model", "memory_profile", "hlo_stats")
@@ -49,6 +50,10 @@ def tool_data(folder: Path, tool: str) -> dict:
         except Exception as e:  # noqa: BLE001 - xprof raises assorted errors on traces it cannot read
             return {"tool": tool, "has_data": False, "note": f"xprof {tool} failed: {type(e).__name__}: {e}",
                     "data": None}
+        if not raw:  # xprof answers nothing for a trace it cannot parse, as for a backend without the data
+            broken = trace_mod.unreadable([Path(c) for c in copies])
+            if broken:
+                raise InputError(broken[0], f"not a readable jax.profiler trace (truncated or corrupt: {broken[1]})")
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
     try:
