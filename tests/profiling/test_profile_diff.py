@@ -123,3 +123,8 @@ def test_without_an_hlo_dump_ops_fall_back_to_names(profiles, summaries, tmp_pat
     assert bare["attributed_pct"] == 0 and all(not o["sig"] for o in bare["ops"])
     d = diff.diff(bare, summaries["fp32"], top=10_000)
     assert d["matched"]["name"] == len(bare["ops"]) and all(r["delta_us"] == 0 for r in d["ops"])
+    # the same trace on both sides: no line or category moved ("unmapped -4102", a line "+738.9" were shown), and
+    # both the diff and the summary say why the mapping is missing
+    assert d["lines"] == [] and d["categories"] == [] and "A has no optimized-HLO dump" in d["note"]
+    assert "**Note:** A has no optimized-HLO dump" in diff.render_markdown(d)
+    assert "No optimized-HLO dump beside the trace" in summary.render_markdown(bare)

@@ -16,7 +16,21 @@ def _per_step(s: dict) -> float:
     return float(max(s.get("n_steps") or 1, 1))
 
 
+def _no_hlo(s: dict) -> bool:
+    """A summary whose trace came without its optimized-HLO dump: no op has a category or a source line."""
+    return bool(s.get("ops")) and not s.get("hlo_modules")
+
+
 def diff(a: dict, b: dict, top: int = 15) -> dict:
+    """Deltas of ``b`` against ``a``. A side without its HLO dump has every op ``unmapped`` and no source line:
+    its lines and categories are not compared (each would read as all of its time moving), and a note says so."""
+    if _no_hlo(a) or _no_hlo(b):
+        sides = " and ".join(x for x, s in (("A", a), ("B", b)) if _no_hlo(s))
+        a, b = ({**s, "source_lines": [], "categories": []} for s in (a, b))
+        note = (f"{sides} has no optimized-HLO dump (its ops map to no source line or category): lines and "
+                "categories are not compared, ops only by name")
+    else:
+        note = ""
     pa, pb = _per_step(a), _per_step(b)
     moved = _moved_lines(a.get("source_lines", []), b.get("source_lines", []))
     la = {r["location"]: r["self_us"] / pa for r in a.get("source_lines", [])}
@@ -39,6 +53,7 @@ def diff(a: dict, b: dict, top: int = 15) -> dict:
         "step_ms": (a.get("steps", {}).get("median_ms"), b.get("steps", {}).get("median_ms")),
         "op_time_ms": (a.get("total_op_self_us", 0) / pa / 1e3, b.get("total_op_self_us", 0) / pb / 1e3),
         "lines": lines[:top], "ops": ops[:top], "categories": _delta(ca, cb), "matched": counts,
+        **({"note": note} if note else {}),
     }
 
 
@@ -173,6 +188,8 @@ def render_markdown(d: dict) -> str:
     m = d.get("matched", {})
     out = [f"A: `{d['a']}`", f"B: `{d['b']}`", "",
            f"Median traced step: {sa} ms → {sb} ms; op self time per step {oa:.3f} ms → {ob:.3f} ms.", ""]
+    if d.get("note"):
+        out += [f"**Note:** {d['note']}.", ""]
     out += ["**Source lines** (µs per step, largest change first)", "", "| line | A | B | Δ | code |",
             "|---|---:|---:|---:|---|"]
     for r in d["lines"]:

@@ -221,6 +221,9 @@ def render_markdown(s: dict, lines: int = 10) -> str:
                 f"XLA ops busy {st['op_busy_pct']} %, host/idle {st['idle_or_host_pct']} % of step wall time.", ""]
     else:
         out += ["No step annotations in the trace (wrap steps in `jax.profiler.StepTraceAnnotation`).", ""]
+    if s.get("ops") and not s.get("hlo_modules"):
+        out += ["No optimized-HLO dump beside the trace (`hlo/`, from `--xla_dump_to`): ops map to no source line "
+                "or category (`unmapped`).", ""]
     out += ["**Top ops by self time** (per step)", "",
             "| op | category | self ms/step | % | count | source |", "|---|---|---:|---:|---:|---|"]
     for o in s["top_ops"]:
