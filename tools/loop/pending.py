@@ -3,7 +3,8 @@ several at once when ``parallel`` > 1, and, on resume, carry each one on from th
 
 Each function takes the driver (``engine.Loop``: its spec, state, writer, workspace and save). A run cut off
 mid-way (``kill -9``, a reboot) is filed as a crash by the runner's abandoned-run sweep and its proposal runs again
-as a new experiment, at most ``MAX_INTERRUPTED_RETRIES`` times.
+as a new experiment, at most ``MAX_INTERRUPTED_RETRIES`` times; a run stopped on request (SIGTERM, Ctrl-C) runs
+again however often that happens.
 """
 
 from __future__ import annotations
@@ -120,7 +121,10 @@ def recover(loop, pend: dict) -> None:
         rec = record_of(loop, pend["iteration"])
         if rec is None or rec.get("status") != "filed" or runs.interrupted(rec):
             abandoned.sweep(loop.writer, loop.project)  # files the cut-off run as a crash, if any
-            pend["interrupted"] = pend.get("interrupted", 0) + 1
+            # a stop the loop was asked for (SIGTERM, Ctrl-C: the run filed it so) says nothing of the run, and is
+            # never counted against it; a run whose runner vanished (kill -9, the OOM killer) may be the cause
+            asked = rec is not None and any(str(r).startswith("stopped by") for r in rec.get("reasons") or [])
+            pend["interrupted"] = pend.get("interrupted", 0) + (0 if asked else 1)
             if pend["interrupted"] <= MAX_INTERRUPTED_RETRIES:
                 loop.say(f"iteration {pend['iteration']}: the run was cut off; running it again")
                 pend["phase"] = "proposed"
