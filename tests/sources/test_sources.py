@@ -170,3 +170,30 @@ def test_a_page_that_cannot_be_written_is_reported_and_the_rest_go_on(tmp_path):
     assert (root / "wiki/sources/a.md").read_bytes() == theirs  # left as it was
     assert "300 TFLOP/s" in (root / "wiki/sources/b.md").read_text()
     assert "`a.md`: its page was not written" in (root / "wiki/sources/index.md").read_text()
+
+
+def test_two_sources_of_one_page_name_keep_a_page_each(tmp_path):
+    """`notes.md` and `notes.html` (or `my notes.md` and `my-notes.md`) were both written to one page: one
+    document vanished from the wiki, and the catalog linked both to the other's page."""
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    src = root / "raw/sources/n"
+    src.mkdir(parents=True)
+    (src / "notes.md").write_text("# Notes A\n\nThe alpha kernel is 3.0x faster on v5p.\n")
+    (src / "my notes.md").write_text("# Notes C\n\nThe gamma kernel is 2.0x faster on v5e.\n")
+    (src / "my-notes.md").write_text("# Notes D\n\nThe delta kernel is 4.0x faster on v6e.\n")
+    (src / "notes.html").write_text(
+        "<html><head><title>Notes B</title></head><body><article><h1>Notes B</h1><p>The beta kernel took 7.5 ms "
+        "per step in our long benchmark run on the cluster.</p></article></body></html>")
+    r = tools(root, "ingest", "raw/sources")
+    assert r.returncode == 0, r.stdout + r.stderr
+    pages = {p.name: p.read_text() for p in (root / "wiki/sources").glob("n-*.md")}
+    assert len(pages) == 4, sorted(pages)
+    for word in ("alpha", "beta", "gamma", "delta"):
+        assert sum(f"The {word} kernel" in t for t in pages.values()) == 1, word
+    catalog = (root / "wiki/sources/index.md").read_text()
+    linked = [line.split("](")[1].split(")")[0] for line in catalog.splitlines() if "`n/" in line]
+    assert len(set(linked)) == 4, linked
+    before = {p: (root / "wiki/sources" / p).read_bytes() for p in pages}
+    assert tools(root, "ingest", "raw/sources").returncode == 0  # and again: nothing moves
+    assert {p: (root / "wiki/sources" / p).read_bytes() for p in pages} == before

@@ -74,12 +74,29 @@ def files_under(project: Project, target: str | Path) -> list[Path]:
     return sorted(out)
 
 
-def page_path(rel: str) -> str:
-    return f"sources/{mdtext.slugify(rel.rsplit('.', 1)[0].replace('/', '-'))}.md"
+def page_path(rel: str, owners: dict[str, str] | None = None) -> str:
+    """The page of source ``rel``: its path without the extension, slugified. Two sources can share that name
+    (``notes.md`` and ``notes.html``, ``my notes.md`` and ``my-notes.md``): ``owners`` (plain page -> the source
+    that has it) gives it to one, and the others' pages carry a short hash of their own path."""
+    plain = f"sources/{mdtext.slugify(rel.rsplit('.', 1)[0].replace('/', '-'))}.md"
+    if owners is None or owners.get(plain, rel) == rel:
+        return plain
+    return plain[:-3] + "-" + hashlib.sha1(rel.encode()).hexdigest()[:8] + ".md"
 
 
-def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = None) -> Page:
-    path = page_path(rel)
+def page_owners(rels: list[str], docs: dict) -> dict[str, str]:
+    """plain page -> the source that keeps it: the one whose page it already is, else the first by path."""
+    owners: dict[str, str] = {}
+    for rel, d in sorted(docs.items()):
+        if d.get("page") == page_path(rel):
+            owners.setdefault(d["page"], rel)
+    for rel in sorted(rels):
+        owners.setdefault(page_path(rel), rel)
+    return owners
+
+
+def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = None, path: str = "") -> Page:
+    path = path or page_path(rel)
     link = lambda c: f"[{mdtext.escape(CONCEPTS[c].title)}](../concepts/{c}.md)"  # noqa: E731
     lines = [f"Source file: {mdtext.code('raw/sources/' + rel)} ({doc.kind}"
              + (f", {doc.pages} pages" if doc.pages else "") + f"), sha256 {mdtext.code(sha[:16])}."]
@@ -172,6 +189,9 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
             report.removed.append(rel)
     skipped = {r: why for r, why in skipped.items() if (project.raw_sources / r).is_file()}
     gone: list[str] = []  # readable before, not now: their pages go once the writes below are done
+    everything = [Path(os.path.relpath(f, project.raw_sources)).as_posix()
+                  for f in files_under(project, project.raw_sources)] if project.raw_sources.is_dir() else []
+    owners = page_owners(everything, docs)
     # Pages are written by one thread while the next document is read: the writes' disk waits (fsync) overlap
     # pdfium's and pypdf's work instead of adding to it; a single thread keeps the writer's order.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="source-pages") as out:
@@ -188,7 +208,9 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
             sha = hashlib.sha256(data).hexdigest()
             old = docs.get(rel, {})
             summary = old.get("summary") if old.get("sha") == sha else None
-            if old.get("sha") == sha and (project.wiki / page_path(rel)).exists() and (provider is None or summary):
+            path = page_path(rel, owners)
+            if old.get("sha") == sha and old.get("page") == path and (project.wiki / path).exists() \
+                    and (provider is None or summary):
                 report.unchanged.append(rel)
                 continue
             try:
@@ -208,7 +230,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                     report.summarized.append(rel)
                 except LLMError as e:  # the page is still written, without a summary; a later --llm run retries
                     report.summary_failed.append((rel, str(e)))
-            page = source_page(rel, sha, doc, found, summary)
+            page = source_page(rel, sha, doc, found, summary, path)
             entry = {"sha": sha, "page": page.path, "title": page.meta["title"], "kind": doc.kind, "pages": doc.pages,
                      "year": doc.year, "claims": [c.as_dict() for c in found], **({"summary": summary} if summary else {})}
             written.append((rel, entry, out.submit(writer.write_page, page)))
