@@ -197,3 +197,36 @@ def test_two_sources_of_one_page_name_keep_a_page_each(tmp_path):
     before = {p: (root / "wiki/sources" / p).read_bytes() for p in pages}
     assert tools(root, "ingest", "raw/sources").returncode == 0  # and again: nothing moves
     assert {p: (root / "wiki/sources" / p).read_bytes() for p in pages} == before
+
+
+def test_numbers_memory_wording_tables_and_escapes_as_a_reader_wrote_them(tmp_path):
+    """From a review: `1 250 000 tokens/s` (thin spaces) came out as `000 tokens/s`; `−3.2 %` (U+2212, what typeset
+    documents print) and "reduced by 2.4 GB" were no claim; a table row that two chips' sections share was kept
+    once; an HTML page's `block_q` read `block\\_q` and its image `![](x)`; a binary file named .md put control bytes
+    into wiki/."""
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    src = root / "raw/sources"
+    src.mkdir(parents=True, exist_ok=True)
+    table = "| Block | Time (ms) | Speedup |\n|---|---|---|\n| 256 | 3.10 | 1.00x |\n| 512 | {} | {} |\n"
+    (src / "report.md").write_text(
+        "# Report\n\nThroughput reached 1\u2009250\u2009000 tokens/s on v5e-256 after the change.\n\n"
+        "Throughput fell by \u22123.2 % with int8 weights.\n\nPeak memory was reduced by 2.4 GB with full remat.\n\n"
+        "## TPU v5e\n\n" + table.format("2.30", "1.35x") + "\n## TPU v5p\n\n" + table.format("1.90", "1.63x"))
+    (src / "guide.html").write_text(
+        "<html><head><title>Guide</title></head><body><article><h1>Guide</h1><p>With block_q=512 the kernel runs at "
+        "1.35x speedup over the default on a v5e chip for long sequences of text.</p><p><img src=\"x\"> Fused "
+        "attention took 2.4 ms per step in the benchmark we ran on the cluster last week.</p></article></body></html>")
+    (src / "binary.md").write_bytes(bytes(range(256)) * 10)
+    (src / "escape.md").write_bytes(b"# Esc\n\n\x1b]0;PWNED\x07\x1b[2J Splash attention reached 300 TFLOP/s on v5p.\n")
+    r = tools(root, "ingest", "raw/sources")
+    assert r.returncode == 3 and "binary.md: binary, not text" in r.stdout, r.stdout + r.stderr
+    report = (root / "wiki/sources/report.md").read_text()
+    assert "`1250000 tokens/s`" in report and "`000 tokens/s`" not in report
+    assert "fell by -3.2 %" in report and "reduced by 2.4 GB" in report
+    assert report.count("256 — Time (ms): 3.10") == 2  # once under each chip's heading
+    guide = (root / "wiki/sources/guide.md").read_text()
+    assert "block\\\\\\_q" not in guide and "block\\_q=512" in guide and "![" not in guide.split("## Key claims")[1]
+    assert not (root / "wiki/sources/binary.md").exists()
+    assert "\x1b" not in (root / "wiki/sources/escape.md").read_text() and "300 TFLOP/s" in (
+        root / "wiki/sources/escape.md").read_text()

@@ -154,7 +154,7 @@ def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
 
 def claims(doc: Document, limit: int = 200) -> list[Claim]:
     out: list[Claim] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     main = concept_of(doc.title)  # a claim that names no technique is about the document's own
     for sec in doc.sections:
         if not measures.may_hold(sec.text) and "|" not in sec.text:  # a table's header may name the unit
@@ -170,9 +170,10 @@ def claims(doc: Document, limit: int = 200) -> list[Claim]:
             if len(s) <= 600 and (figs := _measured(s)):
                 found.append((s, figs))
         for quote, figs in found:
-            if quote in seen:
+            quote = _as_read(quote)
+            if (quote, sec.where) in seen:  # the same row under another heading (another chip) is another claim
                 continue
-            seen.add(quote)
+            seen.add((quote, sec.where))
             fam = measures.figures(quote)
             out.append(Claim(quote, sec.where, fam[0][0] if fam else "table", figs,
                              concept_of(quote) or around))
@@ -181,12 +182,24 @@ def claims(doc: Document, limit: int = 200) -> list[Claim]:
     return out
 
 
+_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\n]*\)")
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>])")
+
+
+def _as_read(quote: str) -> str:
+    """A claim's text as a reader sees it: the markdown an HTML page's conversion left (``block\\_q``, an image's
+    ``![](x)``) undone, since the page escapes the quote once itself."""
+    if "\\" not in quote and "![" not in quote:
+        return quote
+    return " ".join(_MD_ESCAPE.sub(r"\1", _IMAGE.sub(" ", quote)).split())
+
+
 def opening(doc: Document, limit: int = 900) -> str:
     """The abstract when the document has one, else its first paragraph of prose."""
     text = "\n".join(s.text for s in doc.sections[:3])
     m = re.search(r"\bAbstract\b[\s.:—-]*(.{80,}?)(?:\n\s*\n|\b(?:1\.?\s+)?Introduction\b)", text, re.S | re.I)
     chunk = m.group(1) if m else next((p for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 12), text)
-    chunk = " ".join(chunk.split())
+    chunk = _as_read(" ".join(chunk.split()))
     return chunk if len(chunk) <= limit else chunk[:limit].rsplit(" ", 1)[0] + " …"
 
 

@@ -61,12 +61,28 @@ def extract(path: Path, within: Path | None = None, data: bytes | None = None) -
 
 
 def _decode(data: bytes) -> str:
+    """The text of a text file, control characters out (a terminal escape must not reach a page); a file that is
+    mostly not text (a binary named ``.md``) is Unreadable."""
     for enc in ("utf-8", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8", "latin-1"):
         try:
-            return data.decode(enc).lstrip("\ufeff")
+            text = data.decode(enc).lstrip("\ufeff")
         except UnicodeDecodeError:
             continue
+        odd = len(_NOT_TEXT.findall(text[:65536]))
+        if "\x00" in text[:65536] or odd > max(8, len(text[:65536]) // 100):
+            raise Unreadable(f"binary, not text ({odd} control characters in its first 64 KiB)")
+        return _numbers(_NOT_TEXT.sub(" ", text))
     raise Unreadable("not valid text")
+
+
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # tab, newline, form feed and CR stay
+_GROUPED = re.compile(r"(?<=\d)[\u2009\u202f\u00a0](?=\d{3}(?!\d))")
+
+
+def _numbers(text: str) -> str:
+    """Numbers as the claim patterns read them: the minus sign (U+2212, what typeset documents print) as ``-``, and
+    thin or no-break spaces between digit groups dropped (``1 250 000`` is one number)."""
+    return _GROUPED.sub("", text.replace("\u2212", "-"))
 
 
 def _year(text: str | None) -> int | None:

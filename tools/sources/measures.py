@@ -41,7 +41,8 @@ UNITS = (
                rf"(?:sav\w*|reduc\w*|free\w*|us(?:es|ed|ing)|consum\w*|peak\w*(?: memory)?|OOM by|footprint\s+(?:of|is))"
                rf"\s+(?:up to |about |around |~|only |just )?{_RANGE}\s*{_MEM}|"
                rf"(?:fits? (?:on|in|into)|with (?:just|only)|in (?:just|only)|on (?:just|only))\s+(?:a |an |one )?"
-               rf"{_RANGE}\s*{_MEM}"),
+               rf"{_RANGE}\s*{_MEM}|"
+               rf"{_VERB}[^.\n|]{{0,40}}?\bby\s+(?:up to |about |around |~|only |just |over |nearly )?{_RANGE}\s*{_MEM}"),
     ("context", r"(?:enabl\w*|with|fits?|reach\w*|achiev\w*|handl\w*)\s+(?:up to |over |more than )?[>~]?\d+K\+?"
                 r"\s+(?:tokens? (?:of )?)?context"),
     ("time", rf"{_RANGE}\s*{_TIME}\s*(?:/|per)\s*(?:step|iteration|iter|token|layer|evaluation|request|image|"
