@@ -215,6 +215,32 @@ def test_fix_adds_frontmatter_and_keys(kb):
     assert left == [("wiki/loose.md", "frontmatter-missing")]  # no folder, no type to infer
 
 
+def test_fix_rewrites_the_link_it_found_and_keeps_the_frontmatter_as_written(kb):
+    """From a review: `--fix` rewrote the first text that looked like the link (a code example before it, or another
+    link whose target starts the same: `remat.md.orig` for `remat.md`), so the found link stayed and every run fixed
+    it again; and completing a frontmatter re-dumped it (`version: 1.10` became `1.1`, `id: 0123` became `83`, its
+    comment gone)."""
+    write(kb.wiki, "concepts/remat.md", page("Remat", "concept"))
+    write(kb.wiki, "concepts/pallas.md", page("Pallas", "concept"))
+    root = kb.wiki / "concepts"
+    write(kb.wiki, "concepts/w.md", page("W", "concept", "\n".join([
+        "# W", "",
+        "Type `[[remat]]` to link, like this: [[remat]].",
+        f"Old [old]({root}/remat.md.orig) and new [new]({root}/remat.md).",
+        f"Example `[x]({root}/pallas.md)` then [real]({root}/pallas.md)."])))
+    mine = "---\n# a comment\ntype: concept\nversion: 1.10\nenabled: yes\nid: 0123\ntags: [a, b]\n---\n# Yaml keys\n"
+    write(kb.wiki, "concepts/yamlkeys.md", mine)
+    lint.run(kb, fix=True, today=TODAY)
+    text = (kb.wiki / "concepts/w.md").read_text()
+    assert "Type `[[remat]]` to link, like this: [remat](remat.md)." in text
+    assert f"Old [old]({root}/remat.md.orig) and new [new](remat.md)." in text
+    assert f"Example `[x]({root}/pallas.md)` then [real](pallas.md)." in text
+    assert lint.run(kb, fix=True, today=TODAY).fixed == []  # one pass: nothing left to fix
+    kept = (kb.wiki / "concepts/yamlkeys.md").read_text()
+    assert kept.startswith("---\n# a comment\ntype: concept\nversion: 1.10\nenabled: yes\nid: 0123\ntags: [a, b]\n")
+    assert "title: Yaml keys\n" in kept and kept.endswith("---\n# Yaml keys\n")
+
+
 def test_fix_is_idempotent(kb):
     write(kb.wiki, "concepts/a.md", "# A\n\n[[b]]\n")
     write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n[a](a.md)\n"))

@@ -8,8 +8,9 @@
 - links naming ``#Symbol`` where a heading of the target starts with that symbol -> the heading gets the id
   (``{#Symbol}``; an id other links already use is kept as an inline anchor).
 
-Link rewrites change only the link text on its line (frontmatter bytes untouched); frontmatter
-additions re-render the frontmatter (created/updated stamped as for any page write).
+Link rewrites change only the link found, at its place on its line (never a code example of it, nor another link
+whose target starts the same); frontmatter additions add their keys as lines of their own, every other line of the
+frontmatter kept as written (created/updated stamped as for any page write).
 
 Every fix is applied to the page as it is at write time (``Writer.update_file``: read, fix, compare-and-swap),
 never to the scan taken at the start, so an edit saved while ``--fix`` runs is kept.
@@ -36,19 +37,31 @@ INDEX_CODES = ("index-missing", "index-drift", "index-stale", "index-unmanaged")
 LOG_LIMIT = 30
 
 
+def _in_prose(line: str, pattern: re.Pattern) -> re.Match | None:
+    """The first match of ``pattern`` on ``line`` that starts in its prose (not in a code span or a comment): the
+    link found there, never a code example of it earlier on the line."""
+    view = mdscan.prose_view(line)
+    return next((m for m in pattern.finditer(line) if view[m.start()] == line[m.start()]), None)
+
+
+def _swap(line: str, m: re.Match | None, text: str) -> str:
+    return line if m is None else line[:m.start()] + text + line[m.end():]
+
+
 def _replace_link(line: str, link: Link, new: str) -> str:
     t = re.escape(link.target)
     if link.kind == "wiki":
         label = link.text.split("|", 1)[1].strip() if "|" in link.text else link.target.split("#", 1)[0].strip()
         label = label.replace("[", "\\[").replace("]", "\\]")
-        return line.replace(f"[[{link.text}]]", f"[{label}]({new})", 1)
-    if link.kind == "md":
-        return re.sub(rf"\]\(\s*<?{t}>?", lambda m: f"]({new}", line, count=1)
+        return _swap(line, _in_prose(line, re.compile(re.escape(f"[[{link.text}]]"))), f"[{label}]({new})")
+    if link.kind == "md":  # the whole target, not one it starts (`remat.md` is not `remat.md.orig`)
+        m = _in_prose(line, re.compile(rf"\]\(\s*<?{t}>?(?=[\s)])"))
+        return _swap(line, m, f"]({new}")
     if link.kind == "ref":
         return re.sub(rf"^(\s{{0,3}}\[[^\]]+\]:\s*)<?{t}>?", lambda m: m.group(1) + new, line, count=1)
     if link.kind == "auto":
         name = posixpath.basename(new.split("#", 1)[0]) or new
-        return line.replace(f"<{link.target}>", f"[{name}]({new})", 1)
+        return _swap(line, _in_prose(line, re.compile(re.escape(f"<{link.target}>"))), f"[{name}]({new})")
     return line
 
 
@@ -98,7 +111,30 @@ def _meta_fixes(page: WikiPage, today: str) -> tuple[str | None, list[str]]:
         return None, []
     meta.setdefault("created", today)
     meta["updated"] = today
-    return pages.render(meta, page.body), added
+    if page.meta is None:  # no frontmatter to keep: a new block
+        return pages.render(meta, page.body), added
+    return _added_keys(page.text, {k: meta[k] for k in ("type", "title", "created", "updated")
+                                   if k in meta and meta[k] != page.meta.get(k)}), added
+
+
+def _added_keys(text: str, keys: dict) -> str:
+    """``text`` with ``keys`` set in its frontmatter as lines of their own, every other line kept as written (its
+    comments, its order, and values YAML would re-read otherwise: ``1.10``, ``0123``, ``yes``). A key already there
+    (``updated``) has its line replaced."""
+    import yaml
+
+    m = pages.FRONTMATTER_RE.match(text)
+    if m is None:
+        return text
+    lines = m.group(1).split("\n")
+    for key, value in keys.items():
+        line = yaml.safe_dump({key: value}, allow_unicode=True, width=10_000, default_flow_style=False).strip()
+        at = next((i for i, ln in enumerate(lines) if re.match(rf"{re.escape(key)}\s*:", ln)), None)
+        if at is None:
+            lines.append(line)
+        else:
+            lines[at] = line
+    return text[:m.start(1)] + "\n".join(lines) + text[m.end(1):]
 
 
 def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
