@@ -93,7 +93,7 @@ def anchors(body: str) -> set[str]:
 
 # ---------------------------------------------------------------- links
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")  # any indent: a fence in a list item or an admonition is one too
 _CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _MD_LINK = re.compile(
     r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"  # [text], one level of nested brackets
@@ -117,7 +117,7 @@ def code_mask(lines: list[str]) -> list[bool]:
     fence: str | None = None
     for i, ln in enumerate(lines):
         if fence is None:
-            if "`" in ln[:6] or "~" in ln[:6]:
+            if ln.lstrip()[:3] in ("```", "~~~"):
                 m = _FENCE.match(ln)
                 if m:
                     fence = m.group(1)

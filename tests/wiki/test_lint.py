@@ -69,6 +69,21 @@ def test_links_in_comments_and_indented_code_are_not_links_but_a_lists_indented_
     assert issues == [(20, "missing-item.md"), (22, "missing.md")], issues
 
 
+def test_a_fence_in_a_list_item_or_an_admonition_is_code(kb):
+    """A fenced block indented under a list item or an admonition (`!!! note`) is code to MkDocs: its `[x](y)` was
+    a broken link (exit 1) and `--fix` rewrote a `[[page]]` inside it."""
+    write(kb.wiki, "concepts/snake_case.md", page("Snake", "concept"))
+    body = "\n".join(["# T", "", "1. Step:", "", "    ```python", '    x = "[lf](gone-listfence.md)"', "    ```", "",
+                      '!!! note "Note"', "", "    ~~~", "    [af](gone-admonfence.md)", "    ~~~", "",
+                      "- Example:", "", "    ```markdown", "    See [[snake_case]] here.", "    ```", "",
+                      "Real [gone](gone-real.md)."])
+    write(kb.wiki, "concepts/t.md", page("T", "concept", body))
+    found = [(line, code) for path, line, code in codes(kb) if path.endswith("t.md") and "link" in code]
+    assert found == [(body.split("\n").index("Real [gone](gone-real.md).") + 6, "broken-link")], found
+    lint.run(kb, fix=True, today=TODAY)
+    assert "    See [[snake_case]] here." in (kb.wiki / "concepts/t.md").read_text()
+
+
 def test_orphans_ignore_links_from_index_and_log(kb):
     write(kb.wiki, "concepts/lonely.md", page("Lonely", "concept"))
     write(kb.wiki, "concepts/x.md", page("X", "concept", "# X\n\n[y](y.md)\n"))
