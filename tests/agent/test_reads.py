@@ -4,6 +4,7 @@ outside raw/, never a binary) and `wiki.read` of one section with a continuation
 from __future__ import annotations
 
 import inspect
+import json
 import shutil
 from pathlib import Path
 
@@ -111,3 +112,15 @@ def test_one_section_of_a_long_page_and_its_continuation(kb):
     assert by_title["section"] == "transformercache-implementsextends-basecache"
     with pytest.raises(AgentError, match="no section"):
         call(kb, "wiki.read", {"path": "concepts/long.md", "section": "nothing like it"})
+
+
+def test_a_read_of_a_page_of_thousands_of_headings_stays_bounded(kb):
+    """A 200-character read of a page with 15,000 headings answered 1.1 MB: every heading was listed."""
+    (kb.wiki / "concepts").mkdir(exist_ok=True)
+    body = "\n".join(f"## Section {i}\n\ntext {i}\n" for i in range(15_000))
+    (kb.wiki / "concepts/big.md").write_text("---\ntitle: Big\ntype: concept\n---\n\n" + body)
+    out = call(kb, "wiki.read", {"path": "concepts/big.md", "limit": 200})
+    assert len(out["sections"]) == 200 and out["sections_total"] == 15_000
+    assert len(json.dumps(out)) < 40_000
+    assert call(kb, "wiki.read", {"path": "concepts/big.md", "section": "section-14999"})["body"].startswith(
+        "## Section 14999")  # every section can still be read by its id

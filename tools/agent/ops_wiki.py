@@ -55,6 +55,9 @@ class PageReadIn(ReadIn):
     limit: int = Field(20_000, ge=200, le=400_000, description="characters of body returned at most")
 
 
+MAX_SECTIONS = 200  # headings listed in a read's answer (the rest counted): an answer stays bounded
+
+
 class ReadOut(PageRef):
     meta: dict[str, Any]
     body: str = Field(description="the body (or the section) from `offset`, at most `limit` characters, cut at a "
@@ -63,7 +66,9 @@ class ReadOut(PageRef):
     problem: str | None = Field(None, description="why the frontmatter could not be read (then meta is {})")
     section: str | None = Field(None, description="the id of the section returned (null: the whole body)")
     sections: list[dict[str, Any]] = Field(default_factory=list, description="the page's headings: title, id, "
-                                                                             "level, line")
+                                                                             "level, line (the first "
+                                                                             f"{MAX_SECTIONS})")
+    sections_total: int = Field(0, description="how many headings the page has")
     total_chars: int = Field(0, description="characters of the body (or the section)")
     next_offset: int | None = Field(None, description="the offset to ask for next; null when nothing is left")
 
@@ -250,9 +255,12 @@ def read(project: Project, a: PageReadIn) -> dict:
                              "one)")
         body = mdsections.text_of(p.body, chosen)
     part, nxt = bounded(body, a.offset, a.limit)
+    heads = mdsections.sections(p.body)
     return {**_ref(p), "meta": p.meta or {}, "body": part, "links": [x for x in links if not x.startswith("..")],
             "problem": p.error or None, "section": chosen.id if chosen else None,
-            "sections": [x.as_dict() for x in mdsections.sections(p.body)], "total_chars": len(body),
+            # bounded like the body: a 2 MB page of 15,000 headings answered a 200-character read with 1.1 MB
+            "sections": [x.as_dict() for x in heads[:MAX_SECTIONS]], "sections_total": len(heads),
+            "total_chars": len(body),
             "next_offset": nxt}
 
 
