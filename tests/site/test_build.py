@@ -78,6 +78,7 @@ def test_hostile_wiki_builds_with_warnings_and_fails_strict(tmp_path, caplog, kb
     r = CliRunner().invoke(cli, ["--root", str(root), "site", "build", "--strict", "--site-dir",
                                  str(tmp_path / "strict-site")])
     assert r.exit_code == 1 and "strict" in r.output
+    assert "WARNING" in r.output and "missing-page.md" in r.output  # the warnings that made it fail, said
 
 
 MINE = ("index.md", "site.md", "publishing.md", "explore/", "wiki/")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ..errors import ToolsError
@@ -23,9 +24,29 @@ def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None 
     kw = {"strict": strict}
     if site_dir:
         kw["site_dir"] = str(Path(site_dir).resolve())
+    warnings: list[str] = []
+    handler = _Collect(warnings)
+    log = logging.getLogger("mkdocs")
+    log.addHandler(handler)
     try:
         cfg = load_config(str(config_file), **kw)
         build(cfg)
     except (Abort, ConfigurationError) as e:
-        raise ToolsError(f"site build failed: {e}") from None
+        # --strict aborts on the warnings it counted: say them (MkDocs' own CLI prints them; in-process nothing did)
+        shown = "".join(f"\n  WARNING {w}" for w in warnings[:50])
+        more = f"\n  ... and {len(warnings) - 50} more" if len(warnings) > 50 else ""
+        raise ToolsError(f"site build failed: {e}{shown}{more}") from None
+    finally:
+        log.removeHandler(handler)
     return Path(cfg.site_dir)
+
+
+class _Collect(logging.Handler):
+    """Keeps the text of each warning MkDocs logs."""
+
+    def __init__(self, into: list[str]):
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(" ".join(record.getMessage().split()))
