@@ -174,6 +174,16 @@ def test_landing_pages_escape_titles_and_nav_stays_small():
     assert "experiments/index.md" not in landing.wiki_files(pages, existing={"experiments/index.md"})[0]
 
 
+def test_a_hand_kept_readme_is_its_folders_landing_page_in_the_nav_and_the_listing():
+    """A folder whose landing page is a hand-kept README.md: the generated .nav.yml named `index.md` and the parent's
+    listing linked `guides/index.md`, neither there, so a wiki lint found clean failed `site build --strict`."""
+    pages = [page("analyses/guides/README.md", "---\ntitle: Guides\ntype: analysis\n---\n"),
+             page("analyses/guides/g1.md", "---\ntitle: G1\ntype: analysis\n---\n")]
+    files, _ = landing.wiki_files(pages, existing={"analyses/guides/README.md", "analyses/guides/g1.md"})
+    assert yaml.safe_load(files["analyses/guides/.nav.yml"])["nav"][0] == "README.md"
+    assert "(guides/README.md)" in files["analyses/index.md"] and "guides/index.md" not in files["analyses/index.md"]
+
+
 def test_landing_pages_link_files_whose_names_hold_url_characters():
     """`kern%20x.md` (a `%` in a hand-kept name), `a b.md`, `q#1.md` and a folder `x y/`: each row's link, decoded
     as MkDocs decodes it, names the file itself (`kern%20x.md` was read as `kern x.md`, `q#1` as `q` and a

@@ -48,12 +48,13 @@ def _is_index(rel: str) -> bool:
     return posixpath.basename(rel) in ("index.md", "README.md")
 
 
-def landing_page(folder: str, node: dict, tree: dict, linked: set[str] | None = None) -> str:
+def landing_page(folder: str, node: dict, tree: dict, linked: set[str] | None = None,
+                 landings: dict[str, str] | None = None) -> str:
     """Markdown listing a folder's pages (title, type, updated) and its subfolders."""
     title = folder_title(folder)
     lines = ["---", f"title: {yaml.safe_dump(title, default_style=chr(34)).strip()}", "---", "",
              f"# {md_text(title)}", ""]
-    return "\n".join(lines + listing(folder, node, tree, linked))
+    return "\n".join(lines + listing(folder, node, tree, linked, landings))
 
 
 def _page_rows(pages: list, base: str) -> list[str]:
@@ -69,17 +70,20 @@ def _subtree(tree: dict, folder: str) -> list[str]:
     return sorted(k for k in tree if k.startswith(folder + "/"))
 
 
-def listing(folder: str, node: dict, tree: dict, linked: set[str] | None = None) -> list[str]:
+def listing(folder: str, node: dict, tree: dict, linked: set[str] | None = None,
+            landings: dict[str, str] | None = None) -> list[str]:
     """The tables of a folder's subfolders and pages (the body of its landing page). A subfolder in ``linked``
-    has a landing page of its own and gets a row; one that has none (``linked`` given, it is not in it) has its
-    whole subtree listed here, a table per folder, so every page stays one click from a landing page."""
+    has a landing page of its own and gets a row (to its ``landings`` file: ``index.md``, or a hand-kept
+    ``README.md``); one that has none (``linked`` given, it is not in it) has its whole subtree listed here, a table
+    per folder, so every page stays one click from a landing page."""
     lines: list[str] = []
     pages = [p for p in node["pages"] if not _is_index(p.rel)]
     rows, flat = [], []
     for sub in node["subs"]:
         if linked is None or sub in linked:
             n = len(tree[sub]["pages"]) + sum(len(tree[k]["pages"]) for k in _subtree(tree, sub))
-            rows.append(f"| [{md_text(folder_title(sub))}]({file_target(posixpath.basename(sub))}/index.md) "
+            land = (landings or {}).get(sub, "index.md")
+            rows.append(f"| [{md_text(folder_title(sub))}]({file_target(posixpath.basename(sub))}/{land}) "
                         f"| {n} |")
         else:
             flat += [sub, *_subtree(tree, sub)]
@@ -121,9 +125,10 @@ def opened(tree: dict, budget: int = NAV_BUDGET) -> set[str]:
     return out
 
 
-def nav_yml(folder: str, node: dict, is_open: bool = True) -> str:
-    """awesome-nav config for one wiki folder: landing page, then (when opened) its subfolders and pages."""
-    nav: list = ["index.md"]
+def nav_yml(folder: str, node: dict, is_open: bool = True, landing: str = "index.md") -> str:
+    """awesome-nav config for one wiki folder: landing page (``index.md``, or a hand-kept ``README.md``), then (when
+    opened) its subfolders and pages."""
+    nav: list = [landing]
     if is_open:
         subs, pages = _shown(node)
         nav += [{folder_title(s): posixpath.basename(s)} for s in subs]
@@ -142,19 +147,22 @@ def wiki_files(pages: list[SitePage], existing: set[str]) -> tuple[dict[str, str
     linked = shown | {s for f in shown for s in _shown(tree[f])[0]}
     out: dict[str, str] = {}
     appendix: dict[str, str] = {}
+    # a folder whose landing page is a hand-kept README.md (MkDocs serves it as the folder's index)
+    landings = {f: "README.md" for f in tree if posixpath.join(f, "README.md").lstrip("/") in existing
+                and (posixpath.join(f, "index.md") if f else "index.md") not in existing}
     for folder, node in tree.items():
         index = posixpath.join(folder, "index.md") if folder else "index.md"
         readme = posixpath.join(folder, "README.md").lstrip("/")
         hand = index in existing or readme in existing
         if folder in linked and not hand:
-            out[index] = landing_page(folder, node, tree, linked)
+            out[index] = landing_page(folder, node, tree, linked, landings)
         elif hand and folder and folder not in shown:
-            rows = listing(folder, node, tree, linked)
+            rows = listing(folder, node, tree, linked, landings)
             if rows != ["No pages yet.", ""]:
                 appendix[index if index in existing else readme] = "\n".join(["", "## In this folder", "", *rows])
         nav = posixpath.join(folder, ".nav.yml") if folder else ".nav.yml"
         if folder in linked and nav not in existing:
-            out[nav] = nav_yml(folder, node, folder in shown)
+            out[nav] = nav_yml(folder, node, folder in shown, landings.get(folder, "index.md"))
     return out, appendix
 
 
