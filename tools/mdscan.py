@@ -3,6 +3,7 @@ blocks and spans skipped), and how a link's target resolves from the page it is 
 
 from __future__ import annotations
 
+import html
 import posixpath
 import re
 import unicodedata
@@ -29,7 +30,8 @@ def first_heading(body: str) -> str | None:
 
 # ---------------------------------------------------------------- anchors
 
-HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+HEADING = re.compile(r"^ {0,3}(?:>[ \t]?)*(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")  # a quote's heading is one too
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 ATTR_ID = re.compile(r"\{[^}]*#([\w.:-]+)[^}]*\}\s*$")
 _HTML_ID = re.compile(r"""<[a-zA-Z][^>]*\s(?:id|name)\s*=\s*["']([^"']+)["']""")
 
@@ -39,14 +41,30 @@ _SLUG_GAPS = re.compile(r"[-\s]+")
 
 
 def heading_slug(text: str) -> str:
-    """The id Python-Markdown's toc extension gives a heading (its default ``slugify``)."""
+    """The id Python-Markdown's toc extension gives a heading (its default ``slugify``), read from the text the
+    heading renders to: links and code as their text, inline HTML out, entities read, emphasis marks off."""
     text = _INLINE_MD.sub(lambda m: m.group(1) or m.group(2) or "", text)
+    if "<" in text or "&" in text:
+        text = html.unescape(_TAG.sub("", text))
+    if "_" in text or "*" in text:
+        text = _EMPHASIS.sub("", text)
     if not text.isascii():
         text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     return _SLUG_GAPS.sub("-", _NOT_SLUG.sub("", text).strip().lower())
 
 
 _INLINE_MD = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)|`([^`\n]*)`")  # linear: a label holds no "["
+_TAG = re.compile(r"</?[A-Za-z][^<>\n]{0,500}>")
+_EMPHASIS = re.compile(r"(?<![\w*])[*_]{1,3}(?=[^\s*_])|(?<=[^\s*_])[*_]{1,3}(?![\w*])")  # not snake_case's
+_COUNTED = re.compile(r"^(.*)_([0-9]+)$")
+
+
+def unique_id(ident: str, ids: set[str]) -> str:
+    """toc's ``unique``: ``dup``, ``dup_1``, and a third ``Dup_1`` heading ``dup_2`` (its own count goes up)."""
+    while ident in ids or not ident:
+        m = _COUNTED.match(ident)
+        ident = f"{m.group(1)}_{int(m.group(2)) + 1}" if m else f"{ident}_1"
+    return ident
 
 
 @dataclass(frozen=True)
@@ -63,27 +81,42 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
     out: list[Heading] = []
     ids: set[str] = set()
     lines = body.split("\n")
-    mask = code_mask(lines) if ("```" in body or "~~~" in body) else None
+    mask = code_mask(lines) if ("```" in body or "~~~" in body) else [False] * len(lines)
+    if "<!--" in body:  # a heading in an HTML comment is no heading
+        mask = [a or b for a, b in zip(mask, _comment_lines(body))]
     for i, ln in enumerate(lines):
-        if mask is not None and mask[i]:
+        if mask[i]:
             continue
-        m = HEADING.match(ln) if ln[:1] == "#" or ln[:1] == " " else None
-        if m:
-            text = m.group(2)
+        m = HEADING.match(ln) if ln[:1] in ("#", " ", ">") else None
+        level, text = (len(m.group(1)), m.group(2)) if m else (0, "")
+        if not m and i + 1 < len(lines) and ln.strip() and not mask[i + 1] and (i == 0 or not lines[i - 1].strip()) \
+                and ln[:1] not in ("|", ">", "-", "*", "+", "<", "!", "#", " ", "\t") and _SETEXT.match(lines[i + 1]):
+            level, text = (1 if lines[i + 1].strip()[0] == "=" else 2), ln.strip()  # a setext heading: underlined
+        if level:
             explicit = ATTR_ID.search(text)
-            if explicit:
-                ident = explicit.group(1)
-            else:
-                base = heading_slug(text)
-                ident, n = base, 0
-                while ident in ids:
-                    n += 1
-                    ident = f"{base}_{n}"
+            ident = explicit.group(1) if explicit else unique_id(heading_slug(text), ids)
             ids.add(ident)
-            out.append(Heading(i, text, ident, bool(explicit), len(m.group(1))))
+            out.append(Heading(i, text, ident, bool(explicit), level))
         if "<" in ln:
             ids.update(_HTML_ID.findall(ln))
     return out, ids
+
+
+def _comment_lines(body: str) -> list[bool]:
+    """True for the lines an HTML comment covers from their start (one pass: ``find``, no pattern backtracking)."""
+    out = [False] * (body.count("\n") + 1)
+    line, at = 0, 0  # the line number of offset ``at``, counted forward only
+    pos = body.find("<!--")
+    while pos != -1:
+        end = body.find("-->", pos + 4)
+        end = len(body) if end == -1 else end + 3
+        line, at = line + body.count("\n", at, pos), pos
+        first = line if pos == 0 or body[pos - 1] == "\n" else line + 1
+        line, at = line + body.count("\n", at, end), end
+        for k in range(first, line + 1):
+            out[k] = True
+        pos = body.find("<!--", end)
+    return out
 
 
 def anchors(body: str) -> set[str]:

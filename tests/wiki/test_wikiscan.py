@@ -169,3 +169,28 @@ def test_link_target_helpers():
     assert mdscan.resolve("concepts/a.md", "/models/m.md") == "models/m.md"
     assert mdscan.is_external("https://x.org") and mdscan.is_external("//cdn") and not mdscan.is_external("a.md")
     assert wikiscan.slug("Org/Repo Name") == "org-repo-name"
+
+
+def test_heading_ids_are_the_ones_the_site_gives():
+    """Checked against Python-Markdown's own toc on the same text: setext headings, a heading in a quote, inline HTML
+    and entities in a heading, emphasis, a third `Dup` (toc counts `dup_1` up to `dup_2`), and no heading inside
+    an HTML comment. Each differed: lint warned on the site's real ids and accepted ones it does not have."""
+    import markdown
+
+    from tools import mdscan
+
+    body = "\n".join(["Setext Heading", "--------------", "", "Top", "===", "", "> ## Quoted heading", "",
+                      '## With anchor <a id="x"></a>', "", "## _under_ score **bold**", "", "## Foo &amp; Bar", "",
+                      "<!--", "## Commented heading", "-->", "", "## Dup", "", "## Dup", "", "## Dup_1", "",
+                      "## snake_case_name", "", "## Using `jax.checkpoint` and [remat](r.md)", "", "Para", "text",
+                      "---", ""])
+    md = markdown.Markdown(extensions=["toc", "attr_list"])
+    md.convert(body)
+
+    def ids(tokens):
+        for t in tokens:
+            yield t["id"]
+            yield from ids(t["children"])
+    headings, _ = mdscan.headings(body)
+    assert sorted(h.id for h in headings) == sorted(ids(md.toc_tokens))
+    assert "commented-heading" not in mdscan.anchors(body) and "x" in mdscan.anchors(body)
