@@ -257,9 +257,13 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
         no = first_line + i
         if "](" in ln:
             for m in _MD_LINK.finditer(ln):
+                if _escaped(ln, m.start()):  # `\[text](x)` is text to markdown, not a link
+                    continue
                 tgt = m.group(2)
                 if tgt.startswith("<"):
                     tgt = tgt[1:-1]
+                if "\\" in tgt:  # `snake\_case.md` links snake_case.md, as markdown reads the escape
+                    tgt = _TARGET_ESCAPE.sub(r"\1", tgt)
                 out.append(Link(tgt, no, "md", m.group(1)))
         if "[[" in ln:
             for m in _WIKI.finditer(ln):
@@ -275,6 +279,17 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
             for m in _AUTO.finditer(ln):
                 out.append(Link(m.group(1), no, "auto", ""))
     return out
+
+
+_TARGET_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def _escaped(line: str, at: int) -> bool:
+    """Whether the character at ``at`` follows an odd number of backslashes (markdown reads it as text)."""
+    n = 0
+    while at - n - 1 >= 0 and line[at - n - 1] == "\\":
+        n += 1
+    return n % 2 == 1
 
 
 def md_link_spans(text: str) -> Iterator[tuple[int, int, str, str]]:

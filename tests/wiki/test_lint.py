@@ -84,6 +84,16 @@ def test_a_fence_in_a_list_item_or_an_admonition_is_code(kb):
     assert "    See [[snake_case]] here." in (kb.wiki / "concepts/t.md").read_text()
 
 
+def test_an_escaped_bracket_is_no_link_and_an_escaped_target_is_read_as_markdown_reads_it(kb):
+    """`\\[esc](gone.md)` renders as text (lint called it a broken link); `[snake](snake\\_case.md)` links
+    `snake_case.md` (lint called it broken)."""
+    write(kb.wiki, "concepts/snake_case.md", page("Snake", "concept"))
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "# A\n\nEscaped \\[esc](gone-escaped.md).\n"
+                                                        "[snake](snake\\_case.md) and \\\\[two](gone-two.md)\n"))
+    found = [(line, code) for path, line, code in codes(kb) if path.endswith("a.md") and "link" in code]
+    assert found == [(9, "broken-link")], found  # only the link after an escaped backslash
+
+
 def test_orphans_ignore_links_from_index_and_log(kb):
     write(kb.wiki, "concepts/lonely.md", page("Lonely", "concept"))
     write(kb.wiki, "concepts/x.md", page("X", "concept", "# X\n\n[y](y.md)\n"))
