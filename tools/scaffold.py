@@ -239,6 +239,12 @@ def init(root: Path, site_name: str | None = None, subject: str | None = None,
     files = layout(name, root)
     if ci is not None:
         files[CI_WORKFLOW] = ci_workflow(**ci)
+    for rel in sorted(files):  # a folder of the layout that is a file here: refused before anything is written
+        for parent in list(Path(rel).parents)[:-1]:
+            p = root / parent
+            if (p.exists() or p.is_symlink()) and not p.is_dir():
+                raise InputError(p, "exists and is not a folder (the knowledge base needs one here); nothing was "
+                                    "written")
     for rel, text in files.items():
         path = root / rel
         if path.exists() or path.is_symlink():

@@ -124,3 +124,26 @@ def test_a_read_of_a_page_of_thousands_of_headings_stays_bounded(kb):
     assert len(json.dumps(out)) < 40_000
     assert call(kb, "wiki.read", {"path": "concepts/big.md", "section": "section-14999"})["body"].startswith(
         "## Section 14999")  # every section can still be read by its id
+
+
+def test_a_misspelt_argument_is_refused_not_dropped(kb):
+    """`tools kernels list categroy=attention` answered the whole catalog, exit 0: the misspelt filter was dropped."""
+    with pytest.raises(AgentError, match="unknown argument categroy"):
+        call(kb, "kernels.list", {"categroy": "attention"})
+    with pytest.raises(AgentError, match="unknown arguments bogus, other"):
+        call(kb, "wiki.read", {"path": "index.md", "bogus": 1, "other": 2})
+
+
+def test_a_hypothesis_is_a_duplicate_whatever_the_order_of_its_change_and_never_nan(kb):
+    """The same statement and change filed twice with the change's keys in another order made two pages; a NaN or
+    infinite expected gain was filed, and `hypotheses list --json` then printed NaN (not JSON)."""
+    base = {"model": "llama", "lane": "cpu", "loop": "llama-cpu", "statement": "Use  bf16", "mechanism": "m",
+            "predicted_signal": "s", "falsification": "f", "category": "precision"}
+    first = call(kb, "hypotheses.file", {**base, "change": {"kind": "knobs", "knobs": {"a": 1, "b": 2}}})
+    again = call(kb, "hypotheses.file", {**base, "statement": "Use bf16",
+                                         "change": {"knobs": {"b": 2, "a": 1}, "kind": "knobs"}})
+    assert again["duplicate"] and again["path"] == first["path"]
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(AgentError, match="expected_gain_pct"):
+            call(kb, "hypotheses.file", {**base, "statement": "other", "expected_gain_pct": bad,
+                                         "change": {"kind": "knobs", "knobs": {"a": 3}}})

@@ -66,3 +66,22 @@ def test_ingest_all_notices_a_vanished_tree(tmp_path):
     assert "tiny" not in lint.output, lint.output
     assert Project(kb).raw_code.joinpath("other").is_dir()
 
+
+
+def test_remove_keeps_notes_written_by_hand_and_trees_differing_in_case_are_refused(tmp_path):
+    """`tools remove` took every file of the codebase's folders, hand-written notes included; and `Pops` beside
+    `pops` shared `wiki/kernels/pops/`, so removing one took the other's kernel pages."""
+    kb = two_repo_kb(tmp_path)
+    note = kb / "wiki/codebases/tiny/my-notes.md"
+    note.write_text("---\ntitle: My notes\ntype: analysis\n---\n\n# My notes\n\nfindings\n")
+    hand = kb / "wiki/kernels/tiny/hand.md"
+    hand.write_text("---\ntitle: custom\ntype: analysis\n---\n\n# custom\n")
+    r = run(kb, "remove", "tiny", "--json")
+    assert r.exit_code == 0, r.output
+    removed = json.loads(r.output)["removed"]
+    assert "codebases/tiny/overview.md" in removed and "codebases/tiny/my-notes.md" not in removed
+    assert note.is_file() and hand.is_file()
+    messy_repo.write(kb / "raw/code/Other")
+    r = run(kb, "ingest", "raw/code/Other", "-q")
+    assert r.exit_code == 1 and "share wiki/kernels/other/ with raw/code/other" in r.output, r.output
+    assert not (kb / "wiki/codebases/Other").exists()

@@ -5,6 +5,7 @@ lowered for TPU is named and matched to its source file."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,7 @@ def test_a_run_against_its_own_folder_is_no_gap_and_no_item_claims_more_than_the
     fastest step): +43 % for one item of a +14 % gap."""
     fp32, bf16 = side["fp32"], side["bf16_ga2"]
     dims = compare.shape_of(fp32.facts["token_input"])[1]
-    tokens = compare._prod(dims[:-1]) * (dims[-1] - 1)  # the reference model's convention: inputs + shifted targets
+    tokens = math.prod(dims[:-1]) * (dims[-1] - 1)  # the reference model's convention: inputs + shifted targets
     rec = _as_record(fp32, tokens, fp32.traced_ms * 1.01)
     a = compare.analyze(rec, dataclasses.replace(fp32))
     assert abs(a["gap_pct"]) < 0.5 and not a["reference_faster"], a["verdict"]

@@ -140,3 +140,13 @@ def test_the_shipped_reference_model_is_the_repository_copy():
     repo = Path(__file__).resolve().parents[2]
     link = repo / "experiments/llama_train.py"  # one copy: the repository's is a link to the one `tools init` ships
     assert link.is_symlink() and link.resolve() == (repo / "tools/templates/llama_train.py").resolve()
+
+
+def test_a_file_where_the_layout_needs_a_folder_is_refused_before_anything_is_written(tmp_path, invoke):
+    """`wiki` a file: init wrote mkdocs.yml, AGENTS.md, the agents' configs and raw/, then died in a traceback."""
+    root = tmp_path / "w"
+    root.mkdir()
+    (root / "wiki").write_text("not a folder\n")
+    r = invoke("init", str(root))
+    assert r.exit_code == 1 and "wiki: exists and is not a folder" in r.output and "Traceback" not in r.output
+    assert sorted(p.name for p in root.iterdir()) == ["wiki"]

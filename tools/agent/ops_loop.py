@@ -108,7 +108,7 @@ class StopOut(BaseModel):
 @op("loop.stop", LoopIn, StopOut, writes=True)
 def loop_stop(project: Project, a: LoopIn) -> dict:
     """Ask the loop to stop after the iteration in flight (a retrospective is written first)."""
-    from ..loop.engine import request_stop
+    from ..loop.state import request_stop
 
     paths = _paths(project, a.name)
     _state(paths)

@@ -4,6 +4,7 @@ best per variant; file and list hypotheses (the queue proposer reads what an age
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -186,9 +187,9 @@ class HypothesisIn(BaseModel):
     falsification: str
     change: dict[str, Any] = Field(description="{kind: knobs|env|patch, knobs: {...} | env: {...} | patch: '...'}")
     category: str
-    expected_gain_pct: float = 0.0
-    confidence: float = 0.5
-    effort: float = 1.0
+    expected_gain_pct: float = Field(0.0, allow_inf_nan=False)  # NaN sorted anywhere and made --json not JSON
+    confidence: float = Field(0.5, allow_inf_nan=False)
+    effort: float = Field(1.0, allow_inf_nan=False)
     author: str = Field("agent", description="who files it: a person's hypothesis goes first in the queue")
 
 
@@ -235,7 +236,9 @@ def file_hypothesis(project: Project, a: HypothesisIn) -> dict:
     except ProposalError as e:
         raise AgentError(f"hypothesis refused: {e}") from None
     spec = SimpleNamespace(model=_name(a.model, "model"), lane=_name(a.lane, "lane"), name=_name(a.loop, "loop"))
-    digest = hashlib.sha1(f"{a.statement}|{a.change}".encode()).hexdigest()[:8]
+    # the same statement and change, however the change's keys are ordered or the statement's spaces fall
+    digest = hashlib.sha1(f"{' '.join(a.statement.split())}|{json.dumps(a.change, sort_keys=True)}".encode()
+                          ).hexdigest()[:8]
     hid = f"q-{digest}"
     page = hypothesis_page(spec, proposal, hid, "open", None)
     w = Writer(project.wiki)

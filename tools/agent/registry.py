@@ -72,6 +72,10 @@ def call(project: Project, name: str, args: dict | None = None) -> dict:
     if name not in ops:
         raise AgentError(f"no operation {name!r}; there are: {', '.join(sorted(ops))}")
     o = ops[name]
+    unknown = sorted(set(args or {}) - set(o.input.model_fields))
+    if unknown:  # a misspelt filter would be dropped, and the answer be the unfiltered one
+        raise AgentError(f"{name}: unknown argument{'s' * (len(unknown) > 1)} {', '.join(unknown)} (it takes: "
+                         f"{', '.join(o.input.model_fields) or 'none'})")
     try:
         parsed = o.input.model_validate(args or {})
     except ValidationError as e:

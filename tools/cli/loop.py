@@ -106,7 +106,7 @@ def status(project, name, as_json) -> None:
 @pass_project
 def stop(project, name) -> None:
     """Ask loop NAME to stop after the iteration in flight (a retrospective is written first)."""
-    from ..loop.engine import request_stop
+    from ..loop.state import request_stop
 
     alive = request_stop(project, name)
     click.echo(f"loop {name}: stop requested" + ("" if alive else " (no driver is running: it applies at the next "

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .. import mdtext
+from .. import mdtext, pages, safeio
 from ..errors import InputError
 from ..project import Project
 from ..writer import Writer
@@ -36,6 +36,19 @@ def _region_re(slug: str) -> re.Pattern:
                       re.S)
 
 
+def _made_for(path, slug: str) -> bool:
+    """Whether ingest of ``slug`` wrote this file: a data file of its folders (symbols.tsv, knobs.json), or a page
+    whose frontmatter names the repository. A note written by hand there, and a page of another codebase whose slug
+    differs only in case (``Pops`` and ``pops`` share ``kernels/pops/``), are not."""
+    if path.suffix != ".md":
+        return True
+    try:
+        meta = pages.split(safeio.read_text(path, 4 * 1024 * 1024))[0]
+    except (OSError, pages.FrontmatterError, ValueError):
+        return False
+    return isinstance(meta, dict) and str(meta.get("repo") or "") == slug
+
+
 def ingested(project: Project, slug: str) -> bool:
     return (project.wiki / "codebases" / slug).is_dir() or analyze._cache_path(project.cache, slug).is_file()
 
@@ -51,10 +64,13 @@ def remove_codebase(project: Project, slug: str, writer: Writer) -> RemoveReport
     cache = analyze.load_cache(project.cache, slug)
     outputs = set(cache.get("outputs", ()))
     folders = (f"codebases/{slug}", f"kernels/{mdtext.slugify(slug)}")
-    for folder in folders:
+    for folder in folders:  # what ingest wrote there (the cache may be gone): its data files, and pages of this repo
         root = project.wiki / folder
         for dirpath, _, files in os.walk(root):
-            outputs |= {os.path.relpath(os.path.join(dirpath, f), project.wiki) for f in files if not f.startswith(".")}
+            for f in files:
+                rel = os.path.relpath(os.path.join(dirpath, f), project.wiki)
+                if not f.startswith(".") and (rel in outputs or _made_for(project.wiki / rel, slug)):
+                    outputs.add(rel)
     with writer.exclusive():
         for rel in sorted(outputs):
             if writer.remove(rel):

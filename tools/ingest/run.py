@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import gitindex, gitinfo, pages, safeio
+from .. import gitindex, gitinfo, mdtext, pages, safeio
 from .. import writer as writer_mod
 from ..concepts import CONCEPTS, concepts_index_page
 from ..errors import InputError
@@ -75,11 +75,23 @@ def resolve_target(project: Project, target: str | Path) -> tuple[str, Path]:
                 raise InputError(target, "expected raw/code/<slug> (one folder level below raw/code)")
             check_slug(rel.parts[0], target)
             tree = project.raw_code / rel.parts[0]
+            _one_kernel_folder(project, rel.parts[0], target)
             if tree.is_symlink():
                 raise InputError(target, f"is a symlink ({tree} -> {os.readlink(tree)}); ingest follows no symlink "
                                          "out of raw/code/: copy or clone the tree there")
             return rel.parts[0], tree
     raise InputError(target, "no such folder (expected raw/code/<slug>)")
+
+
+def _one_kernel_folder(project: Project, slug: str, target) -> None:
+    """Two trees whose names differ only in case (``Pops``, ``pops``) would write their kernel pages into one
+    folder, ``wiki/kernels/pops/``, each over the other's and each removed with the other: refused, naming both."""
+    mine = mdtext.slugify(slug)
+    twins = sorted(p.name for p in project.raw_code.iterdir() if p.is_dir() and p.name != slug
+                   and mdtext.slugify(p.name) == mine)
+    if twins:
+        raise InputError(target, f"its kernel pages would share wiki/kernels/{mine}/ with raw/code/{twins[0]} (names "
+                                 "that differ only in case): rename one of the folders")
 
 
 def all_targets(project: Project) -> list[str]:

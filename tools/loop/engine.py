@@ -413,12 +413,3 @@ def resume(project: Project, name: str, say=None, max_iterations: int | None = N
         raise InputError(paths.state, "no state: `tools loop start` first")
     spec = load(paths.spec)
     return Loop(project, spec, say).run(max_iterations)
-
-
-def request_stop(project: Project, name: str) -> bool:
-    """Ask a running loop to stop after its current iteration; True when a driver is running."""
-    paths = st.LoopPaths(project, name)
-    if st.load(paths) is None:
-        raise InputError(paths.state, "no such loop state")
-    atomic_write(paths.stop_request, st.now() + "\n")
-    return st.driver_alive(paths)

@@ -207,3 +207,12 @@ def driver_alive(paths: LoopPaths) -> bool:
             return True
         fcntl.flock(f.fileno(), fcntl.LOCK_UN)
         return False
+
+
+def request_stop(project: Project, name: str) -> bool:
+    """Ask a running loop to stop after its current iteration; True when a driver is running."""
+    paths = LoopPaths(project, name)
+    if load(paths) is None:
+        raise InputError(paths.state, "no such loop state")
+    atomic_write(paths.stop_request, now() + "\n")
+    return driver_alive(paths)
