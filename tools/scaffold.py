@@ -11,7 +11,7 @@ from pathlib import Path
 from . import pages, wikiindex
 from .errors import InputError
 from .wikiscan import scan
-from .writer import CREATED, Writer, write_if_changed
+from .writer import CREATED, UPDATED, Writer, write_if_changed
 
 KEEP = ".gitkeep"
 
@@ -118,13 +118,21 @@ def mcp_json(root: Path, cwd_key: bool = False) -> str:
     return json.dumps({"mcpServers": {"autoresearch-wiki": server}}, indent=2) + "\n"
 
 
-def codex_toml(root: Path) -> str:
-    import json  # a JSON string is a valid TOML basic string
+def _toml_string(text: str) -> str:
+    import json  # a JSON string is a TOML basic string, but for \uD83D-style surrogate escapes: keep non-ASCII as is
 
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _codex_table(root: Path) -> str:
     command, args = _server(root)
+    return (f"[mcp_servers.autoresearch-wiki]\ncommand = {_toml_string(command)}\n"
+            f"args = [{', '.join(_toml_string(a) for a in args)}]\n")
+
+
+def codex_toml(root: Path) -> str:
     return ("# Codex CLI: project MCP servers (copy to ~/.codex/config.toml if your version reads only that)\n"
-            f"[mcp_servers.autoresearch-wiki]\ncommand = {json.dumps(command)}\n"
-            f"args = [{', '.join(json.dumps(a) for a in args)}]\n")
+            + _codex_table(root))
 
 
 def agent_files(site_name: str, root: Path) -> dict[str, str]:
@@ -144,21 +152,70 @@ def mcp_missing() -> str | None:
 
 
 def install_agents(root: Path, force: bool = False) -> InitResult:
-    """Write the harness set-up into an existing knowledge base; files that exist are kept and reported, except
-    the MCP configs with ``force`` (rewritten for this install and root; AGENTS.md is never overwritten)."""
+    """Write the harness set-up into an existing knowledge base. A missing file is written; an MCP config that
+    exists gets this server's entry merged in, every other entry and key kept (a user's other servers, Gemini's
+    other settings, Codex's model); an entry of ours that differs is replaced only with ``force``. AGENTS.md is never
+    overwritten. A config that cannot be read as its format is kept and reported."""
     root = Path(root).resolve()
     result = InitResult(root)
     for rel, text in agent_files(root.name, root).items():
         path = root / rel
-        if force and rel != "AGENTS.md" and path.is_file() and not path.is_symlink():
-            if write_if_changed(path, text) != CREATED:
-                result.updated.append(rel)
+        if not (path.exists() or path.is_symlink()):
+            if write_if_changed(path, text) == CREATED:
+                result.created.append(rel)
             continue
-        if path.exists() or path.is_symlink():
+        if rel == "AGENTS.md" or path.is_symlink() or not path.is_file():
             result.kept.append(rel)
-        elif write_if_changed(path, text) == CREATED:
-            result.created.append(rel)
+            continue
+        merged = _merged(rel, path.read_text(encoding="utf-8", errors="replace"), root, force)
+        if merged is None or write_if_changed(path, merged) != UPDATED:
+            result.kept.append(rel)
+        else:
+            result.updated.append(rel)
     return result
+
+
+def _merged(rel: str, current: str, root: Path, force: bool) -> str | None:
+    """``current`` with this server's entry in it (None: leave the file as it is: unreadable, or ours differs and
+    no ``force``)."""
+    import json
+
+    if rel.endswith(".toml"):
+        import tomllib
+
+        try:
+            have = tomllib.loads(current).get("mcp_servers", {}).get("autoresearch-wiki")
+        except tomllib.TOMLDecodeError:
+            return None
+        table = _codex_table(root)
+        if have is None:
+            return current.rstrip("\n") + ("\n\n" if current.strip() else "") + table
+        if not force:
+            return None
+        lines, out, skip = current.split("\n"), [], False
+        for ln in lines:  # our table's lines replaced, up to the next table header
+            if ln.strip().startswith("["):
+                if skip:
+                    out.append("")
+                skip = ln.strip() in ("[mcp_servers.autoresearch-wiki]", '[mcp_servers."autoresearch-wiki"]')
+                if skip:
+                    out.append(table.rstrip("\n"))
+                    continue
+            if not skip:
+                out.append(ln)
+        return "\n".join(out).rstrip("\n") + "\n"
+    try:
+        data = json.loads(current) if current.strip() else {}
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
+        return None
+    ours = json.loads(mcp_json(root, cwd_key=rel.startswith(".gemini")))["mcpServers"]["autoresearch-wiki"]
+    servers = data.setdefault("mcpServers", {})
+    if "autoresearch-wiki" in servers and not force:
+        return None
+    servers["autoresearch-wiki"] = ours
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def layout(site_name: str, root: Path) -> dict[str, str]:

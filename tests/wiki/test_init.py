@@ -150,3 +150,30 @@ def test_a_file_where_the_layout_needs_a_folder_is_refused_before_anything_is_wr
     r = invoke("init", str(root))
     assert r.exit_code == 1 and "wiki: exists and is not a folder" in r.output and "Traceback" not in r.output
     assert sorted(p.name for p in root.iterdir()) == ["wiki"]
+
+
+def test_agents_install_merges_its_server_into_a_users_configs(tmp_path):
+    """`tools agents install --force` replaced a user's `.mcp.json` (their other servers gone), Codex's config (its
+    model gone) and Gemini's settings with its own entry alone; without --force it never added the server. A path
+    with an emoji made a Codex TOML that tomllib refused (JSON's surrogate escapes)."""
+    import json
+    import tomllib
+
+    root = tmp_path / "kb 😀"
+    scaffold.init(root)
+    (root / ".mcp.json").write_text('{"mcpServers": {"github": {"command": "gh-mcp"}}}\n')
+    (root / ".codex/config.toml").write_text('model = "o3"\n[mcp_servers.other]\ncommand = "other"\n')
+    (root / ".gemini/settings.json").write_text('{"theme": "dark", "mcpServers": {"autoresearch-wiki": '
+                                                '{"command": "old", "args": []}}}\n')
+    first = scaffold.install_agents(root)
+    assert sorted(first.updated) == [".codex/config.toml", ".mcp.json"] and ".gemini/settings.json" in first.kept
+    servers = json.loads((root / ".mcp.json").read_text())["mcpServers"]
+    assert servers["github"] == {"command": "gh-mcp"} and servers["autoresearch-wiki"]["args"][-1] == "mcp"
+    codex = tomllib.loads((root / ".codex/config.toml").read_text())
+    assert codex["model"] == "o3" and codex["mcp_servers"]["other"] == {"command": "other"}
+    assert codex["mcp_servers"]["autoresearch-wiki"]["args"][-2] == str(root.resolve())
+    forced = scaffold.install_agents(root, force=True)  # our stale Gemini entry replaced, its theme kept
+    assert forced.updated == [".gemini/settings.json"]
+    gemini = json.loads((root / ".gemini/settings.json").read_text())
+    assert gemini["theme"] == "dark" and gemini["mcpServers"]["autoresearch-wiki"]["command"] != "old"
+    assert scaffold.install_agents(root, force=True).updated == []  # nothing changed: nothing said updated
