@@ -129,8 +129,8 @@ def agents():
 
 
 @agents.command(name="install")
-@click.option("--force", is_flag=True, help="Also replace an autoresearch-wiki entry of the MCP configs that points elsewhere (other "
-                   "entries and AGENTS.md are kept).")
+@click.option("--force", is_flag=True, help="Also replace an autoresearch-wiki entry of the MCP configs that points "
+                                            "elsewhere (other entries and AGENTS.md are kept).")
 @pass_project
 def agents_install(project, force):
     """Write AGENTS.md, .mcp.json, .gemini/settings.json and .codex/config.toml (existing files are kept).
