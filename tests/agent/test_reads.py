@@ -147,3 +147,20 @@ def test_a_hypothesis_is_a_duplicate_whatever_the_order_of_its_change_and_never_
         with pytest.raises(AgentError, match="expected_gain_pct"):
             call(kb, "hypotheses.file", {**base, "statement": "other", "expected_gain_pct": bad,
                                          "change": {"kind": "knobs", "knobs": {"a": 3}}})
+
+
+def test_a_heading_inside_a_hypothesis_field_is_read_back_as_text(kb):
+    """A statement holding `## Mechanism` and `## Falsification` lines was read back (by the queue proposer) as the
+    mechanism and falsification, over the real ones."""
+    from tools.loop.hypotheses import hypothesis_from_page
+    from tools.pages import split
+
+    filed = call(kb, "hypotheses.file", {
+        "model": "llama", "lane": "cpu", "loop": "llama-cpu",
+        "statement": "Fuse attention\n\n## Mechanism\n\nINJECTED\n\n## Falsification\n\nnever",
+        "mechanism": "real mechanism", "predicted_signal": "s", "falsification": "real falsification",
+        "category": "kernel", "change": {"kind": "env", "env": {"XLA_FLAGS": "--x"}}})
+    meta, body = split((kb.wiki / filed["path"]).read_text())
+    back = hypothesis_from_page(meta, body)
+    assert back["mechanism"] == "real mechanism" and back["falsification"] == "real falsification"
+    assert back["statement"].startswith("Fuse attention") and "## Mechanism" in back["statement"]

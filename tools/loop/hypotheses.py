@@ -58,8 +58,8 @@ def hypothesis_page(spec: LoopSpec, proposal: Proposal, hid: str, status: str, e
     if spec.name:  # a page filed outside a loop (``tools gap``) names none
         line += f" Loop {_link(src, spec.name, loop_path(spec.name))}."
     c = proposal
-    text = ["## Statement", "", _prose(c.statement), "", "## Mechanism", "", _prose(c.mechanism), "",
-            "## Predicted signal", "", _prose(c.predicted_signal), "", "## Falsification", "", _prose(c.falsification),
+    text = ["## Statement", "", _field(c.statement), "", "## Mechanism", "", _field(c.mechanism), "",
+            "## Predicted signal", "", _field(c.predicted_signal), "", "## Falsification", "", _field(c.falsification),
             "", "## Change", ""] + _change_md(c.change) + [
             f"Category `{c.category}`; expected gain {_pct(c.expected_gain_pct)}, confidence {c.confidence:.2f}, "
             f"effort {c.effort:g} (score {c.score:.2f}); proposed by `{c.proposer or 'unknown'}`."]
@@ -74,6 +74,16 @@ def hypothesis_page(spec: LoopSpec, proposal: Proposal, hid: str, status: str, e
             "effort": proposal.effort, "change": _change_dict(proposal.change), "experiment": exp_id or None,
             "verdict": verdict}
     return pages.Page(src, {k: v for k, v in meta.items() if v is not None}, body)
+
+
+_HEADING_START = re.compile(r"^([ \t]{0,3})#", re.M)
+_ESCAPED_HEADING = re.compile(r"^([ \t]{0,3})\\#", re.M)
+
+
+def _field(text: Any) -> str:
+    """One field of the page: its own lines never start a heading (``## Mechanism`` inside the statement would be
+    read back as the mechanism, over the real one); the reader undoes the escape."""
+    return _HEADING_START.sub(r"\1\\#", _prose(text))
 
 
 def _change_dict(change: Change) -> dict:
@@ -103,7 +113,7 @@ def _sections(body: str) -> dict[str, str]:
     for head, text in zip(parts[1::2], parts[2::2]):
         key = _SECTION_KEYS.get(head.strip().rstrip(":").lower())
         if key and key not in out and text.strip():
-            out[key] = html.unescape(text.strip())
+            out[key] = _ESCAPED_HEADING.sub(r"\1#", html.unescape(text.strip()))
     return out
 
 
