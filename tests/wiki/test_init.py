@@ -177,3 +177,11 @@ def test_agents_install_merges_its_server_into_a_users_configs(tmp_path):
     gemini = json.loads((root / ".gemini/settings.json").read_text())
     assert gemini["theme"] == "dark" and gemini["mcpServers"]["autoresearch-wiki"]["command"] != "old"
     assert scaffold.install_agents(root, force=True).updated == []  # nothing changed: nothing said updated
+    empty = tmp_path / "not-a-kb"
+    empty.mkdir()
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    r = CliRunner().invoke(cli, ["--root", str(empty), "agents", "install"])
+    assert r.exit_code == 1 and "no wiki/ folder here" in r.output and list(empty.iterdir()) == []

@@ -140,6 +140,7 @@ def agents_install(project, force):
     """
     from ..scaffold import install_agents, mcp_missing
 
+    project.require_wiki()  # the configs name this folder as a knowledge base: it must be one (`tools init` makes it)
     r = install_agents(project.root, force=force)
     for rel in r.created:
         click.echo(f"created {rel}")
