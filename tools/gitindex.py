@@ -50,6 +50,8 @@ def read_index(data: bytes, oid_len: int = 20) -> dict[str, tuple[bytes, int, in
             while b & 0x80:
                 b, n = data[n], n + 1
                 drop = ((drop + 1) << 7) | (b & 0x7F)
+                if n - start > 8:  # no path is that long: a crafted run of 0xFF would grow it without end
+                    raise ValueError("index path prefix too long")
             end = data.index(b"\0", n)
             path = (prev[:len(prev) - drop] if drop else prev) + data[n:end]
             pos = end + 1

@@ -43,11 +43,11 @@ _SLUG_GAPS = re.compile(r"[-\s]+")
 def heading_slug(text: str) -> str:
     """The id Python-Markdown's toc extension gives a heading (its default ``slugify``), read from the text the
     heading renders to: links and code as their text, inline HTML out, entities read, emphasis marks off."""
-    text = _INLINE_MD.sub(lambda m: m.group(1) or m.group(2) or "", text)
-    if "<" in text or "&" in text:
-        text = html.unescape(_TAG.sub("", text))
-    if "_" in text or "*" in text:
-        text = _EMPHASIS.sub("", text)
+    parts, pos = [], 0
+    for m in _INLINE_MD.finditer(text):  # code as written (`__init__`, `<div>`, `a&amp;b`); the rest as rendered
+        parts += [_rendered(text[pos:m.start()]), m.group(2) if m.group(2) is not None else _rendered(m.group(1))]
+        pos = m.end()
+    text = "".join(parts + [_rendered(text[pos:])])
     if not text.isascii():
         text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     return _SLUG_GAPS.sub("-", _NOT_SLUG.sub("", text).strip().lower())
@@ -59,11 +59,26 @@ _EMPHASIS = re.compile(r"(?<![\w*])[*_]{1,3}(?=[^\s*_])|(?<=[^\s*_])[*_]{1,3}(?!
 _COUNTED = re.compile(r"^(.*)_([0-9]+)$")
 
 
-def unique_id(ident: str, ids: set[str]) -> str:
-    """toc's ``unique``: ``dup``, ``dup_1``, and a third ``Dup_1`` heading ``dup_2`` (its own count goes up)."""
+def _rendered(text: str) -> str:
+    """Heading text outside code as the page shows it: inline HTML out, entities read, emphasis marks off."""
+    if "<" in text or "&" in text:
+        text = html.unescape(_TAG.sub("", text))
+    if "_" in text or "*" in text:
+        text = _EMPHASIS.sub("", text)
+    return text
+
+
+def unique_id(ident: str, ids: set[str], last: dict[str, str] | None = None) -> str:
+    """toc's ``unique``: ``dup``, ``dup_1``, and a third ``Dup_1`` heading ``dup_2`` (its own count goes up).
+    ``last`` (start -> the id it last came to) resumes a count where it stopped: ids only grow, so every id
+    before it is still taken, and 10,000 headings named alike cost one step each, not 10,000."""
+    start = ident
+    ident = (last or {}).get(start, ident)
     while ident in ids or not ident:
         m = _COUNTED.match(ident)
         ident = f"{m.group(1)}_{int(m.group(2)) + 1}" if m else f"{ident}_1"
+    if last is not None:
+        last[start] = ident
     return ident
 
 
@@ -82,8 +97,10 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
     ids: set[str] = set()
     lines = body.split("\n")
     mask = code_mask(lines) if ("```" in body or "~~~" in body) else [False] * len(lines)
-    if "<!--" in body:  # a heading in an HTML comment is no heading
-        mask = [a or b for a, b in zip(mask, _comment_lines(body))]
+    if "<!--" in body:  # a heading in an HTML comment is no heading; a `<!--` in code opens no comment
+        view = "\n".join("" if f else _blank_code_spans(ln) for ln, f in zip(lines, mask))
+        mask = [a or b for a, b in zip(mask, _comment_lines(view))]
+    last: dict[str, str] = {}
     for i, ln in enumerate(lines):
         if mask[i]:
             continue
@@ -94,7 +111,7 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
             level, text = (1 if lines[i + 1].strip()[0] == "=" else 2), ln.strip()  # a setext heading: underlined
         if level:
             explicit = ATTR_ID.search(text)
-            ident = explicit.group(1) if explicit else unique_id(heading_slug(text), ids)
+            ident = explicit.group(1) if explicit else unique_id(heading_slug(text), ids, last)
             ids.add(ident)
             out.append(Heading(i, text, ident, bool(explicit), level))
         if "<" in ln:

@@ -4,6 +4,7 @@ proposers): the module is imported only when its name is asked for, so a heavy c
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from .errors import ToolsError
@@ -16,7 +17,9 @@ def load(table: dict[str, str], name: str, what: str, options: dict[str, Any] | 
     if name not in table:
         raise error(f"unknown {what} {name!r} (expected one of {', '.join(table)})")
     module, cls = table[name].split(":")
-    try:
-        return getattr(importlib.import_module(module), cls)(**(options or {}))
-    except (TypeError, ValueError) as e:  # an option it does not take, or of the wrong kind
+    impl = getattr(importlib.import_module(module), cls)
+    try:  # an option it does not take is the caller's mistake; an error inside the constructor is its own
+        inspect.signature(impl).bind(**(options or {}))
+    except TypeError as e:
         raise error(f"{what} {name!r}: options {options or {}} not taken ({e})") from None
+    return impl(**(options or {}))

@@ -84,3 +84,13 @@ def test_an_ingest_links_only_committed_files_to_the_forge(tmp_path):
         assert links[rel].startswith("../../../raw/code/demo/" + rel + "#L"), (rel, links[rel])
     overview = (root / "wiki/codebases/demo/overview.md").read_text()
     assert "(pinned); 3 files read here differ from it or are not in it" in overview
+
+
+def test_a_crafted_index_is_refused_at_once():
+    """Version 4's path prefix is a varint: a run of 0xFF bytes grew it without end (80 kB took 0.8 s, growing as
+    the square). Now a prefix past eight bytes is no index."""
+    import struct
+
+    data = b"DIRC" + struct.pack(">II", 4, 1) + b"\0" * 62 + b"\xff" * 80_000 + b"\0x\0"
+    with pytest.raises(ValueError, match="too long"):
+        read_index(data)

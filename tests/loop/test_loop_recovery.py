@@ -103,6 +103,7 @@ def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
                       ({"profile": "false"}, "`profile` is true or false, not 'false'"),  # was read as true
                       ({"compile_cache": "no"}, "`compile_cache` is true or false"),
                       ({"target": {"tokens_per_s": -5}}, "`target.tokens_per_s` is a positive number"),
+                      ({"target": {"tokens_per_s": None}}, "`target.tokens_per_s` is a positive number, not None"),
                       ({"repeats": {"min": 2.7}}, "`repeats` is a whole number or a mapping"),
                       ({"config_file": "/etc/passwd"}, "`config_file` '/etc/passwd': a path inside"),
                       ({"runner": "lokal"}, "`runner`: 'lokal' is not one of local"),
@@ -179,3 +180,19 @@ def test_a_code_folder_that_is_not_there_leaves_no_state(tmp_path):
     (root / "loops" / "fake-loop.yml").write_text(yaml.safe_dump(dict(spec, code="model")))
     tools(root, "loop", "start", "fake-loop", "-q")
     assert state(root)["stop_reason"].startswith("budget")
+
+
+def test_a_loop_file_valid_before_stays_valid():
+    """The stricter checks keep what was meant: YAML's `1.2e5` (read as text) is a target of 120,000, and a `flags`
+    value that leaves a key out sets only the others (as the command always did)."""
+    from pathlib import Path
+
+    from tools.loop import spec as spec_mod
+
+    data = {"model": "m", "lane": "l", "variant": "v", "command": "python x.py", "budget": {"runs": 2},
+            "target": {"tokens_per_s": "1.2e5"},
+            "knobs": {"shape": {"flags": {"batch": "--batch", "seq": "--seq"}, "category": "shape",
+                                "values": [{"batch": 4, "seq": 128}, {"batch": 8}]}}}
+    s = spec_mod.parse(data, Path("/tmp/x.yml"))
+    assert s.target == {"tokens_per_s": 120_000.0}
+    assert s.knobs["shape"].args({"batch": 8}) == ["--batch", "8"]

@@ -197,6 +197,10 @@ def test_two_sources_of_one_page_name_keep_a_page_each(tmp_path):
     before = {p: (root / "wiki/sources" / p).read_bytes() for p in pages}
     assert tools(root, "ingest", "raw/sources").returncode == 0  # and again: nothing moves
     assert {p: (root / "wiki/sources" / p).read_bytes() for p in pages} == before
+    (src / "notes.html").unlink()  # its twin takes the plain name, and leaves no second page of itself
+    assert tools(root, "ingest", "raw/sources").returncode == 0
+    alpha = [p.name for p in (root / "wiki/sources").glob("n-*.md") if "The alpha kernel" in p.read_text()]
+    assert alpha == ["n-notes.md"], alpha
 
 
 def test_numbers_memory_wording_tables_and_escapes_as_a_reader_wrote_them(tmp_path):
@@ -230,3 +234,9 @@ def test_numbers_memory_wording_tables_and_escapes_as_a_reader_wrote_them(tmp_pa
     assert not (root / "wiki/sources/binary.md").exists()
     assert "\x1b" not in (root / "wiki/sources/escape.md").read_text() and "300 TFLOP/s" in (
         root / "wiki/sources/escape.md").read_text()
+    # what is text is still read: Windows-1252 quotes and dashes, a coloured log, a stray NUL
+    from tools.sources.extract import _decode
+
+    assert "“hello” — it’s" in _decode(("He said “hello” — it’s fine. " * 30).encode("cp1252"))
+    assert _decode(b"".join(b"\x1b[32mstep %d ok\x1b[0m\n" % i for i in range(5))).startswith("step 0 ok")
+    assert "x" in _decode(b"x" * 40_000 + b"\x00" + b"y")

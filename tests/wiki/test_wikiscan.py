@@ -194,3 +194,9 @@ def test_heading_ids_are_the_ones_the_site_gives():
     headings, _ = mdscan.headings(body)
     assert sorted(h.id for h in headings) == sorted(ids(md.toc_tokens))
     assert "commented-heading" not in mdscan.anchors(body) and "x" in mdscan.anchors(body)
+    # code in a heading is as written (`__init__`, `<div>`, `a&amp;b`), and a `<!--` in code opens no comment
+    for body in ("# The `__init__` method", "# `_private` helper", "# The `<div>` tag", "# `a&amp;b` x",
+                 "See `<!--` markers\n\n# Later", "```\n<!-- open\n```\n\n## Next"):
+        md = markdown.Markdown(extensions=["toc"])
+        md.convert(body)
+        assert sorted(h.id for h in mdscan.headings(body)[0]) == sorted(ids(md.toc_tokens)), body

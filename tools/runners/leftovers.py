@@ -4,7 +4,7 @@ to their environment.
 A training command may start helpers that outlive it (a data server, a profiler, ``setsid env -i daemon &``). Left
 running, they take CPU and memory from every later run, which then measures their interference. Three nets:
 
-- the run's token in the environment (``RUN_TOKEN``), inherited through any session change (``tagged``);
+- the run's token in the environment (``RUN_TOKEN``), inherited through any session change;
 - the command's session: a process still in the session its leader opened is the command's;
 - the command's process tree, watched while it runs (``Tree``): the leader is made a child subreaper (Linux
   ``PR_SET_CHILD_SUBREAPER``), so a double fork reparents to it and stays in the tree. What the tree held is
@@ -78,7 +78,8 @@ class Tree:
 
     def left(self, token: str) -> list[int]:
         """Live processes that are the command's: in its tree while it ran, in its session, or carrying its token.
-        Call while the leader is not yet reaped (its pid, the session's id, cannot be reused then)."""
+        Called right after the leader ended: the kernel keeps a session's id from being reused as a new process's
+        while any member of that session lives, so a process in it is the command's."""
         needle = f"{RUN_TOKEN}={token}".encode()
         out = []
         for pid, (_, sid, start) in _table().items():

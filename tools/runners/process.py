@@ -200,7 +200,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
         if timed_out or stopped_by or hung:
             kill_group(p)
         # what it started in a session of its own (setsid, a daemon) ends with it, before the rest of the output is
-        # read (such a process holds the pipe open, and the read would wait for it) and before the leader is reaped
+        # read: such a process holds the pipe open, and the read would wait for it
         left = leftovers.kill(tree.left(token))
         with contextlib.suppress(ValueError, OSError):
             f.write(p.stdout.read() or b"")

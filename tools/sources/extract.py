@@ -61,21 +61,26 @@ def extract(path: Path, within: Path | None = None, data: bytes | None = None) -
 
 
 def _decode(data: bytes) -> str:
-    """The text of a text file, control characters out (a terminal escape must not reach a page); a file that is
-    mostly not text (a binary named ``.md``) is Unreadable."""
-    for enc in ("utf-8", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8", "latin-1"):
+    """The text of a text file (UTF-8, UTF-16 with its mark, else Windows-1252, else Latin-1), terminal escapes
+    and control characters out (they must not reach a page); a file that is mostly not text (a binary named
+    ``.md``) is Unreadable. A coloured log's escapes and a stray NUL are not what makes a file binary."""
+    encs = ("utf-8", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8", "cp1252", "latin-1")
+    for enc in encs:
         try:
             text = data.decode(enc).lstrip("\ufeff")
         except UnicodeDecodeError:
             continue
-        odd = len(_NOT_TEXT.findall(text[:65536]))
-        if "\x00" in text[:65536] or odd > max(8, len(text[:65536]) // 100):
+        text = _ANSI.sub("", text)
+        head = text[:65536]
+        odd = len(_NOT_TEXT.findall(head))
+        if odd > max(8, len(head) // 100):
             raise Unreadable(f"binary, not text ({odd} control characters in its first 64 KiB)")
         return _numbers(_NOT_TEXT.sub(" ", text))
     raise Unreadable("not valid text")
 
 
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # tab, newline, form feed and CR stay
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?)")  # colours, titles
 _GROUPED = re.compile(r"(?<=\d)[\u2009\u202f\u00a0](?=\d{3}(?!\d))")
 
 

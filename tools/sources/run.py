@@ -241,7 +241,10 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 report.skipped.append((rel, f"its page was not written: {e}"))
                 skipped[rel] = f"its page was not written: {e}"
                 continue
+            stale = (docs.get(rel) or {}).get("page")
             docs[rel] = entry
+            if stale and stale != entry["page"] and not any(d.get("page") == stale for d in docs.values()):
+                writer.remove(stale)  # the page it had (a twin's gone, so it takes the plain name now)
             report.ingested.append(rel)
             report.claims += len(entry["claims"])
     for rel in gone:
