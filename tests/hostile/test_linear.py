@@ -34,3 +34,16 @@ def test_text_functions_finish_on_1mb_adversarial_pages():
     assert r.returncode == 0, r.stderr
     from .adversarial import PATTERNS
     assert len(r.stdout.splitlines()) == len(PATTERNS)
+
+
+def test_heading_and_html_id_scans_finish_on_crafted_lines():
+    """A heading line of 5,000 spaces took a lazy pattern minutes (7.5 s at 2,000: cubic), and 100,000 `<a ` as
+    many (5.7 s at 20,000: quadratic); a page's anchors are read from every page lint checks. The timeout is the
+    hang guard only."""
+    code = ("from tools import mdscan\n"
+            "hs, ids = mdscan.headings('# a' + ' ' * 5000 + 'b')\n"
+            "assert [h.text for h in hs] == ['a' + ' ' * 5000 + 'b']\n"
+            "assert mdscan.headings('<a ' * 100000 + '<a id=\"x\">')[1] == {'x'}\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
