@@ -292,6 +292,7 @@ def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | N
 
 
 STACK_WAIT_S = 5.0
+_SPY_FRAME = re.compile(rb"^\s+\S.*\(.+:\d+\)\s*$", re.M)  # py-spy's "    step (/w/train.py:200)"
 
 
 def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
@@ -304,7 +305,8 @@ def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
             out = subprocess.run([spy, "dump", "--full-filenames", "--pid", str(p.pid)], capture_output=True, timeout=wait_s * 3)
             f.write(out.stdout + out.stderr)
             f.flush()
-            if out.returncode == 0:
+            # a dump caught between Python frames (a thread in native code) names none: faulthandler, below, does
+            if out.returncode == 0 and _SPY_FRAME.search(out.stdout):
                 return "py-spy"
         except (OSError, subprocess.SubprocessError):
             pass
