@@ -83,7 +83,7 @@ def _skip_unless_the_reference_was_faster(root, state: dict, body: str) -> None:
 
 def _baseline_gap(root) -> str:
     base = next(r for r in records.lane_records(root / "wiki", "llama", "cpu") if r.get("role") == "baseline")
-    gap = next((root / "wiki" / "analyses").glob(f"gap-{base['exp_id']}-vs-*.md"))
+    gap = next((root / "wiki" / "analyses").glob(f"gap-*{base['exp_id']}-vs-*.md"))
     return pages.split(gap.read_text())[1]
 
 

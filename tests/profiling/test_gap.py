@@ -172,3 +172,18 @@ def test_a_run_against_its_own_folder_is_no_gap_and_no_item_claims_more_than_the
     # a folder as ours has no command line: the reference's flags are not differences ("--preset tiny (ours: unset)")
     a = compare.analyze(dataclasses.replace(fp32), ref)
     assert not [it for it in a["items"] if it["basis"] == "config"], [it["what"] for it in a["items"]]
+
+
+def test_two_lanes_runs_of_one_id_get_their_own_analysis_page():
+    from tools.gap.page import gap_path
+
+    a = gap_path("0003", "0001", "experiments/llama/small/0003.md", "experiments/llama/small/0001.md")
+    b = gap_path("0003", "0001", "experiments/llama/large/0003.md", "experiments/llama/large/0001.md")
+    c = gap_path("0003", "0001", "experiments/gemma/small/0003.md", "experiments/gemma/small/0001.md")
+    assert len({a, b, c}) == 3
+    assert a == "analyses/gap-llama-small-0003-vs-0001.md"
+    # a folder side has no lane; a run against another lane's reference names both lanes
+    assert gap_path("prof-a", "prof-b") == "analyses/gap-prof-a-vs-prof-b.md"
+    assert gap_path("0003", "ref", "experiments/llama/small/0003.md", "") == "analyses/gap-llama-small-0003-vs-ref.md"
+    assert gap_path("0003", "0001", "experiments/llama/small/0003.md", "experiments/llama/large/0001.md") == \
+        "analyses/gap-llama-small-0003-vs-llama-large-0001.md"

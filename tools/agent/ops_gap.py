@@ -119,7 +119,7 @@ def _file(project: Project, result: dict, ours, ref, spec) -> None:
                               variant="", command=[], knobs={})
     writer = Writer(project.wiki)
     pages_by_rank: dict[int, str] = {}
-    analysis_rel = gap_path(result["ours"], result["ref"])
+    analysis_rel = gap_path(result["ours"], result["ref"], result.get("ours_page") or "", result.get("ref_page") or "")
     for it in result["items"]:
         p = reference.proposal(it, ref.label)
         back = posixpath.relpath(analysis_rel, posixpath.dirname(f"hypotheses/{target.model}/{target.lane}/x.md"))

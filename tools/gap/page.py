@@ -12,8 +12,18 @@ from ..mdtext import code, escape, number, slugify
 BAR = 30  # characters of the longest bar
 
 
-def gap_path(ours: str, ref: str) -> str:
-    return f"analyses/gap-{slugify(ours)[:70]}-vs-{slugify(ref)[:70]}.md"
+def gap_path(ours: str, ref: str, ours_page: str = "", ref_page: str = "") -> str:
+    """The analysis page of ``ours`` against ``ref``; a run is named with its model and lane (two lanes may give
+    their runs the same id, and one lane's analysis must not overwrite the other's)."""
+    def lane(page: str) -> str:
+        parts = page.removeprefix("experiments/").split("/")
+        return "-".join(parts[:2]) if page.startswith("experiments/") and len(parts) == 3 else ""
+
+    lo, lr = lane(ours_page), lane(ref_page)
+    if lo and lo == lr:
+        return f"analyses/gap-{slugify(lo)[:60]}-{slugify(ours)[:60]}-vs-{slugify(ref)[:60]}.md"
+    name = [slugify(f"{ln}-{label}" if ln else label)[:90] for ln, label in ((lo, ours), (lr, ref))]
+    return f"analyses/gap-{name[0]}-vs-{name[1]}.md"
 
 
 def _link(src: str, label: str, target: str) -> str:
@@ -65,7 +75,7 @@ def _settings(codebases: dict) -> list[str]:
 def render(analysis: dict, hypothesis_pages: dict[int, str], model: str = "", lane: str = "") -> pages.Page:
     """``hypothesis_pages``: item rank -> wiki-relative page (items not filed have none)."""
     a = analysis
-    src = gap_path(a["ours"], a["ref"])
+    src = gap_path(a["ours"], a["ref"], a.get("ours_page") or "", a.get("ref_page") or "")
     ours = _link(src, code(a["ours"]), a.get("ours_page") or "")
     ref = _link(src, code(a["ref"]), a.get("ref_page") or "")
     lines = [f"# Gap: {escape(a['ours'])} vs the reference {escape(a['ref'])}", "",
