@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from .mdtext import unescape
+
 
 class Link(NamedTuple):  # a tuple: 160,000 of them are made per lint of a large wiki
     target: str  # as written, e.g. "../concepts/remat.md#policies"
@@ -308,7 +310,7 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
                 if tgt.startswith("<"):
                     tgt = tgt[1:-1]
                 if "\\" in tgt:  # `snake\_case.md` links snake_case.md, as markdown reads the escape
-                    tgt = _TARGET_ESCAPE.sub(r"\1", tgt)
+                    tgt = unescape(tgt)
                 out.append(Link(tgt, no, "md", m.group(1)))
         if "[[" in ln:
             for m in _WIKI.finditer(ln):
@@ -324,9 +326,6 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
             for m in _AUTO.finditer(ln):
                 out.append(Link(m.group(1), no, "auto", ""))
     return out
-
-
-_TARGET_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 def _escaped(line: str, at: int) -> bool:

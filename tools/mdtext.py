@@ -29,6 +29,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|{}!#])")
 _PROSE_SPECIAL = re.compile(r"([\\`*\[\]|{}!#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 _CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _BACKTICKS = re.compile(r"`+")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash before ASCII punctuation is an escape
 SAFE_SCHEMES = {"http", "https", "mailto"}
 MAX_SLUG = 100
 PROSE_LIMIT = 4000  # characters of one prose sentence read for code spans
@@ -38,6 +39,11 @@ def escape(text: str) -> str:
     """Inline text from a source: HTML escaped (a `<script>` shows as text), markdown specials neutralised."""
     text = " ".join(str(text).split())
     return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
+
+
+def unescape(text: str) -> str:
+    """Markdown backslash escapes undone, as CommonMark reads them (``snake\\_case`` is snake_case)."""
+    return _ESCAPED.sub(r"\1", text) if "\\" in text else text
 
 
 def prose(text: str) -> str:

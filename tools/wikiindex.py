@@ -127,13 +127,10 @@ def _plain(text: str) -> str:
     return "".join(out)
 
 
-_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash before ASCII punctuation
-
-
 def _prose(text: str) -> str:
     """Markdown prose as the words it renders: escapes and entities undone (``pallas\\_call`` is pallas_call, and
     the listing escapes it once again), emphasis marks and stray ticks dropped."""
-    return _strip_marks(html.unescape(_ESCAPED.sub(r"\1", _TICKS.sub("", text))))
+    return _strip_marks(html.unescape(mdtext.unescape(_TICKS.sub("", text))))
 
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:

@@ -113,12 +113,9 @@ class Sources:
         return None
 
 
-_MD_ESCAPED = re.compile(r"\\([\\`*_\[\]|{}!#])")
-
-
 def _unescaped(label: str) -> str:
     """A link label as the text it shows (markdown escapes and HTML entities undone, code ticks dropped)."""
-    return html.unescape(_MD_ESCAPED.sub(r"\1", label.strip().strip("`")))
+    return html.unescape(mdtext.unescape(label.strip().strip("`")))
 
 
 def local_note(trees: list[str]) -> str:

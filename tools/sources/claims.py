@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from ..concepts import CONCEPTS
+from ..mdtext import unescape
 from . import measures, tables
 from .extract import Document
 
@@ -183,7 +184,6 @@ def claims(doc: Document, limit: int = 200) -> list[Claim]:
 
 
 _IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\n]*\)")
-_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>])")
 
 
 def _as_read(quote: str) -> str:
@@ -191,7 +191,7 @@ def _as_read(quote: str) -> str:
     ``![](x)``) undone, since the page escapes the quote once itself."""
     if "\\" not in quote and "![" not in quote:
         return quote
-    return " ".join(_MD_ESCAPE.sub(r"\1", _IMAGE.sub(" ", quote)).split())
+    return " ".join(unescape(_IMAGE.sub(" ", quote)).split())
 
 
 def opening(doc: Document, limit: int = 900) -> str:
