@@ -23,3 +23,12 @@ def shared_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Pa
             make(folder)
             done.touch()
     return folder
+
+
+def queue_loop(root: Path) -> None:
+    """``loops/m-l.yml``: a loop of model m, lane l whose queue takes the hypotheses the agent tests file."""
+    (root / "loops").mkdir(exist_ok=True)
+    (root / "loops" / "m-l.yml").write_text(
+        "model: m\nlane: l\nvariant: s/cpu\ncommand: python fake_train.py\nbudget: {runs: 2}\nknobs:\n"
+        "  compute_dtype: {flag: --compute-dtype, values: [float32, bfloat16], category: precision}\n"
+        "  a: {flag: --a, values: [1, 3], category: shape}\n  b: {flag: --b, values: [2], category: shape}\n")

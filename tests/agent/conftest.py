@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _shared import queue_loop
 
 HERE = Path(__file__).parent
 FAKE = str(HERE.parent / "experiments" / "fake_train.py")
@@ -35,4 +36,5 @@ def kb(tmp_path_factory) -> Path:
                   "--step-ms", ms)
         assert r.returncode == 0, r.stdout + r.stderr
     os.symlink("/etc/passwd", root / "wiki/concepts/passwd.md")
+    queue_loop(root)
     return root

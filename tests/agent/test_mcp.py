@@ -239,3 +239,50 @@ def test_streamable_http_on_loopback(kb):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_nan_on_a_page_is_null_in_the_cli_json_as_over_mcp(tmp_path):
+    """A hand-kept hypothesis page of `priority: .nan` made `tools hypotheses list --json` print NaN: not JSON."""
+    from tools import scaffold
+
+    root = tmp_path / "kb"
+    scaffold.init(root, site_name="nan")
+    page = root / "wiki/hypotheses/llama/cpu-loop/nan.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("---\ntype: hypothesis\ntitle: x\nstatus: open\nmodel: llama\nlane: cpu-loop\npriority: .nan\n"
+                    "---\n# x\n")
+    r = tools(root, "hypotheses", "list", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert [h["priority"] for h in listed["hypotheses"]] == [None]
+
+
+def test_a_misspelt_argument_over_mcp_is_refused_as_the_cli_refuses_it(kb):
+    """`wiki_list {"typ": "hypothesis"}` answered every page, unfiltered: the SDK dropped the unknown key."""
+    from tools.agent.server import build
+
+    async def body(c):
+        tools_listed = {t.name: t for t in (await c.list_tools()).tools}
+        bad = await c.call_tool("wiki_list", {"typ": "hypothesis"})
+        good = await c.call_tool("wiki_list", {"type": "concept"})
+        return tools_listed["wiki_list"].input_schema, bad, good
+    schema, bad, good = run(_session(build(Project(kb)), body))
+    assert schema.get("additionalProperties") is False
+    assert bad.is_error and "typ" in bad.content[0].text
+    assert not good.is_error and good.structured_content["pages"]
+
+
+def test_a_page_resource_longer_than_one_read_comes_whole(tmp_path):
+    """`wiki://` of a 530 kB page gave its first 400,000 characters, the rest silently gone."""
+    from tools import scaffold
+    from tools.agent.server import build
+
+    root = tmp_path / "kb"
+    scaffold.init(root, site_name="big")
+    body = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(8000)) + "THE-END-MARKER\n"
+    (root / "wiki/concepts/big.md").write_text("---\ntype: concept\ntitle: Big\n---\n" + body)
+
+    async def read(c):
+        return (await c.read_resource("wiki://concepts/big.md")).contents[0].text
+    text = run(_session(build(Project(root)), read))
+    assert len(body) > 400_000 and text.endswith(body)

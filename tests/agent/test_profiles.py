@@ -45,7 +45,7 @@ def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
         diff = (await c.call_tool("profile_compare", {"a": first, "b": second})).structured_content
         hlo = (await c.call_tool("profile_hlo_compare", {"a": first, "b": second})).structured_content
         filed = (await c.call_tool("hypotheses_file", {
-            "model": "llama", "lane": "cpu", "loop": "llama-cpu",
+            "model": "llama", "lane": "cpu-loop", "loop": "llama-cpu",
             "statement": f"fusing around {slowest['op']} removes its share of the step",
             "mechanism": "the op is memory-bound", "predicted_signal": "its self time drops by half",
             "falsification": "no change in tokens/s", "change": {"kind": "env", "env": {"XLA_FLAGS": "--xla_cpu_x"}},

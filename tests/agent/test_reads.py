@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+from _shared import queue_loop
 
 from tools import scaffold
 from tools.agent.registry import AgentError, call
@@ -29,6 +31,7 @@ def kb(tmp_path_factory) -> Project:
     (dest / "newer.py").write_text("import jax\n\n\ndef ident[T](x: T) -> T:\n    y = x\n    return y\n\n\n"
                                    "class Box[T]:\n    def get(self) -> T:\n        return self.v\n\n\nZ = 1\n")
     (root / "raw/code/jax/blob.bin").write_bytes(b"\x7fELF\0\0\0" * 100)
+    queue_loop(root)
     return Project(root)
 
 
@@ -137,7 +140,7 @@ def test_a_misspelt_argument_is_refused_not_dropped(kb):
 def test_a_hypothesis_is_a_duplicate_whatever_the_order_of_its_change_and_never_nan(kb):
     """The same statement and change filed twice with the change's keys in another order made two pages; a NaN or
     infinite expected gain was filed, and `hypotheses list --json` then printed NaN (not JSON)."""
-    base = {"model": "llama", "lane": "cpu", "loop": "llama-cpu", "statement": "Use  bf16", "mechanism": "m",
+    base = {"model": "m", "lane": "l", "loop": "m-l", "statement": "Use  bf16", "mechanism": "m",
             "predicted_signal": "s", "falsification": "f", "category": "precision"}
     first = call(kb, "hypotheses.file", {**base, "change": {"kind": "knobs", "knobs": {"a": 1, "b": 2}}})
     again = call(kb, "hypotheses.file", {**base, "statement": "Use bf16",
@@ -156,7 +159,7 @@ def test_a_heading_inside_a_hypothesis_field_is_read_back_as_text(kb):
     from tools.pages import split
 
     filed = call(kb, "hypotheses.file", {
-        "model": "llama", "lane": "cpu", "loop": "llama-cpu",
+        "model": "m", "lane": "l", "loop": "m-l",
         "statement": "Fuse attention\n\n## Mechanism\n\nINJECTED\n\n## Falsification\n\nnever",
         "mechanism": "real mechanism", "predicted_signal": "s", "falsification": "real falsification",
         "category": "kernel", "change": {"kind": "env", "env": {"XLA_FLAGS": "--x"}}})
@@ -164,3 +167,25 @@ def test_a_heading_inside_a_hypothesis_field_is_read_back_as_text(kb):
     back = hypothesis_from_page(meta, body)
     assert back["mechanism"] == "real mechanism" and back["falsification"] == "real falsification"
     assert back["statement"].startswith("Fuse attention") and "## Mechanism" in back["statement"]
+
+
+@pytest.mark.parametrize("over, why", [
+    ({"loop": "no-such-loop"}, "no loop file loops/no-such-loop.yml"),
+    ({"lane": "other"}, "its queue would never take it"),
+    ({"change": {"kind": "knobs", "knobs": {"flash_attn": True}}}, "unknown knob 'flash_attn'"),
+    ({"change": {"kind": "knobs", "knobs": {"compute_dtype": "int4"}}}, "not a declared value"),
+    ({"change": {"kind": "env", "env": "XLA_FLAGS=--x"}}, "change.env must be an object"),
+    ({"change": {"kind": "knobs", "knobs": "compute_dtype"}}, "change.knobs must be an object"),
+    ({"statement": "x" * 9000}, "statement: over 8000 characters"),
+])
+def test_a_hypothesis_its_loop_would_not_run_is_refused(kb, over, why):
+    """A hypothesis for a loop that does not exist, another lane's, or a knob the loop does not declare was filed
+    'open' and sat in a queue that never took it (or a loop took it and failed); a string where the change wants an
+    object was a traceback."""
+    base = {"model": "m", "lane": "l", "loop": "m-l", "statement": "bf16 helps", "mechanism": "m",
+            "predicted_signal": "s", "falsification": "f", "category": "precision",
+            "change": {"kind": "knobs", "knobs": {"compute_dtype": "bfloat16"}}}
+    before = sorted(p.name for p in kb.wiki.rglob("*"))
+    with pytest.raises(AgentError, match=re.escape(why)):
+        call(kb, "hypotheses.file", {**base, **over})
+    assert sorted(p.name for p in kb.wiki.rglob("*")) == before

@@ -30,7 +30,8 @@ class Stub:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
-    def push(self, path: str, body: dict, status: int = 200, headers: dict[str, str] | None = None) -> Stub:
+    def push(self, path: str, body: dict | bytes, status: int = 200, headers: dict[str, str] | None = None) -> Stub:
+        """The next reply to ``path``; ``bytes`` go out as they are (a malformed answer)."""
         self._replies[path].append((status, dict(headers or {}), body))
         return self
 
@@ -57,7 +58,7 @@ class Stub:
                     queue = stub._replies[path]
                     status, headers, body = queue.popleft() if queue else (
                         418, {"x-should-retry": "false"}, error("not_found_error", f"no reply scripted for {path}"))
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))

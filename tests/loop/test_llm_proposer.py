@@ -211,3 +211,42 @@ def test_refused_request_names_the_status(stub, rec):
     stub.push(MESSAGES, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad schema"}}, 400)
     with pytest.raises(LLMError, match="HTTP 400.*bad schema"):
         proposer(stub).propose(priors(), rec)
+
+
+def test_an_endpoint_that_echoes_the_key_leaves_it_out_of_the_error(stub, rec, tmp_path, monkeypatch):
+    gateway_key = "gw0123456789abcdefgh"  # a gateway's key has no provider's shape: only its value can find it
+    monkeypatch.setenv("ANTHROPIC_API_KEY", gateway_key)
+    stub.push(MESSAGES, {"type": "error", "error": {"type": "authentication_error",
+                                                    "message": f"invalid x-api-key: Bearer {gateway_key}"}}, 401)
+    with pytest.raises(LLMError) as e:
+        proposer(stub, max_retries=0).propose(priors(), rec)
+    assert "HTTP 401" in str(e.value) and "[redacted]" in str(e.value) and gateway_key not in str(e.value)
+    leaked = [p for p in tmp_path.rglob("*") if p.is_file() and gateway_key.encode() in p.read_bytes()]
+    assert not leaked, leaked
+
+
+@pytest.mark.parametrize("body", [
+    b'{"id": "msg_1", "type": "mess',                                   # cut short
+    b"<html>gateway error</html>",                                      # not JSON at all
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "content": None, "stop_reason": "end_turn",
+     "usage": {"input_tokens": 1, "output_tokens": 1}},                 # no content
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "tool_use",
+     "content": [{"type": "tool_use", "id": "t", "name": "propose", "input": {}}]},  # no usage
+])
+def test_a_malformed_answer_is_an_llm_error_not_a_traceback(stub, rec, body):
+    stub.push(MESSAGES, body)
+    with pytest.raises(LLMError, match="malformed answer"):
+        proposer(stub, max_retries=0).propose(priors(), rec)
+
+
+@pytest.mark.parametrize("bad", [{"expected_gain_pct": "nan"}, {"expected_gain_pct": "1e999"},
+                                 {"change": {"kind": "env", "env": "XLA_FLAGS=--x"}},
+                                 {"change": {"kind": "knobs", "knobs": ["scan"]}}])
+def test_a_nan_gain_or_a_change_of_the_wrong_type_is_sent_back_for_repair(stub, rec, bad):
+    """`expected_gain_pct: "nan"` was taken (a page of `priority: .nan`, `--json` not JSON); `env: "A=1"` was a
+    traceback out of the proposer that ended the loop."""
+    stub.push(MESSAGES, tool_use(good(**bad)))
+    stub.push(MESSAGES, tool_use(good(), n=2))
+    p = proposer(stub).propose(priors(), rec)
+    assert p.expected_gain_pct == good()["expected_gain_pct"] and len(stub.bodies()) == 2
+    assert stub.bodies()[1]["messages"][-1]["content"][0]["is_error"] is True

@@ -440,10 +440,16 @@ def test_a_stop_asked_of_a_stopped_loop_is_cleared_by_start_fresh(tmp_path):
     tools(root, "loop", "start", "fake-loop", "-q")
     paths = st.LoopPaths(Project(root), "fake-loop")
     assert "no driver is running" in tools(root, "loop", "stop", "fake-loop") and paths.stop_request.exists()
+    old = paths.iteration_dir(1) / "proposer-error-1.txt"  # what the old run's iteration 1 left
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_text("LLMError: the old run's\n")
     tools(root, "loop", "start", "fake-loop", "--fresh", "-q")
     s = st.load(paths)
     assert "by request" not in str(s["stop_reason"]) and len(s["history"]) >= 1, s["stop_reason"]
     assert not paths.stop_request.exists()
+    # the new run's iteration 1 holds only what it wrote; the old one's files are kept to one side
+    assert not old.exists() and [p.read_text() for p in paths.folder.glob("iterations-before-*/001/*error*")] == [
+        "LLMError: the old run's\n"]
 
 
 def test_a_patch_work_tree_left_by_a_cut_off_run_is_prepared_again(kb):

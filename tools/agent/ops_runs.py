@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .. import pages
+from ..errors import ToolsError
 from ..experiments import records
 from ..project import Project
 from .registry import AgentError, op
@@ -225,14 +226,28 @@ def file_hypothesis(project: Project, a: HypothesisIn) -> dict:
     takes it (a person's first). Validated as the loop validates an LLM's proposal: one mechanism, a known category."""
     from types import SimpleNamespace
 
+    from ..loop import spec as spec_mod
+    from ..loop.admission import check_fits
     from ..loop.hypotheses import hypothesis_page
     from ..loop.proposal import Proposal, ProposalError
+    from ..loop.state import LoopPaths
     from ..writer import Writer
 
+    loop_file = LoopPaths(project, _name(a.loop, "loop")).spec
+    if not loop_file.is_file():
+        raise AgentError(f"hypothesis refused: no loop file loops/{a.loop}.yml (the loop whose queue takes it)")
+    try:
+        loop = spec_mod.load(loop_file)
+    except ToolsError as e:
+        raise AgentError(f"hypothesis refused: {e}") from None
+    if (loop.model, loop.lane) != (a.model, a.lane):
+        raise AgentError(f"hypothesis refused: loop {a.loop!r} runs model {loop.model!r} lane {loop.lane!r}, "
+                         f"not {a.model!r} {a.lane!r} (its queue would never take it)")
     d = a.model_dump()
     d["proposer"] = a.author
     try:
         proposal = Proposal.from_dict(d)
+        check_fits(proposal, loop)
     except ProposalError as e:
         raise AgentError(f"hypothesis refused: {e}") from None
     spec = SimpleNamespace(model=_name(a.model, "model"), lane=_name(a.lane, "lane"), name=_name(a.loop, "loop"))

@@ -15,6 +15,9 @@ from ..project import Project
 from ..errors import ToolsError
 from .registry import AgentError, Op, call, load
 
+READ_PART = 400_000          # characters of one wiki.read (its most)
+RESOURCE_CHARS = 4_000_000   # a resource carries a page up to this much, then says where to read on
+
 
 def _tool(project: Project, o: Op):
     """A function whose keyword parameters are the input model's fields: the SDK reads its signature."""
@@ -36,6 +39,19 @@ def _tool(project: Project, o: Op):
     return tool
 
 
+def _refuse_unknown_arguments(server, name: str) -> None:
+    """The SDK's argument model drops keys it does not know, so `wiki_list {"typ": ...}` answered every page, where
+    the CLI refuses the misspelt filter: the model forbids them, and the schema says so to the client. (The tool is
+    reached through the SDK's tool manager: its metadata fields are read at each call.)"""
+    from pydantic import ConfigDict
+
+    tool = server._tool_manager.get_tool(name)
+    loose = tool.fn_metadata.arg_model
+    tool.fn_metadata.arg_model = type(loose.__name__, (loose,),
+                                      {"model_config": ConfigDict(**loose.model_config, extra="forbid")})
+    tool.parameters = {**tool.parameters, "additionalProperties": False}
+
+
 def build(project: Project, allow_write: bool = False, allow_run: bool = False):
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
@@ -50,15 +66,25 @@ def build(project: Project, allow_write: bool = False, allow_run: bool = False):
         server.add_tool(_tool(project, o), name=o.tool_name, description=o.doc, structured_output=True,
                         annotations=ToolAnnotations(readOnlyHint=not o.writes, destructiveHint=False,
                                                     openWorldHint=False))
+        _refuse_unknown_arguments(server, o.tool_name)
 
     @server.resource("wiki://{+path}", name="wiki-page", mime_type="text/markdown",
                      description="A wiki page (frontmatter and body) by its wiki-relative path")
     def page(path: str) -> str:
+        """The whole page (a long one read in parts, as `wiki_read` gives them), never silently cut."""
         try:
-            d = call(project, "wiki.read", {"path": path, "limit": 400_000})
+            d = call(project, "wiki.read", {"path": path, "limit": READ_PART})
+            parts, nxt = [d["body"]], d.get("next_offset")
+            while nxt is not None and sum(map(len, parts)) < RESOURCE_CHARS:
+                more = call(project, "wiki.read", {"path": path, "limit": READ_PART, "offset": nxt})
+                parts.append(more["body"])
+                nxt = more.get("next_offset")
         except AgentError as e:
             raise ValueError(str(e)) from None
-        return "---\n" + json.dumps(d["meta"], default=str) + "\n---\n" + d["body"]
+        if nxt is not None:
+            parts.append(f"\n\n[cut at {nxt:,} characters: the tool wiki_read with path={path} offset={nxt} reads "
+                         "on]\n")
+        return "---\n" + json.dumps(d["meta"], default=str) + "\n---\n" + "".join(parts)
 
     return server
 

@@ -125,6 +125,14 @@ def api_key(env_var: str) -> str:
     return key
 
 
+def scrubbed(text: str, key: str) -> str:
+    """``text`` (an endpoint's error message, which a gateway may echo the request's headers into) without the key
+    itself, whatever its shape, and without anything else shaped like a secret."""
+    from ..redact import MARK, redact
+
+    return redact(text.replace(key, MARK) if key else text)
+
+
 def require(module: str, extra: str = "llm"):
     """Import an optional SDK with a clear message when it is missing."""
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import Conversation, LLMError, Reply, Tool, ToolCall, Usage, api_key, require
+from . import Conversation, LLMError, Reply, Tool, ToolCall, Usage, api_key, require, scrubbed
 
 
 class AnthropicProvider:
@@ -22,7 +22,8 @@ class AnthropicProvider:
         self.model = model
         self.base_url = base_url
         self._sdk = require("anthropic")
-        self._client = self._sdk.Anthropic(api_key=api_key(api_key_env), base_url=base_url,
+        self._key = api_key(api_key_env)
+        self._client = self._sdk.Anthropic(api_key=self._key, base_url=base_url,
                                            max_retries=int(max_retries), timeout=float(timeout_s))
 
     def request(self, conv: Conversation, tool: Tool) -> dict[str, Any]:
@@ -50,6 +51,12 @@ class AnthropicProvider:
     def call(self, conv: Conversation, tool: Tool, max_tokens: int) -> Reply:
         msg = self._send(lambda: self._client.messages.create(model=self.model, max_tokens=int(max_tokens),
                                                               **self.request(conv, tool)))
+        try:
+            return self._reply(msg)
+        except (ValueError, TypeError, AttributeError, KeyError) as e:  # an answer not shaped as the API's
+            raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
+
+    def _reply(self, msg) -> Reply:
         call, text = None, []
         for block in msg.content:
             if block.type == "tool_use" and call is None:
@@ -65,14 +72,21 @@ class AnthropicProvider:
 
     def count_tokens(self, conv: Conversation, tool: Tool) -> int | None:
         counted = self._send(lambda: self._client.messages.count_tokens(model=self.model, **self.request(conv, tool)))
-        return int(counted.input_tokens)
+        try:
+            return int(counted.input_tokens)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise LLMError(self._said(f"a malformed token count ({type(e).__name__}: {e})")) from None
 
     def _send(self, fn):
         sdk = self._sdk
         try:
             return fn()
         except sdk.APIStatusError as e:
-            raise LLMError(f"anthropic {self.model}: HTTP {e.status_code} from {self._client.base_url}: "
-                           f"{e.message}") from None
+            raise LLMError(self._said(f"HTTP {e.status_code}: {e.message}")) from None
         except sdk.APIConnectionError as e:
             raise LLMError(f"anthropic {self.model}: cannot reach {self._client.base_url}: {e}") from None
+        except (sdk.APIError, ValueError, TypeError, AttributeError) as e:  # an answer that is not the API's JSON
+            raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
+
+    def _said(self, what: str) -> str:
+        return scrubbed(f"anthropic {self.model} at {self._client.base_url}: {what}", self._key)

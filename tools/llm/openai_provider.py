@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import Conversation, LLMError, Reply, Tool, ToolCall, Usage, api_key, require
+from . import Conversation, LLMError, Reply, Tool, ToolCall, Usage, api_key, require, scrubbed
 
 
 class OpenAIProvider:
@@ -26,7 +26,8 @@ class OpenAIProvider:
         self.base_url = base_url
         self.max_tokens_field = max_tokens_field
         self._sdk = require("openai")
-        self._client = self._sdk.OpenAI(api_key=api_key(api_key_env), base_url=base_url,
+        self._key = api_key(api_key_env)
+        self._client = self._sdk.OpenAI(api_key=self._key, base_url=base_url,
                                         max_retries=int(max_retries), timeout=float(timeout_s))
 
     def request(self, conv: Conversation, tool: Tool) -> dict[str, Any]:
@@ -54,10 +55,20 @@ class OpenAIProvider:
         try:
             resp = self._client.chat.completions.create(model=self.model, **body)
         except sdk.APIStatusError as e:
-            raise LLMError(f"openai-compatible {self.model}: HTTP {e.status_code} from {self._client.base_url}: "
-                           f"{e.message}") from None
+            raise LLMError(self._said(f"HTTP {e.status_code}: {e.message}")) from None
         except sdk.APIConnectionError as e:
             raise LLMError(f"openai-compatible {self.model}: cannot reach {self._client.base_url}: {e}") from None
+        except (sdk.APIError, ValueError, TypeError, AttributeError) as e:  # an answer that is not the API's JSON
+            raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
+        try:
+            return self._reply(resp)
+        except (ValueError, TypeError, AttributeError, KeyError) as e:  # an answer not shaped as the API's
+            raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
+
+    def _said(self, what: str) -> str:
+        return scrubbed(f"openai-compatible {self.model} at {self._client.base_url}: {what}", self._key)
+
+    def _reply(self, resp) -> Reply:
         if not resp.choices:
             raise LLMError(f"openai-compatible {self.model}: the response has no choices")
         choice = resp.choices[0]
@@ -67,11 +78,14 @@ class OpenAIProvider:
             fn = getattr(tc, "function", None)
             if fn is None:
                 continue
+            args = fn.arguments
+            if isinstance(args, dict):  # some endpoints send the arguments as an object, not a JSON string
+                args = json.dumps(args, sort_keys=True)
             try:
-                inp = json.loads(fn.arguments or "")
-            except json.JSONDecodeError:
+                inp = json.loads(args or "")
+            except (json.JSONDecodeError, TypeError):
                 inp = None
-            call = ToolCall(tc.id, fn.name, inp if isinstance(inp, dict) else None, fn.arguments or "")
+            call = ToolCall(tc.id, fn.name, inp if isinstance(inp, dict) else None, str(args or ""))
             break
         u = resp.usage
         cached = (getattr(u.prompt_tokens_details, "cached_tokens", 0) or 0) if u and u.prompt_tokens_details else 0

@@ -8,7 +8,7 @@ import fnmatch
 import re
 
 from .priors import Priors, run_key
-from .proposal import Proposal
+from .proposal import Proposal, ProposalError
 from .spec import LoopSpec
 from .state import LoopState
 
@@ -29,6 +29,21 @@ def protected_touched(patch: str, protected: list[str]) -> list[str]:
     of the file); the run's hash of that function files the run invalid when the patch changed it."""
     globs = list(RUNNER_FILES) + [e for e in protected if "::" not in e]
     return [f for f in patch_files(patch) if any(fnmatch.fnmatchcase(f, g) or f == g for g in globs)]
+
+
+def check_fits(p: Proposal, spec: LoopSpec) -> None:
+    """What a proposal's schema alone cannot enforce (raises ProposalError): the loop file's declared knobs and
+    values, a code surface for patches."""
+    for name, value in p.change.knobs.items():
+        knob = spec.knobs.get(name)
+        if knob is None:
+            raise ProposalError(f"unknown knob {name!r} (declared: {', '.join(spec.knobs) or 'none'})")
+        if value not in knob.values:
+            raise ProposalError(f"knob {name!r}: {value!r} is not a declared value ({knob.values!r})")
+    if p.change.kind == "patch" and not spec.code:
+        raise ProposalError("this loop has no code surface (`code:` in the loop file): use knobs or env")
+    if any(not k.strip() for k in p.change.env):
+        raise ProposalError("change.env has an empty variable name")
 
 
 def config_of(spec: LoopSpec, trunk: dict, p: Proposal) -> tuple[dict, dict]:

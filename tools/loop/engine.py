@@ -23,6 +23,7 @@ from ..errors import InputError, ToolsError
 from ..experiments import filing
 from ..experiments.runner import slugify
 from ..project import Project
+from ..redact import redact
 from ..runners import process
 from ..writer import Writer, atomic_write
 from . import (admission, gates, gather, hypotheses, learn, memory, opening, pending, power, reference_lane,
@@ -98,8 +99,7 @@ class Loop:
                 self._spec_copy()  # a loop file of another origin under this name: refused before any reset
                 if fresh:  # start over: the old state, work trees and any stop asked of the old run go
                     self.workspace.start_over()
-                    self.paths.state.unlink(missing_ok=True)
-                    self.paths.stop_request.unlink(missing_ok=True)
+                    st.start_over(self.paths)
                     source, self.state = self.state.spec_source, LoopState.new(self.spec)
                     self.state.spec_source = source  # the loop file its copy in loops/ came from
                 self._drive(max_iterations)
@@ -267,11 +267,12 @@ class Loop:
             learn.charge(self.state, getattr(e, "usage", {}) or {})
             self.state.proposer_failures += 1
             fails = self.state.proposer_failures
-            atomic_write(self.paths.iteration_dir(n) / f"proposer-error-{fails}.txt", f"{type(e).__name__}: {e}\n")
-            self.writer.append_log("loop proposer error", f"{self.spec.name} {n}", [f"{type(e).__name__}: {e}"])
-            self.say(f"proposer error ({fails} in a row): {e}")
+            said = redact(f"{type(e).__name__}: {e}")  # an endpoint's message may quote what it was sent
+            atomic_write(self.paths.iteration_dir(n) / f"proposer-error-{fails}.txt", said + "\n")
+            self.writer.append_log("loop proposer error", f"{self.spec.name} {n}", [said])
+            self.say(f"proposer error ({fails} in a row): {said}")
             if fails >= MAX_PROPOSER_FAILURES:
-                self.state.error_stop = f"error: the proposer failed {fails} times in a row; last: {e}"
+                self.state.error_stop = f"error: the proposer failed {fails} times in a row; last: {said}"
             self.save()
             return None
         self.state.proposer_failures = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,6 +24,9 @@ def may_depend(a: str, b: str) -> bool:
 
 
 CHANGE_KINDS = ("knobs", "env", "patch")
+TEXT_FIELDS = ("statement", "mechanism", "predicted_signal", "falsification", "notes")
+MAX_TEXT = 8000         # characters of one text field (a proposal is read into every later prompt)
+MAX_PATCH = 1_000_000   # characters of a patch
 
 
 class ProposalError(ValueError):
@@ -97,9 +101,19 @@ class Proposal:
                    if not d.get(k)]
         if missing:
             raise ProposalError(f"missing fields: {', '.join(missing)}")
+        long = [k for k in TEXT_FIELDS if len(str(d.get(k) or "")) > MAX_TEXT]
+        if long:
+            raise ProposalError(f"{', '.join(long)}: over {MAX_TEXT} characters (say it in a few sentences)")
         c = d["change"]
         if not isinstance(c, dict) or c.get("kind") not in CHANGE_KINDS:
             raise ProposalError(f"change.kind must be one of {', '.join(CHANGE_KINDS)}")
+        for key in ("knobs", "env"):
+            if c.get(key) is not None and not isinstance(c[key], dict):
+                raise ProposalError(f"change.{key} must be an object (name: value), not {type(c[key]).__name__}")
+        if not isinstance(c.get("patch") or "", str):
+            raise ProposalError("change.patch must be a unified diff as text")
+        if len(c.get("patch") or "") > MAX_PATCH:
+            raise ProposalError(f"change.patch: over {MAX_PATCH} characters")
         change = Change(kind=c["kind"], knobs=dict(c.get("knobs") or {}), env={str(k): str(v) for k, v in
                                                                             (c.get("env") or {}).items()},
                         patch=str(c.get("patch") or ""), runtime_only=bool(c.get("runtime_only", False)))
@@ -107,18 +121,21 @@ class Proposal:
         if used != [change.kind]:
             raise ProposalError(f"one mechanism per run: change.kind is {change.kind!r} but it sets "
                                 f"{', '.join(used) or 'nothing'}")
-        if d["category"] not in CATEGORIES:
+        if not isinstance(d["category"], str) or d["category"] not in CATEGORIES:
             raise ProposalError(f"category {d['category']!r} is not one of {', '.join(CATEGORIES)}")
         try:
             gain = float(d.get("expected_gain_pct", 0.0))
             conf = min(max(float(d.get("confidence", 0.5)), 0.0), 1.0)
             effort = min(max(float(d.get("effort", 1.0)), 1.0), 5.0)
+            repeats = int(d.get("repeats") or 0)
         except (TypeError, ValueError) as e:
-            raise ProposalError(f"expected_gain_pct, confidence and effort must be numbers: {e}") from None
+            raise ProposalError(f"expected_gain_pct, confidence, effort and repeats must be numbers: {e}") from None
+        if not all(math.isfinite(v) for v in (gain, conf, effort)):
+            raise ProposalError("expected_gain_pct, confidence and effort must be finite numbers (not NaN or infinity)")
         return cls(str(d["statement"]), str(d["mechanism"]), str(d["predicted_signal"]), str(d["falsification"]),
                    change, d["category"], gain, conf, effort, str(d.get("proposer") or ""),
                    str(d.get("hypothesis_page") or ""), dict(d.get("usage") or {}), str(d.get("notes") or ""),
-                   int(d.get("repeats") or 0), str(d.get("repair_of") or ""),
+                   repeats, str(d.get("repair_of") or ""),
                    [str(x) for x in d.get("combines") or [] if isinstance(x, str)])
 
 

@@ -175,6 +175,21 @@ def save(paths: LoopPaths, state: LoopState) -> None:
     atomic_write(paths.state, json.dumps(state.to_dict(), indent=1, sort_keys=True, default=str) + "\n")
 
 
+def start_over(paths: LoopPaths) -> None:
+    """``--fresh``: the old run's state and any stop asked of it go; its iteration folders (prompts, responses,
+    errors) go to one side, so that iteration 1 of the new run holds only what the new run wrote."""
+    paths.state.unlink(missing_ok=True)
+    paths.stop_request.unlink(missing_ok=True)
+    old = paths.folder / "iterations"
+    if old.is_dir():
+        stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+        aside, n = paths.folder / f"iterations-before-{stamp}", 1
+        while aside.exists():  # two fresh starts within a second
+            n += 1
+            aside = paths.folder / f"iterations-before-{stamp}~{n}"
+        old.rename(aside)
+
+
 @contextlib.contextmanager
 def driving(paths: LoopPaths) -> Iterator[None]:
     """Only one process drives a loop at a time (a kill -9 releases the lock with the process)."""

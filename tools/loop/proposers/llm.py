@@ -15,6 +15,7 @@ from typing import Any
 
 from ... import llm
 from ...errors import ToolsError
+from .. import admission
 from ..priors import Attempt, Priors
 from ..prompt import (TOOL_DESCRIPTION, TOOL_NAME, duplicate_feedback, render, repair_feedback, tool_input_to_dict,
                       tool_schema)
@@ -112,7 +113,7 @@ class LLMProposer(Proposer):
             raise ProposalError(f"the `{TOOL_NAME}` arguments are not a JSON object: {reply.call.raw_arguments[:200]}")
         d = {k: v for k, v in tool_input_to_dict(reply.call.input).items() if k not in MODEL_SET}
         proposal = Proposal.from_dict(d)
-        _check_against_spec(proposal, spec)
+        admission.check_fits(proposal, spec)
         proposal.proposer = self.name
         return proposal
 
@@ -168,17 +169,3 @@ class LLMProposer(Proposer):
                            "cost_usd": round(self.cost(reply.usage), 6),
                            "tool_input": reply.call.input if reply.call else None, "text": reply.text,
                            "response": reply.response}, indent=2, default=str) + "\n"
-
-
-def _check_against_spec(p: Proposal, spec: LoopSpec) -> None:
-    """What the schema alone cannot enforce: declared knobs and values, a code surface for patches."""
-    for name, value in p.change.knobs.items():
-        knob = spec.knobs.get(name)
-        if knob is None:
-            raise ProposalError(f"unknown knob {name!r} (declared: {', '.join(spec.knobs) or 'none'})")
-        if value not in knob.values:
-            raise ProposalError(f"knob {name!r}: {value!r} is not a declared value ({knob.values!r})")
-    if p.change.kind == "patch" and not spec.code:
-        raise ProposalError("this loop has no code surface (`code:` in the loop file): use knobs or env")
-    if any(not k.strip() for k in p.change.env):
-        raise ProposalError("change.env has an empty variable name")
