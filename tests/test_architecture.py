@@ -15,7 +15,7 @@ DOC = TOOLS.parent / "docs" / "architecture.md"
 FLOORS = [
     ["errors", "safeio", "redact", "mdtext", "mdrisk", "downlevel", "pysource", "pages", "project", "gitinfo",
      "gitindex", "gitrun", "writer", "mdscan", "wikiscan", "mdsections", "wikiindex", "concepts", "treewalk", "plugins",
-     "htmlpage"],
+     "htmlpage", "jsonvalues"],
     ["kernels", "llm", "search", "runners"],
     ["sources", "query", "lint", "profiling"],
     ["ingest"],

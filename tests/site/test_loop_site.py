@@ -153,17 +153,21 @@ def test_staircase_data_orders_runs_and_moves_the_frontier_only_on_a_real_gain()
 
     loop = sp("loops/x.md", {"title": "Loop: x", "type": "loop", "model": "m", "lane": "l"},
               "[linked](../experiments/m/l/2026-01-01-v001-r.md)\n")
-    runs = [run(3, 120.0, True, loop="x", iteration=2), run(1, 100.0, True, role="baseline"),  # linked, no keys
-            run(2, 90.0, True, loop="x", iteration=1),   # "kept" by the ledger but slower than the trunk
+    runs = [run(3, 120.0, True, loop="x", iteration=2, gain_pct=10.0),
+            run(1, 100.0, True, role="baseline"),  # linked, no keys
+            # kept: +5 % judged in pairs against the trunk, though its raw tokens/s (its pairs' protocol) is below
+            # the baseline's (measured alone); the plot said the loop had not kept it
+            run(2, 90.0, True, loop="x", iteration=1, gain_pct=5.0),
             run(4, 130.0, True, loop="other"), run(5, 1.0, False, loop="x", status="in_progress")]
     mine = loops.loop_runs(loop, runs)
     assert [loops._version(p) for p in mine] == [1, 2, 3]  # lane order; other loops and unfiled runs left out
     d = loops.staircase_data(loop, mine, lambda p: p.rel)
-    assert [(p["iteration"], p["verdict"], p["kept"]) for p in d["points"]] == \
-        [(0, "baseline", True), (1, "supported", False), (2, "supported", True)]
-    assert [(f["iteration"], f["tps"]) for f in d["frontier"]] == [(0, 100.0), (2, 120.0)]
+    assert [(p["iteration"], p["verdict"], p["kept"], p["tps"]) for p in d["points"]] == \
+        [(0, "baseline", True, 100.0), (1, "supported", True, 90.0), (2, "supported", True, 120.0)]
+    assert [(f["iteration"], f["tps"], f["measured"]) for f in d["frontier"]] == [
+        (0, 100.0, 100.0), (1, 105.0, 90.0), (2, 115.5, 120.0)]
     h = loops.staircase_html(dict(d, loop="</script><b>"), "p.js")
-    assert "</script><b>" not in h and "<\\/script><b>" in h and "&lt;/script&gt;&lt;b&gt;" in h
+    assert "</script><b>" not in h and "\\u003c/script\\u003e\\u003cb\\u003e" in h and "&lt;/script&gt;&lt;b&gt;" in h
 
 
 def test_no_loops_gives_a_placeholder_and_a_bad_name_a_warning(tmp_path):

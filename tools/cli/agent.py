@@ -8,7 +8,6 @@ that parses as JSON is taken as JSON: ``limit=5``, ``where={"backend":"tpu"}``) 
 from __future__ import annotations
 
 import json
-import math
 import sys
 from importlib import resources
 
@@ -73,19 +72,10 @@ def op_command(group: str, name: str, help_text: str, args: list[str] = ()) -> c
         known = load().get(op_name)
         fields = text_fields(known.input) if known is not None else frozenset()
         result = call(project, op_name, parse_pairs(pairs, args_json, fields))
+        from ..jsonvalues import finite
+
         click.echo(json.dumps(finite(result), indent=None if as_json else 2, ensure_ascii=False, default=str))
     return command
-
-
-def finite(value):
-    """``value`` with NaN and infinities as null, as the MCP face answers them (``NaN`` is not JSON: `| jq` fails)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
 
 
 def attach(cli: click.Group) -> None:

@@ -8,7 +8,6 @@ click opens the experiment page through ``window.top.location``.
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,11 +33,10 @@ def explorer_html(model: str, records: list[dict], references: list[dict], plotl
     recs = [r for r in records if r.get("model") == model and r.get("status") == "filed"]
     data = finite({"model": model, "points": [_point(r, page_url) for r in recs],
                    "references": [dict(x) for x in references]})  # a NaN would make the whole blob unreadable
-    blob = json.dumps(data, sort_keys=True, default=str).replace("</", "<\\/")
     lanes = sorted({p["lane"] for p in data["points"]})
     lane_boxes = "".join(f'<label><input type="checkbox" class="lane" value="{html.escape(ln)}" checked> '
                          f'{html.escape(ln)}</label> ' for ln in lanes)
-    return plotly_page("explorer", f"{model}: experiments", plotly_src, blob, lanes=lane_boxes)
+    return plotly_page("explorer", f"{model}: experiments", plotly_src, data, lanes=lane_boxes)
 
 
 def load_references(wiki_dir: Path | str, model: str) -> list[dict]:

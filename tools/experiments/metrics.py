@@ -12,6 +12,7 @@ import json
 import math
 import statistics
 
+from ..jsonvalues import finite
 from . import devices
 
 BASES = ("causal", "noncausal")
@@ -98,16 +99,6 @@ def _short(v) -> str:
     s = json.dumps(v) if not isinstance(v, float) else repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
 
-
-def finite(obj):
-    """``obj`` with every non-finite float replaced by None (frontmatter and the explorer never see NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def _flops(result: dict) -> dict[str, float]:

@@ -11,6 +11,7 @@ import hashlib
 import html
 import posixpath
 
+from .. import mdtext
 from ..wikiscan import slug
 from .links import page_url, rel_url
 from .pages_view import SitePage
@@ -77,8 +78,9 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
     _, explorer_html, load_references = api
     from ..experiments.compare_view import compare_html
     lines += ["| Model | Experiments |", "|---|---|"]
+    model_slugs: set[str] = set()
     for name, mpages in sorted(models.items()):
-        s = slug(name) or "model"
+        s = _folder(name, "model", model_slugs)  # `llama_7b` and `llama-7b` are two models: two folders
         mine = [r for r in records if str(r.get("model")) == name]
         md_src, html_src = f"explore/experiments/{s}/index.md", f"explore/experiments/{s}/explorer.html"
         html_url = page_url(html_src, directory_urls)
@@ -90,14 +92,13 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
 
         out[html_src] = explorer_html(name, mine, refs, rel_url(html_url, PLOTLY_ASSET), url)
         frame = "explorer.html"  # same folder: reads the same from the page URL and from the source file
-        title = html.escape(name)
-        model_links = ", ".join(f"[{html.escape(p.title)}](../../../wiki/{p.rel})" for p in mpages)
+        # names are other people's text: escaped as markdown where markdown reads them, as an attribute in HTML
+        title, title_attr = mdtext.escape(name), mdtext.attr(name)
+        model_links = ", ".join(mdtext.link(mdtext.escape(p.title), mdtext.file_target(f"../../../wiki/{p.rel}"))
+                                for p in mpages)
         runs_links, taken = [], set()
         for lane in sorted({str(r.get("lane")) for r in mine if r.get("status") == "filed"}):
-            ls = slug(lane) or "lane"
-            if ls in taken:  # `v5e_8` and `v5e-8` are two lanes: two folders
-                ls += "-" + hashlib.sha1(lane.encode()).hexdigest()[:6]
-            taken.add(ls)
+            ls = _folder(lane, "lane", taken)  # `v5e_8` and `v5e-8` are two lanes: two folders
             # a folder of its own: index.md and the page beside it, so the frame's relative src holds whether
             # the site serves runs-<lane>/ (directory URLs) or runs-<lane>/index.html
             runs_html = f"explore/experiments/{s}/runs-{ls}/runs.html"
@@ -108,19 +109,19 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
 
             out[runs_html] = compare_html(name, lane, mine, rel_url(runs_url, PLOTLY_ASSET), run_url)
             out[f"explore/experiments/{s}/runs-{ls}/index.md"] = "\n".join([
-                "---", f"title: {json_str(f'Runs: {name}/{lane}')}", "---", "", f"# Runs: {title}/{html.escape(lane)}",
+                "---", f"title: {json_str(f'Runs: {name}/{lane}')}", "---", "", f"# Runs: {title}/{mdtext.escape(lane)}",
                 "", "Pin a baseline, sort and filter, tick 2–5 runs to compare them (only the keys that differ), "
                 "download the table as CSV or JSON.", "",
-                f'<iframe class="arw-frame" src="runs.html" title="{title} {html.escape(lane)} runs" '
+                f'<iframe class="arw-frame" src="runs.html" title="{title_attr} {mdtext.attr(lane)} runs" '
                 'loading="lazy" style="width:100%;height:1400px;border:0"></iframe>', ""])
-            runs_links.append(f"[{html.escape(lane)}](runs-{ls}/index.md)")
+            runs_links.append(mdtext.link(mdtext.escape(lane), f"runs-{ls}/index.md"))
         out[md_src] = "\n".join([
             "---", f"title: {json_str('Explorer: ' + name)}", "---", "", f"# Explorer: {title}", "",
             f"{len(mine)} experiments. Model pages: {model_links}. "
             f"Runs tables and comparisons per lane: {', '.join(runs_links) or '—'}.", "",
-            f'<iframe class="arw-frame" src="{html.escape(frame)}" title="{title} explorer" '
+            f'<iframe class="arw-frame" src="{html.escape(frame)}" title="{title_attr} explorer" '
             'loading="lazy" style="width:100%;height:640px;border:0"></iframe>', ""])
-        lines.append(f"| [{title}]({s}/index.md) | {len(mine)} |")
+        lines.append(f"| {mdtext.link(title, f'{s}/index.md')} | {len(mine)} |")
     out["explore/experiments/index.md"] = "\n".join(lines + [""])
     if len(models) > 6:  # the sidebar lists the explorers only while they are few
         out["explore/experiments/.nav.yml"] = "nav:\n  - index.md\n"
@@ -133,3 +134,13 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
 def json_str(s: str) -> str:
     import json
     return json.dumps(s)
+
+
+def _folder(name: str, fallback: str, taken: set[str]) -> str:
+    """A folder name for ``name`` that no other name of ``taken`` has: its slug, with a short hash of the name when
+    two names slug alike (or to nothing, as a name of only non-Latin letters does)."""
+    s = slug(name)
+    if not s or s in taken:
+        s = f"{s or fallback}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+    taken.add(s)
+    return s

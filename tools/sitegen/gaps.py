@@ -5,10 +5,10 @@ chart.html and chart.json; explore/gaps/index.md lists them."""
 
 from __future__ import annotations
 
-import html
 import json
 import posixpath
 
+from .. import mdtext
 from ..htmlpage import plotly_page
 from .explorers import PLOTLY_ASSET, json_str
 from .links import page_url, rel_url
@@ -50,17 +50,18 @@ def gap_files(pages: list[SitePage], directory_urls: bool = True) -> dict[str, s
         html_url = page_url(base + "chart.html", directory_urls)
         out[base + "chart.json"] = json.dumps(data, sort_keys=True, indent=1)
         out[base + "chart.html"] = plotly_page("gapbars", f"{name}: time per token by category",
-                                               rel_url(html_url, PLOTLY_ASSET),
-                                               json.dumps(data, sort_keys=True).replace("</", "<\\/"))
-        title = html.escape(name)
+                                               rel_url(html_url, PLOTLY_ASSET), data)
+        title = mdtext.escape(name)  # frontmatter and file names are other people's text
         out[base + "index.md"] = "\n".join([
             "---", f"title: {json_str('Gap: ' + name)}", "---", "", f"# {title}", "",
-            f"The analysis page: [{title}](../../../wiki/{p.rel}). Data: [chart.json](chart.json).", "",
-            f'<iframe class="arw-frame arw-gap-frame" src="chart.html" title="{title} time per token" '
+            f"The analysis page: {mdtext.link(title, mdtext.file_target(f'../../../wiki/{p.rel}'))}. "
+            "Data: [chart.json](chart.json).", "",
+            f'<iframe class="arw-frame arw-gap-frame" src="chart.html" title="{mdtext.attr(name)} time per token" '
             'loading="lazy" style="width:100%;height:520px;border:0"></iframe>', ""])
         gap = "—" if data["gap_pct"] is None else f"{data['gap_pct']:+.1f} %"
-        lines.append(f"| [{title}]({name}/index.md) | `{html.escape(data['ours'])}` | `{html.escape(data['ref'])}` | "
-                     f"{gap} | {html.escape(str(data['items'] if data['items'] is not None else '—'))} |")
+        items = data["items"] if data["items"] is not None else "—"
+        lines.append(f"| {mdtext.link(title, mdtext.file_target(f'{name}/index.md'))} | {mdtext.code(data['ours'])} | "
+                     f"{mdtext.code(data['ref'])} | {gap} | {mdtext.escape(str(items))} |")
     out["explore/gaps/index.md"] = "\n".join(lines + [""])
     if len(good) > 6:
         out["explore/gaps/.nav.yml"] = "nav:\n  - index.md\n"

@@ -10,11 +10,11 @@ from its own URL, so the frame is right on direct loads, under instant navigatio
 
 from __future__ import annotations
 
-import html
 import json
 import posixpath
 import re
 
+from .. import mdtext
 from ..htmlpage import plotly_page
 from .explorers import PLOTLY_ASSET, json_str, plotly_js
 from .links import page_url, rel_url
@@ -59,7 +59,9 @@ def _num(v):
 
 def staircase_data(loop: SitePage, runs: list[SitePage], url) -> dict:
     """Points (one per run: iteration, tokens/s, verdict, kept, gain, band, category, change, link) and the
-    frontier: the runs that moved the trunk (kept, and faster than the trunk they beat, as the loop decides).
+    frontier: the runs that moved the trunk, as the loop decided (its ledger's ``keep``). A move's height is the
+    trunk's tokens/s times the gain the loop judged it by (in interleaved rounds against that trunk): runs measured
+    alone and in pairs are not comparable by their raw tokens/s, which stay on the points (``measured``).
     A run without an ``iteration`` key takes the one before it (the baseline: 0); with none at all, its position.
     ``url(page)`` gives a run's link from the plot page."""
     numbered = any(_iteration(p) is not None for p in runs)
@@ -75,19 +77,22 @@ def staircase_data(loop: SitePage, runs: list[SitePage], url) -> dict:
               "verdict": verdict, "kept": kept and verdict != "crash", "gain": _num(meta.get("gain_pct")),
               "band": _num(meta.get("noise_band_pct")), "category": str(meta.get("category") or ""),
               "change": str(meta.get("description") or meta.get("hypothesis") or ""), "url": url(p)}
-        if pt["kept"] and pt["tps"] is not None and frontier and pt["tps"] <= frontier[-1]["tps"]:
-            pt["kept"] = False  # the loop keeps a change only when it beats the trunk
         points.append(pt)
-        if pt["kept"] and pt["tps"] is not None:
-            frontier.append({"iteration": pt["iteration"], "tps": pt["tps"], "exp_id": pt["exp_id"]})
+        if not pt["kept"]:
+            continue
+        height = pt["tps"]
+        if frontier and pt["gain"] is not None:  # the judged gain over the trunk it was measured against
+            height = round(frontier[-1]["tps"] * (1 + pt["gain"] / 100), 1)
+        if height is not None:
+            frontier.append({"iteration": pt["iteration"], "tps": height, "measured": pt["tps"],
+                             "exp_id": pt["exp_id"]})
     m = loop.meta
     return {"loop": loop_name(loop), "model": m.get("model"), "lane": m.get("lane"), "variant": m.get("variant"),
             "status": m.get("status"), "best": m.get("best"), "points": points, "frontier": frontier}
 
 
 def staircase_html(data: dict, plotly_src: str) -> str:
-    blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
-    return plotly_page("staircase", f"{data['loop']}: frontier staircase", plotly_src, blob)
+    return plotly_page("staircase", f"{data['loop']}: frontier staircase", plotly_src, data)
 
 
 def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: list[str] | None = None) -> dict[str, str]:
@@ -120,15 +125,16 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
         out[base + "staircase.json"] = json.dumps(data, sort_keys=True, indent=1)
         out[base + "staircase.html"] = staircase_html(data, rel_url(html_url, PLOTLY_ASSET))
         best = max((f["tps"] for f in data["frontier"]), default=None)
-        title = html.escape(name)
+        title = mdtext.escape(name)  # frontmatter is other people's text: markdown-escaped where markdown reads it
         out[base + "index.md"] = "\n".join([
             "---", f"title: {json_str('Loop: ' + name)}", "---", "", f"# Loop: {title}", "",
             f"{len(data['points'])} runs, {max(len(data['frontier']) - 1, 0)} frontier moves. "
-            f"Loop page: [{title}](../../../wiki/{lp.rel}). Data: [staircase.json](staircase.json).", "",
-            f'<iframe class="arw-frame arw-loop-frame" src="staircase.html" title="{title} frontier staircase" '
-            'loading="lazy" style="width:100%;height:520px;border:0"></iframe>', ""])
-        lines.append(f"| [{title}]({name}/index.md) | {html.escape(str(lp.meta.get('model') or '—'))} | "
-                     f"{html.escape(str(lp.meta.get('lane') or '—'))} | {html.escape(str(lp.meta.get('status') or '—'))} | "
+            f"Loop page: {mdtext.link(title, mdtext.file_target(f'../../../wiki/{lp.rel}'))}. "
+            "Data: [staircase.json](staircase.json).", "",
+            f'<iframe class="arw-frame arw-loop-frame" src="staircase.html" title="{mdtext.attr(name)} frontier '
+            'staircase" loading="lazy" style="width:100%;height:520px;border:0"></iframe>', ""])
+        cells = [mdtext.escape(str(lp.meta.get(k) or "—")) for k in ("model", "lane", "status")]
+        lines.append(f"| {mdtext.link(title, mdtext.file_target(f'{name}/index.md'))} | {' | '.join(cells)} | "
                      f"{len(data['points'])} | {'—' if best is None else f'{best:,.1f}'} |")
     out["explore/loops/index.md"] = "\n".join(lines + [""])
     if len(good) > 6:  # the sidebar lists the loops only while they are few
@@ -137,6 +143,5 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
     if js:
         out[PLOTLY_ASSET] = js
     return out
-
 
 
