@@ -22,4 +22,7 @@ def load(table: dict[str, str], name: str, what: str, options: dict[str, Any] | 
         inspect.signature(impl).bind(**(options or {}))
     except TypeError as e:
         raise error(f"{what} {name!r}: options {options or {}} not taken ({e})") from None
-    return impl(**(options or {}))
+    try:
+        return impl(**(options or {}))
+    except (TypeError, ValueError, AttributeError) as e:  # `hang_s: 5m`, `env: [A=1]`: an option of the wrong type
+        raise error(f"{what} {name!r}: an option is not of the type it takes ({type(e).__name__}: {e})") from None

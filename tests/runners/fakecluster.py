@@ -121,6 +121,10 @@ def xpk(args: list[str]) -> int:
         print("[XPK] Exiting XPK cleanly")
         return 1
     name = args[args.index("--workload") + 1]
+    manifest = next((a.split("=", 1)[1] for a in args if a.startswith("--output-manifest-file=")), "")
+    if "--dry-run" in args and manifest:
+        Path(manifest).write_text(f"kind: JobSet\nmetadata: {{name: {name}}}\n")
+        return 0
     launch(name, ["bash", "-c", args[args.index("--command") + 1]])
     print(f"[XPK] Follow your workload here: https://console.cloud.google.com/kubernetes/service/{name}")
     return 0

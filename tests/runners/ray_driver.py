@@ -61,7 +61,7 @@ def wait_for(ready, what: str, limit: float = 120.0) -> None:
 
 
 def procs_json(procs) -> list[dict]:
-    return [{"name": p.log.stem, "rc": p.rc, "timed_out": p.timed_out, "stopped_by": p.stopped_by,
+    return [{"name": p.log.stem, "rc": p.rc, "timed_out": p.timed_out, "hung_s": p.hung_s, "stopped_by": p.stopped_by,
              "step_ms": (result_of(p) or {}).get("config", {}).get("step_ms"), "tail": p.tail[-600:]} for p in procs]
 
 

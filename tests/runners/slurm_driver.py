@@ -97,7 +97,7 @@ def main(result_path: str, work: str, short: str) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.2)
-    out["hung"] = {"timed_out": hung.timed_out, "tail": hung.tail[-400:], "pids": pids,
+    out["hung"] = {"hung_s": hung.hung_s, "tail": hung.tail[-400:], "pids": pids,
                    "alive_after": [p for p in pids if alive(p)]}
     out["total_s"] = round(time.monotonic() - t0, 1)
     Path(result_path).write_text(json.dumps(out, indent=1))

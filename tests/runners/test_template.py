@@ -18,7 +18,8 @@ from _runner_helpers import calls, fake_arm, in_private_namespace, pair
 
 import tools.runners
 from tools.errors import ToolsError
-from tools.experiments.arms import result_of
+from tools.experiments import crash_facts
+from tools.experiments.arms import crash_reason, result_of
 from tools.runners import Arm
 from tools.runners.template import TemplateRunner
 
@@ -70,19 +71,51 @@ def test_a_refused_submission_gives_every_arm_the_reason(fake_state, tmp_path, m
 
 
 def test_no_log_progress_cancels_the_job(fake_state, tmp_path):
+    """A hung job was filed "timed out after 1800 s" (the arm's timeout), with a timeout's advice; and a loop
+    file's `hang_s` (the arm's) was ignored for the runner's own."""
     raw = tmp_path / "raw"
-    (hung,) = TemplateRunner(hang_s=1, **FAST).run_round([fake_arm(raw, "run-1", "--hang")])
-    assert hung.timed_out and hung.rc is None
+    (hung,) = TemplateRunner(hang_s=600, **FAST).run_round([fake_arm(raw, "run-1", "--hang", hang_s=1)])
+    assert hung.hung_s == 1 and not hung.timed_out and hung.rc is None
+    assert crash_reason(hung, 60).startswith("hung: no output for 1 s")
     assert "made no log progress for 1 s: cancelled" in hung.tail
     assert "scancel 1000" in calls(fake_state)
     _assert_gone(_pids(raw / "run-1.log"))
 
 
 def test_a_job_that_never_starts_is_cancelled_after_pending_s(fake_state, tmp_path, monkeypatch):
+    """A job the queue never started was filed as the configuration's timeout."""
     monkeypatch.setenv("FAKE_PENDING", "1")
     procs = TemplateRunner(pending_s=0.5, **FAST).run_round(pair(tmp_path / "raw"))
-    assert procs[0].timed_out and "did not start within 0.5 s (PENDING)" in procs[0].tail
+    assert not procs[0].timed_out and "did not start within 0.5 s (PENDING)" in procs[0].tail
+    reason = crash_reason(procs[0], 60)
+    assert reason.startswith("not run: ") and "did not start" in reason
+    assert crash_facts.kind_of(reason, "", "", "") == "not_run"
     assert "never ran" in procs[1].tail and "scancel 1000" in calls(fake_state)
+
+
+def test_a_log_that_is_not_utf8_is_read_not_lost(fake_state, tmp_path):
+    """One byte that is not UTF-8 in a job's output made the round a crash, its output gone: `cat` of the log
+    (the default `logs` template) could not be decoded."""
+    raw = tmp_path / "raw"
+    arm = fake_arm(raw, "run-1")
+    arm.command = ["sh", "-c", 'printf "caf\\351\\n"; exec "$0" "$@"', *arm.command]
+    (p,) = TemplateRunner(**FAST).run_round([arm])
+    assert p.rc == 0 and result_of(p) is not None, p.tail
+    assert "caf\ufffd" in (raw / "run-1.log").read_text()
+
+
+def test_what_an_arm_leaves_running_is_stopped_before_the_next_arm(fake_state, tmp_path):
+    """A baseline arm's `helper &` went on running through the variant's timed arm, and printed into its log."""
+    raw = tmp_path / "raw"
+    base = fake_arm(raw, "baseline-1")
+    pid_file = tmp_path / "helper.pid"
+    base.command = ["sh", "-c", f'(while :; do echo leftover-helper; sleep 0.1; done) & echo $! > {pid_file}; '
+                                'exec "$0" "$@"', *base.command]
+    first, second = TemplateRunner(**FAST).run_round([base, fake_arm(raw, "run-1", "--step-ms", "300")])
+    assert first.rc == 0 and second.rc == 0 and result_of(second) is not None
+    assert "leftover-helper" not in (raw / "run-1.log").read_text()
+    assert "stopped the processes the arm left running" in (raw / "baseline-1.log").read_text()
+    _assert_gone([int(pid_file.read_text())])
 
 
 DRIVER = """
@@ -122,6 +155,15 @@ def test_bad_options_are_clear_errors(fake_state, tmp_path):
         tools.runners.get("template", {"polls": 1})
     with pytest.raises(ToolsError, match="`submit` template 'sbatch {nope}': bad placeholder 'nope'"):
         TemplateRunner(submit="sbatch {nope}")
+    # a string where a list goes was taken one character at a time ("#", "S", "B", ... ran as commands)
+    with pytest.raises(ToolsError, match="`header` must be a list of strings"):
+        tools.runners.get("template", {"header": "#SBATCH --partition=tpu"})
+    with pytest.raises(ToolsError, match="`forward_env` must be a list of strings"):
+        tools.runners.get("template", {"forward_env": "XLA_FLAGS"})
+    with pytest.raises(ToolsError, match="are seconds"):
+        tools.runners.get("template", {"hang_s": "5m"})
+    with pytest.raises(ToolsError, match="`env` must be a mapping"):
+        tools.runners.get("template", {"env": ["A=1"]})
 
 
 SLURM = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
@@ -149,7 +191,7 @@ def test_real_one_node_slurm_runs_the_round_and_scancel_stops_a_hung_one(tmp_pat
     assert [(p["rc"], p["step_ms"]) for p in res["round"]] == [(0, 20.0), (0, 10.0)], res["round"]
     (note,) = res["notes"]
     assert note["state"] == "completed" and note["job"].isdigit()
-    assert res["hung"]["timed_out"] and "made no log progress for 2 s" in res["hung"]["tail"]
+    assert res["hung"]["hung_s"] == 2 and "made no log progress for 2 s" in res["hung"]["tail"]
     assert len(res["hung"]["pids"]) == 2 and res["hung"]["alive_after"] == []
 
 

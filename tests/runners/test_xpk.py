@@ -142,7 +142,7 @@ def test_a_pod_killed_mid_round_is_a_crash_naming_the_pod(fake_state, tmp_path, 
 def test_a_hung_workload_is_deleted(fake_state, tmp_path):
     raw = tmp_path / "raw"
     (hung,) = stub_runner(tmp_path, hang_s=1).run_round([fake_arm(raw, "run-1", "--hang")])
-    assert hung.timed_out and "made no log progress for 1 s: cancelled (kubectl delete jobset" in hung.tail
+    assert hung.hung_s == 1 and "made no log progress for 1 s: cancelled (kubectl delete jobset" in hung.tail
     assert any(c.startswith("kubectl delete jobset ar-") for c in calls(fake_state))
 
 
@@ -180,6 +180,25 @@ def test_options_are_checked():
         XpkRunner(**dict(OPTS, workload_prefix="Bad_Prefix"))
     with pytest.raises(ToolsError, match="no `bucket`"):
         XpkRunner(**dict(OPTS, bucket="")).plan([profile_arm(Path("raw"))], "ar-x")
+    # checked when made, not after the timed arms of the profiled round (a bare KeyError then)
+    with pytest.raises(ToolsError, match="`upload` template .*bad placeholder 'HOSTNAME'"):
+        XpkRunner(**dict(OPTS, upload="gsutil -m cp -r {src} {dst} && echo ${HOSTNAME}"))
+    with pytest.raises(ToolsError, match="`xpk_args` must be a list of strings"):
+        XpkRunner(**dict(OPTS, xpk_args="--spot"))
+
+
+def test_a_rotated_job_log_keeps_what_was_read_and_joins_the_rest():
+    """Once kubelet rotated the container log, `kubectl logs` gave only its tail: the text read so far was
+    replaced by it, the variant's output landed in the baseline's log, and the job log lost its start."""
+    from tools.runners.remote import joined
+
+    full = "".join(f"line {i}\n" for i in range(1000))
+    read = full[:6000]
+    assert joined(read, full) == full                      # the usual case: the log grew
+    assert joined(read, full[4000:]) == full               # rotated: the new file starts inside what was read
+    assert joined(read, full[:5000]) == read               # a shorter read of the same log: nothing lost
+    later = joined(read, full[7000:])                      # rotated past what was read: the gap is said
+    assert later.startswith(read) and later.endswith(full[7000:]) and "log was rotated" in later
 
 
 def test_jobset_and_pod_states():
@@ -196,3 +215,21 @@ def test_jobset_and_pod_states():
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}]}}]})
     assert unsched.phase == "pending" and "Unschedulable: 0/3 nodes" in unsched.detail
     assert pods_state({"items": []}).detail == "no pods yet"
+
+
+def test_exp_run_with_a_dry_run_runner_files_nothing(fake_state, tmp_path):
+    """A dry run (write the manifest, submit nothing) filed a crash experiment, a ledger row and a version each time."""
+    from tools import scaffold
+    from tools.experiments.runner import DryRun, RunSpec, run_experiment
+    from tools.project import Project
+
+    root = tmp_path / "kb"
+    scaffold.init(root, site_name="dry")
+    spec = RunSpec(command=fake_arm(tmp_path, "x").command, model="m", lane="l", variant="s/tpu", baseline=True,
+                   runner="xpk", runner_options=dict(OPTS, dry_run=True))
+    before = sorted(p.relative_to(root) for p in (root / "raw").rglob("*"))
+    with pytest.raises(DryRun, match="dry run: xpk wrote the manifest to .*tools-cache/dry-runs/.*yaml"):
+        run_experiment(Project(root), spec)
+    assert not list((root / "wiki").glob("experiments/**/*.md"))  # no page, no ledger, no version used
+    assert sorted(p.relative_to(root) for p in (root / "raw").rglob("*")) == before
+    assert not any(c.startswith("kubectl") for c in calls(fake_state))  # nothing was watched: nothing ran

@@ -110,7 +110,7 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
     import json
 
     from ..errors import InputError
-    from ..experiments.runner import RunSpec, run_experiment
+    from ..experiments.runner import DryRun, RunSpec, run_experiment
 
     project.require_wiki()
     env = {}
@@ -126,8 +126,12 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
     opts["pairs"] = bool(opts.get("pairs") or opts["pairs_rounds"])
     if opts["pairs_rounds"]:  # an interleaved comparison (where pairs cannot run: up to 2 process-level rounds)
         opts["max_repeats"] = max(opts.get("max_repeats") or 0, 2)
-    out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
-                                          env=env, **opts))
+    try:
+        out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
+                                              env=env, **opts))
+    except DryRun as e:  # the runner's dry run: what it would submit was written, nothing ran or was filed
+        click.echo(str(e))
+        return
     m = out.metrics
     if as_json:
         click.echo(json.dumps(out.summary(), sort_keys=True, default=str))

@@ -53,7 +53,7 @@ def _signal_name(n: int) -> str:
 
 def result_of(p: Proc) -> dict | None:
     """The arm's JSON result line from its log; None when it was cut off (timeout, stop) or printed none."""
-    if p.timed_out or p.stopped_by or p.hung_s:
+    if p.timed_out or p.stopped_by or p.hung_s or p.not_run:
         return None
     try:
         return metrics.parse_result(p.log.read_text(encoding="utf-8", errors="replace"))
@@ -65,6 +65,8 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
     """Why the arm has no result, or None when it ran cleanly and printed a valid JSON line."""
     if p.stopped_by:
         return f"stopped by {p.stopped_by}: the command's process group was killed"
+    if p.not_run:
+        return f"not run: {p.not_run}"
     if p.hung_s:
         return f"hung: no output for {p.hung_s:g} s; its stack was taken, then its process group was killed"
     if p.timed_out:

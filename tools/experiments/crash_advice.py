@@ -51,7 +51,7 @@ def what_to_try(crash: dict, config: dict, env: dict, concept=lambda slug: None)
 
     kind = crash.get("kind") or "other"
     out = {"oom": _oom, "nan": _nan, "compile": _compile, "shape": _shape, "timeout": _timeout, "hang": _hang,
-           "killed": _killed}.get(kind, _other)(crash, config, env, see)
+           "killed": _killed, "not_run": _not_run}.get(kind, _other)(crash, config, env, see)
     return [f"- {line}" for line in out]
 
 
@@ -157,6 +157,11 @@ def _hang(crash, config, env, see) -> list[str]:
 def _killed(crash, config, env, see) -> list[str]:
     return ["Killed by a signal, not an exception: SIGKILL with no Python error is often the host's out-of-memory "
             "killer (host RAM, not the device: `dmesg`), or a scheduler taking the machine back."]
+
+
+def _not_run(crash, config, env, see) -> list[str]:
+    return ["The command never ran: the job was not started or not submitted (the reason above). This says nothing "
+            "about the configuration: look at the cluster (quota, queue, node pool), then run it again."]
 
 
 def _other(crash, config, env, see) -> list[str]:

@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 
-KINDS = ("oom", "compile", "shape", "nan", "timeout", "hang", "killed", "other")
+KINDS = ("oom", "compile", "shape", "nan", "timeout", "hang", "killed", "not_run", "other")
 TRACEBACK = "Traceback (most recent call last):"
 PY_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s]+)\s*$')
 FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>[^\s]+)\s*$')
@@ -148,6 +148,8 @@ def classify(frames: list[Frame], run_dirs: tuple[str, ...] = ()) -> None:
 def kind_of(reason: str, text: str, exc_type: str, message: str, rc: int | None = None) -> str:
     """The failure's kind, from the runner's reason first (it knows a timeout, a hang, a signal), then the log."""
     r = reason.lower()
+    if r.startswith("not run:"):
+        return "not_run"
     if r.startswith("hung") or "no output for" in r:
         return "hang"
     if r.startswith("timed out"):
@@ -198,14 +200,14 @@ def analyze(log_text: str, reason: str, rc: int | None = None, run_dirs: tuple[s
     errors = [ln.strip()[:300] for ln in log_text.splitlines()[-400:] if XLA_LINE.search(ln)][-8:]
     kind = kind_of(reason, log_text, exc_type, msg, rc)
     message = f"{exc_type}: {msg}" if exc_type else (errors[-1] if errors else reason)
-    if kind in ("timeout", "hang", "nan") and not exc_type:
+    if kind in ("timeout", "hang", "nan", "not_run") and not exc_type:
         message = reason
     facts = CrashFacts(kind, message[:500], exc_type, frames, errors)
     if kind == "oom":
         facts.oom = oom_figures(log_text[-200000:])
     if kind == "nan" and losses:
         facts.nan_step = next((i for i, x in enumerate(losses) if not _finite(x)), None)
-    facts.signature = signature(kind, message if kind not in ("timeout", "hang", "nan") else kind, frames)
+    facts.signature = signature(kind, message if kind not in ("timeout", "hang", "nan", "not_run") else kind, frames)
     return facts
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import runners
-from ..errors import InputError
+from ..errors import InputError, ToolsError
 from ..project import Project
 from ..runners.process import Stop, deferred_signals, stop_on_signals
 from ..writer import Writer, atomic_write
@@ -166,9 +166,16 @@ def _compared(spec: RunSpec, prior: list[dict]) -> dict | None:
     return base
 
 
+class DryRun(ToolsError):
+    """A runner set to ``dry_run`` wrote what it would submit: nothing ran, nothing was filed (the message says
+    where to look)."""
+
+
 def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None) -> Outcome:
     _check_spec(spec)
     backend = runners.get(spec.runner, spec.runner_options)  # an unknown runner fails before anything is filed
+    if getattr(backend, "dry_run", False):  # no version, no page: a crash filed for a run never meant to run
+        raise DryRun(_dry_run(project, spec, backend))
     w = writer or Writer(project.wiki)
     lane = filing.Lane(project, spec.model, spec.lane)
     lo, hi = repeat_range(spec)
@@ -252,6 +259,17 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
         raise failure or runs.error
     return Outcome(rec["exp_id"], page, d.verdict, d.status, rec["metrics"], raw_dir, d.reasons, runs.stopped_by,
                    dict(rec, page=page), rec.get("hlo_fingerprint"))
+
+
+def _dry_run(project: Project, spec: RunSpec, backend) -> str:
+    """One arm of the variant's command through the backend's dry run, its files under .tools-cache/dry-runs/."""
+    import time
+
+    folder = project.safe_cache() / "dry-runs" / time.strftime("%Y%m%dT%H%M%S")
+    arm = runners.Arm("run-1", list(spec.command), folder / "run-1.log", env=merged_env(spec.env), cwd=spec.cwd,
+                      timeout=spec.timeout)
+    (proc,) = backend.run_round([arm])
+    return proc.not_run or proc.tail
 
 
 def _slug(spec: RunSpec) -> str:

@@ -46,6 +46,7 @@ class Proc:
     clock: list[tuple[float, int, float]] = field(default_factory=list)  # the runner's own clock per chunk of
     # output: (seconds since the start when it was read, bytes of the log by then, seconds when that read began: what
     # the next chunk holds was printed after it); ``experiments.clocks`` times step lines by it
+    not_run: str | None = None     # a remote job that never ran the command (not started, not submitted): why
 
 
 def _in_main_thread() -> bool:
@@ -214,7 +215,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"\n[tools exp run] killed {left} process(es) the command left running in other sessions\n"
                     .encode())
     wall = time.perf_counter() - t0
-    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by, hung, clock)
+    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by, hung, clock=clock)
 
 
 def log_end(log: Path, size: int = TAIL_SCAN_BYTES) -> str:

@@ -45,7 +45,7 @@ class Artefact:
 
 @dataclass
 class Outcome:
-    kind: str         # completed | crashed | hung | stopped | submit_failed | dry_run
+    kind: str         # completed | crashed | hung | timeout | not_started | stopped | submit_failed | dry_run
     reason: str = ""
     stopped_by: str | None = None
 
@@ -57,11 +57,29 @@ class SubmitError(ToolsError):
 def call(cmd: list[str], timeout: float = 120.0, stdin: str | None = None) -> subprocess.CompletedProcess:
     """Run an external command (xpk, kubectl, gsutil, sbatch...), output captured; a missing one is a ToolsError."""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin, check=False)
+        # a job's log is other people's bytes: one that is not UTF-8 is shown replaced, never a lost round
+        return subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="replace",
+                              timeout=timeout, input=stdin, check=False)
     except FileNotFoundError:
         raise ToolsError(f"{cmd[0]!r} not found: install it or give its path in the runner options") from None
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(cmd, 124, "", f"{cmd[0]} did not answer within {timeout:g} s")
+
+
+def strings(runner: str, key: str, value) -> list[str]:
+    """A list option as strings; a lone string is refused (it would be taken one character at a time)."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ToolsError(f"runner {runner}: `{key}` must be a list of strings, not {type(value).__name__} {value!r}")
+    return [str(x) for x in value]
+
+
+def mapping(runner: str, key: str, value) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ToolsError(f"runner {runner}: `{key}` must be a mapping (name: value), not {type(value).__name__} "
+                         f"{value!r}")
+    return value
 
 
 def last_lines(text: str, n: int = TAIL_LINES) -> str:
@@ -84,10 +102,14 @@ class RemoteRunner:
                             for k in inspect.signature(c.__init__).parameters} - {"self", "common", "unknown"})
             raise ToolsError(f"runner {self.name}: unknown option(s) {', '.join(sorted(unknown))} "
                              f"(options: {', '.join(known)})")
-        self.poll_s, self.hang_s, self.pending_s, self.grace_s = (float(poll_s), float(hang_s), float(pending_s),
-                                                                  float(grace_s))
-        self.env = {str(k): str(v) for k, v in (env or {}).items()}
-        self.forward_env = [str(k) for k in forward_env]
+        try:
+            self.poll_s, self.hang_s, self.pending_s, self.grace_s = (float(poll_s), float(hang_s), float(pending_s),
+                                                                      float(grace_s))
+        except (TypeError, ValueError):
+            raise ToolsError(f"runner {self.name}: poll_s, hang_s, pending_s and grace_s are seconds (numbers), not "
+                             f"{[poll_s, hang_s, pending_s, grace_s]}") from None
+        self.env = {str(k): str(v) for k, v in mapping(self.name, "env", env).items()}
+        self.forward_env = strings(self.name, "forward_env", forward_env)
         self.max_poll_errors = int(max_poll_errors)
 
     # -- what a backend implements -------------------------------------------------------------------------
@@ -178,12 +200,13 @@ class RemoteRunner:
             except (KeyboardInterrupt, Stop) as e:
                 how = e.how if isinstance(e, Stop) else "Ctrl-C"
                 said = self._cancel_quietly(job or name)
-                w.text = self._logs_quietly(job, w.text) if job else w.text
+                w.text = self._logs_quietly(job, w) if job else w.text
                 outcome = Outcome("stopped", f"stopped by {how}: {self.name} job {job or name} cancelled ({said})", how)
         return self._finish(arms, arts, token, name, job, w, outcome, folder)
 
     def _watch(self, job: str, arms: list[Arm], token: str, echo: bool, w: _Watch, folder: Path) -> Outcome:
         deadline_s = sum(a.timeout for a in arms) + self.grace_s
+        hang_s = min([self.hang_s] + [float(a.hang_s) for a in arms if a.hang_s])  # a loop file's hang_s counts
         started = None
         errors = 0
         while True:
@@ -199,27 +222,29 @@ class RemoteRunner:
                 done = roundscript.split(w.text, token, len(arms)).done
                 if done:
                     return Outcome("completed")
+                unread = f"; its log could not be read ({w.log_error})" if w.log_error else ""
                 return Outcome("crashed", f"{self.name} job {job} ended ({st.phase}: {st.detail or 'no detail'}) "
-                                          "before the round finished")
+                                          f"before the round finished{unread}")
             if started is None and (st.phase == "running" or w.text):
                 started, w.changed = now, now
             if started is None and now - w.t0 > self.pending_s:
-                return self._hang(job, w, f"{self.name} job {job} did not start within {self.pending_s:g} s "
-                                          f"({st.detail or st.phase})")
-            if started is not None and now - w.changed > self.hang_s:
-                return self._hang(job, w, f"{self.name} job {job} made no log progress for {self.hang_s:g} s")
+                return self._hang(job, w, "not_started", f"{self.name} job {job} did not start within "
+                                                         f"{self.pending_s:g} s ({st.detail or st.phase})")
+            if started is not None and now - w.changed > hang_s:
+                w.hung_s = hang_s
+                return self._hang(job, w, "hung", f"{self.name} job {job} made no log progress for {hang_s:g} s")
             if started is not None and now - started > deadline_s:
-                return self._hang(job, w, f"{self.name} job {job} still running {deadline_s:g} s after it started "
-                                          "(the arms' timeouts plus grace_s)")
+                return self._hang(job, w, "timeout", f"{self.name} job {job} still running {deadline_s:g} s after "
+                                                     "it started (the arms' timeouts plus grace_s)")
             time.sleep(self.poll_s)
 
-    def _hang(self, job: str, w: _Watch, reason: str) -> Outcome:
+    def _hang(self, job: str, w: _Watch, kind: str, reason: str) -> Outcome:
         said = self._cancel_quietly(job)
-        w.text = self._logs_quietly(job, w.text)
-        return Outcome("hung", f"{reason}: cancelled ({said})")
+        w.text = self._logs_quietly(job, w)
+        return Outcome(kind, f"{reason}: cancelled ({said})")
 
     def _read(self, job: str, w: _Watch, echo: bool, arms: list[Arm], token: str, folder: Path) -> None:
-        text = self._logs_quietly(job, w.text)
+        text = self._logs_quietly(job, w)
         if text == w.text:
             return
         if echo:
@@ -262,8 +287,14 @@ class RemoteRunner:
                 reason = "the job finished without running this arm"
             text = _write(arm.log, body + f"[tools runner] {reason}\n")
             wall = time.monotonic() - w.begun[i] if i in w.begun else 0.0
-            procs.append(Proc(None, here and outcome.kind == "hung", wall, arm.log, last_lines(text),
-                              outcome.stopped_by if here else None))
+            # the arm in flight was cut off: by its deadline (timed out), for no log progress (hung); a job that
+            # never started, was never submitted or was lost is no fault of the configuration (not_run)
+            not_run = outcome.kind in ("not_started", "submit_failed", "dry_run") or (
+                outcome.kind == "crashed" and not a.begun)
+            procs.append(Proc(None, here and outcome.kind == "timeout", wall, arm.log, last_lines(text),
+                              outcome.stopped_by if here else None,
+                              hung_s=w.hung_s if here and outcome.kind == "hung" else None,
+                              not_run=reason if not_run else None))
         if outcome.stopped_by and procs and not any(p.stopped_by for p in procs):
             procs[-1].stopped_by = outcome.stopped_by  # stopped after its last arm: the caller must still stop
         self._note(folder, name, job, outcome.kind, reason=outcome.reason, worker=parts.worker,
@@ -278,12 +309,15 @@ class RemoteRunner:
         except Exception as e:  # noqa: BLE001 -- a network or client error: counted, the job is polled again
             return JobState("unknown", f"{type(e).__name__}: {e}")
 
-    def _logs_quietly(self, job: str, previous: str) -> str:
+    def _logs_quietly(self, job: str, w: _Watch) -> str:
+        """The job log as read so far, with what the backend gives now joined on (``w.log_error``: why it could
+        not be read, the last time it could not)."""
         try:
             text = self.logs(job)
-        except Exception:  # noqa: BLE001 -- logs not readable now: keep what we have
-            return previous
-        return previous if text is None or (len(text) < len(previous) and previous.startswith(text)) else text
+        except Exception as e:  # noqa: BLE001 -- logs not readable now: keep what we have
+            w.log_error = f"{type(e).__name__}: {e}"
+            return w.text
+        return w.text if text is None else joined(w.text, text)
 
     def _cancel_quietly(self, job: str) -> str:
         try:
@@ -302,6 +336,26 @@ class RemoteRunner:
         _write(folder / f"{name}.json", json.dumps(note, indent=1, sort_keys=True, default=str) + "\n")
 
 
+def joined(previous: str, text: str) -> str:
+    """``previous`` (the log as read so far) with ``text`` (the log as the backend gives it now) joined on. Once
+    kubelet rotates a container's log (10 MiB), ``kubectl logs`` gives only the current file: text already read is
+    never dropped; the new text is joined where it overlaps the old, or after a line saying output is missing."""
+    if text.startswith(previous):
+        return text
+    if previous.endswith(text) or not text:  # nothing new (a shorter read of the same log)
+        return previous
+    probe = text[:200]  # where the new text may start inside the old: checked whole at each candidate
+    at = previous.find(probe)
+    while at != -1:
+        if text.startswith(previous[at:]):
+            return previous[:at] + text
+        at = previous.find(probe, at + 1)
+    if probe in previous:  # a read that is all old text
+        return previous
+    gap = "" if not previous or previous.endswith("\n") else "\n"
+    return previous + gap + "[tools runner] the job log was rotated: some of its output is missing here\n" + text
+
+
 @dataclass
 class _Watch:
     t0: float
@@ -309,6 +363,8 @@ class _Watch:
     text: str = ""
     changed: float = 0.0
     begun: dict = field(default_factory=dict)  # arm index -> when its begin marker was first seen
+    log_error: str = ""  # why the job log could not be read, the last time it could not
+    hung_s: float | None = None  # the job was cancelled after this long without log progress
 
 
 def _write(path: Path, text: str) -> str:

@@ -63,6 +63,11 @@ _ar_limit() {  # seconds command...: TERM at the limit, KILL later; GNU/busybox 
     kill -TERM "$_ar_p" 2>/dev/null && sleep %(kill)d && kill -KILL "$_ar_p" 2>/dev/null ) >/dev/null 2>&1 &
   _ar_w=$!; wait "$_ar_p"; _ar_r=$?; kill "$_ar_w" 2>/dev/null; exit "$_ar_r"
 }
+_ar_leftover() {  # pgid: TERM what is left of the arm's group, KILL what is still there a second later
+  if kill -TERM -"$1" 2>/dev/null; then
+    echo "[tools runner] stopped the processes the arm left running"; sleep 1; kill -KILL -"$1" 2>/dev/null
+  fi; return 0
+}
 _ar_now() { _ar_t=$(date +%s.%N 2>/dev/null); case $_ar_t in *[!0-9.]*|'') date +%s ;; *) echo "$_ar_t" ;; esac; }
 _ar_mark worker "$(uname -n)"
 """.replace("%(kill)d", str(KILL_AFTER_S))
@@ -96,8 +101,11 @@ def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
     seconds = max(1, math.ceil(p.timeout))
     lines += [f"  _ar_limit {seconds} {shlex.join(p.command)}",
               ") </dev/null 2>&1 &",
-              '_ar_pid=$!; wait "$_ar_pid"; _ar_rc=$?; _ar_pid=',
-              f'_ar_mark end "{i} $_ar_rc $_ar_t0 $(_ar_now)"']
+              '_ar_pid=$!; wait "$_ar_pid"; _ar_rc=$?; _ar_t1=$(_ar_now)',
+              # what the arm left running (`helper &`) would take the machine from the next arm, and print into its
+              # log: `timeout` made the arm a process group of its own, and the group goes with the arm
+              '_ar_leftover "$_ar_pid"; _ar_pid=',
+              f'_ar_mark end "{i} $_ar_rc $_ar_t0 $_ar_t1"']
     for src, dst in p.uploads:
         cmd = upload.format(src=shlex.quote(src), dst=shlex.quote(dst))
         lines.append(f"if [ -e {shlex.quote(src)} ]; then {cmd} 2>&1 || echo '[tools runner] upload failed: {src}'; "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import ToolsError
 from . import Arm
-from .remote import JobState, RemoteRunner, SubmitError, call
+from .remote import JobState, RemoteRunner, SubmitError, call, mapping, strings
 
 SLURM_STATES = {
     **dict.fromkeys(("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
@@ -39,8 +39,9 @@ class TemplateRunner(RemoteRunner):
                  poll_s: float = 5.0, call_timeout_s: float = 60.0, **common):
         super().__init__(poll_s=poll_s, **common)
         self.templates = {"submit": submit, "poll": poll, "logs": logs, "cancel": cancel}
-        self.header_lines = [str(h) for h in header]
-        self.states = {**SLURM_STATES, **{str(k).upper(): str(v) for k, v in (states or {}).items()}}
+        self.header_lines = strings(self.name, "header", header)
+        given = mapping(self.name, "states", states)
+        self.states = {**SLURM_STATES, **{str(k).upper(): str(v) for k, v in given.items()}}
         bad = sorted(v for v in self.states.values() if v not in ("pending", "running", "succeeded", "failed", "gone"))
         if bad:
             raise ToolsError(f"runner template: states map to pending|running|succeeded|failed|gone, not {bad}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import ToolsError
 from . import Arm
-from .remote import Artefact, JobState, RemoteRunner, SubmitError, call, last_lines
+from .remote import Artefact, JobState, RemoteRunner, SubmitError, call, last_lines, strings
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME = 39
@@ -106,9 +106,14 @@ class XpkRunner(RemoteRunner):
         self.bucket = b if not b or b.startswith("gs://") else f"gs://{b}"
         self.xpk, self.kubectl_cmd, self.gsutil = xpk, kubectl, gsutil
         self.namespace, self.kube_context = namespace, kube_context
-        self.xpk_args = [str(a) for a in xpk_args]
+        self.xpk_args = strings(self.name, "xpk_args", xpk_args)
         self.upload, self.stage_dir, self.log_selector = upload, stage_dir.rstrip("/"), log_selector
         self.dry_run, self.create_timeout_s = bool(dry_run), float(create_timeout_s)
+        try:  # a bad template is an error now, not a round that fails after its timed arms
+            upload.format(src="probe", dst="gs://probe/")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ToolsError(f"runner xpk: `upload` template {upload!r}: bad placeholder {e} (it takes {{src}} and "
+                             "{dst}; write a literal brace as {{ or }}, a shell variable as ${{HOSTNAME}})") from None
 
     def job_name(self, arms: list[Arm], token: str) -> str:
         name = workload_name(self.workload_prefix, arms[0].log.parent.name, token)
