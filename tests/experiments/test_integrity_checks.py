@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tools.experiments import clocks, integrity
 from tools.loop.admission import patch_files, protected_touched
 
@@ -131,6 +133,30 @@ def test_protected_hashes_hold_a_function_and_see_it_change(tmp_path):
     out = integrity.Integrity()
     integrity.protected_check(after, before, out)
     assert out.findings[0].signature == "protected" and "train.py changed" in out.findings[0].detail
+
+
+@pytest.mark.parametrize("shadow", [
+    "_report = report\n\n\ndef report(x):\n    return _report([t * 0.85 for t in x])\n",  # a second def
+    "report = lambda x: [t * 0.85 for t in x]\n",                                          # an assignment
+    "globals()['report'] = print\n",                                                      # by its name as text
+    "import sys\nsetattr(sys.modules[__name__], 'report', print)\n",
+    "from os import path as report\n",                                                    # an import over it
+    "def main():\n    global report\n    report = print\n",                                # from inside a function
+])
+def test_a_protected_function_rebound_later_in_its_file_is_a_change(tmp_path, shadow):
+    """`def report` left as it was and a second `def report` wrapping it (the step times scaled by 0.85) below:
+    the first definition's hash held, and the run was `supported` +21.8 %."""
+    f = tmp_path / "train.py"
+    body = "def report(x):\n    return x\n\n\ndef main(y):\n    return report(y)\n"
+    f.write_text(body)
+    before = integrity.protected_hashes(["train.py::report"], tmp_path)
+    f.write_text(body + "\n\ndef helper():\n    report_all = 1\n    return report_all\n")  # an honest change
+    assert integrity.protected_hashes(["train.py::report"], tmp_path) == before
+    f.write_text(body + "\n\n" + shadow)
+    after = integrity.protected_hashes(["train.py::report"], tmp_path)
+    out = integrity.Integrity()
+    integrity.protected_check(after, before, out)
+    assert out.findings and out.findings[0].signature == "protected", shadow
 
 
 def test_the_loop_refuses_a_patch_to_the_runner_or_a_protected_file():

@@ -171,7 +171,9 @@ PROTECTED_LIMIT = 256 * 1024 * 1024
 
 def protected_hashes(entries: list[str], cwd: Path) -> dict[str, str]:
     """sha256 of each protected entry: a file (``path``, relative to ``cwd``), or one top-level function or class
-    of a Python file (``path::name``). "missing" when it does not exist."""
+    of a Python file (``path::name``) with every other statement of the file that binds that name (a second
+    ``def report``, ``report = wrapped``, ``globals()["report"] = ...``: the protected code is what the name runs).
+    "missing" when it does not exist."""
     import ast
 
     out = {}
@@ -194,12 +196,37 @@ def protected_hashes(entries: list[str], cwd: Path) -> dict[str, str]:
                 continue
             text = data.decode("utf-8", errors="replace")
             node = next((n for n in tree.body if getattr(n, "name", None) == name), None)
-            data = (ast.get_source_segment(text, node) or "").encode() if node is not None else b""
             if node is None:
                 out[entry] = "missing"
                 continue
+            # the definition alone hashes as it always did; each later binding of the name is added to it
+            data = "\n".join(ast.get_source_segment(text, n) or "" for n in _bindings(tree, name, node)).encode()
         out[entry] = hashlib.sha256(data).hexdigest()
     return out
+
+
+def _bindings(tree, name: str, first) -> list:
+    """``first`` (the protected definition), then each other top-level statement that binds or rebinds ``name``:
+    a definition, an assignment or import of it, or a statement that names it as a string beside ``globals``,
+    ``vars``, ``setattr`` or ``sys.modules`` (how a name is rebound without saying it)."""
+    import ast
+
+    def binds(stmt) -> bool:
+        for n in ast.walk(stmt):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name:
+                return True
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Store, ast.Del)):
+                return True
+            if isinstance(n, ast.alias) and (n.asname or n.name.split(".")[0]) == name:
+                return True
+            if isinstance(n, ast.Global) and name in n.names:
+                return True
+        words = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} | {
+            n.attr for n in ast.walk(stmt) if isinstance(n, ast.Attribute)}
+        return bool(words & {"globals", "vars", "setattr", "modules", "__dict__"}) and any(
+            isinstance(n, ast.Constant) and n.value == name for n in ast.walk(stmt))
+
+    return [first] + [s for s in tree.body if s is not first and binds(s)]
 
 
 def protected_check(hashes: dict[str, str], base_hashes: dict[str, str] | None, out: Integrity) -> None:
