@@ -39,6 +39,20 @@ def test_html_is_standalone_and_holds_only_the_lane():
     assert '"exp_id": "a"' in page and '"exp_id": "b"' not in page
 
 
+def test_a_run_offers_a_profile_diff_only_with_a_trace_and_is_named_without_a_slug():
+    """The compare view offered `tools profile diff` for unprofiled and crashed runs (it then failed: no trace), and
+    a hand-kept page without a slug was a blank, unclickable name."""
+    from tools.experiments.compare_view import _run
+
+    def rec(**kw):
+        return {"exp_id": "2026-01-01-v001-x", "raw_dir": "raw/profiles/x", "verdict": "supported", **kw}
+    traced = rec(integrity={"checks": {"trace": "ok"}})
+    assert _run(traced, str)["has_trace"] is True
+    assert _run(rec(integrity={"checks": {"trace": "unchecked: the run was not profiled"}}), str)["has_trace"] is False
+    assert _run(dict(traced, verdict="crash"), str)["has_trace"] is False
+    assert _run(rec(), str)["slug"] == "2026-01-01-v001-x" and _run(rec(slug="s"), str)["slug"] == "s"
+
+
 @pytest.mark.browser
 def test_compare_view_in_chromium(project, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
@@ -90,7 +104,8 @@ def test_compare_view_in_chromium(project, tmp_path):
             page.check(f"input.pick[value='{recs[3]['exp_id']}']")
             diff = page.eval_on_selector_all("#compare tr.diff", "rows => rows.map(r => r.dataset.key)")
             assert diff == ["config.step_ms"]
-            assert "tools profile diff" in page.inner_text("#compare")
+            # none of these runs was profiled: no `tools profile diff` to offer (it would fail: no trace)
+            assert "tools profile diff" not in page.inner_text("#compare")
             # parallel coordinates: the knob that varies and the metric; groups: v1 and v3 share a configuration
             dims = page.evaluate("window.parcoordsDims")
             assert dims[0] == "step_ms" and "tokens/s" in dims

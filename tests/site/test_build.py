@@ -154,3 +154,20 @@ def test_home_page_is_a_dashboard(built):
     gen = generate(built / "wiki")
     kernels = sum(1 for p in gen.pages if p.type == "kernel")
     assert f"Kernels ({kernels})" in gen.dashboard
+
+
+def test_an_output_folder_under_a_file_is_a_clear_error(tmp_path):
+    """`--site-dir afile/sub` and `stage --out afile/sub` ended in a NotADirectoryError traceback."""
+    import subprocess
+    import sys
+
+    from tools import scaffold
+
+    root = tmp_path / "kb"
+    scaffold.init(root, site_name="x")
+    (root / "afile").write_text("a file\n")
+    for args in (["site", "stage", "--out", "afile/sub"], ["site", "build", "--site-dir", str(root / "afile/sub")]):
+        r = subprocess.run([sys.executable, "-m", "tools", "--root", str(root), *args], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode != 0 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+        assert "afile" in r.stderr and "Not a directory" in r.stderr, r.stderr

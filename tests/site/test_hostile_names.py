@@ -5,6 +5,7 @@ slug alike shared one folder, one of them lost."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from tools import pages
@@ -36,6 +37,7 @@ def test_hostile_names_stay_text_in_every_generated_view(tmp_path):
         _run(wiki, name, "cpu", 1, description=f"only {name}")
     _write(wiki, "loops/x.md", {"title": "Loop: x", "type": "loop", "model": "a|b|c", "lane": "l",
                                 "status": "[click](javascript:document.title=1)"})
+    _write(wiki, "notes/a b/p0#x.md", {"title": "odd name", "type": "concept"})
     files = generate(wiki).files
 
     explorer = files["explore/experiments/m/explorer.html"]
@@ -53,3 +55,6 @@ def test_hostile_names_stay_text_in_every_generated_view(tmp_path):
     for name in ("llama_7b", "llama-7b"):
         html = next(v for k, v in files.items() if k.endswith("/runs.html") and f"only {name}" in v)
         assert f"only {'llama-7b' if name == 'llama_7b' else 'llama_7b'}" not in html
+    # a page whose file name holds `#` and a space: its graph link is percent-encoded (`p0#x/` went to page p0)
+    graph = json.loads(files["explore/graph/graph.json"])
+    assert "wiki/notes/a%20b/p0%23x/" in {n["url"] for n in graph["nodes"]}

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..errors import ToolsError
 from .common import pass_project
 
 
@@ -25,8 +26,11 @@ def stage_cmd(project, out: str, raw_url: str | None) -> None:
     from ..sitegen.generate import stage
 
     target = (project.root / out).resolve()
-    gen = stage(project.root, target, wiki_dir=project.wiki, docs_dir=project.docs,
-                config=project.root / "mkdocs.yml", raw_url=raw_url)
+    try:
+        gen = stage(project.root, target, wiki_dir=project.wiki, docs_dir=project.docs,
+                    config=project.root / "mkdocs.yml", raw_url=raw_url)
+    except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as e:
+        raise ToolsError(f"{e.filename or target}: cannot write the staged site there ({e.strerror or e})") from None
     for w in gen.warnings:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"staged {gen.stats['pages']} wiki pages + {len(gen.files)} generated files in {target}")

@@ -19,7 +19,10 @@ def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
     samples = r.get("runs_tokens_per_s")  # this run's own rounds (the variant arm of its comparison)
     samples = samples.get("variant") if isinstance(samples, dict) else samples
     samples = samples if isinstance(samples, list) else []
-    return {"exp_id": r.get("exp_id"), "version": int(r.get("version") or 0), "slug": r.get("slug") or "",
+    checks = (r.get("integrity") or {}).get("checks") if isinstance(r.get("integrity"), dict) else None
+    trace = str((checks or {}).get("trace") or "") if isinstance(checks, dict) else ""
+    return {"exp_id": r.get("exp_id"), "version": int(r.get("version") or 0),
+            "slug": r.get("slug") or r.get("exp_id") or "",  # a hand-kept page without a slug: its id, never blank
             "variant": r.get("variant") or "",
             "verdict": r.get("verdict") or r.get("status"), "role": r.get("role") or "",
             "status": r.get("ledger_status") or "", "loop": r.get("loop") or "", "category": r.get("category") or "",
@@ -29,7 +32,10 @@ def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
             "rounds": timing.get("rounds"), "samples": [x for x in samples if isinstance(x, (int, float))],
             "config": r.get("config") if isinstance(r.get("config"), dict) else {},
             "env": r.get("env") if isinstance(r.get("env"), dict) else {},
-            "raw_dir": r.get("raw_dir") or "", "url": page_url(r)}
+            "raw_dir": r.get("raw_dir") or "", "url": page_url(r),
+            # `tools profile diff` needs a trace on both sides: a profiled run that did not crash
+            "has_trace": bool(r.get("raw_dir")) and r.get("verdict") != "crash" and bool(trace)
+            and "not profiled" not in trace}
 
 
 def compare_html(model: str, lane: str, records: list[dict], plotly_src: str,

@@ -58,6 +58,18 @@ def reference_losses(key: str, r, prior: list[dict]) -> tuple[list | None, str]:
     return None, ""
 
 
+def reference_tokens(key: str, r, prior: list[dict]) -> tuple[float | None, str]:
+    """Tokens per step a same-shape run reported (the same references as ``reference_losses``, in that order)."""
+    for a in reversed(r.base):
+        if a.ok and verdict.shape_key(a.result) == key and a.result.get("tokens_per_step"):
+            return float(a.result["tokens_per_step"]), f"{(r.base_rec or {}).get('exp_id')} (rerun interleaved)"
+    for b in (r.base_rec or {}, records.semantics_reference(prior, key) or {}):
+        m = b.get("metrics") or {}
+        if records.shape_key_of(b) == key and m.get("tokens_per_s") and m.get("step_time_ms"):
+            return float(m["tokens_per_s"]) * float(m["step_time_ms"]) / 1e3, str(b.get("exp_id"))
+    return None, ""
+
+
 def check_semantics(spec, key: str, result: dict, r, prior: list[dict]) -> verdict.Semantics:
     ref, name = reference_losses(key, r, prior)
     return verdict.semantics(ref, result.get("losses"), name, spec.semantics_steps, spec.loss_tol)
@@ -95,6 +107,7 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
     if arms_ok and key is not None and role == "variant":
         ref, _ = reference_losses(key, r, prior)
         integrity.learning_check(ref, arms_ok[-1].result.get("losses"), spec.semantics_steps, out)
+        integrity.tokens_check(arms_ok[-1].result.get("tokens_per_step"), *reference_tokens(key, r, prior), out)
     integrity.protected_check(rec.get("protected") or {}, (base_rec or {}).get("protected") if base_rec else None,
                               out)
     if role == "variant":

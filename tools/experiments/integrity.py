@@ -38,6 +38,7 @@ SIGNATURES = {
     "hlo-flops": "the compiled step does far fewer matmul FLOPs than the model FLOPs reported",
     "precision": "matmuls in a narrower type than the declared compute dtype",
     "frozen": "the loss does not fall as the same-shape reference's does: the parameters are not learning",
+    "shape-tokens": "more or fewer tokens per step reported than a run of the same declared shape reported",
     "protected": "a protected file changed",
 }
 
@@ -164,6 +165,22 @@ def learning_check(ref_losses: list[float] | None, losses: list[float] | None, s
                                     f"reference's fell {ref_drop:.4f}"))
     else:
         out.add("learning", None)
+
+
+TOKENS_TOL = 0.01  # a record's tokens per step is read back from its rounded tokens/s and step time
+
+
+def tokens_check(tokens, ref_tokens: float | None, ref_name: str, out: Integrity) -> None:
+    """The same declared shape (batch, sequence, model, data) is the same tokens per step: a script that counts
+    twice the tokens it computes (its ``tokens_per_step`` property doubled, its metric code untouched) is caught
+    here without a profile."""
+    if not ref_tokens or not isinstance(tokens, (int, float)) or not tokens:
+        out.add("tokens", None, "no same-shape run to compare tokens per step with")
+    elif abs(float(tokens) / ref_tokens - 1) > TOKENS_TOL:
+        out.add("tokens", Finding("shape-tokens", f"{float(tokens):g} tokens per step reported at the shape "
+                                  f"{ref_name} ran with {ref_tokens:g}"))
+    else:
+        out.add("tokens", None)
 
 
 PROTECTED_LIMIT = 256 * 1024 * 1024

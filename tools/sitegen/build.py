@@ -36,6 +36,8 @@ def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None 
         shown = "".join(f"\n  WARNING {w}" for w in warnings[:50])
         more = f"\n  ... and {len(warnings) - 50} more" if len(warnings) > 50 else ""
         raise ToolsError(f"site build failed: {e}{shown}{more}") from None
+    except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as e:  # the site folder's path
+        raise ToolsError(f"site build failed: {e.filename or kw.get('site_dir', '')}: {e.strerror or e}") from None
     finally:
         log.removeHandler(handler)
     return Path(cfg.site_dir)

@@ -13,7 +13,7 @@ import posixpath
 
 from .. import mdtext
 from ..wikiscan import slug
-from .links import page_url, rel_url
+from .links import href, page_url, rel_url
 from .pages_view import SitePage
 
 PLOTLY_ASSET = "assets/autoresearch/plotly.min.js"
@@ -88,7 +88,7 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
                 [r for p in mpages for r in (p.meta.get("references") or []) if isinstance(r, dict)])
 
         def url(r: dict, _from=html_url) -> str:
-            return rel_url(_from, page_url("wiki/" + str(r.get("page", "")), directory_urls))
+            return href(rel_url(_from, page_url("wiki/" + str(r.get("page", "")), directory_urls)))
 
         out[html_src] = explorer_html(name, mine, refs, rel_url(html_url, PLOTLY_ASSET), url)
         frame = "explorer.html"  # same folder: reads the same from the page URL and from the source file
@@ -105,7 +105,7 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
             runs_url = page_url(runs_html, directory_urls)
 
             def run_url(r: dict, _from=runs_url) -> str:
-                return rel_url(_from, page_url("wiki/" + str(r.get("page", "")), directory_urls))
+                return href(rel_url(_from, page_url("wiki/" + str(r.get("page", "")), directory_urls)))
 
             out[runs_html] = compare_html(name, lane, mine, rel_url(runs_url, PLOTLY_ASSET), run_url)
             out[f"explore/experiments/{s}/runs-{ls}/index.md"] = "\n".join([

@@ -25,7 +25,7 @@ from .kernels import directory_md
 from .landing import ROOT_NAV, wiki_files
 from .headsafe import needs_change, theme_safe
 from .inertmd import inert
-from .links import Sources, page_url, rewrite_raw_links
+from .links import Sources, href, page_url, rewrite_raw_links
 from .gaps import gap_files
 from .loops import loop_files
 from .pages_view import SitePage, site_pages
@@ -133,7 +133,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     as_text = _neutralised(pages, files, warnings)
     # Listing pages (type index/log) link to everything: as hubs they would hide the structure.
     graph_pages = [p for p in pages if p.type not in ("index", "log")]
-    data = graph_data(graph_pages, lambda rel: page_url(f"{WIKI}/{rel}", directory_urls))
+    data = graph_data(graph_pages, lambda rel: href(page_url(f"{WIKI}/{rel}", directory_urls)))
     t_graph = time.perf_counter()
     files[GRAPH_JSON] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     files["explore/graph/index.md"] = graph_page(data["stats"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import posixpath
 import re
+from urllib.parse import quote
 
 from .. import mdtext
 from ..mdscan import is_external, md_link_spans, resolve, split_target
@@ -22,6 +23,12 @@ def page_url(src: str, directory_urls: bool = True) -> str:
         d = posixpath.dirname(stem)
         return d + "/" if d else ""
     return stem + "/" if directory_urls else stem + ".html"
+
+
+def href(url: str) -> str:
+    """A URL made of a page's path as a browser must be given it: ``#``, ``?``, ``%`` and spaces in a file's name
+    percent-encoded (``p0#x/`` would be page ``p0`` at anchor ``x/``)."""
+    return quote(url, safe="/")
 
 
 def rel_url(from_url: str, to_url: str) -> str:

@@ -17,7 +17,7 @@ import re
 from .. import mdtext
 from ..htmlpage import plotly_page
 from .explorers import PLOTLY_ASSET, json_str, plotly_js
-from .links import page_url, rel_url
+from .links import href, page_url, rel_url
 from .pages_view import SitePage
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # loop names (tools.loop.spec.NAME); loops.js checks the same
@@ -119,7 +119,7 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
         html_url = page_url(base + "staircase.html", directory_urls)
 
         def url(p: SitePage, _from=html_url) -> str:
-            return rel_url(_from, page_url("wiki/" + p.rel, directory_urls))
+            return href(rel_url(_from, page_url("wiki/" + p.rel, directory_urls)))
 
         data = staircase_data(lp, loop_runs(lp, pages), url)
         out[base + "staircase.json"] = json.dumps(data, sort_keys=True, indent=1)
