@@ -56,6 +56,31 @@ def test_an_honest_clock_passes_and_a_scaled_one_is_caught(tmp_path):
     assert "at least 200.0 ms apart" in scaled.findings[0].detail
 
 
+def _untimed(tmp_path, name, step_s, timer=1.0, gap_s=0.00008, n=40):
+    """An arm whose steps take ``step_s`` with ``gap_s`` of host work between them, timed by a clock at ``timer``x."""
+    folder = tmp_path / name
+    folder.mkdir()
+    arrivals = [1.0 + (step_s + gap_s) * i for i in range(n)]
+    reported = [0.5] + [timer * step_s] * (n - 1)
+    losses = [5.0 - 0.01 * i for i in range(n)]
+    log, clock = _log(folder, list(zip(arrivals, losses, reported)), {})
+    return clocks.untimed_per_step(_result(reported, losses), clocks.step_lines(log, clock), "run")
+
+
+def test_a_timer_scaled_inside_the_slow_bound_is_caught_against_the_baseline_and_a_faster_step_is_not(tmp_path):
+    """`time.perf_counter` at 0.85x passed `clock-slow` (0.8, the bound a loaded machine needs) and was `supported`
+    +20 %: each of its steps leaves 15 % untimed, where the baseline's leave only the step line's 0.08 ms."""
+    base = [_untimed(tmp_path, f"b{i}", 0.005) for i in range(2)]
+    for name, var, caught in (("timer-0.85", [_untimed(tmp_path, f"v{i}", 0.0042, timer=0.85) for i in range(2)], True),
+                              ("3x faster", [_untimed(tmp_path, f"f{i}", 0.0017, n=120) for i in range(2)], False),
+                              ("10x faster", [_untimed(tmp_path, f"g{i}", 0.0005, n=300) for i in range(2)], False),
+                              ("slower", [_untimed(tmp_path, f"s{i}", 0.009) for i in range(2)], False)):
+        assert None not in var, name
+        out = integrity.Integrity()
+        clocks.untimed_check(base, var, out)
+        assert [f.signature for f in out.findings] == (["clock-share"] if caught else []), (name, out.facts)
+
+
 def test_lines_printed_at_once_are_a_replay(tmp_path):
     out = _check(tmp_path, [1.0 + 0.00001 * i for i in range(12)], [0.5] + [0.01] * 11)
     assert [f.signature for f in out.findings] == ["clock-replay"]

@@ -128,6 +128,57 @@ def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = 
         out.add("clock", None)
 
 
+UNTIMED_SHARE = 0.08  # a variant's untimed time a step (the runner's clock between its step lines, less what it
+UNTIMED_GROWTH = 3.0  # reported) may be at most this share of its reported step, or this many times the baseline's
+
+
+def untimed_per_step(result: dict, lines: list[StepLine], arm: str) -> tuple[float, float] | None:
+    """(seconds a step the runner saw pass between an arm's steady step lines that its reported step times do not
+    hold, its reported seconds a step), over its ``clock_check`` window; None without one."""
+    mine = Integrity()
+    clock_check(result, lines, mine, arm)
+    f = (mine.facts.get("clock") or {}).get(arm)
+    n = (f["window"][1] - f["window"][0]) if f else 0
+    if mine.findings or not f or n < 3 or f["runner_s"][0] < 0.05:  # too few steps, too short to read
+        return None
+    seen = (f["runner_s"][0] + f["runner_s"][1]) / 2  # the lines' bounds, least and most: a read late or early
+    return (seen - f["reported_s"]) / n, f["reported_s"] / n
+
+
+def stored_untimed(facts: dict | None) -> list[tuple[float, float]]:
+    """``untimed_per_step`` of each arm of a filed record, from its integrity facts (a run compared with a stored
+    baseline, no baseline arm rerun beside it)."""
+    out = []
+    for f in ((facts or {}).get("clock") or {}).values():
+        try:
+            n = f["window"][1] - f["window"][0]
+            least, most = f["runner_s"]
+            if n >= 3 and least >= 0.05:
+                out.append((((least + most) / 2 - f["reported_s"]) / n, f["reported_s"] / n))
+        except (KeyError, TypeError, ValueError, IndexError):
+            continue
+    return out
+
+
+def untimed_check(base: list[tuple[float, float]], var: list[tuple[float, float]], out: Integrity) -> None:
+    """Each arm's untimed time a step against the same run's baseline arms. An honest change, faster or slower,
+    leaves what happens between two timed steps (the step line, the loss to the host: 0.05-0.08 ms for the
+    reference model) as it was; a timer at 0.85x, inside ``CLOCK_SLOW``'s bound that a loaded machine needs, leaves
+    15 % of every step untimed, in every arm: every variant arm must show it, against the baseline's largest."""
+    if not base or not var:
+        return
+    gap_b = max(max(g for g, _ in base), 0.0)
+    gap_v = min(g for g, _ in var)
+    step_v = statistics.median(s for _, s in var)
+    out.facts["untimed_ms"] = {"baseline": [round(g * 1e3, 4) for g, _ in base],
+                               "variant": [round(g * 1e3, 4) for g, _ in var]}
+    if gap_v > UNTIMED_SHARE * step_v and gap_v > UNTIMED_GROWTH * gap_b:
+        out.add("clock", Finding("clock-share", f"every variant arm left at least {gap_v * 1e3:.3f} ms of each step "
+                                 f"untimed ({gap_v / step_v:.0%} of its {step_v * 1e3:.3f} ms reported step) on the "
+                                 f"runner's clock; the baseline's arms in the same rounds at most {gap_b * 1e3:.3f} "
+                                 "ms (a timer that sees less of each step)"))
+
+
 @dataclass
 class Window:
     first: int      # the step whose line opens the window (its own time is not in it)

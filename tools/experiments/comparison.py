@@ -94,6 +94,13 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
                 out.add("clock", None, "" if status == "ok" else status.removeprefix("unchecked: "))
             out.facts.setdefault("clock", {}).update(mine.facts.get("clock", {}))
             out.facts.setdefault("clock_arms", {})[a.name] = status
+    if role == "variant":  # the variant's timer against the baseline's, arm by arm, in the same rounds
+        def untimed(arms) -> list[tuple[float, float]]:
+            got = [clocks.untimed_per_step(a.result, clocks.step_lines(a.proc.log, a.proc.clock), a.name)
+                   for a in arms if a.ok and not a.pairs and a.result is not None]
+            return [x for x in got if x is not None]
+        base = untimed(r.base) or clocks.stored_untimed(((base_rec or {}).get("integrity") or {}).get("facts"))
+        clocks.untimed_check(base, untimed(r.var), out)
     for a in r.all_arms:
         if a.kind == "pairs" and a.result is not None:
             pairs_clock(a, out)

@@ -29,6 +29,8 @@ SIGNATURES = {
     "clock-slow": "reported step times shorter than the runner's clock saw (a patched or scaled timer, or timing "
                   "without waiting for the device)",
     "clock-replay": "reported step times longer than the steps were seen to take (times replayed or made up)",
+    "clock-share": "the variant's reported step times leave more of each step untimed on the runner's clock than "
+                   "the baseline's do (a timer scaled inside clock-slow's bound)",
     "evidence-lost": "evidence the baseline gave is missing from this run",
     "no-program": "profiled, but no compiled program in the HLO dump: nothing was computed",
     "device-busy": "reported step times shorter than the profiler saw the step's ops run",
