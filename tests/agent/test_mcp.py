@@ -286,3 +286,14 @@ def test_a_page_resource_longer_than_one_read_comes_whole(tmp_path):
         return (await c.read_resource("wiki://concepts/big.md")).contents[0].text
     text = run(_session(build(Project(root)), read))
     assert len(body) > 400_000 and text.endswith(body)
+
+
+def test_mcp_list_names_a_cli_command_that_runs(kb):
+    """`tools mcp --list` said gap_analyze is `tools gap analyze`, which is no command (`tools gap OURS REF` is)."""
+    r = tools(kb, "mcp", "--list")
+    assert r.returncode == 0, r.stderr
+    listed = {d["tool"]: d["cli"] for d in map(json.loads, r.stdout.splitlines())}
+    assert listed["gap_analyze"] == "tools gap" and listed["wiki_read"] == "tools wiki read"
+    for tool, cli in listed.items():  # each names a command whose --help answers
+        h = tools(kb, *cli.split()[1:], "--help")
+        assert h.returncode == 0 and "Usage:" in h.stdout, (tool, cli, h.stderr)

@@ -81,6 +81,21 @@ def test_a_timer_scaled_inside_the_slow_bound_is_caught_against_the_baseline_and
         assert [f.signature for f in out.findings] == (["clock-share"] if caught else []), (name, out.facts)
 
 
+def test_a_trajectory_that_agrees_early_and_drifts_later_is_caught():
+    """Half the work skipped from step 13 on (the semantics check reads 12 steps) was `supported` +38.9 %."""
+    ref = [6.0 - 4.0 * (1 - 0.97 ** i) for i in range(100)]
+    honest = [x + 0.015 * ((-1) ** i) for i, x in enumerate(ref)]      # another dtype: close at every step
+    late = ref[:13] + [x + 0.15 for x in ref[13:]]                      # the same early, then worse
+    for losses, caught in ((honest, False), (late, True)):
+        out = integrity.Integrity()
+        integrity.drift_check(integrity.loss_windows(ref), "v001", losses, 12, out)
+        assert [f.signature for f in out.findings] == (["loss-drift"] if caught else []), out.facts
+    out = integrity.Integrity()
+    integrity.drift_check(integrity.loss_windows(ref[:50]), "v001", late, 12, out)  # another length: no comparison
+    assert out.checks["drift"].startswith("unchecked") and not out.findings
+    assert integrity.loss_windows([1.0, float("nan")] * 20) is None
+
+
 def test_lines_printed_at_once_are_a_replay(tmp_path):
     out = _check(tmp_path, [1.0 + 0.00001 * i for i in range(12)], [0.5] + [0.01] * 11)
     assert [f.signature for f in out.findings] == ["clock-replay"]

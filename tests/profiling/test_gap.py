@@ -187,3 +187,19 @@ def test_two_lanes_runs_of_one_id_get_their_own_analysis_page():
     assert gap_path("0003", "ref", "experiments/llama/small/0003.md", "") == "analyses/gap-llama-small-0003-vs-ref.md"
     assert gap_path("0003", "0001", "experiments/llama/small/0003.md", "experiments/llama/large/0001.md") == \
         "analyses/gap-llama-small-0003-vs-llama-large-0001.md"
+
+
+def test_a_command_flag_a_mapped_knob_already_sets_is_not_a_second_item(tmp_path):
+    """`--batch 16` (a config item, ours unset) stayed beside the HLO item that maps the `shape` knob (batch ×
+    sequence, whose flags include --batch): a sixth item, "→ code change", for what item 3 already does."""
+    spec = spec_mod.parse({**KNOBS, "knobs": {**KNOBS["knobs"], "shape": {
+        "category": "shape", "flags": {"batch": "--batch", "seq_len": "--seq-len"},
+        "values": [{"batch": 4, "seq_len": 32}, {"batch": 16, "seq_len": 32}]}}}, tmp_path / "l.yml")
+    trunk = {"shape": {"batch": 4, "seq_len": 32}}
+    items = [{"kind": "shape", "basis": "hlo", "property": {"batch": 16, "seq": 33}, "rank": 1},
+             {"kind": "flag", "basis": "config", "property": {"flag": "--batch", "value": 16}, "rank": 2},
+             {"kind": "flag", "basis": "config", "property": {"flag": "--lr", "value": 0.01}, "rank": 3}]
+    out = reference.map_items(items, spec, trunk)
+    assert [(it["kind"], it["knobs"]) for it in out] == [("shape", {"shape": {"batch": 16, "seq_len": 32}}),
+                                                         ("flag", None)]
+    assert out[1]["property"]["flag"] == "--lr" and [it["rank"] for it in out] == [1, 2]

@@ -109,8 +109,13 @@ def mcp(project, http, port, allow_write, allow_run, list_):
     from ..agent.registry import load
 
     if list_:
+        root = click.get_current_context().find_root().command
         for o in load().values():
-            click.echo(json.dumps({"tool": o.tool_name, "cli": f"tools {o.group} {o.command}", "writes": o.writes,
+            face = root.commands.get(o.group) if isinstance(root, click.Group) else None
+            # a group that is one command of its own (`tools gap OURS REF` is gap.analyze) has no subcommand
+            cli = f"tools {o.group}" if face is not None and not isinstance(face, click.Group) else \
+                f"tools {o.group} {o.command}"
+            click.echo(json.dumps({"tool": o.tool_name, "cli": cli, "writes": o.writes,
                                    "runs": o.runs, "input": o.input.model_json_schema()}, ensure_ascii=False))
         return
     project.require_wiki()

@@ -13,7 +13,8 @@ from .common import pass_project, printable
 @click.command(name="export")
 @click.argument("exp_ids", nargs=-1, required=True)
 @click.option("--name", required=True,
-              help="Names the branches perf/NAME/<n>-<change> and exports/NAME/PERF.md (letters, digits, '_', '-').")
+              help="Names the branches perf/NAME/<n>-<change> and exports/NAME/PERF.md "
+                   "(letters, digits, '.', '_', '-').")
 @click.option("--repo", default=None, type=click.Path(file_okay=False, exists=True),
               help="The model code's git repository (default: the top of the first run's folder).")
 @click.option("--config-file", default=None,

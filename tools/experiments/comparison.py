@@ -70,6 +70,18 @@ def reference_tokens(key: str, r, prior: list[dict]) -> tuple[float | None, str]
     return None, ""
 
 
+def reference_windows(key: str, r, prior: list[dict]) -> tuple[dict | None, str]:
+    """The same-shape whole trajectory (``integrity.loss_windows``) to check a run's drift against: an interleaved
+    baseline rerun's, else the compared record's or the lane's semantics reference's, as kept with them."""
+    for a in reversed(r.base):
+        if a.ok and verdict.shape_key(a.result) == key and integrity.loss_windows(a.result.get("losses")):
+            return integrity.loss_windows(a.result["losses"]), f"{(r.base_rec or {}).get('exp_id')} (rerun interleaved)"
+    for b in (r.base_rec or {}, records.semantics_reference(prior, key) or {}):
+        if b.get("loss_windows") and records.shape_key_of(b) == key:
+            return b["loss_windows"], str(b.get("exp_id"))
+    return None, ""
+
+
 def check_semantics(spec, key: str, result: dict, r, prior: list[dict]) -> verdict.Semantics:
     ref, name = reference_losses(key, r, prior)
     return verdict.semantics(ref, result.get("losses"), name, spec.semantics_steps, spec.loss_tol)
@@ -115,6 +127,8 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
         ref, _ = reference_losses(key, r, prior)
         integrity.learning_check(ref, arms_ok[-1].result.get("losses"), spec.semantics_steps, out)
         integrity.tokens_check(arms_ok[-1].result.get("tokens_per_step"), *reference_tokens(key, r, prior), out)
+        for a in arms_ok:  # each arm's whole trajectory: one that skips work only in some runs is caught in those
+            integrity.drift_check(*reference_windows(key, r, prior), a.result.get("losses"), spec.semantics_steps, out)
     integrity.protected_check(rec.get("protected") or {}, (base_rec or {}).get("protected") if base_rec else None,
                               out)
     if role == "variant":
@@ -183,7 +197,8 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
         res = primary[-1].result
         key = verdict.shape_key(res)
         rec.update(config=res.get("config"), shape=res.get("shape"), shape_key=key,
-                   loss_trajectory=metrics.finite([float(x) for x in (res.get("losses") or [])[:spec.semantics_steps]]))
+                   loss_trajectory=metrics.finite([float(x) for x in (res.get("losses") or [])[:spec.semantics_steps]]),
+                   loss_windows=integrity.loss_windows(res.get("losses")))
         if r.traced or not timed_ok:
             ctx.traced_timing = True
         sem = r.early_semantics or check_semantics(spec, key, res, r, prior)

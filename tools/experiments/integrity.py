@@ -40,6 +40,8 @@ SIGNATURES = {
     "hlo-flops": "the compiled step does far fewer matmul FLOPs than the model FLOPs reported",
     "precision": "matmuls in a narrower type than the declared compute dtype",
     "frozen": "the loss does not fall as the same-shape reference's does: the parameters are not learning",
+    "loss-drift": "the loss agrees with the same-shape reference's over the first steps, then drifts from it (work "
+                  "skipped after the semantics check's window)",
     "shape-tokens": "more or fewer tokens per step reported than a run of the same declared shape reported",
     "protected": "a protected file changed",
 }
@@ -167,6 +169,47 @@ def learning_check(ref_losses: list[float] | None, losses: list[float] | None, s
                                     f"reference's fell {ref_drop:.4f}"))
     else:
         out.add("learning", None)
+
+
+DRIFT_WINDOWS = 10  # the whole trajectory in this many windows, each read by its mean loss
+DRIFT_TOL = 0.1     # |Δ| of a window's mean loss against the reference's, at most (honest changes of the reference
+                    # model over 100 steps: ≤ 0.02 at any single step; a layer dropped after step 12: 0.29)
+
+
+def loss_windows(losses) -> dict | None:
+    """The trajectory as ``DRIFT_WINDOWS`` mean losses (kept with a run, so a later run compares its whole
+    trajectory, not only the first steps the record keeps)."""
+    xs = [float(x) for x in losses or [] if isinstance(x, (int, float)) and math.isfinite(float(x))]
+    if len(xs) != len(losses or []) or len(xs) < 2 * DRIFT_WINDOWS:
+        return None
+    edges = [round(i * len(xs) / DRIFT_WINDOWS) for i in range(DRIFT_WINDOWS + 1)]
+    return {"steps": len(xs), "means": [round(sum(xs[a:b]) / (b - a), 6) for a, b in zip(edges, edges[1:])]}
+
+
+def drift_check(ref: dict | None, ref_name: str, losses, early_steps: int, out: Integrity) -> None:
+    """The whole loss trajectory against the same-shape reference's, window by window: the semantics check reads
+    only the first ``early_steps``, and a script that skips work after them (half the layers from step 13, the
+    gradient reused on 3 steps of 4) agrees there and drifts later."""
+    mine = loss_windows(losses)
+    if mine is None or ref is None:
+        out.add("drift", None, "no whole same-shape loss trajectory to compare with" if mine else
+                f"fewer than {2 * DRIFT_WINDOWS} finite losses")
+        return
+    if mine["steps"] != ref.get("steps") or mine["steps"] < 2 * early_steps:
+        out.add("drift", None, f"the reference ran {ref.get('steps')} steps, this run {mine['steps']}"
+                if mine["steps"] != ref.get("steps") else "the run is not much longer than the semantics check")
+        return
+    deltas = [abs(a - b) for a, b in zip(mine["means"], ref["means"])]
+    worst = max(range(len(deltas)), key=deltas.__getitem__)
+    out.facts["drift"] = {"reference": ref_name, "max_window_delta": round(deltas[worst], 4)}
+    if deltas[worst] > DRIFT_TOL:
+        n = mine["steps"]
+        first, last = round(worst * n / DRIFT_WINDOWS), round((worst + 1) * n / DRIFT_WINDOWS) - 1
+        out.add("drift", Finding("loss-drift", f"the mean loss of steps {first}-{last} is {mine['means'][worst]:.4f}; "
+                                 f"{ref_name}'s was {ref['means'][worst]:.4f} "
+                                 f"(|Δ| {deltas[worst]:.3f} > {DRIFT_TOL})"))
+    else:
+        out.add("drift", None)
 
 
 TOKENS_TOL = 0.01  # a record's tokens per step is read back from its rounded tokens/s and step time

@@ -29,7 +29,8 @@ SLUG = re.compile(r"[^a-z0-9]+")
 RUNNER_KEYS = frozenset(
     "title type tags model lane variant hypothesis commit exp_id status version slug date description command "
     "script_sha256 script_copy raw_dir cwd runner env repeats run_wall_s wall_s_total interleaved stop config shape "
-    "shape_key loss_trajectory metrics compile_cache role baseline best gain_vs_best_pct semantics runs_tokens_per_s calibration "
+    "shape_key loss_trajectory loss_windows metrics compile_cache role baseline best gain_vs_best_pct semantics "
+    "runs_tokens_per_s calibration "
     "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
     "statistic_choice runs_tokens_per_s_best pairs "
     "reference_run notes page crash protected integrity".split())

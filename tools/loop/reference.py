@@ -97,9 +97,15 @@ def map_items(items: list[dict], spec: LoopSpec | None, trunk: dict) -> list[dic
     already maps is dropped: the HLO evidence speaks for it. Ranks are renumbered."""
     taken: set[str] = set()
     drop = []
+
+    def flags_of(names: set[str]) -> set[str]:  # the command flags the knobs an HLO item maps set
+        knobs = [spec.knobs[n] for n in names if spec and n in spec.knobs]
+        return {k.flag for k in knobs if k.flag} | {f for k in knobs for f in (k.flags or {}).values()}
+
     for it in sorted(items, key=lambda i: i["basis"] != "hlo"):
         ch = knob_change(it, spec, trunk) if spec else None
-        if it["basis"] == "config" and ch and set(ch) & taken:
+        flag = (it.get("property") or {}).get("flag") if it.get("kind") == "flag" else None
+        if it["basis"] == "config" and (ch and set(ch) & taken or flag and flag in flags_of(taken)):
             drop.append(it)
         it["knobs"] = ch
         taken |= set(ch or {})
