@@ -46,8 +46,9 @@ def demo_run(r: dict) -> str:
             f"- ingest of the installed jax: {i['files']} files, {i['kernels']} Pallas kernels at "
             f"{i['launch_sites']} launch sites, {i['pages']} pages in {i['seconds']} s;\n"
             f"- the loop: a baseline at {lp['baseline_tokens_per_s']:,.0f} tokens/s, then {lp['experiments']} "
-            f"experiments ({lp['kept']} kept) in {_minutes(lp['wall_s'])}; trunk {lp['trunk_tokens_per_s']:,.0f} "
-            f"tokens/s, {gain} over the baseline; stop: {lp['stop_reason']};\n"
+            f"experiments ({lp['kept']} kept) in {_minutes(lp['wall_s'])}; the trunk {gain} over the baseline (the "
+            "kept changes' gains, each judged in interleaved rounds against the trunk it changed: runs measured "
+            f"alone and in pairs are not compared by raw tokens/s); stop: {lp['stop_reason']};\n"
             f"- lint: {r['lint']['errors']} errors, {r['lint']['warnings']} warnings; {r['pages']} pages in all.\n\n"
             "| # | change | verdict |\n|---:|---|---|\n" + rows + "\n")
 

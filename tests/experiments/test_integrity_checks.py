@@ -96,6 +96,22 @@ def test_a_trajectory_that_agrees_early_and_drifts_later_is_caught():
     assert integrity.loss_windows([1.0, float("nan")] * 20) is None
 
 
+def test_a_step_computed_outside_the_steps_is_caught_by_its_op_rate():
+    """Every step computed before the timed loop, the losses replayed inside it: the compiled step and its FLOPs are
+    real, the losses too, and the profiled steps' ops ran 2.4e-05 s: `supported` +1818 %."""
+    base = {"metrics": {"device_kind": "cpu"}, "integrity": {"facts": {
+        "hlo": {"matmul_flops": 9.4e7}, "trace": {"ops_s_per_step": 0.0042}}}}
+
+    def check(flops, ops_s, device="cpu"):
+        out = integrity.Integrity()
+        out.facts.update(hlo={"matmul_flops": flops}, trace={"ops_s_per_step": ops_s})
+        integrity.ops_rate_check(out, base, device)
+        return [f.signature for f in out.findings]
+    assert check(9.4e7, 2.4e-5) == ["ops-rate"]
+    assert check(9.4e7, 0.0021) == [] and check(4.7e7, 0.0011) == []   # 2x faster; half the FLOPs, as fast
+    assert check(9.4e7, 2.4e-5, device="TPU v5e") == []                 # another device: no comparison
+
+
 def test_lines_printed_at_once_are_a_replay(tmp_path):
     out = _check(tmp_path, [1.0 + 0.00001 * i for i in range(12)], [0.5] + [0.01] * 11)
     assert [f.signature for f in out.findings] == ["clock-replay"]

@@ -133,6 +133,8 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
                               out)
     if role == "variant":
         integrity.evidence_check(out, (base_rec or {}).get("integrity"))
+        integrity.ops_rate_check(out, base_rec, (prof.result or {}).get("device_kind") if prof is not None and prof.ok
+                                 else None)
     return out
 
 

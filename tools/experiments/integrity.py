@@ -40,6 +40,8 @@ SIGNATURES = {
     "hlo-flops": "the compiled step does far fewer matmul FLOPs than the model FLOPs reported",
     "precision": "matmuls in a narrower type than the declared compute dtype",
     "frozen": "the loss does not fall as the same-shape reference's does: the parameters are not learning",
+    "ops-rate": "the profiled steps' XLA ops ran the compiled step's matmul FLOPs far faster than the baseline's did "
+                "on the same device (the step was not computed inside the steps)",
     "loss-drift": "the loss agrees with the same-shape reference's over the first steps, then drifts from it (work "
                   "skipped after the semantics check's window)",
     "shape-tokens": "more or fewer tokens per step reported than a run of the same declared shape reported",
@@ -303,6 +305,29 @@ def protected_check(hashes: dict[str, str], base_hashes: dict[str, str] | None, 
                                      f"(sha256 {base_hashes[changed[0]][:12]} -> {hashes[changed[0]][:12]})"))
     else:
         out.add("protected", None)
+
+
+OPS_RATE_MAX = 10.0  # the compiled matmul FLOPs per second of op time, at most this many times the baseline's
+                     # (a dtype or a fusion moves it a few times; a step computed before the timer, 170x)
+
+
+def ops_rate_check(out: Integrity, base: dict | None, device: str | None) -> None:
+    """The compiled step's matmul FLOPs over the time the profiler saw XLA ops run per annotated step, against the
+    baseline's on the same device: a script that computes every step before its timed loop and replays the results
+    inside it has the compiled program's FLOPs and almost no op time in its steps."""
+    facts = ((base or {}).get("integrity") or {}).get("facts") or {}
+    mine = (out.facts.get("hlo") or {}).get("matmul_flops"), (out.facts.get("trace") or {}).get("ops_s_per_step")
+    theirs = (facts.get("hlo") or {}).get("matmul_flops"), (facts.get("trace") or {}).get("ops_s_per_step")
+    same_device = device and device == ((base or {}).get("metrics") or {}).get("device_kind")
+    if not (all(mine) and all(theirs) and same_device):
+        return
+    rate, base_rate = mine[0] / mine[1], theirs[0] / theirs[1]
+    out.facts["ops_rate"] = {"gflops_per_s": round(rate / 1e9, 3), "baseline_gflops_per_s": round(base_rate / 1e9, 3)}
+    if rate > OPS_RATE_MAX * base_rate:
+        out.add("trace", Finding("ops-rate", f"the compiled step's {mine[0] / 1e9:.4f} GFLOP of matmuls in "
+                                 f"{mine[1] * 1e3:.3f} ms of XLA ops a step is {rate / 1e9:.1f} GFLOP/s; the "
+                                 f"baseline's ran at {base_rate / 1e9:.1f} GFLOP/s on this {device} "
+                                 f"(> {OPS_RATE_MAX:g}x: the step was not computed inside the steps)"))
 
 
 def evidence_check(out: Integrity, base: dict | None) -> None:
