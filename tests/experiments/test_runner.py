@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from _exp_helpers import HERE, PY, exp_run, fake
@@ -112,6 +113,26 @@ def test_concurrent_runs_get_distinct_versions_and_rows(project):
     assert sorted(r["version"] for r in recs) == [1, 2, 3]
     assert len(rows(project)) == 3 and len({r["exp_id"] for r in rows(project)}) == 3
     assert sum(r["role"] == "baseline" for r in recs) == 1
+
+
+def test_a_run_filed_while_an_explicit_baseline_runs_does_not_take_its_place(project):
+    """A loop's `--baseline` run still running, a plain run filed meanwhile in its lane became the variant's baseline
+    too (the first good run of a variant does); being later by version, it was the one every later run compared
+    with, measured under the contention."""
+    env = dict(os.environ, AUTORESEARCH_ROOT=str(project.root))
+    slow = subprocess.Popen([PY, "-m", "tools", "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/tpu",
+                             "-q", "--baseline", "--trust-step-times", "-m", "explicit", "--", "sh", "-c",
+                             'sleep 4; exec "$0" "$@"', *fake()], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not lane(project) and time.monotonic() < deadline:  # its page reserves v001 ("in_progress")
+        time.sleep(0.05)
+    assert lane(project) and lane(project)[0]["status"] == "in_progress"
+    run(project, "-m", "intruder", command=fake())
+    assert slow.wait(timeout=120) == 0, slow.communicate()[0]
+    roles = {r["description"]: r["role"] for r in lane(project)}
+    assert roles == {"explicit": "baseline", "intruder": "variant"}, roles
+    assert records.baseline_for(lane(project), "s/tpu")["description"] == "explicit"
 
 
 def test_filed_pages_are_immutable(project):

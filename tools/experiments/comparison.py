@@ -143,7 +143,9 @@ def _role(spec, r, prior: list[dict], ran: bool) -> str:
         return "calibration"
     if spec.baseline:
         return "baseline"
-    if r.base_rec is None and ran and records.baseline_for(prior, spec.variant) is None:
+    coming = any(p.get("status") == "in_progress" and p.get("variant") == spec.variant and p.get("role") == "baseline"
+                 for p in prior)  # a --baseline run of this variant still running: it, not this run, is the baseline
+    if r.base_rec is None and ran and records.baseline_for(prior, spec.variant) is None and not coming:
         return "baseline"  # the first good run of a variant becomes its baseline
     return "variant"
 

@@ -295,7 +295,9 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
            "description": spec.description or None, "command": command_line, "script_sha256": sha or None,
            "raw_dir": rel(raw_dir, project.root), "cwd": rel(spec.cwd or Path.cwd(), project.root),
            "runner": abandoned.stamp(spec.timeout * n_runs, spec.timeout), "env": env,
-           "role": "calibration" if spec.calibrate else None, "compile_cache": spec.compile_cache or None,
+           # a run asked to be the baseline says so while it runs: no run filed meanwhile takes its place
+           "role": "calibration" if spec.calibrate else "baseline" if spec.baseline else None,
+           "compile_cache": spec.compile_cache or None,
            "protected": integrity.protected_hashes(spec.protected, spec.cwd or Path.cwd()) or None}
     if script is not None:  # a copy of the model code, so a later interleaved rerun can use this exact code
         atomic_write(raw_dir / "code" / script.name, script.read_bytes())
