@@ -135,6 +135,24 @@ def test_a_run_filed_while_an_explicit_baseline_runs_does_not_take_its_place(pro
     assert records.baseline_for(lane(project), "s/tpu")["description"] == "explicit"
 
 
+def test_a_variant_that_rewrites_the_baselines_script_is_invalid(project, monkeypatch):
+    """A variant that rewrote the baseline's script from its own process (slowing every later baseline arm) was
+    `supported` +69.7 % for a program that computes exactly what the baseline does."""
+    import shutil
+
+    monkeypatch.chdir(project.root)
+    shutil.copy(HERE / "fake_train.py", project.root / "train.py")
+    (project.root / "variant.py").write_text(
+        "import runpy, sys\nwith open('train.py', 'a') as f:\n    f.write('\\n# and a sleep, say\\n')\n"
+        f"sys.argv = ['train.py', '--step-ms', '5']\nrunpy.run_path({str(HERE / 'fake_train.py')!r}, "
+        "run_name='__main__')\n")
+    run(project, "--baseline", "-m", "base", command=[PY, "train.py"])
+    run(project, "--repeats", "2", "-m", "sabotage", command=[PY, "variant.py"], trust=True)
+    rec = lane(project)[-1]
+    assert rec["verdict"] == "invalid", rec["reasons"]
+    assert any("baseline-changed" in r and "train.py" in r for r in rec["reasons"]), rec["reasons"]
+
+
 def test_filed_pages_are_immutable(project):
     out = run_experiment(project, RunSpec(model="m", lane="l", variant="s/tpu", command=fake()))
     rec = lane(project)[0]

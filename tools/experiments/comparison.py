@@ -129,6 +129,8 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
         integrity.tokens_check(arms_ok[-1].result.get("tokens_per_step"), *reference_tokens(key, r, prior), out)
         for a in arms_ok:  # each arm's whole trajectory: one that skips work only in some runs is caught in those
             integrity.drift_check(*reference_windows(key, r, prior), a.result.get("losses"), spec.semantics_steps, out)
+    if r.base_changed and role == "variant":
+        out.add("protected", integrity.Finding("baseline-changed", r.base_changed))
     integrity.protected_check(rec.get("protected") or {}, (base_rec or {}).get("protected") if base_rec else None,
                               out)
     if role == "variant":

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from . import arms, comparison, pairs, records, stats, verdict
 from .arms import ArmResult
-from .sides import HLO_ENV, PROFILE_ENV, Side, compile_cache_env, merged_env, profile_env, record_side
+from .sides import (HLO_ENV, PROFILE_ENV, Side, code_commit, compile_cache_env, merged_env, profile_env, record_side,
+                    script_of)
 
 
 # ----------------------------------------------------------------------------- what ran
@@ -49,6 +50,7 @@ class Runs:
     error: Exception | None = None       # the runner backend raised: filed as a crash, then raised again
     pairs: dict | None = None            # the timed rounds ran as in-process pairs: rounds, block steps, log
     notes: list[str] = field(default_factory=list)
+    base_changed: str = ""               # the baseline's script changed during the rounds (a variant rewrote it)
 
 
 @dataclass
@@ -64,8 +66,11 @@ class Schedule:
     runs: Runs
     on_profile: object = None            # callable(raw_dir) -> fingerprint, after the profile arm
     runner: object = None
+    base_sha: str = ""                   # the baseline's script before its first arm
 
     def _round(self, arm_list, kinds: list[str]) -> list[ArmResult]:
+        if "base" in kinds:
+            self._base_script_held()
         for arm in arm_list:
             arm.hang_s = self.spec.hang_s
         procs = self.runner.run_round(arm_list, self.spec.echo)
@@ -79,6 +84,19 @@ class Schedule:
                 self.runs.stopped_by = p.stopped_by
         return out
 
+    def _base_script_held(self) -> None:
+        """The baseline arm reruns the script its record hashed: a variant that rewrites it (and the saved copies)
+        from inside its own process slows every later baseline arm. Checked before each; a change is kept for
+        the integrity checks (``baseline-changed``)."""
+        script = script_of(self.base.command, self.base.cwd) if self.base is not None else None
+        if script is None or self.runs.base_changed:
+            return
+        now = code_commit(script)[1]
+        self.base_sha = self.base_sha or now  # as it was before any arm ran (the record's script, or its copy)
+        if now and now != self.base_sha:
+            self.runs.base_changed = (f"the baseline's script `{script.name}` (sha256 {self.base_sha[:12]}) read "
+                                      f"{now[:12]} before baseline arm {len(self.runs.base) + 1}")
+
     def noise(self) -> stats.Noise:
         return comparison.current_noise(self.prior, self.spec.variant, self.runs.base_rec, self.spec.statistic)
 
@@ -86,6 +104,7 @@ class Schedule:
 
     def run(self) -> Runs:
         r, spec = self.runs, self.spec
+        self._base_script_held()  # its hash before any arm ran (the profiled variant arm goes first)
         r.interleaved = self.base is not None and (self.hi >= 2 or r.calibration)
         r.traced = spec.profile and not r.interleaved and self.hi == 1 and not r.calibration
         checked = False
