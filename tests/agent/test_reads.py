@@ -176,7 +176,7 @@ def test_a_heading_inside_a_hypothesis_field_is_read_back_as_text(kb):
     ({"change": {"kind": "knobs", "knobs": {"compute_dtype": "int4"}}}, "not a declared value"),
     ({"change": {"kind": "env", "env": "XLA_FLAGS=--x"}}, "change.env must be an object"),
     ({"change": {"kind": "knobs", "knobs": "compute_dtype"}}, "change.knobs must be an object"),
-    ({"statement": "x" * 9000}, "statement: over 8000 characters"),
+    ({"statement": "x" * 20_001}, "statement: over 20000 characters"),
 ])
 def test_a_hypothesis_its_loop_would_not_run_is_refused(kb, over, why):
     """A hypothesis for a loop that does not exist, another lane's, or a knob the loop does not declare was filed

@@ -24,8 +24,8 @@ def may_depend(a: str, b: str) -> bool:
 
 
 CHANGE_KINDS = ("knobs", "env", "patch")
-TEXT_FIELDS = ("statement", "mechanism", "predicted_signal", "falsification", "notes")
-MAX_TEXT = 8000         # characters of one text field (a proposal is read into every later prompt)
+TEXT_FIELDS = ("statement", "mechanism", "predicted_signal", "falsification")
+MAX_TEXT = 20_000       # characters of one text field (a proposal is read into every later prompt)
 MAX_PATCH = 1_000_000   # characters of a patch
 
 
