@@ -34,9 +34,9 @@ def test_html_is_standalone_and_holds_only_the_lane():
              "metrics": {"tokens_per_s": 10.0}, "config": {"x": "</script>"}},
             {"model": "m", "lane": "other", "status": "filed", "exp_id": "b", "version": 1, "page": "q.md"}]
     page = compare_html("m", "l", recs, "../plotly.js", lambda r: r["page"])
-    assert "<script src=\"../plotly.js\"></script>" in page and "\\u003c/script\\u003e" in page  # the data is inert
+    assert "<script src=\"../plotly.js\"></script>" in page and "&lt;/script&gt;" in page  # the data is inert
     assert page.count("</script>") == page.count("<script")
-    assert '"exp_id": "a"' in page and '"exp_id": "b"' not in page
+    assert '&quot;exp_id&quot;: &quot;a&quot;' in page and '&quot;exp_id&quot;: &quot;b&quot;' not in page
 
 
 def test_a_run_offers_a_profile_diff_only_with_a_trace_and_is_named_without_a_slug():

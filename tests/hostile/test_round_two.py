@@ -293,8 +293,11 @@ def test_more_than_400_pages_of_one_type_keep_the_index_a_page(tmp_path):
 
 
 def test_a_hypothesis_filed_again_keeps_the_first_page_and_its_author(tmp_path):
+    from _shared import queue_loop
+
     root = tmp_path / "kb"
     assert tools(root, "init", str(root)).returncode == 0
+    queue_loop(root)  # the loop whose queue takes it
     hyp = {"model": "m", "lane": "l", "loop": "m-l", "statement": "bf16 halves the step time",
            "mechanism": "bf16 matmuls", "predicted_signal": "+30 %", "falsification": "within noise",
            "change": {"kind": "knobs", "knobs": {"compute_dtype": "bfloat16"}}, "category": "precision",

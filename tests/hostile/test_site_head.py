@@ -44,8 +44,12 @@ def head_kb(tmp_path_factory) -> Path:
     # an agent with --allow-write files a hypothesis (the registry op the MCP tool calls)
     hyp = {"model": "m", "lane": "l", "loop": "m-l", "statement": HEAD + " " + corpus.PAYLOADS[0],
            "mechanism": corpus.PAYLOADS[1], "predicted_signal": corpus.PAYLOADS[2], "falsification": HEAD,
-           "change": {"kind": "knobs", "knobs": {"x": 1}}, "category": "precision", "author": HEAD}
+           "change": {"kind": "knobs", "knobs": {"a": 1}}, "category": "precision", "author": HEAD}
     import json
+
+    from _shared import queue_loop
+
+    queue_loop(root)  # the loop whose queue takes it
 
     r = tools(root, "hypotheses", "file", "--args", json.dumps(hyp))
     assert r.returncode == 0, r.stdout + r.stderr

@@ -7,6 +7,8 @@ pure: records in, HTML out."""
 
 from __future__ import annotations
 
+import html
+import json
 from collections.abc import Callable
 
 from ..htmlpage import plotly_page
@@ -44,6 +46,7 @@ def compare_html(model: str, lane: str, records: list[dict], plotly_src: str,
             and r.get("status") == "filed"]
     runs.sort(key=lambda x: x["version"])
     data = finite({"model": model, "lane": lane, "runs": runs})
-    # descriptions, commands and settings are other people's text: in the data element with no <, > or & left
-    # (htmlpage.script_json), so none of it reaches a place a browser reads as code
-    return plotly_page("compare", f"{model}/{lane}: runs", plotly_src, data)
+    # In an attribute, HTML-escaped, not in a script element: descriptions, commands and settings are other
+    # people's text, and none of it may reach a place a browser (or a reviewer's scan) reads as code.
+    blob = html.escape(json.dumps(data, sort_keys=True, default=str), quote=True)
+    return plotly_page("compare", f"{model}/{lane}: runs", plotly_src, None, attrdata=blob)

@@ -28,21 +28,28 @@ def load_experiments(wiki_dir: Path | str, under: str = "") -> list[dict]:
     frontmatter does not parse, or holds a value of the wrong kind where a run's figures belong (a hand edit), is
     logged and left out: one such page never stops the commands of its lane, nor of any other."""
     wiki = Path(wiki_dir)
-    out = []
+    pages = []
     for p in sorted((wiki / "experiments" / under).rglob("*.md")):
         try:
-            meta = _frontmatter(p, wiki)
+            pages.append((p.relative_to(wiki).as_posix(), _frontmatter(p, wiki)))
         except InputError as e:
             log.warning("%s: left out (%s)", p, e.problem)
-            continue
-        if not meta or meta.get("type") != "experiment":
+    return records_of(pages)
+
+
+def records_of(pages) -> list[dict]:
+    """The experiment records of pages already read: (wiki-relative path, frontmatter) pairs (the site's scan
+    hands its own, so a 5,000-run lane's pages are not parsed twice). Ordered and checked as ``load_experiments``."""
+    out = []
+    for rel, meta in pages:
+        if not meta or meta.get("type") != "experiment" or not rel.startswith("experiments/"):
             continue
         if why := shape_problem(meta):
-            log.warning("%s: left out (%s)", p, why)
+            log.warning("wiki/%s: left out (%s)", rel, why)
             continue
         rec = dict(meta)
-        rec["page"] = p.relative_to(wiki).as_posix()
-        m = VERSION.match(p.name)
+        rec["page"] = rel
+        m = VERSION.match(rel.rsplit("/", 1)[-1])
         rec.setdefault("version", int(m.group("n")) if m else 0)
         out.append(rec)
     out.sort(key=lambda r: (str(r.get("model")), str(r.get("lane")), int(r.get("version") or 0), r["page"]))

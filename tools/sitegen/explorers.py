@@ -24,17 +24,17 @@ def model_pages(pages: list[SitePage]) -> list[SitePage]:
 
 
 def explorer_api():
-    """(load_experiments, explorer_html, load_references or None), or None without the experiments module."""
+    """(records_of, explorer_html, load_references or None), or None without the experiments module."""
     try:
         from ..experiments.explorer import explorer_html
-        from ..experiments.records import load_experiments
+        from ..experiments.records import records_of
     except (ImportError, AttributeError):
         return None
     try:
         from ..experiments.explorer import load_references
     except (ImportError, AttributeError):
         load_references = None
-    return load_experiments, explorer_html, load_references
+    return records_of, explorer_html, load_references
 
 
 def plotly_js() -> str | None:
@@ -67,7 +67,7 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
     if api is not None and models:
         from ..errors import ToolsError
         try:
-            records = api[0](wiki_dir)
+            records = api[0]((p.rel, p.meta) for p in pages if p.rel.startswith("experiments/"))
         except ToolsError as e:
             why = f"experiment pages could not be read ({html.escape(str(e))})"
             if warnings is not None:
