@@ -240,3 +240,15 @@ def test_numbers_memory_wording_tables_and_escapes_as_a_reader_wrote_them(tmp_pa
     assert "“hello” — it’s" in _decode(("He said “hello” — it’s fine. " * 30).encode("cp1252"))
     assert _decode(b"".join(b"\x1b[32mstep %d ok\x1b[0m\n" % i for i in range(5))).startswith("step 0 ok")
     assert "x" in _decode(b"x" * 40_000 + b"\x00" + b"y")
+
+
+def test_text_before_the_first_heading_is_not_cited_as_a_real_introduction():
+    """Text above a file's headings was cited "§ Introduction", the same as the file's own `## Introduction`."""
+    from tools.sources.extract import _markdown
+
+    doc = _markdown("A 2.1x speed-up, said first.\n\n## Introduction\n\nThe real one.\n\n## Results\n\n3x.\n",
+                    Path("notes.md"), "markdown")
+    assert [s.where for s in doc.sections] == ["§ Introduction (before the first heading)", "§ Introduction",
+                                               "§ Results"]
+    plain = _markdown("Said first.\n\n## Results\n\n3x.\n", Path("notes.md"), "markdown")
+    assert [s.where for s in plain.sections] == ["§ Introduction", "§ Results"]  # no real one: the name as before

@@ -206,27 +206,33 @@ def _html(text: str, path: Path) -> Document:
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+PRE = "§ Introduction"  # where text before a markdown file's first heading is cited
 
 
 def _markdown(text: str, path: Path, kind: str) -> Document:
     sections: list[Section] = []
     outline: list[tuple[str, str]] = []
     title, current, buf, fence = "", "Introduction", [], False
+    where = PRE  # text before the first heading
     for line in text.splitlines():
         if line.lstrip().startswith(("```", "~~~")):
             fence = not fence
         m = None if fence else _HEADING.match(line)
         if m:
             if buf:
-                sections.append(Section(current, f"§ {current}", "\n".join(buf)))
+                sections.append(Section(current, where, "\n".join(buf)))
             current, buf = m.group(2).strip(), []
+            where = f"§ {current}"
             title = title or (current if len(m.group(1)) == 1 else "")
             outline.append(("  " * (len(m.group(1)) - 1) + current, f"§ {current}"))
             continue
         buf.append(line)
     if buf:
-        sections.append(Section(current, f"§ {current}", "\n".join(buf)))
+        sections.append(Section(current, where, "\n".join(buf)))
     if not any(s.text.strip() for s in sections):
         raise Unreadable("no text")
+    if sections and sections[0].where == PRE and any(h.strip().lower() == "introduction" for h, _ in outline):
+        top = "Introduction (before the first heading)"  # the file's own "Introduction" is another section
+        sections[0] = Section(top, f"§ {top}", sections[0].text)
     return Document(kind, title or (outline[0][0].strip() if outline else path.stem), sections, [], None, None,
                     outline)
