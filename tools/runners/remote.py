@@ -252,11 +252,13 @@ class RemoteRunner:
             sys.stdout.flush()
         w.text, w.changed = text, time.monotonic()
         parts = roundscript.split(text, token, len(arms))
-        for i, a in enumerate(parts.arms):  # the arm logs on disk stay current while the job runs
-            if a.begun:
+        for i, a in enumerate(parts.arms):  # the arm logs on disk stay current while the job runs: the ones that
+            if a.begun:                     # grew are written (one, mostly), not every arm's and the job's each poll
                 w.begun.setdefault(i, w.changed)
-                _write(arms[i].log, a.text + a.after)
-        _write(folder / f"{w.name}.log", text)
+                size = len(a.text) + len(a.after)
+                if w.written.get(i) != size:
+                    _write(arms[i].log, a.text + a.after)
+                    w.written[i] = size
 
     def _finish(self, arms: list[Arm], arts: list[list[Artefact]], token: str, name: str, job: str, w: _Watch,
                 outcome: Outcome, folder: Path) -> list[Proc]:
@@ -364,6 +366,7 @@ class _Watch:
     changed: float = 0.0
     begun: dict = field(default_factory=dict)  # arm index -> when its begin marker was first seen
     log_error: str = ""  # why the job log could not be read, the last time it could not
+    written: dict = field(default_factory=dict)  # arm index -> characters of its log last written
     hung_s: float | None = None  # the job was cancelled after this long without log progress
 
 
