@@ -208,6 +208,16 @@ def test_a_protected_function_rebound_later_in_its_file_is_a_change(tmp_path, sh
     before = integrity.protected_hashes(["train.py::report"], tmp_path)
     f.write_text(body + "\n\ndef helper():\n    report_all = 1\n    return report_all\n")  # an honest change
     assert integrity.protected_hashes(["train.py::report"], tmp_path) == before
+    # names that are not the module's: a method, a local variable, a nested function, a local import; each edited
+    for other in ("class Timer:\n    def report(self):\n        return 'a'\n",
+                  "def summary(r):\n    report = str(r)\n    return report\n",
+                  "def outer():\n    def report():\n        return 1\n    return report\n",
+                  "def lazy():\n    from os import path as report\n    return report\n",
+                  "x = {'report': 1}\ny = vars(object)\n"):
+        f.write_text(body + "\n\n" + other)
+        first = integrity.protected_hashes(["train.py::report"], tmp_path)
+        f.write_text(body + "\n\n" + other.replace("1", "2").replace("'a'", "'b'").replace("str(r)", "repr(r)"))
+        assert integrity.protected_hashes(["train.py::report"], tmp_path) == first == before, other
     f.write_text(body + "\n\n" + shadow)
     after = integrity.protected_hashes(["train.py::report"], tmp_path)
     out = integrity.Integrity()

@@ -233,3 +233,22 @@ def test_exp_run_with_a_dry_run_runner_files_nothing(fake_state, tmp_path):
     assert not list((root / "wiki").glob("experiments/**/*.md"))  # no page, no ledger, no version used
     assert sorted(p.relative_to(root) for p in (root / "raw").rglob("*")) == before
     assert not any(c.startswith("kubectl") for c in calls(fake_state))  # nothing was watched: nothing ran
+
+
+def test_a_rotated_log_read_again_and_again_is_joined_once():
+    """After a rotation whose first read was short, each later read (the new file grown) appended the whole new file
+    again, with another "rotated" line; and a long repetitive log made each join copy it over and over."""
+    from tools.runners.remote import RemoteRunner, _Watch
+
+    full = "".join(f"step {i}\n" for i in range(60))
+    reads = iter([full[:300], full[400:409], full[400:420], full[400:]])  # rotated after 400 characters
+
+    class Stub(RemoteRunner):
+        def logs(self, job):
+            return next(reads)
+
+    r, w = Stub(), _Watch(0.0, "x")
+    for _ in range(4):
+        w.text = r._logs_quietly("job", w)
+    assert w.text.count("log was rotated") == 1 and w.text.endswith(full[400:])
+    assert w.text.count("step 59\n") == 1 and w.text.startswith(full[:300])

@@ -130,7 +130,7 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
         out = run_experiment(project, RunSpec(command=list(command), echo=not (quiet or as_json), cwd=Path.cwd(),
                                               env=env, **opts))
     except DryRun as e:  # the runner's dry run: what it would submit was written, nothing ran or was filed
-        click.echo(str(e))
+        click.echo(json.dumps({"dry_run": True, "filed": False, "message": str(e)}) if as_json else str(e))
         return
     m = out.metrics
     if as_json:

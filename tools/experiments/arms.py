@@ -68,7 +68,9 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
     if p.not_run:
         return f"not run: {p.not_run}"
     if p.hung_s:
-        return f"hung: no output for {p.hung_s:g} s; its stack was taken, then its process group was killed"
+        return (f"hung: no output for {p.hung_s:g} s; its stack was taken, then its process group was killed"
+                if p.rc is not None else  # a local process, killed; a remote job has no exit code to give
+                f"hung: no output for {p.hung_s:g} s; the job was cancelled")
     if p.timed_out:
         return f"timed out after {timeout:g} s"
     rc = p.rc

@@ -64,9 +64,9 @@ def reference_tokens(key: str, r, prior: list[dict]) -> tuple[float | None, str]
         if a.ok and verdict.shape_key(a.result) == key and a.result.get("tokens_per_step"):
             return float(a.result["tokens_per_step"]), f"{(r.base_rec or {}).get('exp_id')} (rerun interleaved)"
     for b in (r.base_rec or {}, records.semantics_reference(prior, key) or {}):
-        m = b.get("metrics") or {}
-        if records.shape_key_of(b) == key and m.get("tokens_per_s") and m.get("step_time_ms"):
-            return float(m["tokens_per_s"]) * float(m["step_time_ms"]) / 1e3, str(b.get("exp_id"))
+        t = (b.get("metrics") or {}).get("tokens_per_step")  # a record from before it was kept has none
+        if records.shape_key_of(b) == key and isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
+            return float(t), str(b.get("exp_id"))
     return None, ""
 
 
@@ -77,7 +77,7 @@ def reference_windows(key: str, r, prior: list[dict]) -> tuple[dict | None, str]
         if a.ok and verdict.shape_key(a.result) == key and integrity.loss_windows(a.result.get("losses")):
             return integrity.loss_windows(a.result["losses"]), f"{(r.base_rec or {}).get('exp_id')} (rerun interleaved)"
     for b in (r.base_rec or {}, records.semantics_reference(prior, key) or {}):
-        if b.get("loss_windows") and records.shape_key_of(b) == key:
+        if integrity.windows_ok(b.get("loss_windows")) and records.shape_key_of(b) == key:
             return b["loss_windows"], str(b.get("exp_id"))
     return None, ""
 

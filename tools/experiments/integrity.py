@@ -189,11 +189,19 @@ def loss_windows(losses) -> dict | None:
     return {"steps": len(xs), "means": [round(sum(xs[a:b]) / (b - a), 6) for a, b in zip(edges, edges[1:])]}
 
 
+def windows_ok(w) -> bool:
+    """``loss_windows`` as this version writes them (a hand edit or another version's shape is no reference)."""
+    return isinstance(w, dict) and isinstance(w.get("steps"), int) and isinstance(w.get("means"), list) and \
+        len(w["means"]) == DRIFT_WINDOWS and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                 and math.isfinite(x) for x in w["means"])
+
+
 def drift_check(ref: dict | None, ref_name: str, losses, early_steps: int, out: Integrity) -> None:
     """The whole loss trajectory against the same-shape reference's, window by window: the semantics check reads
     only the first ``early_steps``, and a script that skips work after them (half the layers from step 13, the
     gradient reused on 3 steps of 4) agrees there and drifts later."""
     mine = loss_windows(losses)
+    ref = ref if windows_ok(ref) else None
     if mine is None or ref is None:
         out.add("drift", None, "no whole same-shape loss trajectory to compare with" if mine else
                 f"fewer than {2 * DRIFT_WINDOWS} finite losses")
@@ -215,7 +223,7 @@ def drift_check(ref: dict | None, ref_name: str, losses, early_steps: int, out: 
         out.add("drift", None)
 
 
-TOKENS_TOL = 0.01  # a record's tokens per step is read back from its rounded tokens/s and step time
+TOKENS_TOL = 0.01  # tokens per step as reported by each run: the same shape, the same count
 
 
 def tokens_check(tokens, ref_tokens: float | None, ref_name: str, out: Integrity) -> None:
@@ -271,27 +279,42 @@ def protected_hashes(entries: list[str], cwd: Path) -> dict[str, str]:
 
 
 def _bindings(tree, name: str, first) -> list:
-    """``first`` (the protected definition), then each other top-level statement that binds or rebinds ``name``:
-    a definition, an assignment or import of it, or a statement that names it as a string beside ``globals``,
-    ``vars``, ``setattr`` or ``sys.modules`` (how a name is rebound without saying it)."""
+    """``first`` (the protected definition), then each other top-level statement that binds or rebinds the module's
+    ``name``: a definition, an assignment or an import of it at module scope, an assignment in a function that
+    declares it ``global``, or ``setattr(..., "name", ...)`` / ``globals()["name"] = ...`` anywhere. A method, a
+    local variable or a nested function of that name is not the module's, and is left out."""
     import ast
 
-    def binds(stmt) -> bool:
-        for n in ast.walk(stmt):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name:
+    def module_binding(node, scope: str) -> bool:  # scope: module | global (a function declaring it) | local
+        binds = scope in ("module", "global")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name and binds:
                 return True
-            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Store, ast.Del)):
-                return True
-            if isinstance(n, ast.alias) and (n.asname or n.name.split(".")[0]) == name:
-                return True
-            if isinstance(n, ast.Global) and name in n.names:
-                return True
-        words = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} | {
-            n.attr for n in ast.walk(stmt) if isinstance(n, ast.Attribute)}
-        return bool(words & {"globals", "vars", "setattr", "modules", "__dict__"}) and any(
-            isinstance(n, ast.Constant) and n.value == name for n in ast.walk(stmt))
+            declared = not isinstance(node, ast.ClassDef) and any(
+                isinstance(n, ast.Global) and name in n.names for n in ast.walk(node))
+            return any(module_binding(c, "global" if declared else "local") for c in node.body)
+        if isinstance(node, ast.Lambda):
+            return False
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return binds
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
+            return binds
+        return any(module_binding(c, scope) for c in ast.iter_child_nodes(node))
 
-    return [first] + [s for s in tree.body if s is not first and binds(s)]
+    def by_its_name_as_text(stmt) -> bool:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and \
+                    len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) and n.args[1].value == name:
+                return True
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == name and (
+                    isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+                    and n.value.func.id in ("globals", "vars")
+                    or isinstance(n.value, ast.Attribute) and n.value.attr == "__dict__"):
+                return True
+        return False
+
+    return [first] + [s for s in tree.body
+                      if s is not first and (module_binding(s, "module") or by_its_name_as_text(s))]
 
 
 def protected_check(hashes: dict[str, str], base_hashes: dict[str, str] | None, out: Integrity) -> None:

@@ -124,6 +124,7 @@ def compute(result: dict, peak_flops: float | None = None) -> dict:
     tps = float(result["tokens_per_step"]) / med
     m = {
         "tokens_per_s": round(tps, 2),
+        "tokens_per_step": float(result["tokens_per_step"]),  # as reported: a later same-shape run is checked by it
         "tokens_per_s_per_chip": round(tps / n_chips, 2),
         "tokens_per_s_best": round(float(result["tokens_per_step"]) / min(steady), 2),  # the fastest steady step
         "step_time_ms": round(med * 1e3, 4),

@@ -319,7 +319,14 @@ class RemoteRunner:
         except Exception as e:  # noqa: BLE001 -- logs not readable now: keep what we have
             w.log_error = f"{type(e).__name__}: {e}"
             return w.text
-        return w.text if text is None else joined(w.text, text)
+        if text is None:
+            return w.text
+        if w.raw and text.startswith(w.raw):  # the file as last read, grown (after a rotation too): what is new
+            whole = w.text + text[len(w.raw):]
+        else:
+            whole = joined(w.text, text)
+        w.raw = text
+        return whole
 
     def _cancel_quietly(self, job: str) -> str:
         try:
@@ -347,7 +354,7 @@ def joined(previous: str, text: str) -> str:
     if previous.endswith(text) or not text:  # nothing new (a shorter read of the same log)
         return previous
     probe = text[:200]  # where the new text may start inside the old: checked whole at each candidate
-    at = previous.find(probe)
+    at = previous.find(probe, max(0, len(previous) - len(text)))  # an earlier start would make text the shorter
     while at != -1:
         if text.startswith(previous[at:]):
             return previous[:at] + text
@@ -367,6 +374,7 @@ class _Watch:
     begun: dict = field(default_factory=dict)  # arm index -> when its begin marker was first seen
     log_error: str = ""  # why the job log could not be read, the last time it could not
     written: dict = field(default_factory=dict)  # arm index -> characters of its log last written
+    raw: str = ""  # the log as the backend gave it last (after a rotation: the new file only)
     hung_s: float | None = None  # the job was cancelled after this long without log progress
 
 
