@@ -499,3 +499,22 @@ def test_each_timed_arm_is_judged_on_its_own_lines():
     assert verdict_on({"run-1": f"unchecked: {clocks.TOGETHER}", "run-2": "ok"}) == ""
     assert "arrived together" in verdict_on({"run-1": f"unchecked: {clocks.TOGETHER}"})
     assert verdict_on({"run-1": "unchecked: no step lines"}, traced=True, trace="ok") == ""
+
+
+def test_tokens_and_windows_of_a_stored_record_are_read_as_kept_never_rebuilt():
+    """A stored baseline's tokens per step was rebuilt as median tokens/s × median step time: over two runs 22 %
+    apart that is 1.4 % off, and an unchanged command was filed invalid (`shape-tokens`). A hand-edited
+    `loss_windows` (`mean:` for `means:`) made every later comparison in the lane a traceback."""
+    from tools.experiments import comparison
+    from tools.experiments.rounds import Runs
+
+    key = json.dumps({"batch": 4}, sort_keys=True)
+    old = {"exp_id": "v001", "shape": {"batch": 4}, "metrics": {"tokens_per_s": 46367.35, "step_time_ms": 2.799}}
+    assert comparison.reference_tokens(key, Runs(base_rec=old), []) == (None, "")  # before it was kept: no check
+    kept = dict(old, metrics={**old["metrics"], "tokens_per_step": 128.0})
+    assert comparison.reference_tokens(key, Runs(base_rec=kept), []) == (128.0, "v001")
+    bad = dict(old, loss_windows={"steps": 100, "mean": [1.0] * 10})
+    assert comparison.reference_windows(key, Runs(base_rec=bad), []) == (None, "")
+    out = integrity.Integrity()
+    integrity.drift_check({"steps": 100, "means": "x"}, "v001", [1.0] * 100, 12, out)
+    assert out.checks["drift"].startswith("unchecked") and not out.findings
