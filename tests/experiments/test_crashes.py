@@ -196,10 +196,11 @@ def test_a_real_compile_error_from_a_bad_xla_flag(here):
 
 @pytest.mark.slow
 def test_the_reference_model_silent_past_hang_after_is_hung_with_its_own_stack(here):
-    """No step line for a second while jax imports and the step compiles: the runner takes the real process's
-    stack (py-spy, else faulthandler), kills it, and the frames point into the reference model."""
+    """No step line for half a second while jax imports and the step compiles (on a warm machine a second was once
+    enough for both): the runner takes the real process's stack (py-spy, else faulthandler), kills it, and the
+    frames point into the reference model."""
     project = here
-    run(project, "--hang-after", "1", "--timeout", "120", "-m", "silent", code=1,
+    run(project, "--hang-after", "0.5", "--timeout", "120", "-m", "silent", code=1,
         command=[PY, "llama_train.py", "--preset", "tiny", "--steps", "3"])
     (r,) = lane(project)
     assert r["verdict"] == "crash" and r["crash"]["kind"] == "hang", r["crash"]
