@@ -196,6 +196,7 @@ def test_protected_hashes_hold_a_function_and_see_it_change(tmp_path):
     "report = lambda x: [t * 0.85 for t in x]\n",                                          # an assignment
     "globals()['report'] = print\n",                                                      # by its name as text
     "import sys\nsetattr(sys.modules[__name__], 'report', print)\n",
+    "import sys\n\n\ndef patch():\n    sys.modules[__name__].report = print\n",       # the module by another road
     "from os import path as report\n",                                                    # an import over it
     "def main():\n    global report\n    report = print\n",                                # from inside a function
 ])

@@ -301,8 +301,15 @@ def _bindings(tree, name: str, first) -> list:
             return binds
         return any(module_binding(c, scope) for c in ast.iter_child_nodes(node))
 
+    def through_the_module(node) -> bool:  # `sys.modules[__name__]`, the module object by another road
+        return any(isinstance(m, ast.Attribute) and m.attr == "modules" or isinstance(m, ast.Name)
+                   and m.id == "__name__" for m in ast.walk(node))
+
     def by_its_name_as_text(stmt) -> bool:
         for n in ast.walk(stmt):
+            if isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.ctx, (ast.Store, ast.Del)) and \
+                    through_the_module(n.value):
+                return True
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and \
                     len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) and n.args[1].value == name:
                 return True
