@@ -64,7 +64,7 @@ def _untimed(tmp_path, name, step_s, timer=1.0, gap_s=0.00008, n=40):
     reported = [0.5] + [timer * step_s] * (n - 1)
     losses = [5.0 - 0.01 * i for i in range(n)]
     log, clock = _log(folder, list(zip(arrivals, losses, reported)), {})
-    return clocks.untimed_per_step(_result(reported, losses), clocks.step_lines(log, clock), "run")
+    return clocks.arm_untimed(_result(reported, losses), clocks.step_lines(log, clock), "run")
 
 
 def test_a_timer_scaled_inside_the_slow_bound_is_caught_against_the_baseline_and_a_faster_step_is_not(tmp_path):

@@ -132,32 +132,26 @@ UNTIMED_SHARE = 0.08  # a variant's untimed time a step (the runner's clock betw
 UNTIMED_GROWTH = 3.0  # reported) may be at most this share of its reported step, or this many times the baseline's
 
 
-def untimed_per_step(result: dict, lines: list[StepLine], arm: str) -> tuple[float, float] | None:
+def untimed_per_step(facts: dict | None) -> tuple[float, float] | None:
     """(seconds a step the runner saw pass between an arm's steady step lines that its reported step times do not
-    hold, its reported seconds a step), over its ``clock_check`` window; None without one."""
+    hold, its reported seconds a step), from the arm's ``clock_check`` facts (a run's own, or a filed record's);
+    None without a window long enough to read."""
+    try:
+        n = facts["window"][1] - facts["window"][0]
+        least, most = facts["runner_s"]
+        if n < 3 or least < 0.05:  # too few steps, too short to read
+            return None
+        seen = (least + most) / 2  # the lines' bounds, least and most: a read late or early
+        return (seen - facts["reported_s"]) / n, facts["reported_s"] / n
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def arm_untimed(result: dict, lines: list[StepLine], arm: str) -> tuple[float, float] | None:
+    """``untimed_per_step`` of an arm not checked yet (a baseline arm: its clock is not the variant's evidence)."""
     mine = Integrity()
     clock_check(result, lines, mine, arm)
-    f = (mine.facts.get("clock") or {}).get(arm)
-    n = (f["window"][1] - f["window"][0]) if f else 0
-    if mine.findings or not f or n < 3 or f["runner_s"][0] < 0.05:  # too few steps, too short to read
-        return None
-    seen = (f["runner_s"][0] + f["runner_s"][1]) / 2  # the lines' bounds, least and most: a read late or early
-    return (seen - f["reported_s"]) / n, f["reported_s"] / n
-
-
-def stored_untimed(facts: dict | None) -> list[tuple[float, float]]:
-    """``untimed_per_step`` of each arm of a filed record, from its integrity facts (a run compared with a stored
-    baseline, no baseline arm rerun beside it)."""
-    out = []
-    for f in ((facts or {}).get("clock") or {}).values():
-        try:
-            n = f["window"][1] - f["window"][0]
-            least, most = f["runner_s"]
-            if n >= 3 and least >= 0.05:
-                out.append((((least + most) / 2 - f["reported_s"]) / n, f["reported_s"] / n))
-        except (KeyError, TypeError, ValueError, IndexError):
-            continue
-    return out
+    return None if mine.findings else untimed_per_step((mine.facts.get("clock") or {}).get(arm))
 
 
 def untimed_check(base: list[tuple[float, float]], var: list[tuple[float, float]], out: Integrity) -> None:

@@ -107,12 +107,15 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
             out.facts.setdefault("clock", {}).update(mine.facts.get("clock", {}))
             out.facts.setdefault("clock_arms", {})[a.name] = status
     if role == "variant":  # the variant's timer against the baseline's, arm by arm, in the same rounds
-        def untimed(arms) -> list[tuple[float, float]]:
-            got = [clocks.untimed_per_step(a.result, clocks.step_lines(a.proc.log, a.proc.clock), a.name)
-                   for a in arms if a.ok and not a.pairs and a.result is not None]
-            return [x for x in got if x is not None]
-        base = untimed(r.base) or clocks.stored_untimed(((base_rec or {}).get("integrity") or {}).get("facts"))
-        clocks.untimed_check(base, untimed(r.var), out)
+        checked = out.facts.get("clock") or {}  # the variant arms' clocks, read above
+        mine = [clocks.untimed_per_step(checked.get(a.name)) for a in r.var if a.ok and not a.pairs
+                and out.facts.get("clock_arms", {}).get(a.name) == "ok"]
+        base = [clocks.arm_untimed(a.result, clocks.step_lines(a.proc.log, a.proc.clock), a.name)
+                for a in r.base if a.ok and not a.pairs and a.result is not None]
+        if not any(base):  # compared with a stored record: its arms' clocks as filed
+            stored = ((((base_rec or {}).get("integrity") or {}).get("facts") or {}).get("clock") or {}).values()
+            base = [clocks.untimed_per_step(f) for f in stored]
+        clocks.untimed_check([x for x in base if x], [x for x in mine if x], out)
     for a in r.all_arms:
         if a.kind == "pairs" and a.result is not None:
             pairs_clock(a, out)
