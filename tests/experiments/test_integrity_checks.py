@@ -158,6 +158,12 @@ def test_the_compiled_step_against_what_was_reported():
     narrow = _hlo({}, _facts(flops={"f32": 50.0, "s8": 50.0}))
     assert [f.signature for f in narrow.findings] == ["precision"] and "50 %" in narrow.findings[0].detail
     assert _hlo({"config": {"compute_dtype": "int8"}}, _facts(flops={"s8": 100.0})).findings == []
+    # bf16 matmuls where the run declares float32: the speed of a precision change, undeclared
+    half = _hlo({"config": {"compute_dtype": "float32"}}, _facts(flops={"f32": 20.0, "bf16": 80.0}))
+    assert [f.signature for f in half.findings] == ["precision"] and "80 % of the matmul FLOPs run in bf16" in \
+        half.findings[0].detail
+    assert _hlo({"config": {"compute_dtype": "float32"}}, _facts(flops={"f32": 90.0, "bf16": 10.0})).findings == []
+    assert _hlo({}, _facts(flops={"bf16": 100.0})).findings == []  # bf16 declared
     nothing = dict(_facts(), matmul_flops={}, requested_flops={})  # no dot: none of the model's FLOPs computed
     assert [f.signature for f in _hlo({}, nothing).findings] == ["hlo-flops"]
     assert "no matmul at all" in _hlo({}, nothing).findings[0].detail

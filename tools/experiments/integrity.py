@@ -23,6 +23,9 @@ HLO_FLOPS_MIN_KERNELS = 0.5  # ... when custom calls (Pallas, cuDNN) hide some o
 LEARN_MIN = 0.25          # the loss must fall at least this share of what the reference's fell
 LEARN_REF_DROP = 0.05     # ... when the reference fell at least this much
 NARROW = ("s8", "u8", "s4", "u4", "f8")
+HALF = ("bf16", "f16")  # 16-bit matmuls in a run that declares 32-bit compute: the precision changed, undeclared
+WIDE = ("float32", "f32", "fp32", "float")
+HALF_SHARE = 0.25  # of the matmul FLOPs: a stray 16-bit dot (a kernel's, a cast the model makes) is no speed-up
 SIGNATURES = {
     "step-count": "the run reported more steps than it printed step lines for",
     "step-losses": "the step lines' losses are not the reported trajectory",
@@ -142,10 +145,14 @@ def hlo_check(result: dict, facts: dict | None, out: Integrity, baseline_had_hlo
     requested = facts.get("requested_flops") or facts.get("matmul_flops") or {}
     total = sum(requested.values())
     narrow = {k: v for k, v in requested.items() if k.startswith(NARROW)}
+    half = {k: v for k, v in requested.items() if k in HALF}
     if declared and total and narrow and not declared.startswith(("int", "uint", "float8", "fp8")):
         share = sum(narrow.values()) / total
         out.add("hlo", Finding("precision", f"{100 * share:.0f} % of the matmul FLOPs run in "
                                f"{', '.join(sorted(narrow))}; the run declares compute dtype {declared}"))
+    elif declared.lower() in WIDE and total and sum(half.values()) >= HALF_SHARE * total:
+        out.add("hlo", Finding("precision", f"{100 * sum(half.values()) / total:.0f} % of the matmul FLOPs run in "
+                               f"{', '.join(sorted(half))}; the run declares compute dtype {declared}"))
     out.add("hlo", None)
 
 
