@@ -39,6 +39,8 @@ def test_remove_takes_out_pages_regions_and_cache_and_lint_is_clean(tmp_path):
     r = run(kb, "remove", "tiny", "--json")
     assert r.exit_code == 0, r.output
     report = json.loads(r.output)
+    assert report["failed"] == [] and len(report["removed"]) == 1
+    report = report["removed"][0]
     assert "codebases/tiny/overview.md" in report["removed"] and report["regions"]
     assert not (kb / "wiki/codebases/tiny").exists() and not (kb / "wiki/kernels/tiny").exists()
     texts = concept_text(kb)
@@ -53,6 +55,12 @@ def test_remove_takes_out_pages_regions_and_cache_and_lint_is_clean(tmp_path):
     assert "] remove | tiny" in (kb / "wiki/log.md").read_text()
     again = run(kb, "remove", "tiny")
     assert again.exit_code == 1 and "no such codebase" in again.output
+    # the same JSON shape for one slug or many, removed or not: an agent reads one report
+    both = run(kb, "remove", "tiny", "other", "--json")
+    assert both.exit_code == 1
+    out = json.loads(both.stdout)
+    assert [r["slug"] for r in out["removed"]] == ["other"] and [f["slug"] for f in out["failed"]] == ["tiny"]
+    assert "no such codebase" in out["failed"][0]["error"]
 
 
 def test_ingest_all_notices_a_vanished_tree(tmp_path):
@@ -78,7 +86,7 @@ def test_remove_keeps_notes_written_by_hand_and_trees_differing_in_case_are_refu
     hand.write_text("---\ntitle: custom\ntype: analysis\n---\n\n# custom\n")
     r = run(kb, "remove", "tiny", "--json")
     assert r.exit_code == 0, r.output
-    removed = json.loads(r.output)["removed"]
+    removed = json.loads(r.output)["removed"][0]["removed"]
     assert "codebases/tiny/overview.md" in removed and "codebases/tiny/my-notes.md" not in removed
     assert note.is_file() and hand.is_file()
     messy_repo.write(kb / "raw/code/Other")

@@ -13,7 +13,8 @@ from .common import pass_project, printable
 
 @click.command()
 @click.argument("slugs", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON report (for agents).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print one JSON report (for agents): {"removed": [per codebase], "failed": [{slug, error}]}.')
 @pass_project
 def remove(project, slugs, as_json):
     """Remove codebases: their codebase and kernel pages, their region on every concept page, their cache.
@@ -36,8 +37,7 @@ def remove(project, slugs, as_json):
         reports.append(r.to_dict())
         if not as_json:
             click.echo(f"{printable(slug)}: removed {len(r.removed)} files, its region on {len(r.regions)} concept pages")
-    if as_json:
-        out = reports + failed
-        click.echo(json.dumps(out if len(out) != 1 else out[0], indent=2))
+    if as_json:  # one shape however many slugs: a list of what was removed, a list of what could not be
+        click.echo(json.dumps({"removed": reports, "failed": failed}, indent=2))
     if failed:
         sys.exit(1)
