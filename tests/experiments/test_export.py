@@ -78,10 +78,10 @@ def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, t
     (stub / "gh").chmod((stub / "gh").stat().st_mode | stat.S_IEXEC)
     ids = [knob["exp_id"], patch["exp_id"], dirty["exp_id"], env["exp_id"]]
     out = json.loads(tools(project, "exp", "export", *ids, "--name", "by-hand", "--config-file", "launch.sh",
-                           "--patches", str(tmp_path / "patches"), "--pr", "--json",
+                           "--patches", str(tmp_path / "patches"), "--pr", "--base", "develop", "--json",
                            env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}))
-    kb, pb, db, eb = out["branches"]
-    assert out["start"] == c0 and [b["exp_id"] for b in out["branches"]] == ids
+    kb, pb, db = out["branches"]  # the environment's run is a setting: no code, no branch
+    assert out["start"] == c0 and [b["exp_id"] for b in out["branches"]] == ids[:3]
     # the flag: written into the launch script, alone on the baseline's commit
     assert git(model, "rev-parse", f"{kb['branch']}^") == c0
     assert git(model, "diff", "--name-only", c0, kb["branch"]) == "launch.sh"
@@ -100,22 +100,30 @@ def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, t
     assert "Hypothesis: shorter steps are faster" in msg and "Verdict: supported" in msg
     assert "95 % interval" in msg and "over 3 interleaved rounds" in msg and f"exp: {knob['exp_id']}" in msg
     assert f"tokens/s: {base['metrics']['tokens_per_s']} -> {knob['metrics']['tokens_per_s']}" in msg
-    # the environment: listed, the branch holds no code; a run not supported is never offered
-    assert git(model, "diff", "--name-only", c0, eb["branch"]) == ""
+    # the environment: listed, no branch (an empty commit is no patch `git am` takes)
+    assert git(model, "branch", "--list", "perf/by-hand/4-*") == ""
     assert out["settings"] == [{"n": 4, "exp_id": env["exp_id"], "knobs": {}, "env": {"FAKE_FLAG": "1"},
-                                "command": env["command"]}]
-    assert out["not_supported"] == ([eb["branch"]] if env["verdict"] != "supported" else [])
+                                "command": env["command"], "note": "Environment: FAKE_FLAG=1"}]
+    assert out["not_supported"] == []
     # every change together, PERF.md, the patches, the PRs
     combined = out["combined"]
     assert set(git(model, "diff", "--name-only", c0, combined).split()) == {"launch.sh", "train.py", "PERF.md"}
     assert "*= 0.25" in git(model, "show", f"{combined}:train.py")
     perf = (project.root / out["perf_md"]).read_text()
     assert all(i in perf for i in ids) and "FAKE_FLAG=1" in perf
-    assert len(out["patches"]) == 5
+    assert len(out["patches"]) == 4
+    review = tmp_path / "review-am"  # the series applies with git am on the baseline's commit
+    subprocess.run(["git", "clone", "-q", str(model), str(review)], check=True)
+    git(review, "checkout", "-q", "--detach", c0)
+    subprocess.run(["git", "-C", str(review), "-c", "user.name=r", "-c", "user.email=r@x", "am", "-q",
+                    *sorted(str(tmp_path / "patches" / p) for p in out["patches"])], check=True)
+    assert "*= 0.25" in (review / "train.py").read_text() and "FAKE_FLAG=1" in (review / "PERF.md").read_text()
     heads = [c[c.index("--head") + 1] for c in map(json.loads, calls.read_text().splitlines()) if c[:2] == ["pr", "create"]]
     offered = [b["branch"] for b in out["branches"] if b["verdict"] == "supported"]
-    # the whole is offered only when every run in it was supported
-    assert heads == offered + ([combined] if not out["not_supported"] else [])
+    # the whole is offered only when every run in it was supported; each against the base branch named
+    assert heads == offered + [combined]
+    assert {c[c.index("--base") + 1] for c in map(json.loads, calls.read_text().splitlines())
+            if c[:2] == ["pr", "create"]} == {"develop"}
     assert git(bare, "rev-parse", kb["branch"]) == kb["commit"]
     # the user's checkout: same HEAD, same uncommitted edit, no work trees left behind
     assert git(model, "rev-parse", "HEAD") == head_before and git(model, "status", "--porcelain") == status_before
@@ -232,9 +240,10 @@ def test_an_export_says_what_a_config_edit_cannot_and_moves_all_branches_or_none
     dropped = run(project, "-m", "drop steps", command=["--step-ms", "40"])
     out = json.loads(tools(project, "exp", "export", dropped["exp_id"], "--name", "dr", "--config-file",
                            "launch.sh", "--json"))
-    note = out["branches"][0]["note"]
+    assert out["branches"] == []  # the launch script already says --step-ms 40: nothing of it is code
+    note = out["settings"][0]["note"]
     assert "Flags its baseline had and it did not: --steps." in note and f"Launch with: {dropped['command']}" in note
-    assert out["settings"] and out["settings"][0]["command"] == dropped["command"]
+    assert out["settings"][0]["command"] == dropped["command"]
     # measured against a run whose command differs from the committed launch script: the file gets every flag the
     # run was measured with, not only the one that changed (before: --step-ms 40 --steps 12, never measured)
     short = run(project, "-m", "short", command=["--step-ms", "20", "--steps", "8"])
@@ -243,6 +252,13 @@ def test_an_export_says_what_a_config_edit_cannot_and_moves_all_branches_or_none
     alone = json.loads(tools(project, "exp", "export", more["exp_id"], "--name", "more", "--config-file",
                              "launch.sh", "--json"))
     assert "--step-ms 20 --steps 12" in git(model, "show", f"{alone['branches'][0]['branch']}:launch.sh")
+    # two runs against one baseline, each a flag on the launch script's one line: `all` holds both (the second
+    # branch's pick conflicted on that line, and the export failed)
+    fewer = run(project, "-m", "fewer steps", command=["--step-ms", "40", "--steps", "6"])
+    two = json.loads(tools(project, "exp", "export", short["exp_id"], fewer["exp_id"], "--name", "two",
+                           "--config-file", "launch.sh", "--json"))
+    assert [b["knobs"] for b in two["branches"]] == [{"step_ms": "20"}, {"steps": "6"}]
+    assert git(model, "show", "perf/two/all:launch.sh").endswith("exec python train.py --step-ms 20 --steps 6")
     # named in either order, the run measured against the other stacks on it
     for n, ids in enumerate(([short["exp_id"], more["exp_id"]], [more["exp_id"], short["exp_id"]])):
         got = json.loads(tools(project, "exp", "export", *ids, "--name", f"st{n}", "--config-file", "launch.sh",

@@ -183,3 +183,34 @@ def test_a_kept_environment_knob_is_a_setting_not_an_empty_branch(tmp_path):
     fast = [s for s in out["settings"] if s["env"]]
     assert fast and fast[0]["env"] == {"FAKE_FAST": "1"} and fast[0]["knobs"] == {"fast": "1"}
     assert "FAKE_FAST=1" in (kb / "loops/fake-loop/PERF.md").read_text()
+
+
+def test_two_kept_flags_on_one_line_of_the_launch_script_are_both_in_all(tmp_path):
+    """Each knob branch rewrites the launch script's one line from the baseline's commit: picking the second onto
+    the first conflicted, and finalize failed (after verifying every branch) with "does not apply"."""
+    kb = tmp_path / "kb"
+    make_kb(kb, knobs={"dtype": KNOBS["dtype"], "accum": KNOBS["accum"]}, budget={"runs": 2},
+            config_file="launch.sh")
+    (kb / "model" / "launch.sh").write_text("#!/bin/sh\nexec python fake_model.py --dtype f32 --accum 1 --steps 14\n")
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    state = json.loads((kb / "loops/fake-loop/state.json").read_text())
+    assert [h["change"]["kind"] for h in state["history"] if h["kept"]] == ["knobs", "knobs"], state["history"]
+    out = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--json", "--no-verify",
+                           "--patches", str(tmp_path / "patches")))
+    repo = kb / "loops" / "fake-loop" / "repo"
+    one, two = out["branches"]
+    assert {**one["knobs"], **two["knobs"]} == {"dtype": "bf16", "accum": 2}
+    line = "exec python fake_model.py --dtype bf16 --accum 2 --steps 14"
+    assert line in git(repo, "show", f"{out['combined']}:launch.sh")
+    for b in (one, two):  # each branch still holds its own change alone
+        (knob, value), = b["knobs"].items()
+        alone = {"dtype": "--dtype bf16 --accum 1", "accum": "--dtype f32 --accum 2"}[knob]
+        assert f"fake_model.py {alone} --steps" in git(repo, "show", f"{b['branch']}:launch.sh")
+    # the series applies to the baseline's commit with git am, as a reviewer would take it
+    review = tmp_path / "review"
+    subprocess.run(["git", "clone", "-q", str(repo), str(review)], check=True)
+    git(review, "checkout", "-q", "--detach", state["start_commit"])
+    patches = sorted(str(tmp_path / "patches" / p) for p in out["patches"])
+    subprocess.run(["git", "-C", str(review), "-c", "user.name=r", "-c", "user.email=r@x", "am", "-q", *patches],
+                   check=True)
+    assert line in (review / "launch.sh").read_text()

@@ -222,14 +222,25 @@ def commit(tree: Path, message: str, when: dict[str, str]) -> str:
 
 
 def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: str, perf_md: str,
-            subject: str, when: dict[str, str], maker: str) -> str:
+            subject: str, when: dict[str, str], maker: str, config_file: str | None = None) -> str:
     """Every branch's tip commit picked in order onto ``start``, then PERF.md; the commit that ``combined`` will
-    point at."""
+    point at. A branch's ``knobs`` (the flags it wrote into ``config_file``) are written again into the file as
+    combined so far where its pick conflicts there: two flags on one line of a launch script are two changes,
+    not a conflict."""
     worktree(repo, tree, start)
     for b in branches:  # a stacked branch's tip is its own change alone: its parent is already in
-        if not git_ok(tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", b["commit"], env=when):
-            git_ok(tree, "cherry-pick", "--abort")
-            raise ToolsError(f"{b['branch']} does not apply on top of the changes before it in {combined}")
+        if git_ok(tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", b["commit"], env=when):
+            continue
+        knobs = b.get("knobs") if config_file else None
+        clash = git(tree, "diff", "--name-only", "--diff-filter=U").splitlines()
+        if knobs and clash == [Path(config_file).as_posix()]:
+            git(tree, "checkout", "--ours", "--", config_file)  # the file as combined so far, then its flags
+            if not edit_config(tree, config_file, knobs):
+                git(tree, "add", "--", config_file)
+                if git_ok(tree, "cherry-pick", "--continue", env={**when, "GIT_EDITOR": "true"}):
+                    continue
+        git_ok(tree, "cherry-pick", "--abort")
+        raise ToolsError(f"{b['branch']} does not apply on top of the changes before it in {combined}")
     atomic_write(tree / "PERF.md", redact(perf_md))
     git(tree, "add", "PERF.md")
     git(tree, "commit", "-q", "-m", f"{subject.rstrip()}\n\nmade-by: {maker}\n", env=when)

@@ -53,10 +53,10 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
                 raise InputError(str(p), "outside the knowledge base: an agent may export only code kept in it")
     start = _commit(repo, pairs[0][1], "baseline")
     for run, before in pairs:  # every commit there, and the config file in each, before anything is made
-        base = _commit(repo, before, "baseline")
+        measured_from = _commit(repo, before, "baseline")
         _commit(repo, run, "exported")
         if config_file:
-            br.check_config(repo, base, config_file)
+            br.check_config(repo, measured_from, config_file)
     if patches_dir is not None:
         br.check_patches_dir(patches_dir)
     if pr:
@@ -76,7 +76,8 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
         perf = redact(perf_md(name, pairs, out))
         tip = br.combine(repo, work / "all", start, out["branches"], combined, perf,
                          f"perf({name}): PERF.md, every exported change and what it measured\n",
-                         br.dates([r["exp_id"] for r in runs], git(repo, "log", "-1", "--format=%cI", start)), MAKER)
+                         br.dates([r["exp_id"] for r in runs], git(repo, "log", "-1", "--format=%cI", start)), MAKER,
+                         config_file)
         out["combined"] = combined
         out["removed"] = br.set_branches(repo, {**{b["branch"]: b["commit"] for b in out["branches"]}, combined: tip},
                                          old)
@@ -103,10 +104,11 @@ def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, d
     branch_of: dict[tuple, str] = {}
     for n, ((run, before), branch) in enumerate(zip(pairs, names), 1):
         parent = tip_of.get(_key(before)) or _commit(repo, before, "baseline")
-        stacked = _key(before) in tip_of
+        on = branch_of.get(_key(before))  # the exported branch holding the run it was measured against
+        stacked = on is not None
         tree = work / str(n)
         br.worktree(repo, tree, parent)
-        notes = [f"Stacked on {branch_of[_key(before)]}: measured against that run."] if stacked else []
+        notes = [f"Stacked on {on}: measured against that run."] if stacked else []
         notes += _apply_code(project, repo, tree, run, before)
         cmd_before, cmd_run = before.get("command") or "", run.get("command") or ""
         knobs, env = changed_flags(cmd_before, cmd_run), changed_env(before, run)
@@ -130,14 +132,19 @@ def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, d
             notes.append("Environment: " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()))
         if unwritten or env:
             out["settings"].append({"n": n, "exp_id": run["exp_id"], "knobs": {} if config_file else knobs,
-                                    "env": env, "command": run.get("command")})
+                                    "env": env, "command": run.get("command"), "note": "\n".join(notes)})
+        if not git(tree, "status", "--porcelain"):  # nothing of it is code: a setting, no branch (an empty commit
+            tip_of[_key(run)], branch_of[_key(run)] = parent, on  # is no patch `git am` takes)
+            continue
         tip = br.commit(tree, _message(out["name"], run, before, "\n".join(notes)),
                         br.dates([run["exp_id"]], git(repo, "log", "-1", "--format=%cI", parent)))
         tip_of[_key(run)], branch_of[_key(run)] = tip, branch
         out["branches"].append({"n": n, "branch": branch, "commit": tip, "exp_id": run["exp_id"],
                                 "baseline": before["exp_id"], "verdict": run.get("verdict"),
                                 "gain_pct": run.get("gain_pct"), "stacked_on": parent if stacked else None,
-                                "note": "\n".join(notes)})
+                                "note": "\n".join(notes),
+                                **({"knobs": {k: v for k, v in knobs.items() if k not in missing}}
+                                   if knobs and config_file else {})})
 
 
 def changed_flags(before: str, after: str) -> dict[str, str]:
@@ -307,18 +314,21 @@ def _message(name: str, run: dict, before: dict, note: str) -> str:
 def perf_md(name: str, pairs: list[tuple[dict, dict]], out: dict) -> str:
     rows = ["| # | change | measured against | tokens/s before → after | gain (95 % interval) | verdict | branch | "
             "experiment |", "|---|---|---|---|---|---|---|---|"]
-    for (run, before), b in zip(pairs, out["branches"]):
+    branch_of = {b["n"]: b["branch"] for b in out["branches"]}
+    for n, (run, before) in enumerate(pairs, 1):
         iv = (run.get("timing") or {}).get("interval_pct") or []
         ci = f" [{iv[0]:+.2f}, {iv[1]:+.2f}]" if len(iv) == 2 else ""
-        rows.append(f"| {b['n']} | {run.get('description') or run.get('slug')} | {before['exp_id']} | "
+        rows.append(f"| {n} | {run.get('description') or run.get('slug')} | {before['exp_id']} | "
                     f"{(before.get('metrics') or {}).get('tokens_per_s')} → {(run.get('metrics') or {}).get('tokens_per_s')} | "
-                    f"{(run.get('gain_pct') or 0):+.2f} %{ci} | {run.get('verdict')} | {b['branch']} | wiki/{run.get('page')} |")
+                    f"{(run.get('gain_pct') or 0):+.2f} %{ci} | {run.get('verdict')} | "
+                    f"{branch_of.get(n, '— (settings below)')} | wiki/{run.get('page')} |")
     text = [f"# Performance changes: {name}", "",
             f"{len(pairs)} run(s) made by hand, exported with `tools exp export`; each gain is the run's own "
             "interleaved comparison against the run named.", "", *rows, ""]
     if out["settings"]:
         text += ["## Settings to apply", ""]
-        text += [f"- #{s['n']} ({s['exp_id']}): " + ", ".join(f"`{k}={v}`" for k, v in {**s["knobs"], **s["env"]}.items())
+        text += [f"- #{s['n']} ({s['exp_id']}): " + (", ".join(f"`{k}={v}`" for k, v in {**s["knobs"], **s["env"]}.items())
+                                                      or f"launch with `{s['command']}`")
                  for s in out["settings"]] + [""]
     if out.get("not_supported"):
         text += ["## Not offered as pull requests", "",

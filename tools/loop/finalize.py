@@ -86,14 +86,20 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
     work = paths.folder / "finalize"
     br.drop_worktrees(repo, work)  # a killed or failed run's work trees
     try:
-        _branches(project, spec, state, changes, repo, ws, start, work, out, verify)
+        _branches(project, spec, state, changes, repo, ws, start, work, out)
+        when = br.dates([c["row"]["exp_id"] for c in changes], git(repo, "log", "-1", "--format=%cI", start))
+        # every change together once before any is verified: a whole that cannot be made fails before the runs
+        br.combine(repo, work / "all", start, out["branches"], combined, "", "probe\n", when, MAKER, config_file)
+        if verify:  # each branch alone against the baseline's code, interleaved, on the loop's runner
+            for b in out["branches"]:
+                b["verified"] = _verify(project, spec, state, repo, start, b, work)
         held = [b for b in out["branches"] if b.get("verified", {"holds": True})["holds"]]
         out["not_holding"] = [b["branch"] for b in out["branches"] if b not in held]
         # every change together, and PERF.md
-        when = br.dates([c["row"]["exp_id"] for c in changes], git(repo, "log", "-1", "--format=%cI", start))
         tip = br.combine(repo, work / "all", start, out["branches"], combined,
                          _perf_md(paths, spec, state, changes, out),
-                         f"perf({name}): PERF.md, every kept change and what it measured\n", when, MAKER)
+                         f"perf({name}): PERF.md, every kept change and what it measured\n", when, MAKER,
+                         config_file)
         out["combined"] = combined
         out["removed"] = br.set_branches(repo, {**{b["branch"]: b["commit"] for b in out["branches"]}, combined: tip},
                                          old)
@@ -108,8 +114,8 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
 
 
 def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Path, ws, start: str, work: Path,
-              out: dict, verify: bool) -> None:
-    """A commit per kept change (its branch not moved yet), or a setting listed; each verified alone."""
+              out: dict) -> None:
+    """A commit per kept change (its branch not moved yet), or a setting listed."""
     name, config_file = spec.name, spec.config_file
     fallback = git(repo, "log", "-1", "--format=%cI", start)
     tips: list[str] = []
@@ -152,9 +158,6 @@ def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Pa
         out["branches"].append({"n": c["n"], "branch": branch, "commit": tip, "exp_id": row["exp_id"],
                                 "kind": ch.get("kind"), "stacked_on": parent if parent != start else None,
                                 "note": note, **({"knobs": written} if written else {})})
-    if verify:  # each branch alone against the baseline's code, interleaved, on the loop's runner
-        for b in out["branches"]:
-            b["verified"] = _verify(project, spec, state, repo, start, b, work)
 
 
 def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict, work: Path) -> dict:
