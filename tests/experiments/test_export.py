@@ -284,3 +284,29 @@ def test_an_export_says_what_a_config_edit_cannot_and_moves_all_branches_or_none
     assert "no `gh` on PATH" in out
     assert git(model, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/perf/") == tips
     assert git(model, "rev-parse", "HEAD") == c0
+
+
+def test_a_knowledge_base_inside_the_model_repository_stays_out_of_the_patches(project, monkeypatch, tmp_path):
+    """The README lets the knowledge base live in the model's clone: a run's pages, committed with the code, went
+    into the branch and the patch series, which then failed `git apply` on the user's own branch."""
+    repo = project.root
+    shutil.copy(FAKE, repo / "train.py")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "model")
+    monkeypatch.chdir(repo)
+    run(project, "--baseline", command=["--step-ms", "40"])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "baseline pages")
+    (repo / "train.py").write_text((repo / "train.py").read_text().replace("a = p.parse_args()\n", FASTER, 1))
+    git(repo, "commit", "-qam", "faster kernel")
+    faster = run(project, "-m", "faster", command=["--step-ms", "40"])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "its pages")
+    out = json.loads(tools(project, "exp", "export", faster["exp_id"], "--name", "k", "--patches",
+                           str(tmp_path / "patches"), "--json"))
+    branch = out["branches"][0]
+    assert git(repo, "diff", "--name-only", f"{branch['branch']}^", branch["branch"]) == "train.py"
+    series = "".join((tmp_path / "patches" / p).read_text() for p in out["patches"])
+    changed = {ln.split()[2] for ln in series.splitlines() if ln.startswith("diff --git ")}
+    assert changed == {"a/train.py", "a/PERF.md"}, changed

@@ -263,6 +263,19 @@ def _repository(project: Project, run: dict, repo: Path | None) -> Path:
     return Path(top)
 
 
+KB_DATA = ("wiki", "raw", "exports", "loops", ".tools-cache")  # what the tools write into a knowledge base
+
+
+def _kb_excluded(project: Project, repo: Path) -> list[str]:
+    """Pathspecs leaving out the knowledge base's own files when it lives in the model's repository: the pages a
+    run filed, committed with the code, are no part of the change."""
+    root, top = project.root.resolve(), repo.resolve()
+    if not root.is_relative_to(top):
+        return []
+    rel = root.relative_to(top).as_posix()
+    return [f":(exclude){'' if rel == '.' else rel + '/'}{part}" for part in KB_DATA]
+
+
 def _commit(repo: Path, rec: dict, role: str) -> str:
     """The full commit a run recorded (its ``-dirty`` mark dropped); a clear error when the repository lacks it."""
     short = str(rec.get("commit") or "").removesuffix("-dirty")
@@ -284,7 +297,7 @@ def _apply_code(project: Project, repo: Path, tree: Path, run: dict, before: dic
     notes = []
     b, a = _commit(repo, before, "baseline"), _commit(repo, run, "exported")
     if a != b:
-        diff = git(repo, "diff", "--binary", b, a)
+        diff = git(repo, "diff", "--binary", b, a, "--", ".", *_kb_excluded(project, repo))
         if diff:
             git(tree, "apply", "--whitespace=nowarn", "-", input=diff + "\n")
     if str(run.get("commit")).endswith("-dirty"):
