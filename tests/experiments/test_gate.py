@@ -177,6 +177,8 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
 
     exp_id = _baseline(project)
     assert tools(project, "exp", "baseline", "tag", "main", exp_id, "--model", "m", "--lane", "l").exit_code == 0
+    code, v = gate(project, *fake("--hang"), extra=("--timeout", "2"))  # a timeout is said as one, not a crash
+    assert code == 1 and v["why"] == "the command did not finish: timed out after 2 s", v
     before = len(records.lane_records(project.wiki, "m", "l"))
     r = tools(project, "exp", "gate", "--baseline", "main", "-q", "--", "pythn-no-such", "train.py")
     assert r.exit_code == 2 and "cannot start 'pythn-no-such'" in r.output, r.output
@@ -199,3 +201,53 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
     assert gate_p.returncode == 143, (out, err[-2000:])
     v = json.loads(out)
     assert v["regression"] is None and v["comparable"] is False and "stopped by SIGTERM" in v["why"], v
+
+
+def test_a_model_in_a_subfolder_its_protected_code_and_a_lost_script(project, tmp_path, monkeypatch):
+    """The baseline ran in model/ of the knowledge base: --baseline-cwd (a checkout of the repository) ran it in the
+    checkout's top and failed (exit 3 every time); a saved script copy rerun from raw/profiles could not import its
+    sibling module; --protect at the baseline did not protect the gate; and a script changed since, whose saved copy
+    is gone (a fresh clone), was gated against itself and passed."""
+    import shutil
+
+    from _exp_helpers import FAKE, PY
+
+    model = project.root / "model"
+    model.mkdir()
+    (model / "speed.py").write_text("MS = 20\n")
+    (model / "train.py").write_text("import subprocess, sys\nimport speed\n"
+                                    f"sys.exit(subprocess.call([sys.executable, {FAKE!r}, '--step-ms', str(speed.MS)]))\n")
+    monkeypatch.chdir(model)
+    for lane, extra in (("l", ()), ("p", ("--protect", "train.py"))):
+        r = tools(project, "exp", "run", "--model", "m", "--lane", lane, "--variant", "s/tpu", "--baseline", "-q",
+                  *extra, "--", PY, "train.py")
+        assert r.exit_code == 0, r.output
+        (rec,) = records.lane_records(project.wiki, "m", lane)
+        assert rec["cwd"] == "model"
+        assert tools(project, "exp", "baseline", "tag", f"main-{lane}", rec["exp_id"], "--model", "m",
+                     "--lane", lane).exit_code == 0
+    checkout = tmp_path / "checkout"  # the base commit's checkout, as CI makes it: the model at model/ there too
+    shutil.copytree(model, checkout / "model")
+
+    def gated(name, *extra):
+        r = tools(project, "exp", "gate", "--baseline", name, "-q", *extra, "--", PY, "train.py")
+        return r.exit_code, json.loads(r.output.strip().splitlines()[-1])
+
+    (model / "speed.py").write_text("MS = 40\n")  # the pull request slows the module down
+    code, v = gated("main-l", "--baseline-cwd", str(checkout))
+    assert code == 1 and v["regression"], v
+
+    (model / "speed.py").write_text("MS = 20\n")
+    (model / "train.py").write_text((model / "train.py").read_text() + "# reviewed\n")
+    code, v = gated("main-l")  # the saved copy reruns, and imports speed from where the script is
+    assert code == 0 and "saved copy" in " ".join(v["notes"]), v
+    code, v = gated("main-p")  # the protected script changed: no speed verdict holds
+    assert code == 3 and any("protected" in r for r in v["reasons"]), v
+
+    rec = records.lane_records(project.wiki, "m", "l")[0]
+    shutil.rmtree(project.root / rec["raw_dir"] / "code")  # a fresh clone: raw/profiles is not committed
+    code, v = gated("main-l")
+    assert code == 3 and "saved copy is not here" in v["why"] and "--baseline-cwd" in v["why"], v
+    assert len(records.lane_records(project.wiki, "m", "l")) == 3  # refused before running anything
+    code, v = gated("main-l", "--baseline-cwd", str(checkout))  # with the base commit's checkout it runs
+    assert code == 0 and v["comparable"], v

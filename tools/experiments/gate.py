@@ -13,12 +13,15 @@ It prints one JSON verdict: ``comparable`` with the reasons, the gain and its in
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..gitrun import git
 from ..project import Project
 from . import baselines, records
 from .runner import RunSpec, run_experiment
+from .sides import script_changed, script_of
 
 DEFAULT_MAX_REGRESSION_PCT = 2.0
 
@@ -37,11 +40,19 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
     baseline's command runs; without it, it runs in this checkout, and only its script's saved copy (when there
     is one) is the baseline's own code."""
     base = baselines.get(project, name, model, lane)
+    prior = records.find(records.lane_records(project.wiki, base["model"], base["lane"]), base["exp_id"]) or {}
+    ran_in = _ran_in(project.root, prior)
+    if baseline_cwd is None and (lost := _code_lost(project, prior, ran_in)):
+        return GateResult(3, {"baseline": name, "baseline_exp": base["exp_id"], "comparable": False,
+                              "regression": None, "why": lost, "reasons": [lost]})
     spec = RunSpec(model=base["model"], lane=base["lane"], variant=base["variant"], command=list(command),
                    compare_to=base["exp_id"], repeats=max(2, repeats), max_repeats=max_repeats, statistic=statistic,
                    description=f"gate against {name}", slug=f"gate-{name}",
                    hypothesis=f"no slower than baseline {name} ({base['exp_id']}) by more than {max_regression_pct:g} %",
-                   timeout=timeout, echo=echo, cwd=cwd, compare_cwd=baseline_cwd)
+                   timeout=timeout, echo=echo, cwd=cwd,
+                   compare_cwd=_ran_in(baseline_cwd, prior, inside=project.root) if baseline_cwd else None,
+                   # what the baseline protected, hashed where it ran: a change to it makes the run invalid (exit 3)
+                   protected=sorted(prior.get("protected") or {}), protected_root=ran_in)
     out = run_experiment(project, spec)
     rec = out.record
     timing = rec.get("timing") or {}
@@ -51,16 +62,18 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                "rounds": timing.get("rounds"), "max_regression_pct": max_regression_pct,
                "tokens_per_s": out.metrics.get("tokens_per_s"), "baseline_tokens_per_s": base.get("tokens_per_s"),
                "reasons": list(out.reasons), "notes": list(rec.get("notes") or []),
-               "baseline_code": str(baseline_cwd) if baseline_cwd else "this checkout (the script's saved copy "
-                                                                       "where there is one)",
+               "baseline_code": str(spec.compare_cwd) if spec.compare_cwd else "this checkout (the script's saved "
+                                                                                 "copy where there is one)",
                "calibrated": bool(rec.get("calibrated_by"))}
     if out.stopped_by:  # a cancelled CI job is no regression: exit as a stopped process does, as `exp run` does
         return GateResult(143 if out.stopped_by == "SIGTERM" else 130,
                           {**verdict, "comparable": False, "regression": None,
                            "why": f"stopped by {out.stopped_by} before a verdict: nothing was decided"})
     if out.verdict == "crash":
+        late = next((r for r in out.reasons if "timed out" in r), "")
         return GateResult(1, {**verdict, "comparable": True, "regression": True,
-                              "why": "the command crashed (its page says how)"})
+                              "why": f"the command did not finish: {late}" if late else
+                              "the command crashed (its page says how)"})
     apart = _incomparable(project, base, rec)
     if out.verdict == "invalid" or not interval or apart:
         why = "no speed verdict holds: " + ("; ".join(apart or out.reasons) or "no interleaved timing")
@@ -79,6 +92,35 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                                                                           "; passed without --strict"))
     code = 1 if slower or (strict and not decided) else 0
     return GateResult(code, {**verdict, "comparable": True, "regression": slower, "decided": decided, "why": why})
+
+
+def _ran_in(checkout: Path, rec: dict, inside: Path | None = None) -> Path:
+    """The folder a record ran in, at the same place under ``checkout``: a record's folder is relative to the
+    knowledge base, which sits at ``inside``'s place in its git repository (a checkout of that repository holds it
+    there too). ``checkout`` itself when the record names no folder, or an absolute one, or it is not there."""
+    ran = Path(str(rec.get("cwd") or ""))
+    if not rec.get("cwd") or ran.is_absolute():
+        return checkout
+    at = Path()
+    if inside is not None:
+        top = git(inside, "rev-parse", "--show-toplevel", check=False)
+        if top and inside.resolve().is_relative_to(Path(top).resolve()):
+            at = inside.resolve().relative_to(Path(top).resolve())
+    where = checkout / at / ran
+    return where if where.is_dir() else checkout
+
+
+def _code_lost(project: Project, rec: dict, ran_in: Path) -> str:
+    """Why the baseline's own code cannot run here, without a checkout of it: its script changed since it ran and
+    the copy it saved is not in this knowledge base (a fresh clone: raw/profiles is not committed). The gate would
+    measure this checkout's script on both sides."""
+    script = script_of(shlex.split(rec.get("command") or ""), ran_in)
+    copy = rec.get("script_copy")
+    if script is None or not script_changed(script, rec) or (copy and (project.root / copy).is_file()):
+        return ""
+    return (f"no speed verdict holds: the script of the baseline `{rec.get('exp_id')}` changed since it ran and its "
+            "saved copy is not here, so both sides would run this checkout's script; give --baseline-cwd a checkout "
+            "of the base commit (the workflow `tools init --ci github` writes does)")
 
 
 def _incomparable(project: Project, base: dict, rec: dict) -> list[str]:

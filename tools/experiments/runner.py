@@ -77,6 +77,7 @@ class RunSpec:
     on_reserved: Callable[[str], None] | None = None  # called with the exp_id once reserved, before anything runs
     protected: list[str] = field(default_factory=list)  # files (``path``) or functions (``path::name``) hashed
                                          # with the run; a change since the baseline files it invalid
+    protected_root: Path | None = None   # the folder the protected paths are relative to (default: ``cwd``)
     compile_cache: bool = False          # timed arms share JAX's compile cache (.tools-cache/jax-compile), never
                                          # the profiled run (its optimized-HLO dump is evidence)
     pairs: bool = False                  # timed rounds as blocks of two processes (``pairs``) when the arms differ in
@@ -298,7 +299,8 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
            # a run asked to be the baseline says so while it runs: no run filed meanwhile takes its place
            "role": "calibration" if spec.calibrate else "baseline" if spec.baseline else None,
            "compile_cache": spec.compile_cache or None,
-           "protected": integrity.protected_hashes(spec.protected, spec.cwd or Path.cwd()) or None}
+           "protected": integrity.protected_hashes(spec.protected, spec.protected_root or spec.cwd or Path.cwd())
+           or None}
     if script is not None:  # a copy of the model code, so a later interleaved rerun can use this exact code
         atomic_write(raw_dir / "code" / script.name, script.read_bytes())
         rec["script_copy"] = rel(raw_dir / "code" / script.name, project.root)

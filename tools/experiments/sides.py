@@ -93,8 +93,10 @@ class Side:
 
 
 def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None) -> tuple[Side, list[str]]:
-    """How to rerun a filed record: its command (its saved script copy when the script changed since), from
-    ``cwd`` or the folder it ran in, with the environment it kept. Returns the side and notes for the page."""
+    """How to rerun a filed record: its command, from ``cwd`` (a checkout of its code: trusted as it is) or the
+    folder it ran in (there, its saved script copy when the script changed since, importing its sibling modules from
+    that folder), with the environment it kept. Returns the side and notes for the page."""
+    checkout = cwd is not None
     if cwd is None:
         c = Path(str(rec.get("cwd") or ""))
         c = c if c.is_absolute() else project.root / c
@@ -102,22 +104,33 @@ def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None)
     cmd = shlex.split(rec["command"])
     notes = []
     copy, script = rec.get("script_copy"), script_of(cmd, cwd)
+    env, unset, note = restored_env(rec)
     gone = script is None and any(a.endswith(".py") for a in cmd)  # moved or deleted since it ran
-    if copy and rec.get("script_sha256") and (gone or script and code_commit(script)[1] != rec["script_sha256"]):
+    if not checkout and copy and rec.get("script_sha256") and (gone or script and script_changed(script, rec)):
         saved = project.root / copy
         what = "is gone from where it ran" if gone else "changed since"
         if saved.is_file():
-            cmd[next(i for i, a in enumerate(cmd) if a.endswith(".py"))] = str(saved)
-            notes.append(f"the script of `{rec['exp_id']}` {what}: its saved copy `{copy}` was rerun")
+            at = next(i for i, a in enumerate(cmd) if a.endswith(".py"))
+            home = (script.parent if script else (cwd or Path.cwd()) / Path(cmd[at]).parent).resolve()
+            cmd[at] = str(saved)
+            # the copy runs from its own folder: the script's sibling modules are found where the script was
+            paths = [str(home), *filter(None, [env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))])]
+            env = {**env, "PYTHONPATH": os.pathsep.join(paths)}
+            notes.append(f"the script of `{rec['exp_id']}` {what}: its saved copy `{copy}` was rerun (the modules "
+                         f"it imports from its own folder as they are now)")
         else:
             notes.append(f"the script of `{rec['exp_id']}` {what} and its saved copy is missing: "
                          + ("the command was rerun as filed" if gone else "the current script was rerun"))
-    env, unset, note = restored_env(rec)
     if note:
         notes.append(note)
     elif unset:
         notes.append(f"reruns of `{rec['exp_id']}` ran with its recorded environment (unset: {', '.join(unset)})")
     return Side(cmd, env, cwd, unset), notes
+
+
+def script_changed(script: Path, rec: dict) -> bool:
+    """Whether ``script`` differs from what ``rec`` ran (its recorded sha256; False when none was recorded)."""
+    return bool(rec.get("script_sha256")) and code_commit(script)[1] != rec["script_sha256"]
 
 
 def script_of(cmd: list[str], cwd: Path | None) -> Path | None:
