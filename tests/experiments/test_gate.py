@@ -92,6 +92,11 @@ def test_init_writes_the_github_workflow(tmp_path):
     assert flow["permissions"] == {"contents": "read"} and "head.repo.full_name == github.repository" in job["if"]
     assert all(s_["with"]["persist-credentials"] is False for s_ in job["steps"][:2])
     assert run.strip().endswith("-- python experiments/llama_train.py --preset tiny --steps 30")
+    # the command's `python` is the job's environment (the tools and their [exp] packages), which also sees the
+    # runner's own packages; it was the runner's bare python, without what was just installed
+    install = job["steps"][2]["run"]
+    assert "python -m venv --system-site-packages .perf-gate-venv" in install
+    assert run.index('export PATH="$PWD/.perf-gate-venv/bin:$PATH"') < run.index("tools exp gate")
     bad = CliRunner().invoke(cli, ["init", str(tmp_path / "kb2"), "--ci", "github", "--ci-runner", "a b"])
     assert bad.exit_code == 2 and "runner label" in bad.output
 
