@@ -310,3 +310,21 @@ def test_a_knowledge_base_inside_the_model_repository_stays_out_of_the_patches(p
     series = "".join((tmp_path / "patches" / p).read_text() for p in out["patches"])
     changed = {ln.split()[2] for ln in series.splitlines() if ln.startswith("diff --git ")}
     assert changed == {"a/train.py", "a/PERF.md"}, changed
+
+
+def test_an_untracked_module_the_run_had_is_named_not_silently_left_out(project, model):
+    """A run beside an untracked module (the script imported it) exported to a branch without it, which crashed,
+    and nothing said so."""
+    run(project, "--baseline", command=["--step-ms", "40"])
+    (model / "fastk.py").write_text("K = 1\n")
+    knob = run(project, "-m", "shorter", command=["--step-ms", "20"])
+    assert knob["uncommitted"] == ["fastk.py"]
+    page = (project.root / "wiki" / knob["page"]).read_text()
+    assert "uncommitted beside it: `fastk.py`" in page
+    r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "export", knob["exp_id"], "--name", "u",
+                                 "--config-file", "launch.sh"])
+    assert r.exit_code == 0, r.output
+    assert f"warning: {knob['exp_id']} ran with files no commit holds, which its branch leaves out: fastk.py" in \
+        r.stderr
+    assert "Not in this branch: files that were uncommitted beside the script when it ran (fastk.py)" in \
+        git(model, "log", "-1", "--format=%B", "perf/u/1-shorter")

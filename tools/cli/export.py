@@ -53,3 +53,5 @@ def export(project, exp_ids, name, repo, config_file, patches_dir, pr, remote, b
         click.echo(printable(f"  draft PR {p['url']}  ({p['branch']})"))
     if out["patches"]:
         click.echo(f"  {len(out['patches'])} patches in {patches_dir}")
+    for w in out.get("warnings", []):
+        click.echo(printable(f"warning: {w}"), err=True)

@@ -110,6 +110,12 @@ def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, d
         br.worktree(repo, tree, parent)
         notes = [f"Stacked on {on}: measured against that run."] if stacked else []
         notes += _apply_code(project, repo, tree, run, before)
+        if run.get("uncommitted"):  # code the run may have used that no commit holds: not in the branch
+            files = ", ".join(map(str, run["uncommitted"]))
+            notes.append(f"Not in this branch: files that were uncommitted beside the script when it ran ({files}); "
+                         "commit them and run again to export them.")
+            out.setdefault("warnings", []).append(f"{run['exp_id']} ran with files no commit holds, which its "
+                                                  f"branch leaves out: {files}")
         cmd_before, cmd_run = before.get("command") or "", run.get("command") or ""
         knobs, env = changed_flags(cmd_before, cmd_run), changed_env(before, run)
         dropped, other = dropped_flags(cmd_before, cmd_run), _words(cmd_before) != _words(cmd_run)

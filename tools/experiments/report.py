@@ -73,7 +73,9 @@ def experiment_body(r: dict, ctx: RunContext) -> str:
     env = ctx.env
     out += ["## Setup", "", "```bash", ctx.command_line, "```", "",
             f"- model `{r.get('model')}`, lane `{r.get('lane')}`, variant `{r.get('variant')}`, role {r.get('role')}",
-            f"- model code commit `{r.get('commit') or 'unknown'}`; script sha256 `{r.get('script_sha256') or '—'}`",
+            f"- model code commit `{r.get('commit') or 'unknown'}`; script sha256 `{r.get('script_sha256') or '—'}`"
+            + (f"; uncommitted beside it: {', '.join(mdtext.code(f) for f in r['uncommitted'])}" if r.get("uncommitted")
+               else ""),
             f"- runs: {r.get('repeats', 1)} timed" + (" interleaved with the baseline (A B, B A, ...)" if r.get('interleaved') else "")
             + (f", {r['stop']}" if r.get("stop") else "") + f"; timeout {ctx.timeout} s"
             + ("; the timed run was also traced (profiler overhead included; use --repeats to time untraced)"

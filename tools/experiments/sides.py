@@ -142,6 +142,33 @@ def script_of(cmd: list[str], cwd: Path | None) -> Path | None:
     return None
 
 
+UNCOMMITTED_MAX = 50  # files named in a record; more are counted
+
+
+def uncommitted(script: Path | None, kb_root: Path) -> list[str]:
+    """Files beside the model script (its folder and below) that differ from the commit or are not tracked, the
+    script itself and the knowledge base's own files left out: code the run may have used that no commit holds."""
+    if script is None:
+        return []
+    try:
+        p = subprocess.run(["git", "-C", str(script.parent), "status", "--porcelain", "--untracked-files=all",
+                            "--no-renames", "-z", "--", "."], capture_output=True, text=True, timeout=10, check=False)
+        top = subprocess.run(["git", "-C", str(script.parent), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=10, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if p.returncode != 0 or not top:
+        return []
+    kb = [kb_root.resolve() / d for d in ("wiki", "raw", "exports", "loops", ".tools-cache")]
+    out = []
+    for entry in filter(None, p.stdout.split("\0")):
+        path = (Path(top) / entry[3:]).resolve()
+        if path == script.resolve() or any(path.is_relative_to(d) for d in kb):
+            continue
+        out.append(entry[3:])
+    return out[:UNCOMMITTED_MAX] + ([f"... {len(out) - UNCOMMITTED_MAX} more"] if len(out) > UNCOMMITTED_MAX else [])
+
+
 def code_commit(script: Path | None) -> tuple[str, str]:
     """(commit of the repo holding the model script, plus '-dirty' if it differs; sha256 of the script)."""
     if script is None:
