@@ -66,6 +66,9 @@ def test_messy_repo_ingests_with_every_skip_explained(messy):
     assert "broken/pep695.py" not in partial and "broken/pep695.py" not in skipped
     assert "broken/latin1.py" not in skipped and "broken/latin1.py" not in partial
     assert report["files_skipped"] == len(skipped) == 6
+    # what was parsed leaves out the files set aside (binary, too large): it counted them too
+    set_aside = sum(1 for why in skipped.values() if not why.startswith(("symlink", "dangling")))
+    assert report["files_analyzed"] == report["files_scanned"] - set_aside, report
 
     wiki = messy / "wiki"
     overview = (wiki / "codebases/tiny/overview.md").read_text()
@@ -268,3 +271,40 @@ def test_two_files_of_one_import_name_keep_both_symbol_sets(kb):
     assert where[("fused_add", "pkg/ops.py")] == "pkg.ops", rows
     assert where[("vendored_mul", "vendor/pkg/ops.py")] == "vendor.pkg.ops", rows
     assert not any(path.endswith(".pyi") for _, path in where), rows
+
+
+def test_a_kernel_removed_while_the_cache_was_gone_or_old_takes_its_page_with_it(kb):
+    """Stale pages were found from the cache's `outputs` only: with the cache deleted (it is disposable), in a fresh
+    clone, or from another version of the tools, a removed kernel's page stayed, listed in the kernel directory. A
+    damaged cache file (a list, an entry of another shape) stopped every ingest with a traceback."""
+    import json
+
+    kernel = ("from jax.experimental import pallas as pl\n\n\ndef _body(x_ref, o_ref):\n    o_ref[...] = x_ref[...]\n\n\n"
+              "def {name}(x):\n    return pl.pallas_call(_body, out_shape=x)(x)\n")
+    repo = kb / "raw/code/ks"
+    repo.mkdir(parents=True)
+    (repo / "a.py").write_text(kernel.format(name="double"))
+    (repo / "b.py").write_text(kernel.format(name="triple"))
+    note = kb / "wiki/kernels/ks/my-notes.md"  # written by hand beside the generated pages: never removed
+    ingest(kb, "raw/code/ks")
+    note.write_text("---\ntitle: notes\ntype: analysis\nrepo: ks\n---\n\n# notes\n")
+    assert {p.name for p in (kb / "wiki/kernels/ks").glob("*.md")} == {"double.md", "triple.md", "my-notes.md"}
+    shutil.rmtree(kb / ".tools-cache")
+    (repo / "a.py").unlink()
+    ingest(kb, "raw/code/ks")
+    assert {p.name for p in (kb / "wiki/kernels/ks").glob("*.md")} == {"triple.md", "my-notes.md"}
+    assert "double" not in (kb / "wiki/kernels/index.md").read_text()
+    # the tools upgraded: the cache is of another version
+    cache = kb / ".tools-cache/ingest/ks.json"
+    cache.write_text(json.dumps({**json.loads(cache.read_text()), "version": "older"}))
+    (repo / "b.py").write_text(kernel.format(name="triple_renamed"))
+    ingest(kb, "raw/code/ks")
+    assert {p.name for p in (kb / "wiki/kernels/ks").glob("*.md")} == {"triple_renamed.md", "my-notes.md"}
+    # damaged cache files: rebuilt, never a traceback
+    for bad in ("[]", '{"version": 1, "files": [1, 2], "outputs": {"a": 1}}'):
+        cache.write_text(bad)
+        (kb / ".tools-cache/ingest/ks.kernels.json").write_text(bad)
+        out = ingest(kb, "raw/code/ks").output
+        assert "1 Pallas kernels" in out or "1 Pallas kernel" in out, out
+    relinted = CliRunner().invoke(cli, ["--root", str(kb), "lint"])
+    assert relinted.exit_code == 0 and "0 errors" in relinted.output, relinted.output

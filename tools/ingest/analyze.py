@@ -110,12 +110,27 @@ def _cache_path(cache_dir: Path, slug: str, part: str = "") -> Path:
     return cache_dir / "ingest" / f"{slug}{part}.json"
 
 
+CACHED = frozenset(("size", "mtime_ns", "sha", "facts"))  # what a file's cache entry holds
+
+
 def load_cache(cache_dir: Path, slug: str, part: str = "") -> dict:
+    """The cache as the last ingest left it; ``{}`` when it is missing, damaged or of another shape (it is
+    disposable: the ingest rebuilds it). Of another version (the tools upgraded), only what that ingest wrote is
+    kept (``outputs``): the per-file facts are the detectors', the pages it wrote are still in the wiki."""
     try:
         data = json.loads(_cache_path(cache_dir, slug, part).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, UnicodeDecodeError):
         return {}
-    return data if data.get("version") == _cache_version() else {}
+    if not isinstance(data, dict):
+        return {}
+    outputs = data.get("outputs")
+    outputs = [o for o in outputs if isinstance(o, str)] if isinstance(outputs, list) else []
+    if data.get("version") != _cache_version():
+        return {"outputs": outputs} if outputs else {}
+    files = data.get("files") if isinstance(data.get("files"), dict) else {}
+    files = {rel: f for rel, f in files.items() if isinstance(f, dict) and CACHED <= f.keys()
+             and isinstance(f["facts"], dict)}  # an entry of another shape is analysed again
+    return {**data, "outputs": outputs, "files": files}
 
 
 def save_cache(cache_dir: Path, slug: str, data: dict) -> None:
@@ -130,7 +145,8 @@ def save_cache(cache_dir: Path, slug: str, data: dict) -> None:
 
 def load_kernel_facts(cache_dir: Path, slug: str) -> dict[str, dict]:
     """Per-file kernel facts of an ingested repo, without reading its whole cache."""
-    return load_cache(cache_dir, slug, ".kernels").get("kernels", {})
+    kernels = load_cache(cache_dir, slug, ".kernels").get("kernels")
+    return {rel: k for rel, k in kernels.items() if isinstance(k, dict)} if isinstance(kernels, dict) else {}
 
 
 def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
@@ -165,7 +181,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
             old = cached_files.get(rel)
             if old and sha and old["sha"] == sha:  # touched but not changed
                 facts = old["facts"]
-            else:
+            elif "skip" not in facts:  # read and parsed (a file set aside is counted among the skipped)
                 analyzed += 1
             files[rel] = FileRecord(rel, e.size, e.mtime_ns, sha, facts, e.ctime_ns)
             if progress:

@@ -19,6 +19,7 @@ from ..kernels.vendored import link_vendored
 from ..project import Project
 from ..writer import Writer
 from . import analyze, codebase_pages, config_knobs, flag_pages, metadata, selection
+from .remove import pages_made_for
 
 
 @dataclass
@@ -227,7 +228,8 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     outputs += list(files)
     # What this repo produced last time and no longer does (a deleted file's kernel, a module
     # that stopped being central) disappears.
-    for stale in sorted(set(cache.get("outputs", ())) - set(outputs)):
+    # The cache says what it wrote; the wiki says it too when the cache is gone or of another version.
+    for stale in sorted((set(cache.get("outputs", ())) | pages_made_for(project, slug)) - set(outputs)):
         writer.remove(stale)
     _write(report, "kernels/index.md", lambda: _kernel_directory(project, writer))
 
