@@ -308,3 +308,32 @@ def test_a_kernel_removed_while_the_cache_was_gone_or_old_takes_its_page_with_it
         assert "1 Pallas kernels" in out or "1 Pallas kernel" in out, out
     relinted = CliRunner().invoke(cli, ["--root", str(kb), "lint"])
     assert relinted.exit_code == 0 and "0 errors" in relinted.output, relinted.output
+
+
+def test_an_upstream_that_loses_a_kernel_rewrites_the_codebases_linking_it(kb):
+    """A codebase whose kernel selection linked an upstream's kernel page kept the link after the upstream was
+    re-ingested without that kernel: `tools lint` found a broken link the ingest never mentioned."""
+    import json
+
+    up = kb / "raw/code/up/up"
+    up.mkdir(parents=True)
+    (up / "__init__.py").write_text("")
+    (up / "attn.py").write_text(
+        "from jax.experimental import pallas as pl\n\n\ndef _body(x_ref, o_ref):\n    o_ref[...] = x_ref[...]\n\n\n"
+        "def flash_attention(x):\n    return pl.pallas_call(_body, out_shape=x)(x)\n")
+    user = kb / "raw/code/user/user"
+    user.mkdir(parents=True)
+    (user / "__init__.py").write_text("")
+    (user / "model.py").write_text("from up import attn\n\n\ndef attend(config, x):\n"
+                                   "    if config.attention == 'flash':\n        return attn.flash_attention(x)\n"
+                                   "    return x\n")
+    ingest(kb, "raw/code/up")
+    ingest(kb, "raw/code/user")
+    linked = json.loads((kb / "wiki/codebases/user/selection.json").read_text())["choices"][0]["kernels"]
+    assert [k["page"] for k in linked] == ["kernels/up/flash_attention.md"], linked
+    (up / "attn.py").write_text("def flash_attention(x):\n    return x\n")  # the kernel is gone upstream
+    out = ingest(kb, "raw/code/up").output
+    assert "user: written again: its overview linked kernel pages this ingest removed" in out, out
+    assert "flash_attention.md" not in (kb / "wiki/codebases/user/overview.md").read_text()
+    lint = CliRunner().invoke(cli, ["--root", str(kb), "lint"])
+    assert lint.exit_code == 0 and "0 errors" in lint.output, lint.output

@@ -67,6 +67,8 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
         batch.failed = [{k: printable(v) for k, v in f.items()} for f in batch.failed]
         click.echo(json.dumps(batch.to_dict(), indent=2))
     else:
+        for slug in batch.refreshed:
+            click.echo(f"{printable(slug)}: written again: its overview linked kernel pages this ingest removed")
         _print_ending(batch)
     sys.exit(batch.exit_code())
 
@@ -111,7 +113,7 @@ def _print_ending(batch) -> None:
 
 def _print_report(r, quiet: bool) -> None:
     click.echo(f"{printable(r.slug)}: {r.files_scanned} files scanned ({r.files_analyzed} parsed, "
-               f"{r.files_scanned - r.files_analyzed} from cache), {r.files_skipped} skipped; "
+               f"{r.files_cached} from cache), {r.files_skipped} skipped; "
                f"{r.kernels} Pallas kernels at {r.launch_sites} launch sites")
     click.echo(f"  pages: {r.created} created, {r.updated} updated, {r.unchanged} unchanged, "
                f"{r.removed} removed in {r.seconds:.2f} s")

@@ -100,7 +100,8 @@ class Scan:
     files: dict[str, FileRecord]
     skips: list[Skip]
     packages: set[str]
-    analyzed: int = 0  # files read and parsed this time (the rest came from the cache)
+    analyzed: int = 0  # files read and parsed this time
+    cached: int = 0    # files whose facts came from the cache (unchanged, or touched and not changed)
     seconds: float = 0.0
     languages: Counter = field(default_factory=Counter)
     partial: list[Skip] = field(default_factory=list)  # read, but some lines could not be parsed
@@ -155,6 +156,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
     entries, skips, packages = walk(root)
     files: dict[str, FileRecord] = {}
     todo: list[Entry] = []
+    cached = 0
     languages: Counter = Counter()
     for e in entries:
         languages[language_of(e.rel.rsplit("/", 1)[-1])] += 1
@@ -165,6 +167,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
         # moved its ctime); otherwise its content hash decides, below
         if old and old["size"] == e.size and old["mtime_ns"] == e.mtime_ns and old.get("ctime_ns") == e.ctime_ns:
             files[e.rel] = FileRecord(e.rel, e.size, e.mtime_ns, old["sha"], old["facts"], e.ctime_ns)
+            cached += 1
         else:
             todo.append(e)
     by_rel = {e.rel: e for e in todo}
@@ -181,6 +184,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
             old = cached_files.get(rel)
             if old and sha and old["sha"] == sha:  # touched but not changed
                 facts = old["facts"]
+                cached += 1
             elif "skip" not in facts:  # read and parsed (a file set aside is counted among the skipped)
                 analyzed += 1
             files[rel] = FileRecord(rel, e.size, e.mtime_ns, sha, facts, e.ctime_ns)
@@ -203,7 +207,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
             partial.append(Skip(rec.rel, rec.facts["partial"] + (f"; read with {n} line(s) set aside" if n else "")))
     skips.sort(key=lambda s: s.rel)
     partial.sort(key=lambda s: s.rel)
-    return Scan(root, files, skips, packages, analyzed, languages=languages, partial=partial)
+    return Scan(root, files, skips, packages, analyzed, cached=cached, languages=languages, partial=partial)
 
 
 def cache_entries(scan: Scan) -> dict:

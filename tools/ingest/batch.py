@@ -5,6 +5,7 @@ others; trees whose raw/code folder is gone removed with ``--all``. The faces pr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,6 +31,8 @@ class IngestBatch:
     failed: list[dict] = field(default_factory=list)       # {"target", "error"}: a tree that could not be ingested
     vanished: list[Vanished] = field(default_factory=list)
     code_targets: bool = True                               # a tree was named (or --all): else sources alone
+    refreshed: list[str] = field(default_factory=list)      # codebases written again: they linked a kernel page
+                                                            # an upstream's ingest removed
 
     @property
     def unwritten(self) -> list[tuple[str, str]]:
@@ -53,7 +56,9 @@ class IngestBatch:
 
     def to_dict(self) -> dict | list:
         """The JSON report: one object for one tree or the sources alone, else a list of them."""
-        out = [r.to_dict() for r in self.repos] + self.failed + ([self.sources.to_dict()] if self.sources else [])
+        also = {"refreshed": self.refreshed} if self.refreshed else {}
+        out = [{**r.to_dict(), **also} for r in self.repos] + self.failed + \
+            ([self.sources.to_dict()] if self.sources else [])
         return out if len(out) != 1 else out[0]
 
 
@@ -106,7 +111,37 @@ def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int =
         batch.repos.append(report)
         if on_repo:
             on_repo(report)
+    done = {r.slug for r in batch.repos}
+    for slug in linking_to_missing(project, done) if done else []:  # an upstream lost a kernel these link to
+        writer = Writer(project.wiki)
+        try:
+            ingest_repo(project, str(project.raw_code / slug), writer, jobs=jobs)
+        except InputError as e:
+            batch.failed.append({"target": f"raw/code/{slug}", "error": str(e)})
+            continue
+        _finish(project, writer, slug)
+        batch.refreshed.append(slug)
     return batch
+
+
+def linking_to_missing(project: Project, skip: set[str]) -> list[str]:
+    """Codebases (not in ``skip``) whose kernel selection links a kernel page that is gone: an upstream re-ingested
+    without that kernel. Their overviews are written again from their cache, so no link breaks."""
+    out = []
+    for sel in sorted((project.wiki / "codebases").glob("*/selection.json")):
+        slug = sel.parent.name
+        if slug in skip or not (project.raw_code / slug).is_dir():
+            continue
+        try:
+            data = json.loads(sel.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        rows = [c for group in ("choices", "registries") for c in (data.get(group) or [])
+                if isinstance(data, dict) and isinstance(c, dict)] if isinstance(data, dict) else []
+        linked = {k.get("page") for c in rows for k in (c.get("kernels") or []) if isinstance(k, dict)}
+        if any(isinstance(p, str) and not (project.wiki / p).is_file() for p in linked):
+            out.append(slug)
+    return out
 
 
 def _finish(project: Project, writer: Writer, what: str) -> None:

@@ -27,6 +27,7 @@ class IngestReport:
     slug: str
     files_scanned: int = 0
     files_analyzed: int = 0
+    files_cached: int = 0
     files_skipped: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     unwritten: list[tuple[str, str]] = field(default_factory=list)  # pages that could not be written, and why
@@ -236,6 +237,7 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     analyze.save_cache(project.cache, slug, {"files": analyze.cache_entries(scan), "outputs": outputs})
     report.files_scanned = len(scan.files)
     report.files_analyzed = scan.analyzed
+    report.files_cached = scan.cached
     report.files_skipped = len(scan.skips)
     report.skipped = [(s.rel, s.reason) for s in scan.skips]
     report.partial = [(s.rel, s.reason) for s in scan.partial]
