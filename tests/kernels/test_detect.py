@@ -313,3 +313,22 @@ def test_grid_from_grid_spec_is_resolved_and_signatures_stay_whole():
     assert "(x.shape[0] // 128, 4)" in grids and "grid (set at run time)" in grids, grids
     sig = facts["functions"]["_k"]["signature"]
     assert sig.count("(") == sig.count(")") and sig.count("[") == sig.count("]") and "p11" in sig
+
+
+
+def test_a_tree_rooted_at_the_jax_package_keeps_jax_s_own_launchers_out():
+    """Scanned as site-packages (paths jax/_src/...), JAX's definition of `pl.kernel` is no site; scanned from the
+    package itself (`tools kernels scan .../jax`, or a copy at raw/code/jax), its module names lost the `jax.` top,
+    the launcher was not recognised, and a kernel named `kernel` joined the catalog (category crypto/fhe/other)."""
+    from pathlib import Path
+
+    import jax
+
+    from tools.kernels.scan import scan_facts, scan_paths
+
+    package = Path(jax.__file__).parent
+    sites = scan_paths([package / "_src" / "pallas" / "mosaic_gpu"]) + scan_paths([package])
+    assert sites, "the installed jax ships Pallas kernels"
+    assert not [s for s in sites if s.path.endswith("mosaic_gpu/core.py")], [(s.path, s.kernel) for s in sites][:5]
+    facts = scan_facts(package / "experimental" / "pallas")  # a package in a package: named as Python imports it
+    assert facts["ops/tpu/flash_attention.py"]["module"] == "jax.experimental.pallas.ops.tpu.flash_attention"

@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import concepts, pysource, safeio, treewalk
 from ..kernels import facts as kernel_facts
 from ..kernels import launch, light, names, rules
+from ..kernels.scan import root_package
 from ..treewalk import Entry, Skip, language_of, walk
 from ..writer import atomic_write, sweep_temps
 from . import dispatch, pyfacts
@@ -44,7 +45,7 @@ def _cache_version() -> str:
     return h.hexdigest()[:16]
 
 
-def analyze_one(rel: str, role: str, data: bytes) -> dict:
+def analyze_one(rel: str, role: str, data: bytes, package: str = "") -> dict:
     """Facts for one file: never raises; ``skip`` holds the reason a file gave nothing."""
     out: dict = {"role": role}
     try:
@@ -53,7 +54,7 @@ def analyze_one(rel: str, role: str, data: bytes) -> dict:
             if out["errors"] and not out["symbols"] and not out["surfaces"]:
                 out["skip"] = out["errors"][0]
             if role == "python" or b"```" in data:
-                out["kernels"] = kf = kernel_facts.analyze_file(rel, data)
+                out["kernels"] = kf = kernel_facts.analyze_file(rel, data, package)
                 trouble = kf.get("warnings") or ([kf["error"]] if kf.get("error") and "skip" not in out else [])
                 if trouble and ("pallas" in str(kf.get("imports")) or b"pallas_call" in data):
                     out.setdefault("partial", f"kernel scan: {trouble[0]}")
@@ -71,15 +72,15 @@ def analyze_one(rel: str, role: str, data: bytes) -> dict:
     return out
 
 
-def _analyze_path(args: tuple[str, str, str]) -> tuple[str, str, dict]:
-    root, rel, role = args
+def _analyze_path(args: tuple[str, str, str, str]) -> tuple[str, str, dict]:
+    root, rel, role, package = args
     try:
         data = safeio.read_bytes(Path(root, rel), pysource.limit_for(rel))
     except safeio.Refused as e:
         return rel, "", {"role": role, "skip": e.reason}
     except OSError as e:
         return rel, "", {"role": role, "skip": f"unreadable ({e.strerror})"}
-    return rel, hashlib.sha1(data).hexdigest(), analyze_one(rel, role, data)
+    return rel, hashlib.sha1(data).hexdigest(), analyze_one(rel, role, data, package)
 
 
 @dataclass
@@ -171,7 +172,8 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
         else:
             todo.append(e)
     by_rel = {e.rel: e for e in todo}
-    args = [(str(root), e.rel, e.role) for e in todo]
+    package = root_package(root)
+    args = [(str(root), e.rel, e.role, package) for e in todo]
     jobs = jobs or (min(os.cpu_count() or 1, 4) if len(args) > 200 else 1)
     pool = ProcessPoolExecutor(jobs, initializer=_worker_start) if jobs > 1 else None
     results = pool.map(_analyze_path, args, chunksize=16) if pool else map(_analyze_path, args)

@@ -14,7 +14,7 @@ from .. import writer as writer_mod
 from ..concepts import CONCEPTS, concepts_index_page
 from ..errors import InputError
 from ..kernels.pages import directory_page, kernel_pages, page_paths
-from ..kernels.scan import resolve
+from ..kernels.scan import resolve, root_package
 from ..kernels.vendored import link_vendored
 from ..project import Project
 from ..writer import Writer
@@ -180,7 +180,9 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
     report = IngestReport(slug)
     before = dict(writer.stats)
     cache = analyze.load_cache(project.cache, slug)
-    scan = analyze.scan_tree(root, cache.get("files", {}), jobs=jobs, progress=progress)
+    package = root_package(root)  # module names start with the root's name when it is a package: facts read
+    cached = cache.get("files", {}) if cache.get("package", "") == package else {}  # otherwise are read again
+    scan = analyze.scan_tree(root, cached, jobs=jobs, progress=progress)
     scan.skips = sorted(scan.skips + [analyze.Skip(rel, reason) for rel, reason in gitinfo.problems(root)],
                         key=lambda s: s.rel)
     model = analyze.build_model(scan)
@@ -234,7 +236,8 @@ def ingest_repo(project: Project, target: str | Path, writer: Writer, jobs: int 
         writer.remove(stale)
     _write(report, "kernels/index.md", lambda: _kernel_directory(project, writer))
 
-    analyze.save_cache(project.cache, slug, {"files": analyze.cache_entries(scan), "outputs": outputs})
+    analyze.save_cache(project.cache, slug, {"files": analyze.cache_entries(scan), "outputs": outputs,
+                                             "package": package})
     report.files_scanned = len(scan.files)
     report.files_analyzed = scan.analyzed
     report.files_cached = scan.cached

@@ -79,6 +79,8 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
         self.p = parsed
         self.lines = lines
         self.module = facts["module"]
+        # the scanned tree's own package (a copy of jax/): its calls are its own code, never a library's
+        self.own = (facts["package"] + ".") if facts.get("package") else "\0"
         self.imports: dict[str, str] = facts["imports"]
         self.top_defs: set[str] = set()
         self.top_bound: set[str] = set()  # module-level names bound to a call's result
@@ -290,7 +292,8 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
                         hint = hint or self.bk(short(mesh) or "")
                         body = self.outer_body.get(id(node))
                     self.add_launch(node.func, entry, body, node, "call", extra_hint=hint, interpret=interp)
-            elif resolved and ("." in resolved or fn in self.top_defs) and not resolved.startswith(_SKIP_CALLS):
+            elif resolved and ("." in resolved or fn in self.top_defs) and (
+                    not resolved.startswith(_SKIP_CALLS) or resolved.startswith(self.own)):
                 hinted = any(k.arg in HINT_KWARGS for k in node.keywords)
                 shape = {}  # grid, block shapes and semantics passed to a wrapper or a foreign pallas_call
                 if hinted or any(k.arg == "grid" for k in node.keywords):
@@ -316,12 +319,14 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def analyze_file(relpath: str, data: bytes) -> dict:
-    """Facts about one file. Pure and total: bad input gives facts with an ``error`` reason."""
+def analyze_file(relpath: str, data: bytes, package: str = "") -> dict:
+    """Facts about one file. Pure and total: bad input gives facts with an ``error`` reason. ``package``: the
+    scanned root's own name when the root is a package (a copy of ``jax/``): the top of every module name, as
+    ingest's import names have it."""
     relpath = relpath.replace("\\", "/")
-    module = module_name(relpath)
+    module = ".".join(x for x in (package, module_name(relpath)) if x)
     facts: dict[str, Any] = {
-        "version": VERSION, "path": relpath, "module": module,
+        "version": VERSION, "path": relpath, "module": module, **({"package": package} if package else {}),
         "is_pkg": relpath.endswith("__init__.py"), "kind": rules.kind_of(relpath),
         "error": None, "light": False, "imports": {}, "functions": {}, "classes": {},
         "launches": [], "calls": [], "links": [], "module_doc": None, "deprecated": False,

@@ -229,16 +229,26 @@ def iter_files(root: Path):
             yield e.rel, root / e.rel
 
 
-def _analyze_path(args: tuple[str, str]) -> tuple[str, dict]:
-    rel, full = args
+def root_package(root: Path) -> str:
+    """The root's import name when it is a package (it holds ``__init__.py``), climbing while its parents are
+    packages too: the top of its module names (``.../jax/experimental/pallas`` -> ``jax.experimental.pallas``)."""
+    names = []
+    while root.is_dir() and (root / "__init__.py").is_file() and root.name.isidentifier():
+        names.insert(0, root.name)
+        root = root.parent
+    return ".".join(names)
+
+
+def _analyze_path(args: tuple[str, str, str]) -> tuple[str, dict]:
+    rel, full, package = args
     try:
         data = safeio.read_bytes(full, pysource.limit_for(rel))
     except OSError as e:
-        return rel, {**analyze_file(rel, b""), "error": f"unreadable: {e}"}
+        return rel, {**analyze_file(rel, b"", package), "error": f"unreadable: {e}"}
     try:
-        return rel, analyze_file(rel, data)
+        return rel, analyze_file(rel, data, package)
     except Exception as e:  # noqa: BLE001 - one file never stops a scan; the reason is kept
-        return rel, {**analyze_file(rel, b""), "error": f"reader error: {type(e).__name__}: {e}"[:300]}
+        return rel, {**analyze_file(rel, b"", package), "error": f"reader error: {type(e).__name__}: {e}"[:300]}
 
 
 PARALLEL_MIN_FILES = 300  # below this, worker start-up costs more than it saves
@@ -247,7 +257,8 @@ PARALLEL_MIN_FILES = 300  # below this, worker start-up costs more than it saves
 def scan_facts(root: Path, jobs: int = 1) -> dict[str, dict]:
     """Facts of every scannable file under root. ``jobs``: worker processes (1: in this process,
     0: one per core when the tree is big). On a busy 2-core machine one process was as fast."""
-    work = [(rel, str(full)) for rel, full in iter_files(root)]
+    package = root_package(root)
+    work = [(rel, str(full), package) for rel, full in iter_files(root)]
     jobs = jobs or (min(os.cpu_count() or 1, 8) if len(work) >= PARALLEL_MIN_FILES else 1)
     if jobs <= 1:
         return dict(map(_analyze_path, work))
