@@ -144,3 +144,23 @@ def test_locked_is_reentrant_across_blocks(tmp_path):
         pass
     with locked(lock):
         assert lock.exists()
+
+
+def test_an_edit_keeps_a_person_s_prose_and_the_file_s_mode(tmp_path):
+    """`lint --fix` rewrote "per-token latency" and "multi-token draft" as "[redacted]" (the flag pattern took the
+    hyphen in prose for a flag's), and every write left the file 0644 (a private page became world-readable)."""
+    page = tmp_path / "concepts/kv.md"
+    page.parent.mkdir(parents=True)
+    prose = ("Decode is bound by per-token latency; next-token prediction reads it. A Multi-Token draft helps.\n"
+             "Our own note keeps HF_TOKEN=hf_abcdefgh123 as written.\n")
+    page.write_text("---\ntitle: KV\ntype: concept\n---\n\n# KV\n\n" + prose + "See [[Other]].\n")
+    page.chmod(0o600)
+    w = Writer(tmp_path)
+    assert w.update_file("concepts/kv.md", lambda t: t.replace("[[Other]]", "[Other](other.md)")) == "updated"
+    text = page.read_text()
+    assert prose in text and "[Other](other.md)" in text  # the person's lines as they were, secret-shaped or not
+    assert page.stat().st_mode & 0o777 == 0o600
+    # what the tools add is still redacted
+    w.update_file("concepts/kv.md", lambda t: t + "run: train.py --hf-token=abc123 and --api-key xyz\n")
+    added = page.read_text().splitlines()[-1]
+    assert added == "run: train.py --hf-token=[redacted] and --api-key [redacted]", added

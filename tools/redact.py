@@ -13,9 +13,10 @@ MARK = "[redacted]"
 _SHAPED = re.compile(  # provider key shapes: Anthropic, OpenAI, Hugging Face, GitHub, AWS, Slack, Google OAuth
     r"\b(?:sk-ant-[A-Za-z0-9_-]{6,}|sk-(?:proj-)?[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{6,}|gh[pousr]_[A-Za-z0-9]{16,}"
     r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|ya29\.[A-Za-z0-9_-]{20,})")
-_FLAG = re.compile(  # --hf-token=X, --api-key X, --password=X (not --max-tokens, --tokenizer)
-    r"(?i)(--?[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)(?:=|[ \t]+))(?!\[redacted\])"
-    r"([^\s'\"`]+)")
+_FLAG = re.compile(  # --hf-token=X, --api-key X, --password=X (not --max-tokens, --tokenizer, nor the prose
+    # "per-token latency": a flag's dashes start a word)
+    r"(?i)((?<![\w-])--?(?=[A-Za-z])[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)(?:=|[ \t]+))"
+    r"(?!\[redacted\])([^\s'\"`]+)")
 _VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing (not MAX_TOKENS=5)
     r"\b([A-Z0-9_]*(?:TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD)=)(?!\[redacted\])([^\s'\"`]+)")
 
@@ -26,3 +27,12 @@ def redact(text: str) -> str:
     text = _SHAPED.sub(MARK, text)
     text = _FLAG.sub(lambda m: m.group(1) + MARK, text)
     return _VAR.sub(lambda m: m.group(1) + MARK, text)
+
+
+def redact_added(text: str, before: str | None) -> str:
+    """``redact`` on the lines of ``text`` that ``before`` (the file as it was) does not hold: what the tools add is
+    redacted, what a person wrote and the tools keep is never rewritten."""
+    if not before:
+        return redact(text)
+    kept = set(before.split("\n"))
+    return "\n".join(ln if ln in kept else redact(ln) for ln in text.split("\n"))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from . import pages, safeio
-from .redact import redact
+from .redact import redact, redact_added
 from .errors import InputError
 
 log = logging.getLogger("tools.writer")
@@ -49,7 +49,11 @@ def _staged(path: Path, raw: bytes) -> str:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        try:  # the file's own mode kept (a private page stays private), else the usual one for a new file
+            mode = os.stat(path).st_mode & 0o7777
+        except OSError:
+            mode = 0o644
+        os.chmod(tmp, mode)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -270,7 +274,8 @@ class Writer:
                 text = render(base)
                 if text is None:
                     return status or UNCHANGED
-                text = redact(text)  # never a key or token, whatever a command or a crash message held
+                # never a key or token, whatever a command or a crash message held; a person's own lines stay
+                text = redact_added(text, base.decode("utf-8", "replace") if base is not None else None)
                 raw = text.encode("utf-8")
                 if disk == raw:
                     return status or UNCHANGED

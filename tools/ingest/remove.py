@@ -13,13 +13,12 @@ import contextlib
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .. import mdtext, pages, safeio
 from ..errors import InputError
 from ..project import Project
 from ..writer import Writer
 from . import analyze
+from .made import folders_of, made_for
 
 
 @dataclass
@@ -35,41 +34,6 @@ class RemoveReport:
 def _region_re(slug: str) -> re.Pattern:
     return re.compile(rf"\n*<!-- tools:begin appears-{re.escape(slug)} -->\n.*?<!-- tools:end appears-{re.escape(slug)} -->\n?",
                       re.S)
-
-
-INGEST_TYPES = ("codebase", "kernel")  # the page types ingest writes into a codebase's two folders
-
-
-def _made_for(path, slug: str, types: tuple[str, ...] | None = None) -> bool:
-    """Whether ingest of ``slug`` wrote this file: a data file of its folders (symbols.tsv, knobs.json), or a page
-    whose frontmatter names the repository (and, given ``types``, has one of them). A note written by hand there,
-    and a page of another codebase whose slug differs only in case (``Pops`` and ``pops`` share
-    ``kernels/pops/``), are not."""
-    if path.suffix != ".md":
-        return types is None
-    try:
-        meta = pages.split(safeio.read_text(path, 4 * 1024 * 1024))[0]
-    except (OSError, pages.FrontmatterError, ValueError):
-        return False
-    return isinstance(meta, dict) and str(meta.get("repo") or "") == slug and (types is None
-                                                                                or meta.get("type") in types)
-
-
-def folders_of(slug: str) -> tuple[str, str]:
-    return f"codebases/{slug}", f"kernels/{mdtext.slugify(slug)}"
-
-
-def pages_made_for(project: Project, slug: str) -> set[str]:
-    """The pages in ``slug``'s folders that an ingest of it wrote, read from the wiki itself: what the last ingest
-    made even when its cache is gone (deleted, a fresh clone) or of another version (the tools upgraded)."""
-    out = set()
-    for folder in folders_of(slug):
-        for dirpath, _, files in os.walk(project.wiki / folder):
-            for f in files:
-                rel = os.path.relpath(os.path.join(dirpath, f), project.wiki)
-                if f.endswith(".md") and not f.startswith(".") and _made_for(project.wiki / rel, slug, INGEST_TYPES):
-                    out.add(Path(rel).as_posix())
-    return out
 
 
 def ingested(project: Project, slug: str) -> bool:
@@ -92,7 +56,7 @@ def remove_codebase(project: Project, slug: str, writer: Writer) -> RemoveReport
         for dirpath, _, files in os.walk(root):
             for f in files:
                 rel = os.path.relpath(os.path.join(dirpath, f), project.wiki)
-                if not f.startswith(".") and (rel in outputs or _made_for(project.wiki / rel, slug)):
+                if not f.startswith(".") and (rel in outputs or made_for(project.wiki / rel, slug)):
                     outputs.add(rel)
     with writer.exclusive():
         for rel in sorted(outputs):

@@ -19,7 +19,7 @@ from ..kernels.vendored import link_vendored
 from ..project import Project
 from ..writer import Writer
 from . import analyze, codebase_pages, config_knobs, flag_pages, metadata, selection
-from .remove import pages_made_for
+from .made import pages_made_for
 
 
 @dataclass
