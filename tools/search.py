@@ -142,9 +142,11 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
     return counts
 
 
-_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
+# a link target ends at the next bracket too: a page of "[a](" repeated never rescans to its end from each "]("
+_LINK_TARGET = re.compile(r"\]\([^()\[\]\s]*\)")
 # A file path as pages write it: a/b/c.py, `pkg/ops/`, k.py:120
-_PATH = re.compile(r"(?<![\w/])[\w.-]*(?:/[\w.-]+)+/?(?::\d+)?|(?<![\w/])[\w-]+(?:\.[\w-]+)*\."
+# (a path starts a token: never inside a run of dashes or dots, which made a line of 50,000 dashes take 148 s)
+_PATH = re.compile(r"(?<![\w/.-])[\w.-]*(?:/[\w.-]+)+/?(?::\d+)?|(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\."
                    r"(?:py|ipynb|ya?ml|json|md|toml|cc|cpp|h|sh|txt|tsv)(?::\d+)?\b")
 
 
@@ -170,6 +172,8 @@ def variants(word: str) -> list[str]:
     """A query word, its plural, -ing and -ed forms (a light stem: identifiers like ``Optional`` are not folded
     into ``options`` as a stemmer would), and the other spellings engineers write for it (``backward``: ``bwd``,
     ``vjp``; tools/data/search_synonyms.yaml)."""
+    if len(word) < 3:  # `C`, `K`, `tp`: the word itself (its "plurals" would be other words: b -> bs, bed)
+        return list(dict.fromkeys([word] + SYNONYMS.get(word, [])))
     base = word
     for suffix in ("ies", "ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix) and not word.endswith("ss"):
@@ -353,7 +357,7 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.lower())
 
 
-_NOISE = re.compile(r"<!--.*?-->|\]\([^)\s]*\)|^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", re.M)
+_NOISE = re.compile(r"<!--(?:(?!<!--).)*?-->|\]\([^()\[\]\s]*\)|^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", re.M)
 
 
 def readable(text: str) -> str:

@@ -6,6 +6,7 @@ PATTERNS = {
     "brackets": "[",
     "double-brackets": "[[",
     "link-openers": "](",
+    "links-unclosed": "[a](",
     "image-openers": "![",
     "backticks": "`",
     "backtick-pairs": "`` ",

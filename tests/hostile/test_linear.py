@@ -1,5 +1,6 @@
-"""No regex in the engine is super-linear: the index summariser, the link extractor, the README reader and the
-site's pathology check on 1 MB adversarial pages, in a subprocess with a hang guard (a quadratic pattern on 1 MB
+"""No regex in the engine is super-linear: the index summariser, the link extractor, the README reader, the search
+index's text and snippets (a page of "[a](" repeated took 77 s at 200 KB) and the site's pathology check on 1 MB
+adversarial pages, in a subprocess with a hang guard (a quadratic pattern on 1 MB
 runs for hours; linear ones take well under a second each). Timings go to bench/hostile_inputs.py."""
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from tools import wikiindex
 from tools.ingest.metadata import readme_summary
 from tools.mdrisk import problem
 from tools.wikiscan import parse_page
+from tools import search
 for name, pattern in PATTERNS.items():
     text = page(pattern, 1_000_000)
     p = parse_page("a.md", text)
+    search.split_paths(text)  # what the search index and its snippets read of a page
+    search.snippet(search.readable(text), ["first"])
     wikiindex.summary(p)
     wikiindex.one_line(text)
     readme_summary(text[:256 * 1024])

@@ -85,6 +85,11 @@ def test_words_are_not_over_stemmed_but_find_their_forms_synonyms_and_camel_case
     assert search.search(kb, "attention backward")[1][0].path == "kernels/k/bwd.md"
     assert search.search(kb, "RMSNorm")[1][0].path == "kernels/k/rms.md"
     assert search.search(kb, "sharding")[1][0].path == "concepts/shard.md"
+    # a one-letter word is itself: it was dropped, and "b" asked for "bs", "bed" and "bing" instead
+    write(kb.wiki, "concepts/lang.md", page("Lang", "concept", "# Lang\n\nThe kernel is written in C with a K of 128.\n"))
+    write(kb.wiki, "concepts/bed.md", page("Bed", "concept", "# Bed\n\nA bed of roses.\n"))
+    assert [h.path for h in search.search(kb, "C")[1]] == ["concepts/lang.md"]
+    assert [h.path for h in search.search(kb, "b")[1]] == []
 
 
 def test_a_page_holding_every_word_beats_one_repeating_a_word(kb):

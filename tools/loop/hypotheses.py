@@ -107,7 +107,7 @@ CHANGE_KEYS = ("kind", "knobs", "env", "patch", "runtime_only")
 
 
 def _sections(body: str) -> dict[str, str]:
-    body = re.sub(r"<!--.*?-->", "", body, flags=re.S)
+    body = re.sub(r"<!--(?:(?!<!--).)*?-->", "", body, flags=re.S)  # stops at the next opening: linear
     out: dict[str, str] = {}
     parts = re.split(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", body, flags=re.M)
     for head, text in zip(parts[1::2], parts[2::2]):
