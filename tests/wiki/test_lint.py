@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tools import lint
+from tools import lint, pages
 from tools.lint import links as lint_links
 from tools.mdscan import Link
 from tools.wikiscan import scan
@@ -242,6 +242,21 @@ def test_fix_adds_frontmatter_and_keys(kb):
     assert "mine: kept" in (kb.wiki / "concepts/typed.md").read_text()
     left = [(i.path, i.code) for i in report.issues if i.severity == "error"]
     assert left == [("wiki/loose.md", "frontmatter-missing")]  # no folder, no type to infer
+
+
+def test_completing_a_frontmatter_never_leaves_it_invalid(kb):
+    """`--fix` replaced `updated:`'s first line and left its block scalar's lines behind, and appended keys after a
+    flow mapping: both pages said "frontmatter completed" and were invalid YAML after."""
+    write(kb.wiki, "concepts/blocky.md", "---\ntags: [a]\nupdated: |\n  2026-01-01\n  by hand\n---\n\n# Blocky\n")
+    write(kb.wiki, "concepts/flow.md", "---\n{tags: [a, b]}\n---\n\n# Flow\n\n[b](blocky.md)\n")
+    report = lint.run(kb, fix=True, today=TODAY)
+    assert "wiki/concepts/blocky.md: frontmatter completed (type concept, title 'Blocky')" in report.fixed
+    assert not [f for f in report.fixed if "flow.md" in f]  # left as it was: its missing keys still reported
+    assert (kb.wiki / "concepts/flow.md").read_text() == "---\n{tags: [a, b]}\n---\n\n# Flow\n\n[b](blocky.md)\n"
+    after = lint.run(kb)
+    assert not [i for i in after.issues if i.code == "frontmatter-invalid"], after.issues
+    meta = pages.split((kb.wiki / "concepts/blocky.md").read_text())[0]
+    assert meta["tags"] == ["a"] and meta["updated"] == TODAY and meta["type"] == "concept"
 
 
 def test_fix_rewrites_the_link_it_found_and_keeps_the_frontmatter_as_written(kb):

@@ -117,24 +117,33 @@ def _meta_fixes(page: WikiPage, today: str) -> tuple[str | None, list[str]]:
                                    if k in meta and meta[k] != page.meta.get(k)}), added
 
 
-def _added_keys(text: str, keys: dict) -> str:
+def _added_keys(text: str, keys: dict) -> str | None:
     """``text`` with ``keys`` set in its frontmatter as lines of their own, every other line kept as written (its
     comments, its order, and values YAML would re-read otherwise: ``1.10``, ``0123``, ``yes``). A key already there
-    (``updated``) has its line replaced."""
+    (``updated``) has its lines replaced. None (no fix) when the edited block would not read back as the old one
+    plus the keys (a flow mapping ``{tags: [a]}``: lines added after it are no YAML)."""
     import yaml
 
     m = pages.FRONTMATTER_RE.match(text)
     if m is None:
-        return text
+        return None
     lines = m.group(1).split("\n")
     for key, value in keys.items():
         line = yaml.safe_dump({key: value}, allow_unicode=True, width=10_000, default_flow_style=False).strip()
         at = next((i for i, ln in enumerate(lines) if re.match(rf"{re.escape(key)}\s*:", ln)), None)
         if at is None:
             lines.append(line)
-        else:
-            lines[at] = line
-    return text[:m.start(1)] + "\n".join(lines) + text[m.end(1):]
+        else:  # the key's line and its continuation (a block scalar, a nested list or mapping)
+            end = at + 1
+            while end < len(lines) and (lines[end][:1] in (" ", "\t") or lines[end].startswith("- ")):
+                end += 1
+            lines[at:end] = [line]
+    block = "\n".join(lines)
+    try:  # the block as edited must read back as the old mapping plus the keys; else it is left alone
+        same = yaml.safe_load(block) == {**(yaml.safe_load(m.group(1)) or {}), **keys}
+    except yaml.YAMLError:
+        same = False
+    return text[:m.start(1)] + block + text[m.end(1):] if same else None
 
 
 def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
