@@ -189,3 +189,24 @@ def test_a_hypothesis_its_loop_would_not_run_is_refused(kb, over, why):
     with pytest.raises(AgentError, match=re.escape(why)):
         call(kb, "hypotheses.file", {**base, **over})
     assert sorted(p.name for p in kb.wiki.rglob("*")) == before
+
+
+def test_frontmatter_yaml_gives_any_shape_is_read_and_filtered_as_its_text(kb):
+    """`2024: notes` (a number as a key) and `!!binary` made wiki.read fail validation (a traceback on the CLI, a bare
+    "Error executing tool" over MCP); `where` compared Python's `True` with the `true` the page says, a missing key
+    matched "None", and `under="."` matched nothing."""
+    wiki = kb.wiki / "concepts"
+    (wiki / "yearly.md").write_text("---\ntitle: Yearly\ntype: concept\n2024: notes\nblob: !!binary /w==\n"
+                                    "draft: true\nwhen: 2026-01-02\n---\n\n# Yearly\n")
+    try:
+        out = call(kb, "wiki.read", {"path": "concepts/yearly.md"})
+        assert out["meta"]["2024"] == "notes" and out["meta"]["when"] == "2026-01-02"
+        assert isinstance(out["meta"]["blob"], str) and out["meta"]["draft"] is True
+        json.dumps(out)  # JSON all through
+        drafts = call(kb, "wiki.list", {"where": {"draft": "true"}})["pages"]
+        assert [p["path"] for p in drafts] == ["concepts/yearly.md"]
+        assert call(kb, "wiki.list", {"where": {"draft": "True"}})["total"] == 0
+        assert call(kb, "wiki.list", {"where": {"nokey": "None"}})["total"] == 0
+        assert call(kb, "wiki.list", {"under": "."})["total"] == call(kb, "wiki.list", {})["total"] > 0
+    finally:
+        (wiki / "yearly.md").unlink()

@@ -11,10 +11,11 @@ from pydantic import BaseModel, Field
 
 from .. import safeio, wikiscan
 from .. import mdscan
+from ..jsonvalues import as_text, plain
 from ..project import Project
 from .registry import AgentError, op
 
-MAX_PAGE_BYTES = 4 * 1024 * 1024
+MAX_PAGE_BYTES = wikiscan.MAX_PAGE_BYTES  # what search and lint read, a read reads too (paged by limit/offset)
 
 
 # ---------------------------------------------------------------- models
@@ -256,7 +257,7 @@ def read(project: Project, a: PageReadIn) -> dict:
         body = mdsections.text_of(p.body, chosen)
     part, nxt = bounded(body, a.offset, a.limit)
     heads = mdsections.sections(p.body)
-    return {**_ref(p), "meta": p.meta or {}, "body": part, "links": [x for x in links if not x.startswith("..")],
+    return {**_ref(p), "meta": plain(p.meta or {}), "body": part, "links": [x for x in links if not x.startswith("..")],
             "problem": p.error or None, "section": chosen.id if chosen else None,
             # bounded like the body: a 2 MB page of 15,000 headings answered a 200-character read with 1.1 MB
             "sections": [x.as_dict() for x in heads[:MAX_SECTIONS]], "sections_total": len(heads),
@@ -280,13 +281,15 @@ def bounded(text: str, offset: int, limit: int) -> tuple[str, int | None]:
 @op("wiki.list", ListIn, ListOut)
 def list_pages(project: Project, a: ListIn) -> dict:
     """Pages by type, folder and frontmatter values (``where``: key = value, compared as text)."""
-    under = safe_rel(project, a.under).rstrip("/") + "/" if a.under else ""
+    under = safe_rel(project, a.under).strip("/") if a.under else ""
+    under = "" if under in ("", ".") else under + "/"  # `.`: the whole wiki
     out = []
     for p in _scan(project):
         meta = p.meta or {}
         if a.type and meta.get("type") != a.type or (under and not p.rel.startswith(under)):
             continue
-        if any(str(meta.get(k)) != v for k, v in a.where.items()):
+        # a value as YAML writes it (`true`, not Python's `True`); a page without the key never matches
+        if any(k not in meta or as_text(meta[k]) != v for k, v in a.where.items()):
             continue
         out.append(_ref(p))
     return {"total": len(out), "pages": out[: a.limit]}
@@ -344,7 +347,7 @@ def kernels_list(project: Project, a: KernelsIn) -> dict:
         m = p.meta or {}
         if m.get("type") != "kernel":
             continue
-        if any(v is not None and str(m.get(k)) != v for k, v in
+        if any(v is not None and (k not in m or as_text(m[k]) != v) for k, v in
                (("backend", a.backend), ("category", a.category), ("repo", a.repo), ("kind", a.kind))):
             continue
         if a.name and a.name.lower() not in p.title.lower():
