@@ -191,11 +191,16 @@ def _blank_code_spans(line: str) -> str:
     return _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
 
 
+_QUOTED = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+")  # a blockquote's markers: a fence may sit inside a quote
+
+
 def code_mask(lines: list[str]) -> list[bool]:
-    """True for lines inside fenced code blocks (fence lines included)."""
+    """True for lines inside fenced code blocks (fence lines included), in a blockquote too."""
     out = [False] * len(lines)
     fence: str | None = None
     for i, ln in enumerate(lines):
+        if ln[:4].lstrip().startswith(">"):
+            ln = _QUOTED.sub("", ln)
         if fence is None:
             if ln.lstrip()[:3] in ("```", "~~~"):
                 m = _FENCE.match(ln)
@@ -312,6 +317,9 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
                 if "\\" in tgt:  # `snake\_case.md` links snake_case.md, as markdown reads the escape
                     tgt = unescape(tgt)
                 out.append(Link(tgt, no, "md", m.group(1)))
+                for inner in _MD_LINK.finditer(m.group(1)) if "](" in m.group(1) else ():  # [![badge](b.png)](x)
+                    t = inner.group(2)[1:-1] if inner.group(2).startswith("<") else inner.group(2)
+                    out.append(Link(unescape(t) if "\\" in t else t, no, "md", inner.group(1)))
         if "[[" in ln:
             for m in _WIKI.finditer(ln):
                 out.append(Link(m.group(1).strip(), no, "wiki", m.group(1)))

@@ -489,3 +489,17 @@ def test_symbol_anchors_are_one_finding_and_fixed_with_heading_ids(kb, invoke):
     html = markdown.markdown(text.split("---\n", 2)[2], extensions=["toc", "attr_list"])
     for ident in ("TransformerCache", "transformercache-implementsextends-basecache", "KVCache", "BaseCache"):
         assert f'id="{ident}"' in html  # what the site will have, both the new id and the one links used
+
+
+def test_code_in_a_blockquote_is_code_and_an_image_in_a_link_is_checked(kb):
+    """A fenced example inside a blockquote was read as prose: lint reported its link broken and --fix rewrote its
+    [[wikilink]]; an image inside a link (a README badge) was never checked."""
+    quoted = "> ```\n> [[Target]]\n> [x](quoted-missing.md)\n> ```\n"
+    write(kb.wiki, "concepts/target.md", page("Target", "concept", "# Target\n\n[u](u.md)\n"))
+    write(kb.wiki, "concepts/u.md", page("U", "concept", "# U\n\n" + quoted +
+                                         "\n[![badge](missing-image.png)](target.md)\n"))
+    found = [(i.code, i.message) for i in lint.run(kb).issues if i.path.endswith("u.md")]
+    assert [c for c, m in found if "quoted-missing" in m] == [], found
+    assert [c for c, m in found if "missing-image.png" in m] == ["broken-link"], found
+    lint.run(kb, fix=True)
+    assert quoted in (kb.wiki / "concepts/u.md").read_text()
