@@ -167,3 +167,30 @@ def test_a_dispatcher_method_and_module_functions_credit_only_their_own_choice(t
     reach = {tuple(c["values"]): [k["kernel"] for k in c["kernels"]] for c in chosen["choices"]}
     assert reach.get(("flash",)) == ["flash_attention"]  # through a module function of the file
     assert not reach.get(("dot_product",))  # a call into a method that chooses is not this branch's kernel
+
+
+def test_a_setting_that_calls_a_catalogued_kernel_by_a_plain_name_is_found(tmp_path):
+    """The branch's calls were kept only when their names said kernel: `ln.layer_norm` and `self._norm` (which
+    calls the catalogued `double`) reached catalogued kernels, and the choices were missing from the map."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    kb = tmp_path / "kb"
+    (kb / "wiki").mkdir(parents=True)
+    mt = kb / "raw/code/mt/mt"
+    mt.mkdir(parents=True)
+    (mt / "__init__.py").write_text("")
+    (mt / "dbl.py").write_text("from jax.experimental import pallas as pl\n\n\ndef _body(x_ref, o_ref):\n"
+                               "    o_ref[...] = x_ref[...] * 2\n\n\ndef double(x):\n"
+                               "    return pl.pallas_call(_body, out_shape=x)(x)\n")
+    (mt / "model.py").write_text(
+        "from mt import dbl as ln\n\n\nclass Block:\n    def _norm(self, x):\n        return ln.double(x)\n\n"
+        "    def __call__(self, config, x):\n        if config.norm_impl == 'pallas':\n            return self._norm(x)\n"
+        "        if config.other == 'plain':\n            return print(x)\n        return x\n")
+    r = CliRunner().invoke(cli, ["--root", str(kb), "ingest", "raw/code/mt"])
+    assert r.exit_code == 0, r.output
+    chosen = json.loads((kb / "wiki/codebases/mt/selection.json").read_text())
+    by = {c["selector"]: c for c in chosen["choices"]}
+    assert [k["kernel"] for k in by["norm_impl"]["kernels"]] == ["double"], chosen
+    assert "other" not in by  # a call that reaches no kernel and says none is no choice

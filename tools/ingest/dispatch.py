@@ -96,9 +96,10 @@ def dispatch_facts(tree: ast.Module, aliases: dict[str, str], module: str, line_
         if sel is None:
             continue
         cls = owner.get(id(node))
-        calls = _calls(node.body, aliases, cls, module, methods, local=local, chosen=sel)
-        if calls:
-            branches.append([sel[0], sel[1], line_of(node.lineno), calls])
+        others: list[str] = []
+        calls = _calls(node.body, aliases, cls, module, methods, local=local, chosen=sel, others=others)
+        if calls or others:  # the calls whose names say kernel, then the rest: one may reach a catalogued kernel
+            branches.append([sel[0], sel[1], line_of(node.lineno), calls, others])
     return {"branches": branches, "registries": _registries(tree, aliases, module, line_of)}
 
 
@@ -118,8 +119,12 @@ def _walk(body: list[ast.stmt], chosen: tuple[str, list[str]] | None):
 
 
 def _calls(body: list[ast.stmt], aliases, cls, module, methods, hop: bool = True,
-           local: frozenset[str] = frozenset(), chosen: tuple[str, list[str]] | None = None) -> list[str]:
+           local: frozenset[str] = frozenset(), chosen: tuple[str, list[str]] | None = None,
+           others: list[str] | None = None) -> list[str]:
+    """The calls under ``body`` whose names say kernel (into the file's own functions, one hop); the other calls go
+    to ``others`` (``ln.layer_norm`` says no kernel, yet may launch a catalogued one)."""
     out: list[str] = []
+    rest = others if others is not None else []
     for x in _walk(body, chosen):
         if not isinstance(x, ast.Call):
             continue
@@ -129,12 +134,14 @@ def _calls(body: list[ast.stmt], aliases, cls, module, methods, hop: bool = True
         mine = full[len(module) + 1:] if module and full.startswith(module + ".") else full
         if hop and mine in methods:  # the file's own method or function: what it calls
             inner = _calls(methods[mine].body, aliases, mine.split(".")[0] if "." in mine else None,
-                           module, methods, hop=False, local=local, chosen=chosen)
+                           module, methods, hop=False, local=local, chosen=chosen, others=rest)
             if inner and KERNELISH.search(mine):
                 out.append(full)
             out += [c for c in inner if c not in out]
         elif full not in out and KERNELISH.search(mine if mine != full else ".".join(full.split(".")[-2:])):
             out.append(full)  # a name of this file by itself; an import with its module (splash_attention_kernel.x)
+        elif full not in out and full not in rest and len(rest) < MAX_CALLS:
+            rest.append(full)
         if len(out) >= MAX_CALLS:
             return out
     return out

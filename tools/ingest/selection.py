@@ -52,7 +52,11 @@ def selection_map(model: RepoModel, index: KernelIndex) -> dict:
         found = model.scan.files[rel].facts.get("dispatch")
         if not found:
             continue
-        for selector, values, line, calls in found.get("branches", ()):
+        for selector, values, line, calls, *others in found.get("branches", ()):
+            # a call whose name says no kernel counts when it reaches a catalogued one (ln.layer_norm)
+            calls = calls + [c for c in (others[0] if others else ()) if index.reached(c)]
+            if not calls:
+                continue
             kernels = [k for c in calls for k in index.reached(c)]
             key = (rel, selector, tuple(values))  # the same test in two files is two choices
             entry = choices.setdefault(key, {"selector": selector, "values": list(values),
