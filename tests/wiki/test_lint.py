@@ -503,3 +503,12 @@ def test_code_in_a_blockquote_is_code_and_an_image_in_a_link_is_checked(kb):
     assert [c for c, m in found if "missing-image.png" in m] == ["broken-link"], found
     lint.run(kb, fix=True)
     assert quoted in (kb.wiki / "concepts/u.md").read_text()
+
+
+def test_a_file_in_a_hidden_folder_is_there_but_not_published(kb):
+    write(kb.wiki, ".attachments/diagram.png", "png")
+    write(kb.wiki, "concepts/d.md", page("D", "concept", "# D\n\n![d](../.attachments/diagram.png) "
+                                         "![e](../.attachments/gone.png)\n"))
+    found = {i.message.split(" -> ")[0]: i.code for i in lint.run(kb).issues if i.path.endswith("d.md")
+             and "link" in i.code or i.code == "hidden-target"}
+    assert found == {"../.attachments/diagram.png": "hidden-target", "../.attachments/gone.png": "broken-link"}

@@ -20,6 +20,8 @@ CODES: dict[str, tuple[str, str]] = {
     "broken-link": (ERROR, "a relative link whose target does not exist"),
     "outside-link": (WARNING, "a relative link that leaves the project, or reaches out of it through a symlink: "
                               "not checked, and not published"),
+    "hidden-target": (WARNING, "a relative link to a file that exists in a hidden folder of wiki/ (`.attachments/`, "
+                               "`.gitbook/assets/`): the site does not publish it"),
     "broken-anchor": (WARNING, "a link to a page that exists, with a #fragment that names no heading or id there "
                                "(fixable when the fragment is the symbol a heading starts with: `{#Symbol}`)"),
     "wikilink": (ERROR, "a [[wikilink]] (fixable when the target resolves to one page)"),

@@ -20,6 +20,7 @@ UNCHECKED = ("log.md",)  # append-only history: its old links are not checked
 
 OK, EXTERNAL, BROKEN, WIKI, FILE, ABSOLUTE, SKIP = "ok", "external", "broken", "wiki", "file", "absolute", "skip"
 OUTSIDE = "outside"  # leaves the project, or reaches out through a link inside it: never looked at
+HIDDEN = "hidden"  # a file in a hidden folder of wiki/ (.attachments/): there, and never published by the site
 ANCHOR = "anchor"  # the page exists, the #fragment names no heading or id in it
 
 
@@ -120,6 +121,9 @@ class Resolver:
         joined = self._join(page.rel.rpartition("/")[0], path)
         if not joined.startswith("../") and joined != "..":
             if not self.internal(joined):
+                hidden = any(part.startswith(".") for part in joined.split("/"))
+                if hidden and self.outside_wiki(posixpath.normpath("wiki/" + joined)) == OK:
+                    return Target(HIDDEN, "wiki/" + joined)
                 return Target(BROKEN, "wiki/" + joined)
             if anchor.startswith("#") and len(anchor) > 1 and not self.has_anchor(joined, anchor):
                 return Target(ANCHOR, joined)
@@ -252,6 +256,9 @@ def check_links(resolved: Resolved, root: Path | None = None, res: Resolver | No
         if t.status == BROKEN:
             out.append(issue(where, link.line, "broken-link", f"{link.target} -> {t.rel} does not exist",
                              cause=f"missing:{t.rel}"))
+        elif t.status == HIDDEN:
+            out.append(issue(where, link.line, "hidden-target", f"{link.target} -> {t.rel}: in a hidden folder, "
+                             "which the site does not publish", cause="hidden"))
         elif t.status == OUTSIDE:
             out.append(issue(where, link.line, "outside-link", f"{link.target} -> {t.rel}: leaves the project "
                              "(not checked)", cause="outside"))
