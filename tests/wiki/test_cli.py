@@ -90,3 +90,17 @@ def test_docs_lint_codes_match_the_code():
 
     table = _region(REPO / "docs" / "lint.md", "codes").splitlines()[2:]
     assert table == [f"| `{code}` | {sev} | {what} |" for code, (sev, what) in CODES.items()]
+
+
+def test_questions_without_words_and_folders_without_a_wiki_fail_as_usage(tmp_path):
+    """`tools query '*'` printed [] with exit 0 where `tools search '*'` failed; `-n 0` meant 5 and `-n -1` every
+    passage; an agent operation on a folder without wiki/ answered `{"total": 0}`, exit 0."""
+    (tmp_path / "kb" / "wiki").mkdir(parents=True)
+    kb = str(tmp_path / "kb")
+    for args in (["query", "*"], ["query", "-n", "0", "remat"], ["query", "-n", "-1", "remat"]):
+        r = CliRunner().invoke(cli, ["--root", kb, *args])
+        assert r.exit_code == 2, (args, r.output)
+    assert "the question holds no words" in CliRunner().invoke(cli, ["--root", kb, "query", "*"]).output
+    (tmp_path / "empty").mkdir()
+    r = CliRunner().invoke(cli, ["--root", str(tmp_path / "empty"), "wiki", "list", "--json"])
+    assert r.exit_code == 1 and "no wiki/ folder here" in r.output, r.output

@@ -72,6 +72,9 @@ def call(project: Project, name: str, args: dict | None = None) -> dict:
     if name not in ops:
         raise AgentError(f"no operation {name!r}; there are: {', '.join(sorted(ops))}")
     o = ops[name]
+    if not project.wiki.is_dir():  # every operation reads or files pages: a folder without wiki/ is no knowledge base
+        raise AgentError(f"{project.root}: no wiki/ folder here (not a knowledge base: run `tools init`, or pass "
+                         "--root)")
     unknown = sorted(set(args or {}) - set(o.input.model_fields))
     if unknown:  # a misspelt filter would be dropped, and the answer be the unfiltered one
         raise AgentError(f"{name}: unknown argument{'s' * (len(unknown) > 1)} {', '.join(unknown)} (it takes: "

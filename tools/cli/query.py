@@ -12,7 +12,7 @@ from .common import llm_options, pass_project, printable
 
 @click.command(name="query")
 @click.argument("question", nargs=-1, required=True)
-@click.option("--limit", "-n", type=int, default=None, help="Passages to show or answer from (5; with --llm 8).")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Passages to show or answer from (5; with --llm 8).")
 @click.option("--json", "as_json", is_flag=True, help="Print the passages (or the answer) as JSON.")
 @click.option("--llm", "use_llm", is_flag=True,
               help="Write an answer from the passages (every sentence cites one) and file it under wiki/analyses/.")
@@ -27,8 +27,12 @@ def query(project, question, limit, as_json, use_llm, provider, model, base_url,
     """
     from ..query import query as run
 
+    from ..search import fts_query
+
     project.require_wiki()
     q = " ".join(question)
+    if fts_query(q) is None:  # as `tools search` says it: `*` or punctuation alone asks nothing
+        raise click.UsageError("the question holds no words")
     if use_llm:
         _answer(project, q, limit or 8, as_json, provider, model, base_url, api_key_env)
         return
