@@ -273,6 +273,10 @@ def test_an_export_says_what_a_config_edit_cannot_and_moves_all_branches_or_none
                 "launch.sh", code=1)
     assert "perf/st0/all: checked out in" in out and "nothing was moved" in out
     git(model, "worktree", "remove", str(tmp_path / "review"))
+    git(model, "branch", "perf/col")  # a branch where the export's folder of branches would go
+    out = tools(project, "exp", "export", short["exp_id"], "--name", "col", code=1)
+    assert "perf/col: a branch of this name exists, so git cannot make perf/col/1-" in out, out
+    git(model, "branch", "-D", "perf/col")
     (tmp_path / "file").write_text("x")
     out = tools(project, "exp", "export", short["exp_id"], "--name", "st0", "--patches", str(tmp_path / "file/pp"),
                 code=1)

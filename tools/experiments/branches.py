@@ -82,6 +82,13 @@ def owned_tips(repo: Path, names: list[str], prefix: str, maker: str) -> dict[st
     """The current tips of the branches this run will set (``names``) and of ``maker``'s older branches under
     ``prefix`` (perf/<name>/<n>-<change> and perf/<name>/all); InputError when one of ``names`` exists and
     ``maker`` did not make its last commit (someone's work, or the other tool's: never moved)."""
+    for name in names:  # git keeps branches as paths: a branch perf/x leaves no room for perf/x/all
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            above = "/".join(parts[:i])
+            if git(repo, "rev-parse", "-q", "--verify", f"refs/heads/{above}", check=False):
+                raise InputError(above, f"a branch of this name exists, so git cannot make {name} (a branch "
+                                        "cannot also be a folder of branches): rename it, or choose another name")
     listed = git(repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{prefix}", check=False).split()
     out = {}
     for b in dict.fromkeys([*names, *listed]):
