@@ -289,3 +289,88 @@ def test_a_script_that_names_its_steps_otherwise_is_read_per_step(tmp_path):
     trace = read_trace(tmp_path / "trace")
     assert [s.step for s in trace.steps] == [0, 1, 2, 3]
     assert read_trace(tmp_path / "trace", step_name="step").steps == trace.steps
+
+
+def _profile(folder, events, modules):
+    import gzip
+    import json
+
+    run = folder / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    with gzip.open(run / "host.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    (folder / "hlo").mkdir()
+    for name, text in modules.items():
+        (folder / "hlo" / name).write_text(text)
+
+
+def test_an_op_maps_to_the_program_it_ran_in_or_to_nothing(tmp_path):
+    """An op of a program with no HLO dump (an eval step's jit_loss_fn) was credited to the train step's op of the
+    same name; two compiles of one name (another shape, or a copied dump) were read as the larger one; an empty
+    trace read "100 % of op time credited" of a made-up 1 µs."""
+    from tools.profiling.summary import render_markdown, summarize
+
+    second = FUSED.replace('%tanh.2 = f32[4,16]{1,0} tanh(%fusion.7), metadata={op_name="tanh" stack_frame_id=4}',
+                           '%tanh.2 = f32[4,16]{1,0} tanh(%fusion.7), metadata={op_name="tanh" stack_frame_id=1}\n'
+                           '  %extra.9 = f32[4,16]{1,0} copy(%tanh.2)')  # the larger of the two compiles
+    assert second != FUSED
+    ev = lambda op, module, pid, ts: {"ph": "X", "name": op, "ts": ts, "dur": 10, "pid": 1, "tid": 1,  # noqa: E731
+                                      "args": {"hlo_op": op, "hlo_module": module, "program_id": pid}}
+    _profile(tmp_path / "p", [ev("tanh.2", "jit_step", 60, 0), ev("tanh.2", "jit_step", 77, 20),
+                              ev("fusion.7", "jit_loss_fn", 12, 40)],
+             {"module_0060.jit_step.cpu_after_optimizations.txt": FUSED,
+              "module_0077.jit_step.cpu_after_optimizations.txt": second})
+    s = summarize(tmp_path / "p", use_xprof=False)
+    # each op in its own program (two lines: the two compiles differ there); the loss function's op has no dump,
+    # so no line (it was read as fusion.7 of the train step: a matmul)
+    sources = sorted((o["module"], o["source"], o["category"]) for o in s["ops"])
+    assert sources == [("jit_loss_fn", "", "unmapped"), ("jit_step", "model.py:10", "elementwise"),
+                       ("jit_step", "model.py:12", "elementwise")], sources
+    assert s["attributed_pct"] == round(100 * 20 / 30, 2)
+
+    _profile(tmp_path / "none", [], {})
+    empty = summarize(tmp_path / "none", use_xprof=False)
+    assert empty["total_op_self_us"] == 0 and empty["attributed_pct"] is None
+    assert "No XLA ops in the trace" in render_markdown(empty)
+
+
+def test_a_malformed_or_empty_trace_is_an_error_naming_the_file(tmp_path):
+    """A string among the events, an event without `ts`, `step_num: "abc"` were Python tracebacks naming no file;
+    a 0-byte xplane parsed as an empty profile and was summarised as one."""
+    from tools.errors import InputError
+    from tools.profiling.trace import read_trace
+
+    op = {"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"hlo_op": "a", "hlo_module": "m"}}
+    for n, events in enumerate([["junk", op], [{**op, "ts": None}], [{"ph": "X", "ts": 1, "args": {"step_num": "x"}}],
+                                [{"ph": "M", "name": "thread_name", "args": {}}, op]]):
+        _profile(tmp_path / f"c{n}", events, {})
+        if n in (0, 3):  # a stray string, a name event without its name: skipped, the rest read
+            assert [o.op for o in read_trace(tmp_path / f"c{n}").ops] == ["a"]
+            continue
+        with pytest.raises(InputError, match=r"host\.trace\.json\.gz.*unreadable trace event 0"):
+            read_trace(tmp_path / f"c{n}")
+    empty = tmp_path / "e" / "plugins" / "profile" / "r1"
+    empty.mkdir(parents=True)
+    (empty / "vm.xplane.pb").write_bytes(b"")
+    with pytest.raises(InputError, match=r"vm\.xplane\.pb.*an empty file"):
+        read_trace(tmp_path / "e")
+
+
+def test_gap_says_a_run_s_trace_is_unreadable_instead_of_no_tokens(tmp_path):
+    """A truncated trace made the gap read "no tokens/s for one of the runs", exit 0, as if nothing was there."""
+    import json
+
+    kb = tmp_path / "kb"
+    (kb / "wiki").mkdir(parents=True)
+    for side in ("ours", "ref"):
+        folder = tmp_path / side
+        (folder / "hlo").mkdir(parents=True)
+        (folder / "hlo" / "module_0060.jit_step.cpu_after_optimizations.txt").write_text(FUSED)
+        run = folder / "trace" / "plugins" / "profile" / "r1"
+        run.mkdir(parents=True)
+        (run / "vm.xplane.pb").write_bytes(b"\x0a\x05cut" if side == "ours" else b"")
+    r = CliRunner().invoke(cli, ["--root", str(kb), "gap", str(tmp_path / "ours"), str(tmp_path / "ref"), "--no-file",
+                                 "--json"])
+    out = json.loads(r.output)
+    assert "no gap measured (ours: " in out["verdict"] and "vm.xplane.pb" in out["verdict"], out["verdict"]
+    assert "the reference: " in out["verdict"] and "an empty file" in out["verdict"], out["verdict"]

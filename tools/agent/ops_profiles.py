@@ -58,7 +58,7 @@ class OverviewOut(BaseModel):
     total_op_self_us: float = Field(description="op self time summed over the n_steps traced steps (µs)")
     op_ms_per_step: float = Field(description="the same per step (ms); ops, categories and lines carry "
                                               "ms_per_step too, as the CLI and the pages show them")
-    attributed_pct: float
+    attributed_pct: float | None  # None: no XLA op in the trace
     hlo_modules: list[str]
     top_ops: list[dict[str, Any]]
     categories: list[dict[str, Any]]

@@ -312,7 +312,10 @@ def analyze(ours: Side, ref: Side, catalog: list[dict] | None = None, measured: 
     po, pr = per_token(ours, totals[0]), per_token(ref, totals[1])
     cats = [{"category": c, "ours": round(po.get(c, 0.0), 5), "ref": round(pr.get(c, 0.0), 5)}
             for c in sorted(set(po) | set(pr), key=lambda c: -(po.get(c, 0.0) + pr.get(c, 0.0)))]
-    verdict = ("no tokens/s for one of the runs: no gap measured" if gap_pct is None else
+    unread = "; ".join(f"{who}: {side.summary['unreadable']}" for who, side in (("ours", ours), ("the reference", ref))
+                       if side.summary and side.summary.get("unreadable"))
+    verdict = (f"no tokens/s for one of the runs: no gap measured{f' ({unread})' if unread else ''}"
+               if gap_pct is None else
                f"the reference is {gap_pct:+.1f} % faster in tokens/s ({how})" if faster else
                f"the reference is not faster ({gap_pct:+.1f} % tokens/s, {how}; under the {MIN_GAP_PCT:g} % floor): "
                "nothing to close, nothing filed")

@@ -19,7 +19,7 @@ def per_token(side: Side, total: float | None = None) -> dict[str, float]:
     single run's traced median and its fastest step differ by the machine's noise, and an estimate read on one
     basis beside a gap read on another claimed more than the whole gap for one item."""
     s, tokens = side.summary, side.tokens_per_step
-    if not s or not tokens:
+    if not s or not tokens or s.get("unreadable"):
         return {}
     n = max(int(s.get("n_steps") or 1), 1)
     out = {c["category"]: c["self_us"] / n / tokens for c in s.get("categories") or []}

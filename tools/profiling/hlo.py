@@ -323,12 +323,24 @@ def dump_text(path: Path, folder: Path) -> str:
 
 
 def load_modules(folder: Path) -> dict[str, HloModule]:
-    """Module name (e.g. ``jit_train_step``) -> parsed optimized HLO."""
+    """Module name (e.g. ``jit_train_step``) -> parsed optimized HLO (of two compiles of one name, the larger)."""
     out: dict[str, HloModule] = {}
-    for p in find_dumps(folder):
-        mod = parse_hlo(dump_text(p, folder))
+    for mod in load_programs(folder).values():
         if mod.name not in out or len(mod.instrs) > len(out[mod.name].instrs):
             out[mod.name] = mod
+    return out
+
+
+_PROGRAM = re.compile(r"module_(\d+)\.")
+
+
+def load_programs(folder: Path) -> dict[object, HloModule]:
+    """Every dumped program: by its id (``module_0060.`` -> 60, the id a trace's ops carry), or by its file where
+    the name holds none."""
+    out: dict[object, HloModule] = {}
+    for p in find_dumps(folder):
+        m = _PROGRAM.match(p.name)
+        out[int(m.group(1)) if m else str(p)] = parse_hlo(dump_text(p, folder))
     return out
 
 

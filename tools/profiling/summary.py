@@ -22,33 +22,41 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
     only from files inside it (an agent-facing call never reads outside the knowledge base)."""
     folder = Path(folder)
     tr = trace_mod.read_trace(folder, step_name)
+    programs = hlo_mod.load_programs(folder)
     modules = hlo_mod.load_modules(folder)
     xprof_rows, xprof_note = (_xprof_hlo_stats(folder) if use_xprof else (None, "not tried"))
 
     n_steps = len(tr.steps)
+    def module_of(module: str, program: int | None):
+        """The dumped program an op ran in: by the id the trace gives it, else by its module's name alone (a
+        program whose id or name has no dump maps nowhere: never to another program's op of the same name)."""
+        if program is not None and program in programs:
+            return programs[program]
+        return _module_for(modules, module)
+
     if xprof_rows:
-        per_op = {(r["op"], r["module"]): [r["self_us"], r["count"]] for r in xprof_rows}
+        per_op = {(r["op"], r["module"], None): [r["self_us"], r["count"]] for r in xprof_rows}
         op_source = "xprof hlo_stats"
     else:
         per_op = defaultdict(lambda: [0.0, 0])
-        control = {(m.name, i.name) for m in modules.values() for i in m.instrs.values()
-                   if i.opcode in CONTROL_OPS}
-        is_control = (lambda e: (_module_name(modules, e.module), e.op) in control) if control else None
+        control = {(id(m), i.name) for m in programs.values() for i in m.instrs.values() if i.opcode in CONTROL_OPS}
+        is_control = (lambda e: (id(module_of(e.module, e.program)), e.op) in control) if control else None
         for ev, self_us in trace_mod.self_times(tr.ops, is_control):
-            acc = per_op[(ev.op, ev.module)]
+            acc = per_op[(ev.op, ev.module, ev.program)]
             acc[0] += self_us
             acc[1] += 1
         op_source = "trace events (direct read)"
-    total = sum(v[0] for v in per_op.values()) or 1.0
+    measured = sum(v[0] for v in per_op.values())
+    total = measured or 1.0  # a divisor: no op at all is said as such below
 
     sources = SourceLines([folder / "code"], confine=confine)
-    attributors = {name: Attributor(m, sources) for name, m in modules.items()}
+    attributors = {id(m): Attributor(m, sources) for m in programs.values()}
     ops, cats, lines, vias = [], defaultdict(float), {}, defaultdict(float)
-    for (op, module), (self_us, count) in per_op.items():
-        mod = _module_for(modules, module) or next((m for m in modules.values() if op in m.instrs), None)
+    for (op, module, program), (self_us, count) in per_op.items():
+        mod = module_of(module, program)
         ins = mod.instrs.get(op) if mod else None
         cat = hlo_mod.categorize(mod, ins) if ins else "unmapped"
-        credit = attributors[mod.name].credit(op) if ins else Credit(None, "none")
+        credit = attributors[id(mod)].credit(op) if ins else Credit(None, "none")
         loc = _loc(credit.frame) if credit.frame else ""
         ops.append({"op": op, "module": module, "category": cat, "self_us": round(self_us, 3), "count": count,
                     "pct": round(100 * self_us / total, 2), "source": loc, "via": credit.via,
@@ -81,8 +89,8 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
         "hlo_modules": sorted(modules),
         "n_steps": n_steps,
         "steps": _steps(tr),
-        "total_op_self_us": round(total, 3),
-        "op_ms_per_step": round(total / per / 1e3, 6),
+        "total_op_self_us": round(measured, 3),
+        "op_ms_per_step": round(measured / per / 1e3, 6),
         "n_ops": len(ops),
         "top_ops": ops[:top],
         "ops": ops,
@@ -90,7 +98,8 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
                                "pct": round(100 * t / total, 2)}
                               for c, t in cats.items()), key=lambda c: -c["self_us"]),
         "source_lines": sorted(lines.values(), key=lambda r: -r["self_us"]),
-        "attributed_pct": round(100 * (total - vias.get("none", 0.0)) / total, 2),
+        # None when the trace holds no XLA op at all (not "100 % credited" of nothing)
+        "attributed_pct": round(100 * (total - vias.get("none", 0.0)) / total, 2) if measured else None,
         "attribution": {v: round(100 * t / total, 2) for v, t in sorted(vias.items(), key=lambda x: -x[1])},
     }
 
@@ -99,16 +108,11 @@ def _loc(frame: tuple[str, int, str]) -> str:
     return f"{Path(frame[0]).name}:{frame[1]}"
 
 
-def _module_name(modules: dict, name: str) -> str:
-    m = _module_for(modules, name)
-    return m.name if m else name
-
-
 def _module_for(modules: dict, name: str):
     if name in modules:
         return modules[name]
-    for k, m in modules.items():  # trace names may carry a suffix, e.g. "jit_train_step(60)"
-        if name.startswith(k) or k.startswith(name):
+    for k, m in modules.items():  # trace names may carry the program id, e.g. "jit_train_step(60)"
+        if name.startswith(k + "("):
             return m
     return None
 
@@ -224,6 +228,9 @@ def render_markdown(s: dict, lines: int = 10) -> str:
     if s.get("ops") and not s.get("hlo_modules"):
         out += ["No optimized-HLO dump beside the trace (`hlo/`, from `--xla_dump_to`): ops map to no source line "
                 "or category (`unmapped`).", ""]
+    if not s.get("ops"):  # a program that ran no XLA computation in its traced steps (plain Python, a replay)
+        return "\n".join(out + ["**No XLA ops in the trace**: nothing ran on the device in the traced steps, so no "
+                                 "op time, category or source line."]) + "\n"
     out += ["**Top ops by self time** (per step)", "",
             "| op | category | self ms/step | % | count | source |", "|---|---|---:|---:|---:|---|"]
     for o in s["top_ops"]:

@@ -26,6 +26,7 @@ class OpEvent:
     thread: str
     start_us: float
     dur_us: float
+    program: int | None = None  # the compiled program's id (module_NNNN of its HLO dump): two compiles of one name
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,16 @@ def _read_xplane(paths: list[Path], step_name: str, folder: Path) -> Trace:
             raw = safeio.read_bytes(path, TRACE_LIMIT, within=folder)
         except (safeio.Refused, FileNotFoundError) as e:
             raise InputError(path, f"trace not read: {e}") from None
+        if not raw:  # parses as an XSpace with nothing in it: a profile that was never written
+            raise _Unreadable(path, "an empty file")
         try:
             data = ProfileData.from_serialized_xspace(raw)
         except RuntimeError as e:  # "Failed to parse XSpace from array"
             raise _Unreadable(path, str(e)) from None
-        for plane in data.planes:
+        read = list(data.planes)
+        if not read:
+            raise _Unreadable(path, "an XSpace with no planes")
+        for plane in read:
             planes.append(plane.name)
             for line in plane.lines:
                 tname = f"{plane.name}/{line.name}"
@@ -124,11 +130,18 @@ def _read_xplane(paths: list[Path], step_name: str, folder: Path) -> Trace:
                     stats = dict(ev.stats)
                     if "hlo_op" in stats:
                         ops.append(OpEvent(str(stats["hlo_op"]), str(stats.get("hlo_module", "")), tname,
-                                           ev.start_ns / 1e3, ev.duration_ns / 1e3))
+                                           ev.start_ns / 1e3, ev.duration_ns / 1e3, _program(stats)))
                     elif "step_num" in stats:
                         steps.append((ev.name, StepEvent(int(stats["step_num"]), ev.start_ns / 1e3,
                                                          ev.duration_ns / 1e3)))
     return Trace(ops, _steps(steps, step_name), f"{paths[0].name} (jax.profiler.ProfileData)", planes)
+
+
+def _program(stats: dict) -> int | None:
+    try:
+        return int(stats["program_id"]) if "program_id" in stats else None
+    except (TypeError, ValueError):
+        return None
 
 
 def unreadable(paths: list[Path]) -> tuple[Path, str] | None:
@@ -172,22 +185,32 @@ def _read_chrome(path: Path, step_name: str, folder: Path | None = None) -> Trac
     except (OSError, ValueError, EOFError) as e:  # Refused is an OSError
         raise InputError(path, f"unreadable trace: {e}") from None
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise InputError(path, "unreadable trace: traceEvents is not a list")
+    events = [e for e in events if isinstance(e, dict)]  # a stray string or number is no event
     names = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
-            names[(e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = e["args"]["name"]
+            named = (e.get("args") or {}).get("name") if isinstance(e.get("args"), dict) else None
+            if named is not None:
+                names[(e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = named
     ops, steps = [], []
-    for e in events:
+    for i, e in enumerate(events):
         if e.get("ph") != "X":
             continue
-        args = e.get("args") or {}
-        if "hlo_op" in args:
-            tname = f"{names.get((e.get('pid'), None), e.get('pid'))}/{names.get((e.get('pid'), e.get('tid')), e.get('tid'))}"
-            ops.append(OpEvent(str(args["hlo_op"]), str(args.get("hlo_module", "")), tname,
-                               float(e["ts"]), float(e.get("dur", 0))))
-        elif "step_num" in args:
-            steps.append((str(e.get("name")),
-                          StepEvent(int(args["step_num"]), float(e["ts"]), float(e.get("dur", 0)))))
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        try:
+            if "hlo_op" in args:
+                tname = (f"{names.get((e.get('pid'), None), e.get('pid'))}/"
+                         f"{names.get((e.get('pid'), e.get('tid')), e.get('tid'))}")
+                ops.append(OpEvent(str(args["hlo_op"]), str(args.get("hlo_module", "")), tname,
+                                   float(e["ts"]), float(e.get("dur", 0)), _program(args)))
+            elif "step_num" in args:
+                steps.append((str(e.get("name")),
+                              StepEvent(int(args["step_num"]), float(e["ts"]), float(e.get("dur", 0)))))
+        except (KeyError, TypeError, ValueError) as err:
+            raise InputError(path, f"unreadable trace event {i} ({e.get('name')!r}): {type(err).__name__}: "
+                                   f"{err}") from None
     planes = sorted({v for (p, t), v in names.items() if t is None})
     return Trace(ops, _steps(steps, step_name), f"{path.name} (Chrome trace JSON)", planes)
 
