@@ -252,3 +252,21 @@ def test_text_before_the_first_heading_is_not_cited_as_a_real_introduction():
                                                "§ Results"]
     plain = _markdown("Said first.\n\n## Results\n\n3x.\n", Path("notes.md"), "markdown")
     assert [s.where for s in plain.sections] == ["§ Introduction", "§ Results"]  # no real one: the name as before
+
+
+def test_a_heading_that_holds_markup_or_a_region_marker_stays_text(tmp_path):
+    """Section names went into the outline unescaped: `<img onerror>` landed in the page as HTML, and a heading
+    holding `<!-- tools:end source -->` cut the generated region short, so an edited claim never reached the page."""
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    doc = root / "raw/sources/evil/heads.md"
+    doc.parent.mkdir(parents=True)
+    doc.write_text("# Evil headings\n\nAn introduction long enough to be read as the opening of the document.\n\n"
+                   "## Results <!-- tools:end source --> after\n\nThe fused kernel is 3x faster than the baseline.\n\n"
+                   "## Link <img src=x onerror=alert(1)>\n\nFigure 1: the caption.\n")
+    assert tools(root, "ingest", "raw/sources/evil").returncode == 0
+    page = next((root / "wiki/sources").glob("evil-*.md"))
+    assert "<img" not in page.read_text() and page.read_text().count("<!-- tools:end") == 1
+    doc.write_text(doc.read_text().replace("3x faster", "4x faster"))
+    assert tools(root, "ingest", "raw/sources/evil").returncode == 0
+    assert "4x faster" in page.read_text() and "3x faster" not in page.read_text()

@@ -109,8 +109,9 @@ def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = Non
     else:
         lines += ["", "## Summary", "", mdtext.escape(claims_mod.opening(doc)), ""]
     if doc.outline:
-        lines += ["## Outline", ""] + [f"- {mdtext.escape(t.strip())} ({w})" if not t.startswith("  ") else
-                                       f"    - {mdtext.escape(t.strip())} ({w})" for t, w in doc.outline[:80]] + [""]
+        lines += ["## Outline", ""] + [f"- {mdtext.escape(t.strip())} ({mdtext.escape(w)})" if not t.startswith("  ")
+                                       else f"    - {mdtext.escape(t.strip())} ({mdtext.escape(w)})"
+                                       for t, w in doc.outline[:80]] + [""]
     lines += ["## Key claims", ""]
     if found:
         rows = [[mdtext.escape(c.quote[:400]), mdtext.escape(c.where), ", ".join(mdtext.code(n) for n in c.numbers[:4]),
@@ -120,8 +121,8 @@ def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = Non
         lines.append("_No sentence with a measured number and a performance unit._\n")
     figs = claims_mod.figures(doc)
     if figs:
-        lines += ["## Figures and tables", ""] + [f"- {mdtext.escape(label)}: {mdtext.escape(text)} ({where})"
-                                                  for label, text, where in figs] + [""]
+        lines += ["## Figures and tables", ""] + [f"- {mdtext.escape(label)}: {mdtext.escape(text)} "
+                                                  f"({mdtext.escape(where)})" for label, text, where in figs] + [""]
     concepts = sorted({c.concept for c in found if c.concept})
     if concepts:
         lines += ["## Techniques", "", ", ".join(link(c) for c in concepts) + ".", ""]
