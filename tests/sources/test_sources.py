@@ -270,3 +270,35 @@ def test_a_heading_that_holds_markup_or_a_region_marker_stays_text(tmp_path):
     doc.write_text(doc.read_text().replace("3x faster", "4x faster"))
     assert tools(root, "ingest", "raw/sources/evil").returncode == 0
     assert "4x faster" in page.read_text() and "3x faster" not in page.read_text()
+
+
+def test_a_fresh_clone_keeps_every_source_page_and_its_summary(tmp_path):
+    """What source ingest wrote was known from .tools-cache only, which a clone lacks: one named document re-ingested
+    rewrote its page without its (paid) summary, the catalog and the concept pages lost every other document, and a
+    source removed meanwhile kept its page."""
+    import shutil
+
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    src = root / "raw/sources"
+    for name, text in (("a.md", "The alpha kernel is 3.0x faster on v5p with flash attention."),
+                       ("b.md", "The beta kernel took 7.5 ms per step with splash attention."),
+                       ("c.md", "The gamma kernel is 2.0x faster with remat off.")):
+        (src / name).write_text(f"# {name}\n\n{text}\n")
+    assert tools(root, "ingest", "raw/sources").returncode == 0
+    page_a = root / "wiki/sources/a.md"
+    summarized = page_a.read_text().replace("## Summary\n", "## Summary\n\nWritten by a model: alpha wins.\n\n"
+                                            "## Opening\n", 1)
+    page_a.write_text(summarized)  # as an --llm run leaves it
+    catalog = (root / "wiki/sources/index.md").read_text()
+    shutil.rmtree(root / ".tools-cache")  # a fresh clone
+    (src / "c.md").unlink()
+    r = tools(root, "ingest", "raw/sources/a.md")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert page_a.read_text() == summarized
+    assert not (root / "wiki/sources/c.md").exists()
+    now = (root / "wiki/sources/index.md").read_text()
+    assert "b.md" in now and "c.md" not in now and "a.md" in now and now != catalog
+    assert tools(root, "ingest", "raw/sources").returncode == 0 and page_a.read_text() == summarized
+    lint = tools(root, "lint")
+    assert lint.returncode == 0, lint.stdout

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import mdtext, safeio
+from .. import mdtext, pages, safeio
 from ..concepts import CONCEPTS, concept_page, concepts_index_page
 from ..errors import InputError
 from ..pages import Page, region
@@ -172,6 +172,48 @@ def catalog(docs: dict, skipped: dict) -> Page:
     return Page(CATALOG, {"title": "Sources", "type": "index", "tags": ["sources"]}, body)
 
 
+KEPT = "kept on its page"  # a summary the cache lost, still on the page it was written to
+
+
+def _pages_on_disk(project: Project) -> dict[str, tuple[str, str, bool]]:
+    """raw/sources-relative path -> (its page, the sha256 the page was made from, whether the page holds an LLM
+    summary), from the source pages in wiki/sources/."""
+    out: dict[str, tuple[str, str, bool]] = {}
+    folder = project.wiki / "sources"
+    for p in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        try:
+            text = safeio.read_text(p, 16 * 1024 * 1024, within=project.wiki)
+            meta = pages.split(text)[0]
+        except (OSError, ValueError, pages.FrontmatterError):
+            continue
+        src = str((meta or {}).get("path") or "")
+        if (meta or {}).get("type") == "source" and src.startswith("raw/sources/") and meta.get("sha256"):
+            out[src.removeprefix("raw/sources/")] = (f"sources/{p.name}", str(meta["sha256"]), "\n## Opening\n" in text)
+    return out
+
+
+def _adopt(project: Project, docs: dict, rel: str, f: Path, data: bytes, path: str,
+           on_disk: dict[str, tuple[str, str, bool]]) -> bool:
+    """Whether ``rel``'s page is in the wiki as an ingest of these very bytes wrote it; then its cache entry is made
+    again from the document (its claims for the catalog and the concept pages), and the page, its summary with it,
+    is kept as it is."""
+    sha = hashlib.sha256(data).hexdigest()
+    if on_disk.get(rel, ("", ""))[:2] != (path, sha) or not (project.wiki / path).is_file():
+        return False
+    try:
+        docs[rel] = _entry(rel, sha, path, on_disk[rel][2], extract(f, within=project.raw_sources, data=data))
+    except (Unreadable, OSError):
+        return False
+    return True
+
+
+def _entry(rel: str, sha: str, page: str, summarized: bool, doc) -> dict:
+    """A document's cache entry as an ingest that wrote its page ``page`` would have made it."""
+    found = claims_mod.claims(doc)
+    return {"sha": sha, "page": page, "title": doc.title[:200] or rel, "kind": doc.kind, "pages": doc.pages, "year": doc.year,
+            "claims": [c.as_dict() for c in found], **({"summary": KEPT} if summarized else {})}
+
+
 def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, provider=None) -> SourcesReport:
     """``provider`` (an ``llm.Provider``): also write a cited summary of each document (``--llm``), kept in the
     cache with the document's hash, so an unchanged document is never summarized twice."""
@@ -193,8 +235,20 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
     everything = [Path(os.path.relpath(f, project.raw_sources)).as_posix()
                   for f in files_under(project, project.raw_sources)] if project.raw_sources.is_dir() else []
     owners = page_owners(everything, docs)
+    on_disk = _pages_on_disk(project)  # what earlier ingests wrote, read from the wiki: the cache may be gone
+    for rel, (page_rel, _, _) in on_disk.items():
+        if rel not in docs and not (project.raw_sources / rel).is_file() and writer.remove(page_rel):
+            report.removed.append(rel)  # its source was removed while the cache was gone (a fresh clone)
     # Pages are written by one thread while the next document is read: the writes' disk waits (fsync) overlap
     # pdfium's and pypdf's work instead of adding to it; a single thread keeps the writer's order.
+    named = {Path(os.path.relpath(f, project.raw_sources)).as_posix() for f in files}
+    for rel in sorted(set(on_disk) - set(docs) - named):  # not named this time, and its entry lost with the cache:
+        f = project.raw_sources / rel                    # the catalog and the concept pages still list it
+        try:
+            data = safeio.read_bytes(f, 200 * 1024 * 1024, within=project.raw_sources)
+        except OSError:
+            continue
+        _adopt(project, docs, rel, f, data, page_path(rel, owners), on_disk)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="source-pages") as out:
         written = []
         for f in files:
@@ -207,11 +261,15 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 skipped[rel] = str(e)
                 continue
             sha = hashlib.sha256(data).hexdigest()
+            path = page_path(rel, owners)
+            if rel not in docs and _adopt(project, docs, rel, f, data, path, on_disk):
+                report.unchanged.append(rel)
+                continue
             old = docs.get(rel, {})
             summary = old.get("summary") if old.get("sha") == sha else None
-            path = page_path(rel, owners)
+            summary = None if summary == KEPT else summary  # rewritten: the page's summary cannot be carried over
             if old.get("sha") == sha and old.get("page") == path and (project.wiki / path).exists() \
-                    and (provider is None or summary):
+                    and (provider is None or old.get("summary")):
                 report.unchanged.append(rel)
                 continue
             try:
