@@ -46,7 +46,7 @@ def answer(project: Project, question: str, provider: llm.Provider, limit: int =
 
     def cite(sid: str) -> str:
         p = by_id[sid]
-        return link(f"[{refs[sid]}]", "../" + p.path)
+        return link(f"\\[{refs[sid]}\\]", "../" + p.path)  # `[[1]](…)` would read as a [[wikilink]]
 
     body = [" ".join(f"{escape(s['text'])} {''.join(cite(c) for c in s['cites'])}" for s in got.sentences), "",
             "## Passages cited", ""]

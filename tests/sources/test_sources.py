@@ -302,3 +302,16 @@ def test_a_fresh_clone_keeps_every_source_page_and_its_summary(tmp_path):
     assert tools(root, "ingest", "raw/sources").returncode == 0 and page_a.read_text() == summarized
     lint = tools(root, "lint")
     assert lint.returncode == 0, lint.stdout
+
+
+def test_a_source_named_index_keeps_a_page_of_its_own(tmp_path):
+    """raw/sources/index.md was written to sources/index.md, the catalog's page: the catalog took its place and
+    its content appeared nowhere."""
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    (root / "raw/sources/index.md").write_text("# Our index\n\nThe alpha kernel is 3.0x faster on v5p.\n")
+    assert tools(root, "ingest", "raw/sources").returncode == 0
+    own = [p for p in (root / "wiki/sources").glob("index-*.md")]
+    assert len(own) == 1 and "The alpha kernel" in own[0].read_text()
+    catalog = (root / "wiki/sources/index.md").read_text()
+    assert "type: index" in catalog and own[0].name in catalog

@@ -68,6 +68,12 @@ def test_answer_cites_every_sentence_and_is_filed(kb):
     assert "best policy on every chip" not in body and "(../concepts/remat.md)" in body
     assert "1 sentence(s) of the model's reply cited no passage" in body
     assert not [p for p in kb.root.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    # a citation is a link labelled [1], never a [[1]] lint reads as a wikilink no page matches
+    assert "[\\[1\\]](../concepts/remat.md)" in body
+    from tools import lint
+
+    assert not [i for i in lint.run(kb).issues if i.path.endswith(out["page"].removeprefix("wiki/"))
+                and i.code == "wikilink"]
 
 
 def test_an_answer_that_cites_nothing_gets_one_repair_then_fails_clearly(kb):

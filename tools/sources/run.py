@@ -79,7 +79,7 @@ def page_path(rel: str, owners: dict[str, str] | None = None) -> str:
     (``notes.md`` and ``notes.html``, ``my notes.md`` and ``my-notes.md``): ``owners`` (plain page -> the source
     that has it) gives it to one, and the others' pages carry a short hash of their own path."""
     plain = f"sources/{mdtext.slugify(rel.rsplit('.', 1)[0].replace('/', '-'))}.md"
-    if owners is None or owners.get(plain, rel) == rel:
+    if plain != CATALOG and (owners is None or owners.get(plain, rel) == rel):  # index.md: the catalog's page
         return plain
     return plain[:-3] + "-" + hashlib.sha1(rel.encode()).hexdigest()[:8] + ".md"
 
