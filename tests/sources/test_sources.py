@@ -141,7 +141,11 @@ def test_llm_summary_cites_pages_and_is_made_once(tmp_path):
         stub.push(MESSAGES, error("invalid_request_error", "refused"), 400)  # other.md: the page is still written
         first = run(stub.url)
         again = run(stub.url)  # fast.pdf is summarized already; other.md is retried (no reply left: fails again)
-        bodies = stub.bodies()
+        every = subprocess.run(  # --all too: a summary that failed is exit 3 (it was 0 beside code trees)
+            [sys.executable, "-m", "tools", "--root", str(root), "ingest", "--all", "--llm", "--base-url", stub.url,
+             "--model", "claude-stub"], capture_output=True, text=True, timeout=300,
+            env={**__import__("os").environ, "ANTHROPIC_API_KEY": key})
+        bodies = stub.bodies()[:3]
     assert first.returncode == 3, first.stdout + first.stderr
     assert "summaries: 1 written, 1 failed" in first.stdout and "no summary for other.md" in first.stdout
     page = (root / "wiki/sources/fast.md").read_text()
@@ -152,6 +156,7 @@ def test_llm_summary_cites_pages_and_is_made_once(tmp_path):
     assert "[S2] (p. 2)" in next(b["text"] for b in bodies[0]["system"] if b.get("cache_control"))
     assert len(bodies) == 3 and "Other" in json.dumps(bodies[2])  # the second run asked only for other.md
     assert "summaries: 0 written, 1 failed" in again.stdout
+    assert every.returncode == 3 and "completed without 1 summary (exit 3)" in every.stderr, every.stderr
     assert not [p for p in root.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
 
 

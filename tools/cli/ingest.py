@@ -93,8 +93,13 @@ def _print_vanished(v) -> None:
 
 def _print_ending(batch) -> None:
     """What the exit code means, when it is not 0."""
+    failed_summaries = len(batch.sources.summary_failed) if batch.sources else 0
+    if failed_summaries:  # each named above ("no summary for ..."); a later --llm run retries them
+        click.echo(f"completed without {failed_summaries} summar{'y' if failed_summaries == 1 else 'ies'} "
+                   f"(exit {EXIT_SKIPS}): each named above, with its reason; run again with --llm to retry",
+                   err=True)
     if not batch.code_targets:
-        if batch.sources_skipped:
+        if batch.sources and batch.sources.skipped:
             click.echo(f"completed with skips (exit {EXIT_SKIPS}): every document not read is in "
                        "wiki/sources/index.md with its reason", err=True)
         return

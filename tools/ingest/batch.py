@@ -44,7 +44,7 @@ class IngestBatch:
 
     @property
     def sources_skipped(self) -> bool:
-        return bool(self.sources and (self.sources.skipped or (self.sources.summary_failed and not self.code_targets)))
+        return bool(self.sources and (self.sources.skipped or self.sources.summary_failed))
 
     def exit_code(self) -> int:
         """1: a tree failed; ``EXIT_SKIPS``: done, with files skipped or pages left alone; 0: everything."""
