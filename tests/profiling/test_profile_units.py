@@ -374,3 +374,27 @@ def test_gap_says_a_run_s_trace_is_unreadable_instead_of_no_tokens(tmp_path):
     out = json.loads(r.output)
     assert "no gap measured (ours: " in out["verdict"] and "vm.xplane.pb" in out["verdict"], out["verdict"]
     assert "the reference: " in out["verdict"] and "an empty file" in out["verdict"], out["verdict"]
+
+
+def test_a_new_line_where_a_moved_line_was_is_its_own_row(tmp_path):
+    """A line inserted at 186 pushed A's 186 to 187: the new line's time was added to the row of A's 186 (and its
+    ops paired with that line's), so the moved line's real change read -11.8 us where it was -51.8 us."""
+    from tools.profiling.diff import diff
+
+    def side(lines, ops):
+        return {"n_steps": 1, "hlo_modules": ["m"], "steps": {}, "categories": [], "total_op_self_us": 0,
+                "source_lines": [{"location": loc, "self_us": us, "code": code, "function": "block"}
+                                 for loc, us, code in lines],
+                "ops": [{"op": n, "category": "matmul", "sig": sig, "source": src, "self_us": us, "pos": i}
+                        for i, (n, sig, src, us) in enumerate(ops)]}
+
+    a = side([("m.py:186", 150.3, "q = rope(h @ wq)"), ("m.py:190", 10.0, "x = y")],
+             [("fusion.1", "s1", "m.py:186", 150.3)])
+    b = side([("m.py:186", 39.9, "h = h + tanh(h)"), ("m.py:187", 98.5, "q = rope(h @ wq)"),
+              ("m.py:190", 10.0, "x = y")],
+             [("fusion.9", "s9", "m.py:186", 39.9), ("fusion.2", "s1", "m.py:187", 98.5)])
+    d = diff(a, b, top=10)
+    rows = {r["key"]: (r["a_us"], r["b_us"]) for r in d["lines"]}
+    assert rows["m.py:186"] == (150.3, 98.5) and rows["m.py:186 (B)"] == (0.0, 39.9), rows
+    pairs = {(r.get("a_op"), r.get("b_op")) for r in d["ops"]}
+    assert ("fusion.1", "fusion.2") in pairs and ("—", "fusion.9") in pairs, d["ops"]

@@ -35,9 +35,9 @@ def diff(a: dict, b: dict, top: int = 15) -> dict:
     moved = _moved_lines(a.get("source_lines", []), b.get("source_lines", []))
     la = {r["location"]: r["self_us"] / pa for r in a.get("source_lines", [])}
     lb: dict[str, float] = defaultdict(float)
+    code = {_b_key(r["location"], moved): r.get("code", "") for r in b.get("source_lines", [])}
     for r in b.get("source_lines", []):
-        lb[moved.get(r["location"], r["location"])] += r["self_us"] / pb
-    code = {r["location"]: r.get("code", "") for r in b.get("source_lines", [])}
+        lb[_b_key(r["location"], moved)] += r["self_us"] / pb
     code.update({r["location"]: r.get("code", "") for r in a.get("source_lines", [])})
     lines = _delta(la, lb)
     back = {v: k for k, v in moved.items()}
@@ -57,13 +57,21 @@ def diff(a: dict, b: dict, top: int = 15) -> dict:
     }
 
 
+def _b_key(location: str, moved: dict[str, str]) -> str:
+    """B's line under A's name: its old place when it only moved; its own number otherwise, unless an A line that
+    moved away had that number (a new line there is not the old one: ``file.py:186 (B)``)."""
+    if not location or location in moved:
+        return moved.get(location, location)
+    return f"{location} (B)" if location in set(moved.values()) else location
+
+
 def match_ops(a_ops: list[dict], b_ops: list[dict], pa: float = 1.0, pb: float = 1.0,
               moved: dict[str, str] | None = None) -> tuple[list[dict], dict]:
     """Pair the ops of two summaries across compiles; rows largest change first, and counts per match kind."""
     moved = moved or {}
     left_a = sorted(a_ops, key=lambda o: o.get("pos", 0))
     left_b = sorted(b_ops, key=lambda o: o.get("pos", 0))
-    src = lambda o, side: moved.get(o.get("source", ""), o.get("source", "")) if side == "b" else o.get("source", "")
+    src = lambda o, side: _b_key(o.get("source", ""), moved) if side == "b" else o.get("source", "")  # noqa: E731
     keys = {"exact": lambda o, s: (src(o, s), o["category"], o.get("sig")),
             "line": lambda o, s: (src(o, s), o["category"]),
             "shape": lambda o, s: (o["category"], o.get("sig"))}
