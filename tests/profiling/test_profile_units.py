@@ -398,3 +398,27 @@ def test_a_new_line_where_a_moved_line_was_is_its_own_row(tmp_path):
     assert rows["m.py:186"] == (150.3, 98.5) and rows["m.py:186 (B)"] == (0.0, 39.9), rows
     pairs = {(r.get("a_op"), r.get("b_op")) for r in d["ops"]}
     assert ("fusion.1", "fusion.2") in pairs and ("—", "fusion.9") in pairs, d["ops"]
+
+
+def test_a_gap_item_an_analysis_no_longer_lists_is_abandoned(tmp_path):
+    """Run again, an analysis that no longer listed an item left its hypothesis open for the loop's queue (and an
+    orphan): it is abandoned now, saying why; another author's page, and an item still listed, stay as they are."""
+    from tools import pages
+    from tools.agent.ops_gap import _retire
+    from tools.loop.spec import LoopSpec
+    from tools.project import Project
+    from tools.writer import Writer
+
+    kb = Project(tmp_path / "kb")
+    folder = kb.wiki / "hypotheses" / "m" / "l"
+    folder.mkdir(parents=True)
+    link = "item 1 of the [gap analysis](../../../analyses/gap-x-vs-y.md)"
+    for name, author in (("gap-old.md", "tools gap"), ("gap-kept.md", "tools gap"), ("gap-mine.md", "ada")):
+        (folder / name).write_text(pages.render({"title": name, "type": "hypothesis", "status": "open",
+                                                 "author": author}, f"# {name}\n\n{link}\n"))
+    target = LoopSpec(name="", path=kb.root, model="m", lane="l", variant="", command=[], knobs={})
+    out = _retire(kb, Writer(kb.wiki), target, "analyses/gap-x-vs-y.md", {"hypotheses/m/l/gap-kept.md"})
+    assert out == ["hypotheses/m/l/gap-old.md"]
+    status = {p.name: pages.split(p.read_text())[0]["status"] for p in folder.glob("*.md")}
+    assert status == {"gap-old.md": "abandoned", "gap-kept.md": "open", "gap-mine.md": "open"}
+    assert "no longer lists this difference" in (folder / "gap-old.md").read_text()

@@ -43,6 +43,8 @@ class GapOut(BaseModel):
     page: str | None = Field(description="the analysis page written (wiki-relative), null when not filed")
     hypotheses: list[str]
     not_filed: list[str] = Field(description="items not filed, and why (refuted before on this lane)")
+    retired: list[str] = Field(default_factory=list, description="open hypotheses an earlier run of this analysis "
+                                                                 "filed and this one no longer lists: now abandoned")
     seconds: float
 
 
@@ -71,7 +73,7 @@ def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file
         spec = spec_mod.load(spec_file)
         trunk = _trunk_config(project, spec, sides.find_record(project, ours))
     reference.map_items(result["items"], spec, trunk)
-    result.update(page=None, hypotheses=[], not_filed=[])
+    result.update(page=None, hypotheses=[], not_filed=[], retired=[])
     if file and result["items"]:
         _file(project, result, a, b, spec)
     result["seconds"] = round(time.perf_counter() - t0, 3)
@@ -137,12 +139,42 @@ def _file(project: Project, result: dict, ours, ref, spec) -> None:
         writer.write_page(page)
         pages_by_rank[it["rank"]] = page.path
         result["hypotheses"].append(page.path)
+    result["retired"] = _retire(project, writer, target, analysis_rel, set(pages_by_rank.values()))
     page = render(result, pages_by_rank, model, lane)
     status = writer.write_page(page)
     result["page"] = analysis_rel
     rebuild(project.wiki, writer, log=False)
     writer.append_log("gap", analysis_rel, [f"{status} wiki/{analysis_rel}: {result['verdict']}",
                                             f"{len(result['hypotheses'])} hypothesis pages"])
+
+
+def _retire(project: Project, writer, target, analysis_rel: str, kept: set[str]) -> list[str]:
+    """This analysis's open hypotheses from an earlier run of it that this run no longer lists: `abandoned`, saying
+    why (they stayed open in the loop's queue, and an orphan)."""
+    from .. import pages
+
+    folder = f"hypotheses/{target.model}/{target.lane}"
+    link = f"]({posixpath.relpath(analysis_rel, folder)})"
+    out = []
+    for p in sorted((project.wiki / folder).glob("gap-*.md")) if (project.wiki / folder).is_dir() else []:
+        rel = f"{folder}/{p.name}"
+        if rel in kept:
+            continue
+
+        def change(text: str) -> str | None:
+            meta, body = pages.split(text)
+            if not meta or meta.get("author") != "tools gap" or meta.get("status", "open") != "open" \
+                    or f"of the [gap analysis{link}" not in body:
+                return None
+            note = (f"\n\nAbandoned: the [gap analysis{link}, run again on {writer.today}, no longer lists "
+                    "this difference.\n")
+            return pages.render({**meta, "status": "abandoned"}, body.rstrip("\n") + note)
+        try:
+            if writer.update_file(rel, change) != "unchanged":
+                out.append(rel)
+        except (OSError, pages.FrontmatterError):
+            continue
+    return out
 
 
 def _status(project: Project, rel: str) -> str | None:

@@ -51,5 +51,7 @@ def gap(project, ours, ref, loop_name, no_file, ref_codebase, ours_codebase, as_
         click.echo(printable(f"  {role} codebase {cb['codebase']}: {shown or 'no performance settings listed'}"))
     for why in out["not_filed"]:
         click.echo(printable(f"  not filed: {why}"))
+    for rel in out.get("retired") or []:
+        click.echo(printable(f"  abandoned wiki/{rel}: this analysis no longer lists it"))
     if out["page"]:
         click.echo(f"page wiki/{out['page']} ({len(out['hypotheses'])} hypothesis pages)")
