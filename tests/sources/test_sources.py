@@ -320,3 +320,17 @@ def test_a_source_named_index_keeps_a_page_of_its_own(tmp_path):
     assert len(own) == 1 and "The alpha kernel" in own[0].read_text()
     catalog = (root / "wiki/sources/index.md").read_text()
     assert "type: index" in catalog and own[0].name in catalog
+
+
+def test_a_comment_is_no_heading_and_an_html_heading_is_one():
+    """MaxText's TPU READMEs open with a licence inside <!-- -->: its first line became the page's title and nine
+    licence lines top-level sections; flashinfer's <h1> title was not read as one."""
+    from tools.sources.extract import _markdown
+
+    text = ("<!--\n # Licensed under the Apache License, Version 2.0 (the \"License\");\n # you may not use this\n-->\n"
+            '<h1 align="center"><img src="logo.png"> FlashThing</h1>\n\nIntro text.\n\n## Results\n\n'
+            "The kernel is 3x faster.\n")
+    doc = _markdown(text, Path("README.md"), "markdown")
+    assert doc.title == "FlashThing" and [t for t, _ in doc.outline] == ["FlashThing", "  Results"]
+    assert not any("Licensed" in s.text for s in doc.sections)
+    assert [s.where for s in doc.sections if "3x faster" in s.text] == ["§ Results"]

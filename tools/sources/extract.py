@@ -206,7 +206,18 @@ def _html(text: str, path: Path) -> Document:
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_HTML_HEADING = re.compile(r"^\s*<h([1-6])\b[^>]*>(.*?)</h\1>\s*$", re.I)  # a README's <h1 align="center">
+_COMMENT = re.compile(r"<!--(?:(?!<!--).)*?-->", re.S)  # stops at the next opening: linear on any page
 PRE = "§ Introduction"  # where text before a markdown file's first heading is cited
+
+
+def _heading(line: str) -> tuple[int, str] | None:
+    m = _HEADING.match(line)
+    if m:
+        return len(m.group(1)), m.group(2).strip()
+    m = _HTML_HEADING.match(line)
+    text = re.sub(r"<[^>]*>", "", m.group(2)).strip() if m else ""
+    return (int(m.group(1)), text) if text else None
 
 
 def _markdown(text: str, path: Path, kind: str) -> Document:
@@ -214,17 +225,19 @@ def _markdown(text: str, path: Path, kind: str) -> Document:
     outline: list[tuple[str, str]] = []
     title, current, buf, fence = "", "Introduction", [], False
     where = PRE  # text before the first heading
+    # a comment is no text (a licence header in <!-- -->): blank lines in its place keep the line numbers
+    text = _COMMENT.sub(lambda c: "\n" * c.group(0).count("\n"), text) if "<!--" in text else text
     for line in text.splitlines():
         if line.lstrip().startswith(("```", "~~~")):
             fence = not fence
-        m = None if fence else _HEADING.match(line)
-        if m:
+        h = None if fence else _heading(line)
+        if h:
             if buf:
                 sections.append(Section(current, where, "\n".join(buf)))
-            current, buf = m.group(2).strip(), []
-            where = f"§ {current}"
-            title = title or (current if len(m.group(1)) == 1 else "")
-            outline.append(("  " * (len(m.group(1)) - 1) + current, f"§ {current}"))
+            level, current = h
+            buf, where = [], f"§ {current}"
+            title = title or (current if level == 1 else "")
+            outline.append(("  " * (level - 1) + current, f"§ {current}"))
             continue
         buf.append(line)
     if buf:
