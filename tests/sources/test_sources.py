@@ -245,6 +245,11 @@ def test_numbers_memory_wording_tables_and_escapes_as_a_reader_wrote_them(tmp_pa
     assert "“hello” — it’s" in _decode(("He said “hello” — it’s fine. " * 30).encode("cp1252"))
     assert _decode(b"".join(b"\x1b[32mstep %d ok\x1b[0m\n" % i for i in range(5))).startswith("step 0 ok")
     assert "x" in _decode(b"x" * 40_000 + b"\x00" + b"y")
+    # UTF-8 with one stray byte stays UTF-8 (it was read as Windows-1252: "3Ã— faster", and no claim); Latin-1
+    # accents, each malformed UTF-8, are still Latin-1
+    stray = "The kernel is 3× faster at 350 µs per step.".encode() + b" \xff"
+    assert "3× faster at 350 µs" in _decode(stray)
+    assert _decode("café résumé naïve".encode("latin-1")) == "café résumé naïve"
 
 
 def test_text_before_the_first_heading_is_not_cited_as_a_real_introduction():

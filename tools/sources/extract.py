@@ -64,10 +64,11 @@ def _decode(data: bytes) -> str:
     """The text of a text file (UTF-8, UTF-16 with its mark, else Windows-1252, else Latin-1), terminal escapes
     and control characters out (they must not reach a page); a file that is mostly not text (a binary named
     ``.md``) is Unreadable. A coloured log's escapes and a stray NUL are not what makes a file binary."""
-    encs = ("utf-8", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8", "cp1252", "latin-1")
+    encs = ("utf-8", "utf-16") if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ("utf-8", "mostly-utf-8", "cp1252",
+                                                                                "latin-1")
     for enc in encs:
         try:
-            text = data.decode(enc).lstrip("\ufeff")
+            text = (_mostly_utf8(data) if enc == "mostly-utf-8" else data.decode(enc)).lstrip("\ufeff")
         except UnicodeDecodeError:
             continue
         text = _ANSI.sub("", text)
@@ -77,6 +78,18 @@ def _decode(data: bytes) -> str:
             raise Unreadable(f"binary, not text ({odd} control characters in its first 64 KiB)")
         return _numbers(_NOT_TEXT.sub(" ", text))
     raise Unreadable("not valid text")
+
+
+def _mostly_utf8(data: bytes) -> str:
+    """UTF-8 with a stray byte or two: the file's many well-formed multi-byte characters (`×`, `µ`) say UTF-8, and
+    the stray bytes become U+FFFD; read as Windows-1252 every one of those characters would be mojibake (`Ã—`).
+    A Latin-1 file, whose accented letters are each malformed UTF-8, is not this."""
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    good = sum(1 for ch in text if ord(ch) > 127) - bad
+    if good < 2 * bad:
+        raise UnicodeDecodeError("utf-8", data, 0, 1, f"{bad} malformed sequences against {good} characters")
+    return text
 
 
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # tab, newline, form feed and CR stay
