@@ -245,6 +245,11 @@ def test_numbers_memory_wording_tables_and_escapes_as_a_reader_wrote_them(tmp_pa
     assert "“hello” — it’s" in _decode(("He said “hello” — it’s fine. " * 30).encode("cp1252"))
     assert _decode(b"".join(b"\x1b[32mstep %d ok\x1b[0m\n" % i for i in range(5))).startswith("step 0 ok")
     assert "x" in _decode(b"x" * 40_000 + b"\x00" + b"y")
+    # a FLOP rate is a rate, and a clock time is a time (380 TFLOPs/s was read as a count; 1m23s was no figure)
+    from tools.sources import claims as claims_mod
+
+    assert claims_mod._measured("The kernel reaches 380 TFLOPs/s on v5p.") == ["380 TFLOPs/s"]
+    assert claims_mod._measured("Training takes 1m23s per epoch on one chip.") == ["1m23s per epoch"]
     # UTF-8 with one stray byte stays UTF-8 (it was read as Windows-1252: "3Ã— faster", and no claim); Latin-1
     # accents, each malformed UTF-8, are still Latin-1
     stray = "The kernel is 3× faster at 350 µs per step.".encode() + b" \xff"

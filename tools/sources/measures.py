@@ -10,6 +10,7 @@ import re
 _NUM = r"(?<![\w.])[~≈>+±-]?\s?\d+(?:[.,]\d+)*(?:\.\d+)?(?:[kKMB](?![a-zA-Z]))?"
 _RANGE = rf"{_NUM}(?:\s?(?:[-–—]|to)\s?{_NUM})?"
 _TIME = r"(?:ms|µs|μs|us|ns|s|sec|secs|seconds?|min|mins|minutes?|hours?)\b"
+_CLOCK = r"(?<![\w.])\d+h(?:\d+m)?(?:\d+s)?\b|(?<![\w.])\d+m\d+s\b"  # 1m23s, 2h05m: a time as a clock shows it
 _MEM = r"(?:[KMGT]i?B|[KMGT]B|GBs)\b(?!/)"
 _X = r"(?:[x×]\b|[x×](?=\W)|-fold|\s?times\b)"
 _CHANGE = (r"(?:faster|slower|speed-?ups?|quicker|less|more|lower|higher|fewer|smaller|larger|longer|shorter|"
@@ -23,7 +24,7 @@ _VERB = (r"(?:reduc\w*|increas\w*|improv\w*|cut\w*|sav\w*|speed\w*|boost\w*|lowe
 UNITS = (
     ("throughput", rf"{_RANGE}\s*(?:[kKMGTP]?\s*tok(?:en)?s?/s(?:ec)?|tokens? per second|samples?/s(?:ec)?|"
                    rf"images?/s(?:ec)?|it/s|req(?:uest)?s?/s|queries/s|QPS\b|seq(?:uence)?s?/s)"),
-    ("flops", rf"{_RANGE}\s*(?:[TPGE]FLOP/?s|[TPGE]FLOPS|[TPGE]?FLOPs/s)"),
+    ("flops", rf"{_RANGE}\s*(?:[TPGE]?FLOPs/s|[TPGE]FLOP/?s|[TPGE]FLOPS)"),  # FLOPs/s first: a rate, not a count
     ("mfu", rf"(?:MFU|HFU|utili[sz]ation)[^.\n]{{0,40}}?{_RANGE}\s*%|{_RANGE}\s*%\s*(?:MFU|HFU|model FLOPs? utili[sz]ation"
             rf"|(?:of|the)\s+(?:the\s+)?(?:peak|theoretical|roofline|cuBLAS|cuDNN|\w+ bandwidth|bandwidth|"
             rf"hardware|SOL|speed[- ]of[- ]light))|achiev\w*\s+[~≈]?{_NUM}\s*%"),
@@ -45,8 +46,8 @@ UNITS = (
                rf"{_VERB}[^.\n|]{{0,40}}?\bby\s+(?:up to |about |around |~|only |just |over |nearly )?{_RANGE}\s*{_MEM}"),
     ("context", r"(?:enabl\w*|with|fits?|reach\w*|achiev\w*|handl\w*)\s+(?:up to |over |more than )?[>~]?\d+K\+?"
                 r"\s+(?:tokens? (?:of )?)?context"),
-    ("time", rf"{_RANGE}\s*{_TIME}\s*(?:/|per)\s*(?:step|iteration|iter|token|layer|evaluation|request|image|"
-             rf"video|batch|epoch|sample|call|forward|backward)|{_RANGE}\s*{_TIME}\+?\s+(?:[\w-]+\s+)?"
+    ("time", rf"(?:{_RANGE}\s*{_TIME}|{_CLOCK})\s*(?:/|per)\s*(?:step|iteration|iter|token|layer|evaluation|request|"
+             rf"image|video|batch|epoch|sample|call|forward|backward)|{_RANGE}\s*{_TIME}\+?\s+(?:[\w-]+\s+)?"
              rf"(?:penalty|overhead|slowdown|delay)|(?:step time|latency|compile time|compilation|"
              rf"took|takes?|taking|runs? in|finish\w* in|completes? in|wall[- ]clock|time to first token|TTFT)"
              rf"[^.\n]{{0,30}}?{_RANGE}\s*{_TIME}|{_RANGE}\s*{_TIME}\s+(?:faster|slower|saved|less|per)|"
