@@ -66,7 +66,11 @@ def test_a_slower_reference_files_nothing(side):
     fast, slow = (a, b) if a.tokens_per_s >= b.tokens_per_s else (b, a)
     out = compare.analyze(fast, slow)
     assert out["items"] == [] and not out["reference_faster"]
-    assert "not faster" in out["verdict"]
+    assert "not faster" in out["verdict"] and "caveat" not in out["verdict"]
+    # runs of two models: the verdict says their tokens are not the same work (it read as a plain gap)
+    other = compare.analyze(dataclasses.replace(fast, page="experiments/llama/cpu/a.md"),
+                            dataclasses.replace(slow, page="experiments/mlp/cpu/b.md"))
+    assert "caveat: two models (llama and mlp)" in other["verdict"]
     back = compare.analyze(slow, fast)
     if back["gap_pct"] > compare.MIN_GAP_PCT:  # a real gap: ranked items with a share of the step each
         assert back["items"] and all(it["share_pct"] is not None for it in back["items"])

@@ -319,6 +319,11 @@ def analyze(ours: Side, ref: Side, catalog: list[dict] | None = None, measured: 
                f"the reference is {gap_pct:+.1f} % faster in tokens/s ({how})" if faster else
                f"the reference is not faster ({gap_pct:+.1f} % tokens/s, {how}; under the {MIN_GAP_PCT:g} % floor): "
                "nothing to close, nothing filed")
+    models = [side.page.split("/")[1] for side in (ours, ref) if side.page.startswith("experiments/")
+              and side.page.count("/") >= 3]
+    if len(models) == 2 and models[0] != models[1]:  # a token of one model is not the work of a token of the other
+        verdict += (f"; caveat: two models ({models[0]} and {models[1]}): their tokens are not the same work, so "
+                    "tokens/s compares their speed only as far as their work per token is alike")
     return {"ours": ours.label, "ref": ref.label, "ours_page": ours.page, "ref_page": ref.page,
             "gap_pct": gap_pct, "reference_faster": faster, "verdict": verdict,
             "step": step_rows(ours, ref), "categories_us_per_token": cats, "estimate": est,
