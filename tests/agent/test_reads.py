@@ -210,3 +210,16 @@ def test_frontmatter_yaml_gives_any_shape_is_read_and_filtered_as_its_text(kb):
         assert call(kb, "wiki.list", {"under": "."})["total"] == call(kb, "wiki.list", {})["total"] > 0
     finally:
         (wiki / "yearly.md").unlink()
+
+
+def test_backlinks_count_a_wikilink_as_lint_does(kb):
+    """lint counted a [[wikilink]] as an inbound link and backlinks did not: the two disagreed on what is an orphan."""
+    wiki = kb.wiki / "concepts"
+    (wiki / "target-page.md").write_text("---\ntitle: Target Page\ntype: concept\n---\n\n# Target Page\n")
+    (wiki / "by-wiki.md").write_text("---\ntitle: W\ntype: concept\n---\n\n# W\n\nSee [[Target Page]].\n")
+    try:
+        out = call(kb, "wiki.backlinks", {"path": "concepts/target-page.md"})
+        assert [p["path"] for p in out["backlinks"]] == ["concepts/by-wiki.md"]
+    finally:
+        (wiki / "target-page.md").unlink()
+        (wiki / "by-wiki.md").unlink()

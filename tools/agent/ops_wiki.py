@@ -297,13 +297,23 @@ def list_pages(project: Project, a: ListIn) -> dict:
 
 @op("wiki.backlinks", ReadIn, BacklinksOut)
 def backlinks(project: Project, a: ReadIn) -> dict:
-    """Pages that link to this one (markdown links, resolved the way the site resolves them)."""
+    """Pages that link to this one (markdown links, resolved the way the site resolves them, and [[wikilinks]] the
+    one page they name, as lint counts them)."""
+    from ..lint.links import Resolver
+
     rel = safe_rel(project, a.path)
     out = []
-    for p in _scan(project):
+    wiki = _scan(project)
+    names = None
+    for p in wiki:
         for ln in p.links:
             target, _ = mdscan.split_target(ln.target)
-            if ln.kind in ("md", "ref") and target and not mdscan.is_external(ln.target) \
+            if ln.kind == "wiki" and p.rel != rel:
+                names = names or Resolver(project, wiki)
+                if (names.wikilink(ln.target) or ("",))[0] == rel:
+                    out.append(_ref(p))
+                    break
+            elif ln.kind in ("md", "ref") and target and not mdscan.is_external(ln.target) \
                     and mdscan.resolve(p.rel, target) == rel and p.rel != rel:
                 out.append(_ref(p))
                 break
