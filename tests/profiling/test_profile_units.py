@@ -422,3 +422,17 @@ def test_a_gap_item_an_analysis_no_longer_lists_is_abandoned(tmp_path):
     status = {p.name: pages.split(p.read_text())[0]["status"] for p in folder.glob("*.md")}
     assert status == {"gap-old.md": "abandoned", "gap-kept.md": "open", "gap-mine.md": "open"}
     assert "no longer lists this difference" in (folder / "gap-old.md").read_text()
+
+
+def test_an_op_without_a_program_id_or_from_xprof_still_maps(tmp_path):
+    """From a review: an op matched by its module's name alone (no program id) raised KeyError, and xprof's rows,
+    whose module is the program id ("60"), all came out unmapped."""
+    from tools.profiling import summary as summary_mod
+
+    ev = {"ph": "X", "name": "tanh.2", "ts": 0, "dur": 10, "pid": 1, "tid": 1,
+          "args": {"hlo_op": "tanh.2", "hlo_module": "jit_step"}}
+    _profile(tmp_path / "p", [ev], {"module_0060.jit_step.cpu_after_optimizations.txt": FUSED})
+    s = summary_mod.summarize(tmp_path / "p", use_xprof=False)
+    assert [(o["category"], o["source"]) for o in s["ops"]] == [("elementwise", "model.py:12")]
+    # xprof's rows (a device plane: none on this CPU) name the module by the program id of its dump
+    assert summary_mod.xprof_program("60") == 60 and summary_mod.xprof_program("jit_step") is None

@@ -324,8 +324,12 @@ def dump_text(path: Path, folder: Path) -> str:
 
 def load_modules(folder: Path) -> dict[str, HloModule]:
     """Module name (e.g. ``jit_train_step``) -> parsed optimized HLO (of two compiles of one name, the larger)."""
+    return largest_by_name(load_programs(folder))
+
+
+def largest_by_name(programs: dict) -> dict[str, HloModule]:
     out: dict[str, HloModule] = {}
-    for mod in load_programs(folder).values():
+    for mod in programs.values():
         if mod.name not in out or len(mod.instrs) > len(out[mod.name].instrs):
             out[mod.name] = mod
     return out

@@ -23,7 +23,7 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
     folder = Path(folder)
     tr = trace_mod.read_trace(folder, step_name)
     programs = hlo_mod.load_programs(folder)
-    modules = hlo_mod.load_modules(folder)
+    modules = hlo_mod.largest_by_name(programs)  # the same objects: one parse, one attributor per program
     xprof_rows, xprof_note = (_xprof_hlo_stats(folder) if use_xprof else (None, "not tried"))
 
     n_steps = len(tr.steps)
@@ -35,7 +35,7 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
         return _module_for(modules, module)
 
     if xprof_rows:
-        per_op = {(r["op"], r["module"], None): [r["self_us"], r["count"]] for r in xprof_rows}
+        per_op = {(r["op"], r["module"], xprof_program(r["module"])): [r["self_us"], r["count"]] for r in xprof_rows}
         op_source = "xprof hlo_stats"
     else:
         per_op = defaultdict(lambda: [0.0, 0])
@@ -153,6 +153,11 @@ def _steps(tr: trace_mod.Trace) -> dict:
                 # step indices (an honest timer covers its annotation)
                 "numbered_spans_ms": round(math.fsum(ended[n] - began[n] for n in nums[:-1]) / 1e3, 4)}
                if numbered else {})}
+
+
+def xprof_program(module) -> int | None:
+    """xprof's hlo_stats names a row's module by its program id (``"60"``: the dump ``module_0060``)."""
+    return int(module) if str(module).isdigit() else None
 
 
 def _xprof_hlo_stats(folder: Path) -> tuple[list[dict] | None, str]:
