@@ -198,10 +198,14 @@ def code_mask(lines: list[str]) -> list[bool]:
     """True for lines inside fenced code blocks (fence lines included), in a blockquote too."""
     out = [False] * len(lines)
     fence: str | None = None
+    quoted = False  # the open fence was opened inside a blockquote: its lines carry the quote's markers
     for i, ln in enumerate(lines):
-        if ln[:4].lstrip().startswith(">"):
-            ln = _QUOTED.sub("", ln)
+        if (fence is None or quoted) and ln[:4].lstrip().startswith(">"):
+            ln, was = _QUOTED.sub("", ln), True
+        else:
+            was = False
         if fence is None:
+            quoted = was
             if ln.lstrip()[:3] in ("```", "~~~"):
                 m = _FENCE.match(ln)
                 if m:

@@ -503,6 +503,11 @@ def test_code_in_a_blockquote_is_code_and_an_image_in_a_link_is_checked(kb):
     assert [c for c, m in found if "missing-image.png" in m] == ["broken-link"], found
     lint.run(kb, fix=True)
     assert quoted in (kb.wiki / "concepts/u.md").read_text()
+    # a quoted fence shown inside an ordinary code block is part of that block: it closes nothing (from a review)
+    from tools import mdscan
+
+    shown = "```markdown\n> ```python\n> x = 1\n> ```\n```\n\n## Later heading\n\n[gone](missing.md)\n"
+    assert [ln.target for ln in mdscan.extract_links(shown)] == ["missing.md"]
 
 
 def test_a_file_in_a_hidden_folder_is_there_but_not_published(kb):
