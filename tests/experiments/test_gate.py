@@ -256,3 +256,25 @@ def test_a_model_in_a_subfolder_its_protected_code_and_a_lost_script(project, tm
     assert len(records.lane_records(project.wiki, "m", "l")) == 3  # refused before running anything
     code, v = gated("main-l", "--baseline-cwd", str(checkout))  # with the base commit's checkout it runs
     assert code == 0 and v["comparable"], v
+
+
+def test_only_a_checkout_said_to_be_one_is_trusted_over_the_saved_copy(project, tmp_path):
+    """From a review: every folder given to rerun a record in was trusted as its code, so the loop's reference
+    check, which reruns the reference in the trunk's work tree, ran the patched trunk script as the reference."""
+    import hashlib
+
+    from tools.experiments.sides import record_side
+
+    tree = tmp_path / "trunk"
+    tree.mkdir()
+    (tree / "train.py").write_text("print('patched')\n")
+    saved = project.root / "raw/profiles/ref/code/train.py"
+    saved.parent.mkdir(parents=True)
+    saved.write_text("print('reference')\n")
+    rec = {"exp_id": "ref", "command": "python train.py", "cwd": str(tree), "env": {},
+           "script_copy": "raw/profiles/ref/code/train.py",
+           "script_sha256": hashlib.sha256(b"print('reference')\n").hexdigest()[:16]}
+    side, notes = record_side(project, rec, tree, None)
+    assert side.command[-1] == str(saved) and "saved copy" in " ".join(notes)
+    side, notes = record_side(project, rec, tree, None, checkout=True)
+    assert side.command == ["python", "train.py"] and side.cwd == tree

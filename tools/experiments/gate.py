@@ -51,6 +51,7 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                    hypothesis=f"no slower than baseline {name} ({base['exp_id']}) by more than {max_regression_pct:g} %",
                    timeout=timeout, echo=echo, cwd=cwd,
                    compare_cwd=_ran_in(baseline_cwd, prior, inside=project.root) if baseline_cwd else None,
+                   compare_checkout=baseline_cwd is not None,
                    # what the baseline protected, hashed where it ran: a change to it makes the run invalid (exit 3)
                    protected=sorted(prior.get("protected") or {}), protected_root=ran_in)
     out = run_experiment(project, spec)

@@ -64,6 +64,7 @@ class RunSpec:
     max_repeats: int = 0                 # adaptive: at most this many (0: ``max(repeats, min_repeats)``)
     compare_to: str | None = None        # exp_id to compare against instead of the variant's latest baseline
     compare_cwd: Path | None = None      # where to rerun that record's command (default: its recorded cwd)
+    compare_checkout: bool = False       # compare_cwd is a checkout of that record's own code: run as it is there
     reference_command: list[str] | None = None   # a same-shape semantics reference, run once when the lane has none
     reference_env: dict[str, str] = field(default_factory=dict)
     reference_cwd: Path | None = None
@@ -195,7 +196,8 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 runs.base_rec = _compared(spec, prior)
                 base_side = None
                 if runs.base_rec is not None and runs.base_rec.get("command"):
-                    base_side, notes = record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd)
+                    base_side, notes = record_side(project, runs.base_rec, spec.compare_cwd, spec.cwd,
+                                                   spec.compare_checkout)
                     runs.notes += notes
                 if spec.calibrate:
                     var_side = base_side

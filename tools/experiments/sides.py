@@ -92,11 +92,12 @@ class Side:
                    dict(self.env if env is None else env), self.cwd, timeout, dict(artefacts or {}))
 
 
-def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None) -> tuple[Side, list[str]]:
-    """How to rerun a filed record: its command, from ``cwd`` (a checkout of its code: trusted as it is) or the
-    folder it ran in (there, its saved script copy when the script changed since, importing its sibling modules from
-    that folder), with the environment it kept. Returns the side and notes for the page."""
-    checkout = cwd is not None
+def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None,
+                checkout: bool = False) -> tuple[Side, list[str]]:
+    """How to rerun a filed record: its command, from ``cwd`` or the folder it ran in, with the environment it kept;
+    its saved script copy when the script changed since (importing its sibling modules from the script's folder),
+    unless ``checkout`` says ``cwd`` is a checkout of the record's own code (trusted as it is). Returns the side and
+    notes for the page."""
     if cwd is None:
         c = Path(str(rec.get("cwd") or ""))
         c = c if c.is_absolute() else project.root / c

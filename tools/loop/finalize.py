@@ -178,7 +178,7 @@ def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict
     rs = runs.runspec(spec, cfg, env, (tree / spec.cwd).resolve(), description=f"verify {b['branch']} alone",
                       slug=f"verify-{b['n']}", hypothesis=f"{b['branch']} alone is faster than the baseline",
                       extra={"loop": spec.name, "finalize_of": b["exp_id"]}, compare_to=baseline["exp_id"],
-                      compare_cwd=(base_tree / spec.cwd).resolve())
+                      compare_cwd=(base_tree / spec.cwd).resolve(), compare_checkout=True)
     out = run_experiment(project, rs)
     timing = out.record.get("timing") or {}
     for t in (tree, base_tree):
