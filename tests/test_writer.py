@@ -164,3 +164,6 @@ def test_an_edit_keeps_a_person_s_prose_and_the_file_s_mode(tmp_path):
     w.update_file("concepts/kv.md", lambda t: t + "run: train.py --hf-token=abc123 and --api-key xyz\n")
     added = page.read_text().splitlines()[-1]
     assert added == "run: train.py --hf-token=[redacted] and --api-key [redacted]", added
+    from tools.redact import redact
+
+    assert redact("run --2fa-token=abc123 --max-tokens 5") == "run --2fa-token=[redacted] --max-tokens 5"

@@ -15,7 +15,7 @@ _SHAPED = re.compile(  # provider key shapes: Anthropic, OpenAI, Hugging Face, G
     r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|ya29\.[A-Za-z0-9_-]{20,})")
 _FLAG = re.compile(  # --hf-token=X, --api-key X, --password=X (not --max-tokens, --tokenizer, nor the prose
     # "per-token latency": a flag's dashes start a word)
-    r"(?i)((?<![\w-])--?(?=[A-Za-z])[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)(?:=|[ \t]+))"
+    r"(?i)((?<![\w-])--?(?=[A-Za-z0-9])[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)(?:=|[ \t]+))"
     r"(?!\[redacted\])([^\s'\"`]+)")
 _VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing (not MAX_TOKENS=5)
     r"\b([A-Z0-9_]*(?:TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD)=)(?!\[redacted\])([^\s'\"`]+)")

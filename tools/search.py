@@ -143,7 +143,7 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
 
 
 # a link target ends at the next bracket too: a page of "[a](" repeated never rescans to its end from each "]("
-_LINK_TARGET = re.compile(r"\]\([^()\[\]\s]*\)")
+_LINK_TARGET = re.compile(r"\]\((?:[^()\[\]\s]|\([^()\[\]\s]*\))*\)")  # one level of (): a_(computing)
 # A file path as pages write it: a/b/c.py, `pkg/ops/`, k.py:120
 # (a path starts a token: never inside a run of dashes or dots, which made a line of 50,000 dashes take 148 s)
 _PATH = re.compile(r"(?<![\w/.-])[\w.-]*(?:/[\w.-]+)+/?(?::\d+)?|(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\."
@@ -357,7 +357,7 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.lower())
 
 
-_NOISE = re.compile(r"<!--(?:(?!<!--).)*?-->|\]\([^()\[\]\s]*\)|^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", re.M)
+_NOISE = re.compile(r"<!--(?:(?!<!--).)*?-->|\]\((?:[^()\[\]\s]|\([^()\[\]\s]*\))*\)|^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", re.M)
 
 
 def readable(text: str) -> str:

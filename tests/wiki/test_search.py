@@ -90,6 +90,9 @@ def test_words_are_not_over_stemmed_but_find_their_forms_synonyms_and_camel_case
     write(kb.wiki, "concepts/bed.md", page("Bed", "concept", "# Bed\n\nA bed of roses.\n"))
     assert [h.path for h in search.search(kb, "C")[1]] == ["concepts/lang.md"]
     assert [h.path for h in search.search(kb, "b")[1]] == []
+    # a link target holding one pair of parentheses is still a target, not prose (from a review)
+    assert search.readable("[Amdahl](https://en.wikipedia.org/wiki/Amdahl%27s_law_(computing)) more") == \
+        "[Amdahl] more"
 
 
 def test_a_page_holding_every_word_beats_one_repeating_a_word(kb):
