@@ -259,6 +259,11 @@ def test_an_export_says_what_a_config_edit_cannot_and_moves_all_branches_or_none
                            "--config-file", "launch.sh", "--json"))
     assert [b["knobs"] for b in two["branches"]] == [{"step_ms": "20"}, {"steps": "6"}]
     assert git(model, "show", "perf/two/all:launch.sh").endswith("exec python train.py --step-ms 20 --steps 6")
+    # a branch whose edit holds more than its own knobs (every flag it was measured with) is not redone: the
+    # whole is refused rather than made without part of it (from a review)
+    out = tools(project, "exp", "export", fewer["exp_id"], more["exp_id"], "--name", "more-than-knobs",
+                "--config-file", "launch.sh", code=1)
+    assert "does not apply on top of the changes before it" in out, out
     # named in either order, the run measured against the other stacks on it
     for n, ids in enumerate(([short["exp_id"], more["exp_id"]], [more["exp_id"], short["exp_id"]])):
         got = json.loads(tools(project, "exp", "export", *ids, "--name", f"st{n}", "--config-file", "launch.sh",

@@ -178,11 +178,17 @@ def edit_config(tree: Path, config_file: str, knobs: dict) -> list[str]:
     """Set each knob in a launch script (``--knob value`` / ``--knob=value``) or a YAML file (``knob: value``) at
     ``config_file`` of the work tree ``tree``; the knobs not found are returned."""
     path = config_path(tree, config_file)
-    text = path.read_text(encoding="utf-8")
+    text, missing = with_knobs(path.read_text(encoding="utf-8"), path.suffix in (".yml", ".yaml"), knobs)
+    atomic_write(path, text)
+    return missing
+
+
+def with_knobs(text: str, yaml_file: bool, knobs: dict) -> tuple[str, list[str]]:
+    """``text`` with each knob set (``knob: value`` in YAML, ``--knob value`` else), and the knobs not found."""
     missing = []
     for key, value in knobs.items():
         v = str(value).lower() if isinstance(value, bool) else str(value)
-        if path.suffix in (".yml", ".yaml"):
+        if yaml_file:
             rx = re.compile(rf"^(\s*{re.escape(key)}\s*:\s*)[^#\n]*", re.M)
             new, n = rx.subn(lambda m: m.group(1) + v, text)
         else:
@@ -193,8 +199,7 @@ def edit_config(tree: Path, config_file: str, knobs: dict) -> list[str]:
             text = new
         else:
             missing.append(key)
-    atomic_write(path, text)
-    return missing
+    return text, missing
 
 
 def worktree(repo: Path, where: Path, commit: str) -> None:
@@ -240,7 +245,7 @@ def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: 
             continue
         knobs = b.get("knobs") if config_file else None
         clash = git(tree, "diff", "--name-only", "--diff-filter=U").splitlines()
-        if knobs and clash == [Path(config_file).as_posix()]:
+        if knobs and clash == [Path(config_file).as_posix()] and _only_knobs(tree, b["commit"], config_file, knobs):
             git(tree, "checkout", "--ours", "--", config_file)  # the file as combined so far, then its flags
             if not edit_config(tree, config_file, knobs):
                 git(tree, "add", "--", config_file)
@@ -252,6 +257,15 @@ def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: 
     git(tree, "add", "PERF.md")
     git(tree, "commit", "-q", "-m", f"{subject.rstrip()}\n\nmade-by: {maker}\n", env=when)
     return git(tree, "rev-parse", "HEAD")
+
+
+def _only_knobs(tree: Path, commit: str, config_file: str, knobs: dict) -> bool:
+    """Whether ``commit``'s change to the config file is exactly ``knobs`` set in its parent's version: then it can
+    be made again on any version; a change holding more (other flags, code) is no knob edit to redo."""
+    before = git(tree, "show", f"{commit}^:{Path(config_file).as_posix()}", check=False)
+    after = git(tree, "show", f"{commit}:{Path(config_file).as_posix()}", check=False)
+    redone, missing = with_knobs(before, Path(config_file).suffix in (".yml", ".yaml"), knobs)
+    return bool(before) and not missing and redone == after
 
 
 PATCH = re.compile(r"\d{4}-.*\.patch")
