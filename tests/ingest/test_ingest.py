@@ -335,5 +335,12 @@ def test_an_upstream_that_loses_a_kernel_rewrites_the_codebases_linking_it(kb):
     out = ingest(kb, "raw/code/up").output
     assert "user: written again: its overview linked kernel pages this ingest removed" in out, out
     assert "flash_attention.md" not in (kb / "wiki/codebases/user/overview.md").read_text()
+    # a link broken before this ingest (a page deleted by hand) is not this ingest's doing: nothing is written again
+    # on every later ingest for it (from a review)
+    sel = kb / "wiki/codebases/user/selection.json"
+    broken = json.loads(sel.read_text())
+    broken["choices"][0]["kernels"] = [{"kernel": "gone", "repo": "up", "page": "kernels/up/gone.md"}]
+    sel.write_text(json.dumps(broken))
+    assert "written again" not in ingest(kb, "raw/code/up").output
     lint = CliRunner().invoke(cli, ["--root", str(kb), "lint"])
     assert lint.exit_code == 0 and "0 errors" in lint.output, lint.output

@@ -98,6 +98,7 @@ def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int =
             batch.vanished.append(Vanished(slug, len(r.removed), len(r.regions)))
             if on_vanished:
                 on_vanished(batch.vanished[-1])
+    broken = set(linking_to_missing(project, set())) if trees else set()  # before: not this ingest's doing
     for target in trees:
         writer = Writer(project.wiki)
         try:
@@ -112,7 +113,7 @@ def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int =
         if on_repo:
             on_repo(report)
     done = {r.slug for r in batch.repos}
-    for slug in linking_to_missing(project, done) if done else []:  # an upstream lost a kernel these link to
+    for slug in linking_to_missing(project, done | broken) if done else []:  # an upstream lost a kernel these link
         writer = Writer(project.wiki)
         try:
             ingest_repo(project, str(project.raw_code / slug), writer, jobs=jobs)
