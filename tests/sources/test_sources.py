@@ -344,3 +344,19 @@ def test_a_comment_is_no_heading_and_an_html_heading_is_one():
     assert doc.title == "FlashThing" and [t for t, _ in doc.outline] == ["FlashThing", "  Results"]
     assert not any("Licensed" in s.text for s in doc.sections)
     assert [s.where for s in doc.sections if "3x faster" in s.text] == ["§ Results"]
+
+
+def test_a_page_saved_whole_keeps_its_text_after_a_large_inline_image():
+    """A "save as single file" page: libxml2 cuts a text node at 10 MB, so everything after an 11 MB data: URI was
+    lost without a word; a canonical URL kept its &amp;."""
+    pytest.importorskip("readability")
+    from tools.sources.extract import _html
+
+    page = ('<html><head><title>Saved</title><link rel="canonical" href="https://example.com/s?a=1&amp;b=2">'
+            '</head><body><article><h1>Saved</h1><p>The fused kernel is 3x faster than the baseline on v5p.</p>'
+            f'<img src="data:image/png;base64,{"A" * 11_000_000}"><h2>Later</h2><p>Peak memory fell from 14 GB to '
+            '9 GB with remat on every layer of the model.</p></article></body></html>')
+    doc = _html(page, Path("saved.html"))
+    text = " ".join(s.text for s in doc.sections)
+    assert "Peak memory fell from 14 GB to 9 GB" in text and "§ Later" in [w for _, w in doc.outline]
+    assert doc.url == "https://example.com/s?a=1&b=2"

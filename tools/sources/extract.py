@@ -7,6 +7,7 @@ layer, broken). Nothing is executed; bytes are read through tools.safeio (bounde
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,10 +198,16 @@ def _first_line(text: str) -> str:
     return next((_clean(ln) for ln in text.splitlines() if len(ln.strip()) > 3), "")[:200]
 
 
+_DATA_URI = re.compile(r"""(["'(])data:[^"')]{256,}""")
+
+
 def _html(text: str, path: Path) -> Document:
     from markdownify import markdownify
     from readability import Document as Readable
 
+    # an inline data: URI (a "save as single file" page's images, tens of MB) is no text, and libxml2 cuts a text
+    # node at 10 MB: everything after one went missing, silently
+    text = _DATA_URI.sub(r"\1data:,", text)
     try:
         r = Readable(text)
         body = r.summary(html_partial=True)
@@ -212,7 +219,7 @@ def _html(text: str, path: Path) -> Document:
     m = re.search(r"""<link[^>]+rel=["']canonical["'][^>]*href=["']([^"']+)""", text, re.I) or \
         re.search(r"""<meta[^>]+property=["']og:url["'][^>]*content=["']([^"']+)""", text, re.I)
     if m and m.group(1).startswith(("http://", "https://")):
-        url = m.group(1)
+        url = html.unescape(m.group(1))  # the attribute's &amp; is a &
     doc = _markdown(md, path, "html")
     doc.title, doc.url = title or doc.title, url
     return doc
