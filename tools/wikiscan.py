@@ -221,7 +221,9 @@ def walk(wiki: Path, refused: list[tuple[str, str]] | None = None) -> tuple[list
                     files.add(rel)
                     if name.endswith(".md"):
                         md.append(rel)
-                except (OSError, RuntimeError):
+                except (OSError, RuntimeError) as err:  # a link loop (loop1.md -> loop2.md -> loop1.md): said
+                    refused.append((rel, "symlink loop (not followed)" if isinstance(err, RuntimeError)
+                                    or "loop" in str(err).lower() else f"not read ({type(err).__name__})"))
                     continue
     md.sort()
     return md, files, dirs

@@ -517,3 +517,11 @@ def test_a_file_in_a_hidden_folder_is_there_but_not_published(kb):
     found = {i.message.split(" -> ")[0]: i.code for i in lint.run(kb).issues if i.path.endswith("d.md")
              and "link" in i.code or i.code == "hidden-target"}
     assert found == {"../.attachments/diagram.png": "hidden-target", "../.attachments/gone.png": "broken-link"}
+
+
+def test_a_symlink_loop_is_reported_not_skipped_in_silence(kb):
+    (kb.wiki / "concepts").mkdir(exist_ok=True)
+    (kb.wiki / "concepts/loop1.md").symlink_to("loop2.md")
+    (kb.wiki / "concepts/loop2.md").symlink_to("loop1.md")
+    found = [(i.path, i.code, i.message) for i in lint.run(kb).issues if "loop" in i.path]
+    assert [p for p, _, m in found if "symlink loop" in m] == ["wiki/concepts/loop1.md", "wiki/concepts/loop2.md"]
