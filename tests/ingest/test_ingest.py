@@ -83,8 +83,11 @@ def test_messy_repo_ingests_with_every_skip_explained(messy):
     assert "--xla_tpu_enable_async_collective_fusion" in body  # flag from Python
     assert "--xla_enable_async_all_gather" in body  # flag from a shell script
     # a file opened and then skipped (binary, too large) is counted once, as skipped, not also as read
-    files = re.search(r"\| Files \| (\d+) in the tree, (\d+) read \(\d+ Python\), (\d+) skipped \|", body)
+    files = re.search(r"\| Files \| (\d+) in the tree, (\d+) read \(\d+ Python\), (\d+) set aside \(binary, too "
+                      r"large, unreadable\); (\d+) links or special files not followed \|", body)
     assert files and int(files[2]) == report["files_scanned"] - 2, files  # broken/binary.py, broken/huge.py
+    # the counts add up: read and set aside are the tree; links, never followed, are apart (7 + 7 > 9 before)
+    assert int(files[2]) + int(files[3]) == int(files[1]) and int(files[4]) == report["files_skipped"] - 2
     # the default comes from configs/base.yml, a link to its line
     assert re.search(r"\| `remat_policy` \| Rematerialization \(remat\) \| \[`full`\]\([^)]*configs/base.yml#L1\) "
                      r"\| `full` \| 1 \|", body)

@@ -45,6 +45,17 @@ class SourceLinks:
         return lambda rel, line=None: self.url(rel, line, page)
 
 
+def _files_row(scan, py_files: int) -> str:
+    """What the tree holds and what was read: of the files opened, those read and those set aside; links and special
+    files (never followed, never in the tree's count) apart. "7 read, 7 skipped" of 9 added up to nothing."""
+    set_aside = sum("skip" in r.facts for r in scan.files.values())
+    read = sum("skip" not in r.facts for r in scan.files.values())
+    others = len(scan.skips) - set_aside
+    return (f"{sum(scan.languages.values())} in the tree, {read} read ({py_files} Python)"
+            + (f", {set_aside} set aside (binary, too large, unreadable)" if set_aside else "")
+            + (f"; {others} links or special files not followed" if others else ""))
+
+
 def _local_changes(links: SourceLinks, scan) -> str:
     """What of the tree is not the pinned commit's: files edited in place or that git does not track (their lines
     are linked to raw/, not to the forge)."""
@@ -184,9 +195,7 @@ def overview_page(slug: str, model: RepoModel, meta: dict, links: SourceLinks,
             ["Commit", mdtext.code(git.commit) + " (pinned)" + _local_changes(links, scan) if git.commit
              else "not a git checkout"],
             ["Remote", mdtext.escape(shown_remote(git.remote))],
-            ["Files", f"{sum(scan.languages.values())} in the tree, "
-                      f"{sum('skip' not in r.facts for r in scan.files.values())} read "
-                      f"({py_files} Python), {len(scan.skips)} skipped"],
+            ["Files", _files_row(scan, py_files)],
             ["Symbols", f"{n_sym} in [symbols.tsv](symbols.tsv)"],
             ["Pallas kernels", f"{len({(k['kernel'], k['path']) for k in kernels})} kernels, "  # one page each
                                f"{len(kernels)} launch sites"
