@@ -223,3 +223,15 @@ def test_backlinks_count_a_wikilink_as_lint_does(kb):
     finally:
         (wiki / "target-page.md").unlink()
         (wiki / "by-wiki.md").unlink()
+
+
+def test_a_symlink_loop_is_said_as_one(kb):
+    loop = kb.wiki / "concepts" / "loop-a.md"
+    loop.symlink_to("loop-b.md")
+    (kb.wiki / "concepts" / "loop-b.md").symlink_to("loop-a.md")
+    try:
+        with pytest.raises(AgentError, match="a symlink loop under wiki/"):
+            call(kb, "wiki.read", {"path": "concepts/loop-a.md"})
+    finally:
+        loop.unlink()
+        (kb.wiki / "concepts" / "loop-b.md").unlink()

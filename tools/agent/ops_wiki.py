@@ -173,8 +173,8 @@ def confined(root: Path, rel: str, name: str) -> str:
     norm = posixpath.normpath(rel)
     try:
         inside = (root / norm).resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):  # a symlink loop
-        inside = False
+    except (OSError, RuntimeError):  # a symlink loop: said as one, not as a way out
+        raise AgentError(f"{rel!r}: a symlink loop under {name}/ (not followed)") from None
     if not inside:
         raise AgentError(f"{rel!r}: leaves {name}/ (a symlink out is not followed)")
     return norm
