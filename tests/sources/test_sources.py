@@ -250,6 +250,9 @@ def test_numbers_memory_wording_tables_and_escapes_as_a_reader_wrote_them(tmp_pa
 
     assert claims_mod._measured("The kernel reaches 380 TFLOPs/s on v5p.") == ["380 TFLOPs/s"]
     assert claims_mod._measured("Training takes 1m23s per epoch on one chip.") == ["1m23s per epoch"]
+    # a numbered heading is no part of the sentence before it ("...2.5x speedup. 3 Discussion" was the quote)
+    assert claims_mod.sentences("It is 2.5x faster than the baseline.\n5 Conclusion\nWe showed the gain.") == \
+        ["It is 2.5x faster than the baseline.", "5 Conclusion", "We showed the gain."]
     # UTF-8 with one stray byte stays UTF-8 (it was read as Windows-1252: "3Ã— faster", and no claim); Latin-1
     # accents, each malformed UTF-8, are still Latin-1
     stray = "The kernel is 3× faster at 350 µs per step.".encode() + b" \xff"

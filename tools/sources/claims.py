@@ -48,16 +48,19 @@ class Claim:
                 "concept": self.concept}
 
 
+_NUMBERED = re.compile(r"^\s*\d{1,2}(?:\.\d{1,2})*\.?\s+[A-Z][A-Za-z]")  # "5 Conclusion", "3.2 Results"
+
+
 def sentences(text: str) -> list[str]:
     text = re.sub(r"-\n(?=[a-z])", "", text)  # words hyphenated across PDF lines
     # A short line without closing punctuation is a heading or a caption, and a bullet item starts a block: each
     # ends the block before it.
     lines = []
     for ln in text.split("\n"):
-        if _BULLET.match(ln):
+        short = len(ln.split()) <= 8 and not ln.rstrip().endswith((".", ",", ";", ":", "-"))
+        if _BULLET.match(ln) or (short and _NUMBERED.match(ln)):  # a numbered heading ends the block before it too
             lines.append("")
-        lines.append(ln + ("\n" if len(ln.split()) <= 8 and not ln.rstrip().endswith((".", ",", ";", ":", "-"))
-                            else ""))
+        lines.append(ln + ("\n" if short else ""))
     out = []
     for block in re.split(r"\n\s*\n", "\n".join(lines)):
         flat = " ".join(block.split())
