@@ -207,3 +207,18 @@ def test_a_command_flag_a_mapped_knob_already_sets_is_not_a_second_item(tmp_path
     assert [(it["kind"], it["knobs"]) for it in out] == [("shape", {"shape": {"batch": 16, "seq_len": 32}}),
                                                          ("flag", None)]
     assert out[1]["property"]["flag"] == "--lr" and [it["rank"] for it in out] == [1, 2]
+
+
+def test_a_gap_page_names_each_run_with_its_model_and_lane():
+    """The page said "Gap: 2026-12-07-v001-base vs 2026-12-07-v001-base" for two lanes' runs of one id, an id the
+    tool itself refuses as ambiguous."""
+    from tools.gap.page import render
+
+    analysis = {"ours": "v001", "ref": "v001", "ours_page": "experiments/llama/cpu/v001.md",
+                "ref_page": "experiments/llama/cpu2/v001.md", "verdict": "the reference is faster", "step": [],
+                "categories_us_per_token": [], "estimate": {}, "items": [], "stages": {"ours": "optimized",
+                                                                                    "ref": "optimized"},
+                "gap_pct": 10.0, "reference_faster": True}
+    page = render(analysis, {})
+    assert page.meta["title"] == "Gap: llama/cpu/v001 vs llama/cpu2/v001"
+    assert "\n# Gap: llama/cpu/v001 vs the reference llama/cpu2/v001\n" in page.body

@@ -26,6 +26,12 @@ def gap_path(ours: str, ref: str, ours_page: str = "", ref_page: str = "") -> st
     return f"analyses/gap-{name[0]}-vs-{name[1]}.md"
 
 
+def _named(label: str, page: str) -> str:
+    """A run as MODEL/LANE/EXP_ID where its page says (an id alone is ambiguous across lanes), else as given."""
+    parts = page.removeprefix("experiments/").split("/")
+    return f"{parts[0]}/{parts[1]}/{label}" if page.startswith("experiments/") and len(parts) == 3 else label
+
+
 def _link(src: str, label: str, target: str) -> str:
     if not target:
         return label
@@ -76,9 +82,10 @@ def render(analysis: dict, hypothesis_pages: dict[int, str], model: str = "", la
     """``hypothesis_pages``: item rank -> wiki-relative page (items not filed have none)."""
     a = analysis
     src = gap_path(a["ours"], a["ref"], a.get("ours_page") or "", a.get("ref_page") or "")
-    ours = _link(src, code(a["ours"]), a.get("ours_page") or "")
-    ref = _link(src, code(a["ref"]), a.get("ref_page") or "")
-    lines = [f"# Gap: {escape(a['ours'])} vs the reference {escape(a['ref'])}", "",
+    named = {side: _named(a[side], a.get(f"{side}_page") or "") for side in ("ours", "ref")}
+    ours = _link(src, code(named["ours"]), a.get("ours_page") or "")
+    ref = _link(src, code(named["ref"]), a.get("ref_page") or "")
+    lines = [f"# Gap: {escape(named['ours'])} vs the reference {escape(named['ref'])}", "",
              f"Ours {ours}, reference {ref}: {escape(a['verdict'])}.", "",
              "## Side by side", "", "| | ours | reference | reference / ours |", "|---|---:|---:|---:|"]
     for r in a["step"]:
@@ -126,7 +133,7 @@ def render(analysis: dict, hypothesis_pages: dict[int, str], model: str = "", la
                   f"{_num(est['ref_us_per_token'], 4)}; the gap {_num(est['gap_us_per_token'], 4)} µs per token, of "
                   f"which {_num(est['unexplained_us_per_token'], 4)} no item explains."]
     lines += ["", f"Stages read: ours {a['stages']['ours']} HLO, reference {a['stages']['ref']} HLO."]
-    meta = {"title": f"Gap: {a['ours']} vs {a['ref']}", "type": "analysis",
+    meta = {"title": f"Gap: {named['ours']} vs {named['ref']}", "type": "analysis",
             "tags": [t for t in ("analysis", "gap", model, lane) if t], "ours": a["ours"], "reference": a["ref"],
             "gap_pct": a["gap_pct"], "reference_faster": a["reference_faster"], "items": len(a["items"]),
             "unexplained_us_per_token": est.get("unexplained_us_per_token"),
