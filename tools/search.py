@@ -357,7 +357,8 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.lower())
 
 
-_NOISE = re.compile(r"<!--(?:(?!<!--).)*?-->|\]\((?:[^()\[\]\s]|\([^()\[\]\s]*\))*\)|^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", re.M)
+_NOISE = re.compile(r"<!--(?:(?!<!--).)*?-->|\]\((?:[^()\[\]\s]|\([^()\[\]\s]*\))*\)"
+                    r"|^\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", re.M)
 
 
 def readable(text: str) -> str:

@@ -12,7 +12,8 @@ from .common import llm_options, pass_project, printable
 
 @click.command(name="query")
 @click.argument("question", nargs=-1, required=True)
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="Passages to show or answer from (5; with --llm 8).")
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=None,
+              help="Passages to show or answer from (5; with --llm 8).")
 @click.option("--json", "as_json", is_flag=True, help="Print the passages (or the answer) as JSON.")
 @click.option("--llm", "use_llm", is_flag=True,
               help="Write an answer from the passages (every sentence cites one) and file it under wiki/analyses/.")

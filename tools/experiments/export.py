@@ -346,9 +346,9 @@ def perf_md(name: str, pairs: list[tuple[dict, dict]], out: dict) -> str:
             "interleaved comparison against the run named.", "", *rows, ""]
     if out["settings"]:
         text += ["## Settings to apply", ""]
-        text += [f"- #{s['n']} ({s['exp_id']}): " + (", ".join(f"`{k}={v}`" for k, v in {**s["knobs"], **s["env"]}.items())
-                                                      or f"launch with `{s['command']}`")
-                 for s in out["settings"]] + [""]
+        text += [f"- #{s['n']} ({s['exp_id']}): "
+                 + (", ".join(f"`{k}={v}`" for k, v in {**s["knobs"], **s["env"]}.items())
+                    or f"launch with `{s['command']}`") for s in out["settings"]] + [""]
     if out.get("not_supported"):
         text += ["## Not offered as pull requests", "",
                  *[f"- {b}: its run was not `supported`" for b in out["not_supported"]], ""]

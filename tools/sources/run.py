@@ -210,8 +210,8 @@ def _adopt(project: Project, docs: dict, rel: str, f: Path, data: bytes, path: s
 def _entry(rel: str, sha: str, page: str, summarized: bool, doc) -> dict:
     """A document's cache entry as an ingest that wrote its page ``page`` would have made it."""
     found = claims_mod.claims(doc)
-    return {"sha": sha, "page": page, "title": doc.title[:200] or rel, "kind": doc.kind, "pages": doc.pages, "year": doc.year,
-            "claims": [c.as_dict() for c in found], **({"summary": KEPT} if summarized else {})}
+    return {"sha": sha, "page": page, "title": doc.title[:200] or rel, "kind": doc.kind, "pages": doc.pages,
+            "year": doc.year, "claims": [c.as_dict() for c in found], **({"summary": KEPT} if summarized else {})}
 
 
 def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, provider=None) -> SourcesReport:
