@@ -251,8 +251,9 @@ def test_a_model_in_a_subfolder_its_protected_code_and_a_lost_script(project, tm
 
     rec = records.lane_records(project.wiki, "m", "l")[0]
     shutil.rmtree(project.root / rec["raw_dir"] / "code")  # a fresh clone: raw/profiles is not committed
-    code, v = gated("main-l")
+    code, v = gated("main-l", "--summary", str(tmp_path / "summary.md"))
     assert code == 3 and "saved copy is not here" in v["why"] and "--baseline-cwd" in v["why"], v
+    assert "nothing was run" in (tmp_path / "summary.md").read_text()
     assert len(records.lane_records(project.wiki, "m", "l")) == 3  # refused before running anything
     code, v = gated("main-l", "--baseline-cwd", str(checkout))  # with the base commit's checkout it runs
     assert code == 0 and v["comparable"], v

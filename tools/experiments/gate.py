@@ -42,8 +42,11 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
     base = baselines.get(project, name, model, lane)
     prior = records.find(records.lane_records(project.wiki, base["model"], base["lane"]), base["exp_id"]) or {}
     ran_in = _ran_in(project.root, prior)
-    if baseline_cwd is None and (lost := _code_lost(project, prior, ran_in)):
-        return GateResult(3, {"baseline": name, "baseline_exp": base["exp_id"], "comparable": False,
+    if baseline_cwd is None and (lost := _code_lost(project, prior, ran_in)):  # nothing is run: nothing filed
+        return GateResult(3, {"baseline": name, "baseline_exp": base["exp_id"], "exp_id": None, "page": None,
+                              "verdict": "not run", "gain_pct": None, "interval_pct": None, "rounds": None,
+                              "max_regression_pct": max_regression_pct, "tokens_per_s": None,
+                              "baseline_tokens_per_s": base.get("tokens_per_s"), "comparable": False,
                               "regression": None, "why": lost, "reasons": [lost]})
     spec = RunSpec(model=base["model"], lane=base["lane"], variant=base["variant"], command=list(command),
                    compare_to=base["exp_id"], repeats=max(2, repeats), max_repeats=max_repeats, statistic=statistic,
@@ -151,7 +154,7 @@ def summary_markdown(result: GateResult) -> str:
             ("rounds", v.get("rounds") or "—"), ("tokens/s", f"{v.get('tokens_per_s')} (baseline "
                                                              f"{v.get('baseline_tokens_per_s')})"),
             ("allowed", f"-{v['max_regression_pct']:g} %"), ("baseline", f"{v['baseline']} ({v['baseline_exp']})"),
-            ("run", f"{v['exp_id']}: {v['page']}")]
+            ("run", f"{v['exp_id']}: {v['page']}" if v.get("exp_id") else "none (nothing was run)")]
     head = _HEADLINE.get(result.exit_code, str(result.exit_code))
     if result.exit_code == 0 and v.get("decided") is False:
         head = "passed, undecided: no regression shown either way"
