@@ -309,12 +309,14 @@ def test_a_fresh_clone_keeps_every_source_page_and_its_summary(tmp_path):
                                             "## Opening\n", 1)
     page_a.write_text(summarized)  # as an --llm run leaves it
     catalog = (root / "wiki/sources/index.md").read_text()
+    mine = root / "wiki/sources/by-hand.md"  # a source page written by hand, its document not kept: never removed
+    mine.write_text("---\ntitle: A paper\ntype: source\npath: raw/sources/paper.pdf\nsha256: abc\n---\n\n# A paper\n")
     shutil.rmtree(root / ".tools-cache")  # a fresh clone
     (src / "c.md").unlink()
     r = tools(root, "ingest", "raw/sources/a.md")
     assert r.returncode == 0, r.stdout + r.stderr
     assert page_a.read_text() == summarized
-    assert not (root / "wiki/sources/c.md").exists()
+    assert not (root / "wiki/sources/c.md").exists() and mine.is_file()
     now = (root / "wiki/sources/index.md").read_text()
     assert "b.md" in now and "c.md" not in now and "a.md" in now and now != catalog
     assert tools(root, "ingest", "raw/sources").returncode == 0 and page_a.read_text() == summarized

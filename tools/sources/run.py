@@ -187,7 +187,9 @@ def _pages_on_disk(project: Project) -> dict[str, tuple[str, str, bool]]:
         except (OSError, ValueError, pages.FrontmatterError):
             continue
         src = str((meta or {}).get("path") or "")
-        if (meta or {}).get("type") == "source" and src.startswith("raw/sources/") and meta.get("sha256"):
+        # a page ingest wrote (its generated region), never a source page someone wrote by hand
+        if (meta or {}).get("type") == "source" and src.startswith("raw/sources/") and meta.get("sha256") \
+                and "<!-- tools:begin source -->" in text:
             out[src.removeprefix("raw/sources/")] = (f"sources/{p.name}", str(meta["sha256"]), "\n## Opening\n" in text)
     return out
 
