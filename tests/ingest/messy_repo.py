@@ -8,6 +8,12 @@ from pathlib import Path
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
+
+def pallas_kernel(name: str, times: str = "") -> str:
+    """A module holding one Pallas kernel, ``name``, launched by ``pl.pallas_call`` (``times``: ``" * 2"``)."""
+    return ("from jax.experimental import pallas as pl\n\n\ndef _body(x_ref, o_ref):\n"
+            f"    o_ref[...] = x_ref[...]{times}\n\n\ndef {name}(x):\n    return pl.pallas_call(_body, out_shape=x)(x)\n")
+
 FILES = {
     "README.md": "# tinymodel\n\n[![ci](x.svg)](y)\n\nTinymodel is a small Llama-style trainer used to test "
                  "ingest on a messy repository.\n\n```python\nfrom tinymodel.kernels import fused_rms\n```\n",

@@ -11,6 +11,7 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import messy_repo
 from tools.agent.registry import AgentError, call
 from tools.project import Project
 
@@ -181,9 +182,7 @@ def test_a_setting_that_calls_a_catalogued_kernel_by_a_plain_name_is_found(tmp_p
     mt = kb / "raw/code/mt/mt"
     mt.mkdir(parents=True)
     (mt / "__init__.py").write_text("")
-    (mt / "dbl.py").write_text("from jax.experimental import pallas as pl\n\n\ndef _body(x_ref, o_ref):\n"
-                               "    o_ref[...] = x_ref[...] * 2\n\n\ndef double(x):\n"
-                               "    return pl.pallas_call(_body, out_shape=x)(x)\n")
+    (mt / "dbl.py").write_text(messy_repo.pallas_kernel("double", " * 2"))
     (mt / "model.py").write_text(
         "from mt import dbl as ln\n\n\nclass Block:\n    def _norm(self, x):\n        return ln.double(x)\n\n"
         "    def __call__(self, config, x):\n        if config.norm_impl == 'pallas':\n            return self._norm(x)\n"

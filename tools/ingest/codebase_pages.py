@@ -46,14 +46,12 @@ class SourceLinks:
 
 
 def _files_row(scan, py_files: int) -> str:
-    """What the tree holds and what was read: of the files opened, those read and those set aside; links and special
-    files (never followed, never in the tree's count) apart. "7 read, 7 skipped" of 9 added up to nothing."""
+    """Files read and set aside; links and special files (never followed, not in the tree's count) apart."""
     set_aside = sum("skip" in r.facts for r in scan.files.values())
-    read = sum("skip" not in r.facts for r in scan.files.values())
-    others = len(scan.skips) - set_aside
-    return (f"{sum(scan.languages.values())} in the tree, {read} read ({py_files} Python)"
+    return (f"{sum(scan.languages.values())} in the tree, {len(scan.files) - set_aside} read ({py_files} Python)"
             + (f", {set_aside} set aside (binary, too large, unreadable)" if set_aside else "")
-            + (f"; {others} links or special files not followed" if others else ""))
+            + (f"; {len(scan.skips) - set_aside} links or special files not followed" if len(scan.skips) > set_aside
+               else ""))
 
 
 def _local_changes(links: SourceLinks, scan) -> str:
