@@ -365,3 +365,34 @@ def test_a_page_saved_whole_keeps_its_text_after_a_large_inline_image():
     text = " ".join(s.text for s in doc.sections)
     assert "Peak memory fell from 14 GB to 9 GB" in text and "§ Later" in [w for _, w in doc.outline]
     assert doc.url == "https://example.com/s?a=1&b=2"
+
+
+def test_underlined_titles_of_real_rst_and_markdown_descriptions_are_sections():
+    """reStructuredText titles (a line of punctuation under, sometimes over, the text) and markdown's setext ones
+    (``=====``, ``-----``) were no sections at all: a whole README was one "Introduction", every claim cited there.
+    Read on the long descriptions of installed packages: markdownify's and packaging's (rst), and a setext file."""
+    import importlib.metadata as md
+
+    from tools.sources.extract import _markdown
+
+    rst = md.metadata("markdownify").get_payload()
+    doc = _markdown(rst, Path("markdownify.rst"), "text")
+    heads = [t for t, _ in doc.outline]
+    assert heads[:3] == ["Installation", "Usage", "Options"] and doc.title == "Installation", heads
+    usage = next(s for s in doc.sections if s.where == "§ Usage")
+    assert "Convert some HTML to Markdown" in usage.text and "=====" not in usage.text
+    # an rst title with a line over and under it, and levels in the order the styles first appear
+    text = "=====\nGuide\n=====\n\nIntro.\n\nSpeed\n-----\n\nThe kernel is 3x faster.\n\nNotes\n~~~~~\n\nNone.\n"
+    doc = _markdown(text, Path("guide.rst"), "text")
+    assert [t for t, _ in doc.outline] == ["Guide", "  Speed", "    Notes"] and doc.title == "Guide"
+    assert [s.where for s in doc.sections if "3x faster" in s.text] == ["§ Speed"]
+    assert not any("=====" in s.text or "~~~~~" in s.text for s in doc.sections)
+
+    # markdown: setext titles are sections; a front matter's closing ---, a paragraph's last line over a thematic
+    # break, a list item and a --- inside a fence are not
+    text = ("---\ntitle: x\n---\n\nFast kernels\n============\n\nIntro line one\nline two\n---\n\n- item\n---\n\n"
+            "```yaml\nkey: 1\n---\n```\n\nResults\n-------\n\nThe kernel is 3x faster.\n")
+    doc = _markdown(text, Path("README.md"), "markdown")
+    assert [t for t, _ in doc.outline] == ["Fast kernels", "  Results"] and doc.title == "Fast kernels"
+    assert [s.where for s in doc.sections if "3x faster" in s.text] == ["§ Results"]
+    assert any("line two" in s.text for s in doc.sections if s.where == "§ Fast kernels")

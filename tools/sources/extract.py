@@ -231,13 +231,52 @@ _COMMENT = re.compile(r"<!--(?:(?!<!--).)*?-->", re.S)  # stops at the next open
 PRE = "§ Introduction"  # where text before a markdown file's first heading is cited
 
 
-def _heading(line: str) -> tuple[int, str] | None:
+def _heading(line: str) -> tuple[int, str, int] | None:
+    """(level, text, 0): an ATX heading (``## Title``) or an HTML one, on its own line."""
     m = _HEADING.match(line)
     if m:
-        return len(m.group(1)), m.group(2).strip()
+        return len(m.group(1)), m.group(2).strip(), 0
     m = _HTML_HEADING.match(line)
     text = re.sub(r"<[^>]*>", "", m.group(2)).strip() if m else ""
-    return (int(m.group(1)), text) if text else None
+    return (int(m.group(1)), text, 0) if text else None
+
+
+_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}\s*$")  # three or more of one punctuation character
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+class _Underlines:
+    """Titles marked by the line under them: markdown's setext (``Title`` over ``=====`` or ``-----``) and
+    reStructuredText's (any punctuation, with or without the same line over it; levels in the order the styles
+    first appear, as docutils numbers them). A title is one line of text right under a blank line (or the file's
+    start) and not indented, so a paragraph's last line over a thematic break, a list item, a table row and the
+    closing ``---`` of a front matter are not titles."""
+
+    def __init__(self, lines: list[str], rst: bool):
+        self.lines, self.rst = lines, rst
+        self.styles: dict[tuple[str, bool], int] = {}
+        self.front_end = self._front_matter_end()
+
+    def _front_matter_end(self) -> int:
+        if not self.lines or self.lines[0].strip() not in ("---", "+++") or self.rst:
+            return -1
+        return next((i for i, ln in enumerate(self.lines[1:], 1) if ln.strip() == self.lines[0].strip()), -1)
+
+    def heading(self, i: int, buffered: bool) -> tuple[int, str, int] | None:
+        m = _ADORNMENT.match(self.lines[i])
+        if not m or i == 0 or not buffered or i <= self.front_end:
+            return None
+        char, title = m.group(1), self.lines[i - 1]
+        if not self.rst and char not in "=-":
+            return None
+        if not title.strip() or title[:1].isspace() or title.startswith("|") or _ADORNMENT.match(title) \
+                or _LIST_ITEM.match(title):
+            return None
+        over = i >= 2 and self.lines[i - 2].strip() == self.lines[i].strip()
+        if not over and i >= 2 and self.lines[i - 2].strip():
+            return None  # the last line of a paragraph
+        level = self.styles.setdefault((char, over), len(self.styles) + 1) if self.rst else "=-".index(char) + 1
+        return level, title.strip(), 2 if over else 1
 
 
 def _markdown(text: str, path: Path, kind: str) -> Document:
@@ -247,14 +286,20 @@ def _markdown(text: str, path: Path, kind: str) -> Document:
     where = PRE  # text before the first heading
     # a comment is no text (a licence header in <!-- -->): blank lines in its place keep the line numbers
     text = _COMMENT.sub(lambda c: "\n" * c.group(0).count("\n"), text) if "<!--" in text else text
-    for line in text.splitlines():
-        if line.lstrip().startswith(("```", "~~~")):
+    lines = text.splitlines()
+    rst = path.suffix.lower() == ".rst"
+    underlined = _Underlines(lines, rst)
+    for i, line in enumerate(lines):
+        if not rst and line.lstrip().startswith(("```", "~~~")):  # "~~~" under a title is no fence in rst
             fence = not fence
-        h = None if fence else _heading(line)
+        buffered = bool(buf) and buf[-1] is lines[i - 1]
+        h = None if fence else _heading(line) or underlined.heading(i, buffered)
         if h:
+            level, heading, above = h
+            del buf[len(buf) - above:]  # a setext or reStructuredText title's own lines were read as text
             if buf:
                 sections.append(Section(current, where, "\n".join(buf)))
-            level, current = h
+            current = heading
             buf, where = [], f"§ {current}"
             title = title or (current if level == 1 else "")
             outline.append(("  " * (level - 1) + current, f"§ {current}"))
