@@ -59,3 +59,15 @@ def test_filtered_claims_equal_the_unfiltered_ones():
             if measures.ANY_UNIT.search(s) and not measures.unmeasured(s):
                 slow.append((s, sec.where))
     assert [(c.quote, c.where) for c in claims.claims(doc)] == slow and len(slow) == 4
+
+
+def test_a_range_whose_ends_both_carry_the_unit_is_quoted_whole():
+    """"2x-3x faster" was quoted as "3x faster" and "by 30%-40%" as "by 30%": the lower end of the range was lost."""
+    cases = {"FlashAttention is 2x-3x faster than the baseline.": "2x-3x faster",
+             "1.5×–2× faster on v5e": "1.5×–2× faster", "2x to 3x faster in training": "2x to 3x faster",
+             "It cut memory by 30%-40% on every layer.": "cut memory by 30%-40%",
+             "The kernel needs 2.1 ms-2.4 ms per step.": "2.1 ms-2.4 ms per step",
+             "Offload saves 2GB-3GB of HBM.": "saves 2GB-3GB", "A 2-3x speedup on A100.": "2-3x speedup"}
+    for text, quoted in cases.items():
+        assert quoted in [m for _, m in measures.figures(text)], (text, measures.figures(text))
+    assert [m for _, m in measures.figures("3x faster and 40% less memory")] == ["3x faster", "40% less"]

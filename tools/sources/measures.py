@@ -9,10 +9,19 @@ import re
 
 _NUM = r"(?<![\w.])[~≈>+±-]?\s?\d+(?:[.,]\d+)*(?:\.\d+)?(?:[kKMB](?![a-zA-Z]))?"
 _RANGE = rf"{_NUM}(?:\s?(?:[-–—]|to)\s?{_NUM})?"
+
+
+def _range(unit: str) -> str:
+    """A figure or a range of two whose first end may repeat the unit: "2x-3x", "30%-40%", "2 ms to 3 ms" (the
+    first end was lost: "3x faster" quoted for "2x-3x faster")."""
+    return rf"{_NUM}(?:\s?(?:{unit})?\s?(?:[-–—]|to)\s?{_NUM})?"
+
+
 _TIME = r"(?:ms|µs|μs|us|ns|s|sec|secs|seconds?|min|mins|minutes?|hours?)\b"
 _CLOCK = r"(?<![\w.])\d+h(?:\d+m)?(?:\d+s)?\b|(?<![\w.])\d+m\d+s\b"  # 1m23s, 2h05m: a time as a clock shows it
 _MEM = r"(?:[KMGT]i?B|[KMGT]B|GBs)\b(?!/)"
 _X = r"(?:[x×]\b|[x×](?=\W)|-fold|\s?times\b)"
+_RANGE_X, _RANGE_PCT, _RANGE_TIME, _RANGE_MEM = _range(_X), _range("%"), _range(_TIME), _range(_MEM)
 _CHANGE = (r"(?:faster|slower|speed-?ups?|quicker|less|more|lower|higher|fewer|smaller|larger|longer|shorter|"
            r"reduction|improvement|increase|decrease|savings?|saved|gains?|boost|better|cheaper|"
            r"throughput|memory|latency|compression|efficien\w*)")
@@ -25,32 +34,32 @@ UNITS = (
     ("throughput", rf"{_RANGE}\s*(?:[kKMGTP]?\s*tok(?:en)?s?/s(?:ec)?|tokens? per second|samples?/s(?:ec)?|"
                    rf"images?/s(?:ec)?|it/s|req(?:uest)?s?/s|queries/s|QPS\b|seq(?:uence)?s?/s)"),
     ("flops", rf"{_RANGE}\s*(?:[TPGE]?FLOPs/s|[TPGE]FLOP/?s|[TPGE]FLOPS)"),  # FLOPs/s first: a rate, not a count
-    ("mfu", rf"(?:MFU|HFU|utili[sz]ation)[^.\n]{{0,40}}?{_RANGE}\s*%|{_RANGE}\s*%\s*(?:MFU|HFU|model FLOPs? utili[sz]ation"
+    ("mfu", rf"(?:MFU|HFU|utili[sz]ation)[^.\n]{{0,40}}?{_RANGE_PCT}\s*%|{_RANGE_PCT}\s*%\s*(?:MFU|HFU|model FLOPs? utili[sz]ation"
             rf"|(?:of|the)\s+(?:the\s+)?(?:peak|theoretical|roofline|cuBLAS|cuDNN|\w+ bandwidth|bandwidth|"
             rf"hardware|SOL|speed[- ]of[- ]light))|achiev\w*\s+[~≈]?{_NUM}\s*%"),
-    ("speedup", rf"{_RANGE}\s*{_X}\s*(?:{_CHANGE}|on\s|in\s|over\s|vs\.?\s|compute|speed)|"
-                rf"speed-?ups? of (?:up to |about |around |~)?{_RANGE}\s*{_X}|"
-                rf"(?:speed-?up|faster|slower|throughput|performance)[^.\n]{{0,25}}?\b{_RANGE}\s*{_X}"),
-    ("percent", rf"{_RANGE}\s*%\s*(?:{_CHANGE})|{_VERB}[^.\n|]{{0,60}}?\b(?:by|of|to)\s+(?:up to |about |around |"
-                rf"over |more than |roughly |nearly |almost |only |just )?{_RANGE}\s*%|{_RANGE}\s*%\s+(?:of|in)\s+(?:the\s+)?"
+    ("speedup", rf"{_RANGE_X}\s*{_X}\s*(?:{_CHANGE}|on\s|in\s|over\s|vs\.?\s|compute|speed)|"
+                rf"speed-?ups? of (?:up to |about |around |~)?{_RANGE_X}\s*{_X}|"
+                rf"(?:speed-?up|faster|slower|throughput|performance)[^.\n]{{0,25}}?\b{_RANGE_X}\s*{_X}"),
+    ("percent", rf"{_RANGE_PCT}\s*%\s*(?:{_CHANGE})|{_VERB}[^.\n|]{{0,60}}?\b(?:by|of|to)\s+(?:up to |about |around |"
+                rf"over |more than |roughly |nearly |almost |only |just )?{_RANGE_PCT}\s*%|{_RANGE_PCT}\s*%\s+(?:of|in)\s+(?:the\s+)?"
                 rf"(?:[\w-]+\s+)?(?:step time|step|training time|run ?time|throughput|latency|memory|time)|(?:(?<=\s)|(?<=\()|^)[+-]\s?\d+(?:\.\d+)?\s?%"),
     ("from-to", rf"from\s+{_NUM}\s*(?:{_TIME}|{_MEM}|%|{_X}|[TGP]FLOPS)?\s+(?:to|down to|up to)\s+{_NUM}\s*"
                 rf"(?:{_TIME}|{_MEM}|%|{_X}|[TGP]FLOPS)|{_NUM}\s*(?:{_TIME}|{_MEM}|%)\s*(?:→|->|=>)\s*{_NUM}\s*"
                 rf"(?:{_TIME}|{_MEM}|%)"),
-    ("memory", rf"{_RANGE}\s*{_MEM}\s+(?:of\s+)?(?:less|more|lower|fewer|saved|savings?|reduction|smaller|"
+    ("memory", rf"{_RANGE_MEM}\s*{_MEM}\s+(?:of\s+)?(?:less|more|lower|fewer|saved|savings?|reduction|smaller|"
                rf"(?:peak\s+)?(?:memory|VRAM|HBM|activation)\s+(?:usage|use|footprint|savings?|reduction|used))|"
                rf"(?:sav\w*|reduc\w*|free\w*|us(?:es|ed|ing)|consum\w*|peak\w*(?: memory)?|OOM by|footprint\s+(?:of|is))"
-               rf"\s+(?:up to |about |around |~|only |just )?{_RANGE}\s*{_MEM}|"
+               rf"\s+(?:up to |about |around |~|only |just )?{_RANGE_MEM}\s*{_MEM}|"
                rf"(?:fits? (?:on|in|into)|with (?:just|only)|in (?:just|only)|on (?:just|only))\s+(?:a |an |one )?"
-               rf"{_RANGE}\s*{_MEM}|"
-               rf"{_VERB}[^.\n|]{{0,40}}?\bby\s+(?:up to |about |around |~|only |just |over |nearly )?{_RANGE}\s*{_MEM}"),
+               rf"{_RANGE_MEM}\s*{_MEM}|"
+               rf"{_VERB}[^.\n|]{{0,40}}?\bby\s+(?:up to |about |around |~|only |just |over |nearly )?{_RANGE_MEM}\s*{_MEM}"),
     ("context", r"(?:enabl\w*|with|fits?|reach\w*|achiev\w*|handl\w*)\s+(?:up to |over |more than )?[>~]?\d+K\+?"
                 r"\s+(?:tokens? (?:of )?)?context"),
-    ("time", rf"(?:{_RANGE}\s*{_TIME}|{_CLOCK})\s*(?:/|per)\s*(?:step|iteration|iter|token|layer|evaluation|request|"
-             rf"image|video|batch|epoch|sample|call|forward|backward)|{_RANGE}\s*{_TIME}\+?\s+(?:[\w-]+\s+)?"
+    ("time", rf"(?:{_RANGE_TIME}\s*{_TIME}|{_CLOCK})\s*(?:/|per)\s*(?:step|iteration|iter|token|layer|evaluation|request|"
+             rf"image|video|batch|epoch|sample|call|forward|backward)|{_RANGE_TIME}\s*{_TIME}\+?\s+(?:[\w-]+\s+)?"
              rf"(?:penalty|overhead|slowdown|delay)|(?:step time|latency|compile time|compilation|"
              rf"took|takes?|taking|runs? in|finish\w* in|completes? in|wall[- ]clock|time to first token|TTFT)"
-             rf"[^.\n]{{0,30}}?{_RANGE}\s*{_TIME}|{_RANGE}\s*{_TIME}\s+(?:faster|slower|saved|less|per)|"
+             rf"[^.\n]{{0,30}}?{_RANGE_TIME}\s*{_TIME}|{_RANGE_TIME}\s*{_TIME}\s+(?:faster|slower|saved|less|per)|"
              rf"(?:about|around|roughly|only|just|~)\s*{_NUM}\s*{_TIME}"),
     ("bandwidth", rf"(?:achiev\w*|reach\w*|measured|sustain\w*|attain\w*|gets?|hits?|observed|traffic|moved?|"
                   rf"transferr?\w*|keeps?|kept|runs? at|ran at|streams?)[^.\n]{{0,30}}?"
