@@ -186,3 +186,19 @@ def test_a_python_2_module_of_many_prints_is_read_whole():
     src = "def main():\n" + "".join(f"    print 'step {i}'\n" for i in range(60)) + "\ndef after():\n    pass\n"
     parsed = pysource.parse(pysource.Snippet(src))
     assert parsed.tree is not None and len(parsed.repaired_lines) == 60
+
+
+def test_definitions_under_module_level_if_and_try_are_symbols():
+    """typing_extensions defines nearly everything under `if hasattr(typing, ...):` / `else:` and `try:`; only its
+    28 unconditional definitions reached symbols.tsv. The first definition of a name is the one listed."""
+    import typing_extensions
+
+    facts = pyfacts.python_facts("typing_extensions.py", Path(typing_extensions.__file__).read_bytes())
+    names = [s[0] for s in facts["symbols"]]
+    assert {"deprecated", "TypeAliasType", "Protocol", "TypedDict", "override", "get_original_bases"} <= set(names)
+    assert len(names) == len(set(names)) and len(names) > 150
+    src = ("import sys\nif sys.version_info >= (3, 12):\n    def fast(): 'new'\nelse:\n    def fast(): 'old'\n"
+           "try:\n    from x import y\nexcept ImportError:\n    def y(): pass\nfor i in range(2):\n    def loop(): pass\n"
+           "class A:\n    if True:\n        def m(self): pass\n")
+    got = [s[:3] for s in pyfacts.python_facts("m.py", src.encode())["symbols"]]
+    assert got == [["fast", "function", 3], ["y", "function", 9], ["A", "class", 12], ["A.m", "method", 14]]

@@ -127,8 +127,10 @@ def _plain_scans(nodes: list[ast.AST], aliases: dict[str, str]) -> set[int]:
 
 
 def _symbols(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
-    """Module-level classes and functions, and the methods of those classes."""
-    out = []
+    """Module-level classes and functions, and the methods of those classes; definitions under a module-level or
+    class-level ``if``/``try``/``with`` count too (``if TYPE_CHECKING:``, a fallback in ``except ImportError:``), the
+    first definition of a name only."""
+    out, seen = [], set()
     defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
     def kind(node, in_class):
@@ -138,17 +140,30 @@ def _symbols(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
         return ("async " + base) if isinstance(node, ast.AsyncFunctionDef) else base
 
     def add(node, qual, in_class):
-        out.append([qual, kind(node, in_class), parsed.file_line(node.lineno),
-                    _first_line(ast.get_docstring(node, clean=False))])
+        if qual not in seen:
+            seen.add(qual)
+            out.append([qual, kind(node, in_class), parsed.file_line(node.lineno),
+                        _first_line(ast.get_docstring(node, clean=False))])
 
-    for node in tree.body:
-        if isinstance(node, defs):
-            add(node, node.name, False)
-            if isinstance(node, ast.ClassDef):
-                for sub in node.body:
-                    if isinstance(sub, defs):
-                        add(sub, f"{node.name}.{sub.name}", True)
+    for node in _defined(tree.body):
+        add(node, node.name, False)
+        if isinstance(node, ast.ClassDef):
+            for sub in _defined(node.body):
+                add(sub, f"{node.name}.{sub.name}", True)
     return out
+
+
+def _defined(body: list[ast.stmt]):
+    """The functions and classes a body defines: its own, and those under its ``if``, ``try`` and ``with`` blocks
+    (a definition in a loop or a function is not the module's)."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith)) or type(node).__name__ == "TryStar":
+            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])]
+            blocks += [h.body for h in getattr(node, "handlers", [])]
+            for block in blocks:
+                yield from _defined(block)
 
 
 def _spans(tree: ast.Module, parsed: pysource.Parsed) -> list[list]:
