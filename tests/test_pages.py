@@ -123,3 +123,18 @@ def test_quoted_or_unclosed_markers_never_swallow_hand_written_text():
         once = merge_body(before + real, region("index", "new listing"))
         assert before in once and "new listing" in once and "old listing" not in once, once
         assert merge_body(once, region("index", "new listing")) == once  # idempotent
+
+
+def test_an_end_marker_quoted_in_a_block_inside_the_region_does_not_end_it():
+    """A crash log (fenced on the page) that printed `<!-- tools:end experiment -->` ended the region there: the
+    rest of the generated page was lost, and the next write kept only the part before the log's marker. A page
+    written before markers in content were neutralised must still read whole; new content gets them neutralised."""
+    from tools.pages import merge_body, region, regions
+
+    inner = "## Results\n\n````text\nlog\n<!-- tools:end experiment -->\n```\n````\n\n## Verdict\n\nok\n"
+    old_page = "# T\n\n<!-- tools:begin experiment -->\n" + inner + "<!-- tools:end experiment -->\n\nmine\n"
+    assert regions(old_page) == {"experiment": inner}
+    once = merge_body(old_page, region("experiment", "new\n"))
+    assert once == "# T\n\n<!-- tools:begin experiment -->\nnew\n<!-- tools:end experiment -->\n\nmine\n", once
+    quoted = region("experiment", "hypothesis `<!-- tools:end experiment -->` said\n## Verdict\n")
+    assert "Verdict" in regions(quoted)["experiment"] and quoted.count("<!-- tools:end experiment -->") == 1

@@ -8,6 +8,7 @@ and survives every regeneration.
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import re
 from dataclasses import dataclass
@@ -254,14 +255,61 @@ def _fenced(body: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _real_regions(body: str):
-    """The region matches of ``body`` that do not start inside a fenced code block."""
+class _Region:
+    """A region found by :func:`_real_regions`, read as its callers read a match of :data:`_REGION`."""
+
+    def __init__(self, body: str, begin: re.Match, end: re.Match):
+        self._body, self._begin, self._end = body, begin, end
+
+    def start(self) -> int:
+        return self._begin.start()
+
+    def end(self) -> int:
+        return self._end.end()
+
+    def group(self, key: int | str = 0) -> str:
+        if key == "name":
+            return self._begin.group("name")
+        if key == "content":
+            return self._body[self._begin.end():self._end.start()]
+        return self._body[self.start():self.end()]
+
+
+_BEGIN = re.compile(r"^<!-- tools:begin (?P<name>[\w.-]+) -->\n", re.M)
+
+
+def _real_regions(body: str) -> list:
+    """The regions of ``body`` whose markers lie outside fenced code blocks: a marker quoted in a block is text,
+    so a program's log that prints an end marker does not end the region there (the rest of the page was lost)."""
     fences = _fenced(body)
-    return [m for m in _REGION.finditer(body) if not any(a <= m.start() < b for a, b in fences)]
+    if not fences:
+        return list(_REGION.finditer(body))
+    starts = [a for a, _ in fences]
+
+    def inside(pos: int) -> bool:
+        i = bisect.bisect_right(starts, pos) - 1
+        return i >= 0 and pos < fences[i][1]
+
+    stops = [m.start() for m in re.finditer("<!-- tools:begin ", body) if not inside(m.start())]
+    out, at = [], 0
+    for begin in _BEGIN.finditer(body):
+        if begin.start() < at or inside(begin.start()):
+            continue
+        nxt = bisect.bisect_right(stops, begin.start())
+        limit = stops[nxt] if nxt < len(stops) else len(body)
+        ends = re.compile(rf"<!-- tools:end {re.escape(begin.group('name'))} -->\n?").finditer(body, begin.end(), limit)
+        end = next((e for e in ends if not inside(e.start())), None)
+        if end is not None:
+            out.append(_Region(body, begin, end))
+            at = end.end()
+    return out
 
 
 def region(name: str, content: str) -> str:
-    """Wrap generated text so that regeneration replaces exactly this part."""
+    """Wrap generated text so that regeneration replaces exactly this part. A marker inside ``content`` (a log, a
+    hypothesis or a quoted file that prints one) gets a word joiner, so it can neither end nor open a region."""
+    if "<!-- tools:" in content:
+        content = content.replace("<!-- tools:", "<!-- tools\u2060:")
     if not content.endswith("\n"):
         content += "\n"
     return f"<!-- tools:begin {name} -->\n{content}<!-- tools:end {name} -->\n"

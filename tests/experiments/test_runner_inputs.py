@@ -55,6 +55,27 @@ def test_a_log_cannot_write_a_verdict_on_its_page(project, tmp_path):
     assert html.count("<h2>Verdict</h2>") <= 1 and "<strong>supported</strong>" not in html, html
 
 
+def test_a_region_marker_in_a_log_or_a_hypothesis_cannot_cut_the_page(project, tmp_path):
+    """A crash log printing `<!-- tools:end experiment -->` ended the page's region inside its code block: the
+    crash, profile, HLO and verdict sections were lost. The same marker in `--hypothesis` left the page at
+    "Running." and "Pending." for good; a newline in `-m` split the title."""
+    crashy = tmp_path / "crashy.py"
+    crashy.write_text('print("```")\nprint("<!-- tools:end experiment -->")\nraise SystemExit(3)\n')
+    run(project.root, "--baseline", "-m", "crashy", "--", sys.executable, str(crashy))
+    (rec,) = records.lane_records(project.wiki, "m", "l")
+    text = (project.wiki / rec["page"]).read_text()
+    assert "## Verdict" in text and "## Crash" in text and "**crash**" in text, text
+    r = run(project.root, "-m", "two\nlines", "--hypothesis", "claim\n<!-- tools:end experiment -->\n<b>X</b> `a_b`",
+            "--", sys.executable, str(FAKE), "--step-ms", "5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = records.lane_records(project.wiki, "m", "l")[-1]
+    text = (project.wiki / rec["page"]).read_text()
+    assert "Pending." not in text and "## Verdict" in text and "**baseline**" in text, text
+    assert "claim &lt;\\!-- tools" in text and "&lt;b&gt;X&lt;/b&gt; `a_b`" in text
+    assert text.split("\n---\n", 1)[1].lstrip().splitlines()[0].endswith("two lines")
+    assert not any(line.startswith("lines") for line in text.splitlines())
+
+
 def test_numbers_a_run_cannot_use_are_usage_errors_that_run_nothing(project):
     from click.testing import CliRunner
 

@@ -59,6 +59,11 @@ def _metrics_table(m: dict) -> list[str]:
     return ["| metric | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
 
 
+def _prose(text) -> str:
+    """One line of a person's markdown: code spans kept; newlines and HTML as text."""
+    return mdtext.prose(text or "")
+
+
 def _short(v, n: int = 120) -> str:
     s = str(v)
     return s if len(s) <= n else s[:n] + "..."
@@ -67,11 +72,13 @@ def _short(v, n: int = 120) -> str:
 def experiment_body(r: dict, ctx: RunContext) -> str:
     """``r`` is the page frontmatter; ``ctx`` carries what is not frontmatter (log tail, profile text)."""
     m = r.get("metrics") or {}
-    out = ["## Hypothesis under test", "", str(r.get("hypothesis") or "(none given: `--hypothesis`)"), ""]
+    # the hypothesis and the change are a person's or a proposer's prose: their code spans stay, but a newline, an
+    # HTML tag or a region marker in them is text (a marker there ended the page's region: its results were lost)
+    out = ["## Hypothesis under test", "", _prose(r.get("hypothesis")) or "(none given: `--hypothesis`)", ""]
     if r.get("description"):
-        out += [f"Change: {r['description']}", ""]
+        out += [f"Change: {_prose(r['description'])}", ""]
     env = ctx.env
-    out += ["## Setup", "", "```bash", ctx.command_line, "```", "",
+    out += ["## Setup", "", *mdtext.block(ctx.command_line, "bash"), "",
             f"- model `{r.get('model')}`, lane `{r.get('lane')}`, variant `{r.get('variant')}`, role {r.get('role')}",
             f"- model code commit `{r.get('commit') or 'unknown'}`; script sha256 `{r.get('script_sha256') or '—'}`"
             + (f"; uncommitted beside it: {', '.join(mdtext.code(f) for f in r['uncommitted'])}" if r.get("uncommitted")
@@ -155,10 +162,11 @@ def experiment_body(r: dict, ctx: RunContext) -> str:
 
 def experiment_page(r: dict, ctx: RunContext) -> pages.Page:
     up = f"Lane: [{mdtext.escape(r['model'])} ({mdtext.escape(r['lane'])})](../../../{model_path(r['model'], r['lane'])})\n\n"
-    body = f"# {r['title']}\n\n" + up + pages.region("experiment", experiment_body(r, ctx) if r.get("status") == "filed"
-                                                else "## Hypothesis under test\n\n" + str(r.get("hypothesis") or "")
-                                                + "\n\n## Setup\n\n```bash\n" + ctx.command_line
-                                                + "\n```\n\n## Results\n\nRunning.\n\n## Verdict\n\nPending.\n")
+    running = "\n".join(["## Hypothesis under test", "", _prose(r.get("hypothesis")), "", "## Setup", "",
+                         *mdtext.block(ctx.command_line, "bash"), "", "## Results", "", "Running.", "", "## Verdict",
+                         "", "Pending.", ""])
+    body = f"# {_prose(r['title'])}\n\n" + up + pages.region(
+        "experiment", experiment_body(r, ctx) if r.get("status") == "filed" else running)
     return pages.Page(experiment_path(r["model"], r["lane"], r["exp_id"]), r, body)
 
 
