@@ -145,6 +145,12 @@ def test_what_cannot_be_exported_is_a_clear_error(project, model, tmp_path):
     varied = run(project, command=["--step-ms", "10"])
     with pytest.raises(Exception, match="outside the knowledge base"):
         call(project, "exp.export", {"exp_ids": [varied["exp_id"]], "name": "x", "repo": f"../{outside.name}"})
+    # a work tree inside the knowledge base of a repository outside it (a copied knowledge base's loop trunk):
+    # the branches would be made in the repository outside
+    git(outside, "worktree", "add", "-q", "--detach", str(project.root / "trunk"))
+    with pytest.raises(Exception, match="outside the knowledge base"):
+        call(project, "exp.export", {"exp_ids": [varied["exp_id"]], "name": "x", "repo": "trunk"})
+    assert git(outside, "for-each-ref", "refs/heads/perf/") == ""
     # a baseline that ran uncommitted code has no commit to branch from
     (model / "train.py").write_text((model / "train.py").read_text() + "\n# edited\n")
     base2 = run(project, "--baseline", command=["--step-ms", "30", "--batch", "8"])
@@ -174,6 +180,19 @@ def test_an_export_checks_everything_before_a_branch_moves(project, model, tmp_p
     for bad in ("a b", "a/b", "..", "a..b", "x.lock", "-x", "ü", ""):
         assert "letters, digits" in refused(knob["exp_id"], "--name", bad), bad
     assert "named more than once" in refused(knob["exp_id"], knob["exp_id"], "--name", "dup")
+    # --remote and --base reach git and gh: an option there ran a command an agent chose (`--upload-pack=...`)
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "gh").write_text("#!/bin/sh\nexit 0\n")
+    (stub / "gh").chmod(0o755)
+    path = {"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}
+    pwned = tmp_path / "PWNED"
+    for flag, value, said in (("--remote", f"--upload-pack=touch {pwned};", "is not a remote of"),
+                              ("--remote", "nowhere", "is not a remote of"), ("--base", "--force", "not a branch")):
+        out = tools(project, "exp", "export", knob["exp_id"], "--name", "r", "--config-file", "launch.sh", "--pr",
+                    flag, value, code=1, env=path)
+        assert said in out and not pwned.exists(), out
+        assert git(model, "for-each-ref", "refs/heads/perf/") == ""
     # a branch someone committed to is never moved
     tree = git(model, "rev-parse", "HEAD^{tree}")
     mine = subprocess.run(["git", "-C", str(model), "commit-tree", tree, "-p", c0, "-m", "my review fix"],

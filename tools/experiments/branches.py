@@ -318,6 +318,17 @@ def check_gh() -> str:
     return gh
 
 
+def check_remote(repo: Path, remote: str, base: str) -> None:
+    """``remote`` must be one of the repository's remotes and ``base`` a branch name: a value starting with ``-``
+    reached git as an option (``--upload-pack=<command>`` ran a command an agent chose)."""
+    if base.startswith("-") or not base.strip():
+        raise InputError("--base", f"{base!r} is not a branch name")
+    remotes = git(repo, "remote").split()
+    if remote not in remotes:
+        raise InputError("--remote", f"{remote!r} is not a remote of {repo} (it has: {', '.join(remotes) or 'none'}; "
+                                     "add one with `git remote add`)")
+
+
 def _push(repo: Path, remote: str, branch: str, old: str | None) -> None:
     """Push ``branch``; the remote's copy is replaced only where it holds what the tools made before (``old``, the
     local tip before this run, or any commit of theirs this repository holds), never a commit someone pushed there

@@ -48,7 +48,10 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
     runs = [r for r, _ in pairs]
     repo = _repository(project, runs[0], repo)
     if confine is not None:
-        for p in (repo, repo / (config_file or ".")):
+        # the git directory too: a work tree inside (a copied knowledge base's loop trunk) may belong to a
+        # repository outside, where the branches would be made
+        common = git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+        for p in (repo, repo / (config_file or "."), Path(common or repo)):
             if not p.resolve().is_relative_to(confine.resolve()):
                 raise InputError(str(p), "outside the knowledge base: an agent may export only code kept in it")
     start = _commit(repo, pairs[0][1], "baseline")
@@ -61,6 +64,7 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
         br.check_patches_dir(patches_dir)
     if pr:
         br.check_gh()
+        br.check_remote(repo, remote, base)
     combined = f"perf/{name}/all"
     names = [f"perf/{name}/{n}-{br.slug(run.get('description') or run.get('slug'))}" for n, (run, _) in
              enumerate(pairs, 1)]

@@ -79,6 +79,7 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
         br.check_patches_dir(patches_dir)
     if pr:
         br.check_gh()
+        br.check_remote(repo, remote, base)
     combined = f"perf/{name}/all"
     names = [f"perf/{name}/{c['n']}-{c['slug']}" for c in makes_branch] + [combined]
     old = br.owned_tips(repo, names, f"perf/{name}/", MAKER)
