@@ -155,43 +155,78 @@ def install_agents(root: Path, force: bool = False) -> InitResult:
     """Write the harness set-up into an existing knowledge base. A missing file is written; an MCP config that
     exists gets this server's entry merged in, every other entry and key kept (a user's other servers, Gemini's
     other settings, Codex's model); an entry of ours that differs is replaced only with ``force``. AGENTS.md is never
-    overwritten. A config that cannot be read as its format is kept and reported."""
+    overwritten. A config that cannot be read as its format, or could not take the entry and stay valid, is kept
+    and the reason said (``InitResult.why``)."""
     root = Path(root).resolve()
     result = InitResult(root)
     for rel, text in agent_files(root.name, root).items():
-        path = root / rel
-        if not (path.exists() or path.is_symlink()):
-            if write_if_changed(path, text) == CREATED:
-                result.created.append(rel)
-            continue
-        if rel == "AGENTS.md" or path.is_symlink() or not path.is_file():
-            result.kept.append(rel)
-            continue
-        merged = _merged(rel, path.read_text(encoding="utf-8", errors="replace"), root, force)
-        if merged is None or write_if_changed(path, merged) != UPDATED:
-            result.kept.append(rel)
-        else:
-            result.updated.append(rel)
+        _install_one(root, rel, text, force, result)
     return result
 
 
-def _merged(rel: str, current: str, root: Path, force: bool) -> str | None:
-    """``current`` with this server's entry in it (None: leave the file as it is: unreadable, or ours differs and
-    no ``force``)."""
+def _install_one(root: Path, rel: str, text: str, force: bool, result: InitResult) -> None:
+    path = root / rel
+    if not (path.exists() or path.is_symlink()):
+        if write_if_changed(path, text) == CREATED:
+            result.created.append(rel)
+        return
+    if rel == "AGENTS.md" or path.is_symlink() or not path.is_file():
+        result.kept.append(rel)
+        result.why[rel] = "exists" if rel == "AGENTS.md" else "not a plain file: left as it is"
+        return
+    merged, why = _merged(rel, path.read_text(encoding="utf-8", errors="replace"), root, force)
+    if merged is None or write_if_changed(path, merged) != UPDATED:
+        result.kept.append(rel)
+        result.why[rel] = why or "already configured"
+    else:
+        result.updated.append(rel)
+
+
+def _merged(rel: str, current: str, root: Path, force: bool) -> tuple[str | None, str]:
+    """``current`` with this server's entry in it, or None and why the file is left as it is (unreadable, no
+    room for the entry, ours already there, or ours differs and no ``force``)."""
     import json
 
     if rel.endswith(".toml"):
-        import tomllib
+        return _merged_toml(current, root, force)
+    try:
+        data = json.loads(current) if current.strip() else {}
+    except ValueError as e:
+        return None, (f"not read as JSON ({e}); comments are not rewritten (they would be lost): add the "
+                      f"autoresearch-wiki entry of `mcpServers` by hand")
+    if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
+        return None, "its `mcpServers` is not an object: left as it is"
+    ours = json.loads(mcp_json(root, cwd_key=rel.startswith(".gemini")))["mcpServers"]["autoresearch-wiki"]
+    servers = data.setdefault("mcpServers", {})
+    if servers.get("autoresearch-wiki") == ours:
+        return None, "already configured"
+    if "autoresearch-wiki" in servers and not force:
+        return None, ("its autoresearch-wiki entry starts another command or knowledge base (a moved folder, another "
+                      "install): `tools agents install --force` replaces it")
+    servers["autoresearch-wiki"] = ours
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n", ""
 
-        try:
-            have = tomllib.loads(current).get("mcp_servers", {}).get("autoresearch-wiki")
-        except tomllib.TOMLDecodeError:
-            return None
-        table = _codex_table(root)
-        if have is None:
-            return current.rstrip("\n") + ("\n\n" if current.strip() else "") + table
-        if not force:
-            return None
+
+def _merged_toml(current: str, root: Path, force: bool) -> tuple[str | None, str]:
+    import tomllib
+
+    try:
+        servers = tomllib.loads(current).get("mcp_servers", {})
+    except tomllib.TOMLDecodeError as e:
+        return None, f"not read as TOML ({e}): left as it is"
+    if not isinstance(servers, dict):
+        return None, "its `mcp_servers` is not a table: left as it is"
+    table = _codex_table(root)
+    ours = tomllib.loads(table)["mcp_servers"]["autoresearch-wiki"]
+    have = servers.get("autoresearch-wiki")
+    if have == ours:
+        return None, "already configured"
+    if have is not None and not force:
+        return None, ("its autoresearch-wiki table starts another command or knowledge base: `tools agents install "
+                      "--force` replaces it")
+    if have is None:
+        merged = current.rstrip("\n") + ("\n\n" if current.strip() else "") + table
+    else:
         lines, out, skip = current.split("\n"), [], False
         for ln in lines:  # our table's lines replaced, up to the next table header
             if ln.strip().startswith("["):
@@ -203,19 +238,13 @@ def _merged(rel: str, current: str, root: Path, force: bool) -> str | None:
                     continue
             if not skip:
                 out.append(ln)
-        return "\n".join(out).rstrip("\n") + "\n"
-    try:
-        data = json.loads(current) if current.strip() else {}
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
-        return None
-    ours = json.loads(mcp_json(root, cwd_key=rel.startswith(".gemini")))["mcpServers"]["autoresearch-wiki"]
-    servers = data.setdefault("mcpServers", {})
-    if "autoresearch-wiki" in servers and not force:
-        return None
-    servers["autoresearch-wiki"] = ours
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        merged = "\n".join(out).rstrip("\n") + "\n"
+    try:  # an inline `mcp_servers = { ... }` cannot take a table: the file must stay one Codex reads
+        if tomllib.loads(merged).get("mcp_servers", {}).get("autoresearch-wiki") != ours:
+            raise tomllib.TOMLDecodeError("the entry did not land")
+    except tomllib.TOMLDecodeError as e:
+        return None, (f"the table cannot be added and keep the file valid TOML ({e}); add it by hand:\n{table}")
+    return merged, ""
 
 
 def layout(site_name: str, root: Path) -> dict[str, str]:
@@ -246,6 +275,7 @@ class InitResult:
     created: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)  # a kept file's reason, where it is not just "exists"
 
 
 CI_WORKFLOW = ".github/workflows/perf-gate.yml"
@@ -302,9 +332,12 @@ def init(root: Path, site_name: str | None = None, subject: str | None = None,
             if (p.exists() or p.is_symlink()) and not p.is_dir():
                 raise InputError(p, "exists and is not a folder (the knowledge base needs one here); nothing was "
                                     "written")
+    agents = agent_files(name, root)
     for rel, text in files.items():
         path = root / rel
-        if path.exists() or path.is_symlink():
+        if rel in agents and rel != "AGENTS.md":  # a harness config there already gets this server merged in
+            _install_one(root, rel, text, False, result)
+        elif path.exists() or path.is_symlink():
             result.kept.append(rel)
         elif write_if_changed(path, text) == CREATED:
             result.created.append(rel)

@@ -185,3 +185,39 @@ def test_agents_install_merges_its_server_into_a_users_configs(tmp_path):
 
     r = CliRunner().invoke(cli, ["--root", str(empty), "agents", "install"])
     assert r.exit_code == 1 and "no wiki/ folder here" in r.output and list(empty.iterdir()) == []
+
+
+def test_a_config_that_cannot_take_the_server_is_kept_valid_and_the_reason_said(tmp_path, invoke):
+    """A Codex config with an inline `mcp_servers = {...}` got a `[mcp_servers.autoresearch-wiki]` table appended:
+    TOML no reader accepts, and Codex refused it. A moved knowledge base and a Gemini file with comments were all
+    "kept (exists)" with the server pointing at the old folder or missing; `tools init` on a folder that had a
+    `.mcp.json` never added the server."""
+    import json
+    import tomllib
+
+    root = tmp_path / "kb"
+    scaffold.init(root)
+    inline = 'model = "gpt-5"\nmcp_servers = { github = { command = "gh-mcp" } }\n'
+    (root / ".codex/config.toml").write_text(inline)
+    (root / ".gemini/settings.json").write_text('{\n  // mine\n  "theme": "dark"\n}\n')
+    r = invoke("--root", str(root), "agents", "install")
+    assert r.exit_code == 0 and (root / ".codex/config.toml").read_text() == inline
+    tomllib.loads((root / ".codex/config.toml").read_text())
+    assert "cannot be added and keep the file valid TOML" in r.output and "[mcp_servers.autoresearch-wiki]" in r.output
+    assert "comments are not rewritten" in r.output and "kept .mcp.json: already configured" in r.output
+    (root / ".codex/config.toml").write_text('mcp_servers = "oops"\n')
+    assert "is not a table" in invoke("--root", str(root), "agents", "install").output
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    r = invoke("--root", str(moved), "agents", "install")
+    assert "kept .mcp.json: its autoresearch-wiki entry starts another" in r.output and "--force" in r.output
+    assert "updated .mcp.json" in invoke("--root", str(moved), "agents", "install", "--force").output
+    assert json.loads((moved / ".mcp.json").read_text())["mcpServers"]["autoresearch-wiki"]["args"][-2] == str(moved)
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / ".mcp.json").write_text('{"mcpServers": {"mine": {"command": "a"}}}\n')
+    r = invoke("init", str(fresh))
+    servers = json.loads((fresh / ".mcp.json").read_text())["mcpServers"]
+    assert r.exit_code == 0 and servers["mine"] == {"command": "a"} and "autoresearch-wiki" in servers
+    assert "updated .mcp.json" in r.output

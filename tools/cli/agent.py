@@ -154,7 +154,7 @@ def agents_install(project, force):
     for rel in r.updated:
         click.echo(f"updated {rel}")
     for rel in r.kept:
-        click.echo(f"kept {rel} (exists)")
+        click.echo(f"kept {rel}: {r.why.get(rel, 'exists')}")
     if why := mcp_missing():
         click.echo(f"note: `tools mcp` will not start until {why.replace('the MCP SDK is not installed: ', '')} "
                    "(the MCP SDK is not installed)", err=True)

@@ -46,12 +46,15 @@ def init(ctx: click.Context, directory: str | None, site_name: str | None, as_js
             raise click.UsageError(str(e)) from None
     result = scaffold(target, site_name=site_name, subject=given or ".", ci=ci_args)
     if as_json:
-        click.echo(json.dumps({"root": str(result.root), "created": result.created, "kept": result.kept}))
+        click.echo(json.dumps({"root": str(result.root), "created": result.created, "updated": result.updated,
+                               "kept": result.kept, "why": result.why}))
         return
     for rel in result.created:
         click.echo(f"created {rel}")
+    for rel in result.updated:
+        click.echo(f"updated {rel} (the autoresearch-wiki MCP server added, the rest kept)")
     for rel in result.kept:
-        click.echo(f"kept    {rel}")
+        click.echo(f"kept    {rel}" + (f": {result.why[rel]}" if rel in result.why else ""))
     click.echo(f"{result.root}: {len(result.created)} created, {len(result.kept)} kept. "
                f"Next: clone a repo into raw/code/<slug>, then `tools ingest raw/code/<slug>`.")
     from ..scaffold import mcp_missing
