@@ -297,3 +297,30 @@ def test_mcp_list_names_a_cli_command_that_runs(kb):
     for tool, cli in listed.items():  # each names a command whose --help answers
         h = tools(kb, *cli.split()[1:], "--help")
         assert h.returncode == 0 and "Usage:" in h.stdout, (tool, cli, h.stderr)
+
+
+def test_tool_hints_say_what_may_destroy_or_reach_out_and_a_refused_resource_says_why(kb):
+    """Every tool was listed `destructiveHint=False, openWorldHint=False`, `loop_start` (fresh discards a loop's
+    state) and `exp_export` (pushes and opens pull requests) included: clients auto-approve by these hints. A page
+    resource that does not exist answered only "Error creating resource from template"."""
+    from tools.agent.server import build
+
+    async def body(c):
+        listed = {t.name: t.annotations for t in (await c.list_tools()).tools}
+        errors = []
+        for uri in ("wiki://concepts/nope.md", "wiki://../mkdocs.yml"):
+            try:
+                await c.read_resource(uri)
+            except Exception as e:  # noqa: BLE001 - the SDK raises MCPError for a refused resource
+                errors.append(str(e))
+        return listed, errors
+    hints, errors = run(_session(build(Project(kb), allow_write=True, allow_run=True), body))
+    for name in ("loop_start", "loop_stop", "loop_finalize", "exp_export", "gap_analyze"):
+        assert hints[name].destructive_hint is True, name
+    for name in ("loop_finalize", "exp_export"):
+        assert hints[name].open_world_hint is True, name
+    for name in ("wiki_read", "hypotheses_file", "loop_resume", "exp_history"):
+        assert hints[name].destructive_hint is False and hints[name].open_world_hint is False, name
+    assert hints["wiki_read"].read_only_hint is True and hints["hypotheses_file"].read_only_hint is False
+    assert "no such page" in errors[0] and "Error creating resource" not in errors[0], errors
+    assert "Error creating resource" not in errors[1], errors

@@ -190,7 +190,7 @@ def _status(project: Project, rel: str) -> str | None:
     return str((meta or {}).get("status") or "open")
 
 
-@op("gap.analyze", GapIn, GapOut, writes=True)
+@op("gap.analyze", GapIn, GapOut, writes=True, destructive=True)  # retires stale hypotheses
 def gap_analyze(project: Project, a: GapIn) -> dict:
     """Why is the reference faster? Two profiled runs compared on evidence (step time and time per token by op
     category; matmul dtypes, accumulation and layer loops, batch shape, remat, fusions, kernels and collectives from

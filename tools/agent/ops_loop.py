@@ -105,7 +105,7 @@ class StopOut(BaseModel):
     driver_running: bool = Field(description="false: no driver runs; the request applies at the next start/resume")
 
 
-@op("loop.stop", LoopIn, StopOut, writes=True)
+@op("loop.stop", LoopIn, StopOut, writes=True, destructive=True)
 def loop_stop(project: Project, a: LoopIn) -> dict:
     """Ask the loop to stop after the iteration in flight (a retrospective is written first)."""
     from ..loop.state import request_stop
@@ -173,7 +173,7 @@ def _launch(project: Project, paths, verb: str, extra: list[str]) -> dict:
     return {"name": paths.name, "pid": proc.pid, "command": cmd[2:], "log": str(log.relative_to(project.root))}
 
 
-@op("loop.start", StartIn, LaunchOut, runs=True)
+@op("loop.start", StartIn, LaunchOut, runs=True, destructive=True)  # fresh=true discards the state
 def loop_start(project: Project, a: StartIn) -> dict:
     """Start the loop of loops/<name>.yml in the background; follow it with loop_status."""
     paths = _paths(project, a.name)
@@ -212,7 +212,7 @@ class FinalizeOut(BaseModel):
     prs: list[dict[str, Any]] = []
 
 
-@op("loop.finalize", FinalizeIn, FinalizeOut, runs=True)
+@op("loop.finalize", FinalizeIn, FinalizeOut, runs=True, destructive=True, open_world=True)
 def finalize(project: Project, a: FinalizeIn) -> dict:
     """A loop's kept changes as reviewable branches perf/<name>/<n>-<change> and perf/<name>/all with PERF.md,
     each commit carrying its evidence; with verify, each branch measured alone (docs/finalize.md)."""
@@ -256,7 +256,7 @@ class ExportOut(BaseModel):
     prs: list[dict[str, Any]] = []
 
 
-@op("exp.export", ExportIn, ExportOut, runs=True)
+@op("exp.export", ExportIn, ExportOut, runs=True, destructive=True, open_world=True)
 def export(project: Project, a: ExportIn) -> dict:
     """Runs made by hand as reviewable branches perf/<name>/<n>-<change> (each from its baseline's commit: the
     code, the changed flags written into config_file) and perf/<name>/all with PERF.md; commit messages carry each

@@ -33,6 +33,8 @@ class Op:
     writes: bool
     doc: str
     runs: bool = False        # starts experiment-running commands: offered only with --allow-run
+    destructive: bool = False  # may replace or end what is there (a loop's state, branches, open hypotheses)
+    open_world: bool = False   # may reach beyond this machine (a git remote, GitHub)
 
     @property
     def group(self) -> str:
@@ -50,10 +52,13 @@ class Op:
 REGISTRY: dict[str, Op] = {}
 
 
-def op(name: str, input: type, output: type, writes: bool = False, runs: bool = False):
-    """Register ``fn(project, args) -> output`` as operation ``name``."""
+def op(name: str, input: type, output: type, writes: bool = False, runs: bool = False, destructive: bool = False,
+       open_world: bool = False):
+    """Register ``fn(project, args) -> output`` as operation ``name``. ``destructive`` and ``open_world`` become the
+    MCP tool's hints, which clients read to decide what to run without asking."""
     def deco(fn):
-        REGISTRY[name] = Op(name, fn, input, output, writes or runs, (fn.__doc__ or "").strip(), runs)
+        REGISTRY[name] = Op(name, fn, input, output, writes or runs, (fn.__doc__ or "").strip(), runs, destructive,
+                            open_world)
         return fn
     return deco
 

@@ -54,6 +54,7 @@ def _refuse_unknown_arguments(server, name: str) -> None:
 
 def build(project: Project, allow_write: bool = False, allow_run: bool = False):
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError
     from mcp.types import ToolAnnotations
 
     server = MCPServer("autoresearch-wiki", instructions=(
@@ -64,8 +65,8 @@ def build(project: Project, allow_write: bool = False, allow_run: bool = False):
         if (o.runs and not allow_run) or (o.writes and not o.runs and not allow_write):
             continue
         server.add_tool(_tool(project, o), name=o.tool_name, description=o.doc, structured_output=True,
-                        annotations=ToolAnnotations(readOnlyHint=not o.writes, destructiveHint=False,
-                                                    openWorldHint=False))
+                        annotations=ToolAnnotations(readOnlyHint=not o.writes, destructiveHint=o.destructive,
+                                                    openWorldHint=o.open_world))
         _refuse_unknown_arguments(server, o.tool_name)
 
     @server.resource("wiki://{+path}", name="wiki-page", mime_type="text/markdown",
@@ -79,8 +80,8 @@ def build(project: Project, allow_write: bool = False, allow_run: bool = False):
                 more = call(project, "wiki.read", {"path": path, "limit": READ_PART, "offset": nxt})
                 parts.append(more["body"])
                 nxt = more.get("next_offset")
-        except AgentError as e:
-            raise ValueError(str(e)) from None
+        except AgentError as e:  # its message reaches the client (any other error became "Error creating resource")
+            raise ResourceError(str(e)) from None
         if nxt is not None:
             parts.append(f"\n\n[cut at {nxt:,} characters: the tool wiki_read with path={path} offset={nxt} reads "
                          "on]\n")
