@@ -115,6 +115,17 @@ def test_a_hang_is_killed_after_its_stack_is_taken(project, monkeypatch, how):
     assert "no output for 2 s: the stack of the hung process" in log.read_text()
 
 
+def test_a_hang_without_a_stack_does_not_say_its_stack_is_in_the_log():
+    """A remote runner cancels a silent job without taking a stack; the advice said "Its Python stack is in the
+    log" of a log that held only step lines."""
+    from tools.experiments.crash_advice import what_to_try
+
+    (none,) = what_to_try({"kind": "hang", "frames": []}, {}, {})
+    assert "no Python stack was taken" in none and "py-spy dump" in none and "stack is in the log" not in none
+    frames = [{"role": "model", "func": "wait", "rel": "train.py", "line": 9}]
+    assert "stack is in the log" in what_to_try({"kind": "hang", "frames": frames}, {}, {})[0]
+
+
 def test_signatures_strip_what_changes_between_runs():
     frames = [crash_facts.Frame("/w/train.py", 10, "step", role="model", rel="train.py"),
               crash_facts.Frame("/sp/jax/_src/api.py", 5, "jit", role="framework", package="jax",

@@ -214,3 +214,30 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_remote_run_against_a_local_baseline_is_judged_not_invalid(fake_state, tmp_path):
+    """A baseline run locally passes the clock check; the same script through a remote runner gave no clock (the
+    runner reads the log after the run), which was filed as `evidence-lost` ("the command printed no step lines",
+    though the log held them): a real 2x speed-up came back `invalid`."""
+    from tools.experiments.runner import RunSpec, run_experiment
+    from tools.project import Project
+
+    (tmp_path / "kb" / "wiki").mkdir(parents=True)
+    project = Project(tmp_path / "kb")
+    honest = tmp_path / "honest.py"  # a step line as each step ends, flushed; then the result
+    honest.write_text("import json, sys, time\nms = float(sys.argv[1])\ntimes, losses = [], []\n"
+                      "for i in range(8):\n    t = time.perf_counter()\n    time.sleep(ms / 1000)\n"
+                      "    times.append(time.perf_counter() - t)\n    losses.append(5.0 - 0.1 * i)\n"
+                      "    print(json.dumps({'step': i, 'loss': losses[-1]}), flush=True)\n"
+                      "print(json.dumps({'step_times_s': times, 'tokens_per_step': 512, 'losses': losses}))\n")
+    cmd = [sys.executable, str(honest)]
+    base = run_experiment(project, RunSpec("m", "l", "s/cpu", [*cmd, "40"], baseline=True,
+                                           repeats=2, cwd=tmp_path))
+    assert base.record["integrity"]["checks"]["clock"] == "ok", base.record["integrity"]
+    var = run_experiment(project, RunSpec("m", "l", "s/cpu", [*cmd, "20"], repeats=2, cwd=tmp_path,
+                                          runner="template", runner_options=FAST))
+    rec = var.record
+    assert rec["verdict"] != "invalid", rec.get("reasons")
+    assert "keeps no clock" in rec["integrity"]["checks"]["clock"] and not rec["integrity"].get("findings")
+    assert rec["gain_pct"] > 50

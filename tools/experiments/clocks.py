@@ -73,14 +73,19 @@ def _began(entry: tuple) -> float:
     return entry[2] if len(entry) > 2 else entry[0]
 
 
-def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = "run") -> None:
+NO_CLOCK = ("the runner keeps no clock for this command (a remote runner: its log comes back after the run, with no "
+            "time a line arrived)")
+
+
+def clock_check(result: dict, lines: list[StepLine], out: Integrity, arm: str = "run", clocked: bool = True) -> None:
     """Reported step times against the runner's clock between step lines (bounds a late read cannot make damning:
     ``_windows``), and the lines against the reported step count and losses. A line carries its step's loss, so it
-    cannot be printed before the step ran. The median single-step ratio is kept as a fact, not a verdict."""
+    cannot be printed before the step ran. The median single-step ratio is kept as a fact, not a verdict.
+    ``clocked``: whether the runner timed the command's output at all (a remote runner does not)."""
     times = [float(t) for t in result.get("step_times_s") or []]
     prefix = f"{arm}: "
     if not lines:
-        out.add("clock", None, "the command printed no step lines")
+        out.add("clock", None, "the command printed no step lines" if clocked else NO_CLOCK)
         return
     by_step = {ln.step: ln for ln in lines}
     dense = sorted(by_step) == list(range(len(by_step)))  # a line every step (a script logging every k steps is not)

@@ -98,7 +98,8 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
     for a in arms_ok:
         if not a.pairs:  # each arm's own status kept too: one arm's evidence never stands in for another's
             mine = integrity.Integrity()
-            clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), mine, a.name)
+            clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), mine, a.name,
+                               clocked=bool(a.proc.clock))
             for f in mine.findings:
                 out.add("clock", f)
             status = mine.checks.get("clock", "")

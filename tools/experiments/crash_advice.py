@@ -149,6 +149,11 @@ def _hang(crash, config, env, see) -> list[str]:
                 "deadlock. Give `--hang-after` (loop file `hang_s`) more than the compile takes, or cache compiles "
                 "(`--compile-cache`)."]
     frame = _inner(crash, "model") or _inner(crash, "framework")
+    if not frames:  # a remote runner cancels the job without a stack; a local one without py-spy took none either
+        return ["It went silent and was stopped; no Python stack was taken (a remote worker's job is cancelled "
+                "without one). Run `py-spy dump --pid <PID>` on the worker while it hangs, or run it here with "
+                "`--hang-after` to take its stack: a collective waiting for a peer, a data loader, a lock, or a "
+                "device sync."]
     return [f"Its Python stack is in the log{f'; it waited at {frame}' if frame else ''}: a collective waiting for "
             "a peer, a data loader, a lock, or a device sync. Run it alone with the same flags to tell a deadlock "
             "from a stall."]

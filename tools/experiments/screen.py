@@ -195,7 +195,8 @@ def read_processes(trunk: list[ArmResult], moves: list[list[ArmResult]], statist
 def _process_problem(a: ArmResult) -> str:
     """Why a process's figures cannot be read: its step lines contradict the runner's clock, or cannot be checked."""
     checked = integrity.Integrity()
-    clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), checked, a.name)
+    clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), checked, a.name,
+                       clocked=bool(a.proc.clock))
     if checked.findings:
         f = checked.findings[0]
         return f"{f.signature}: {f.detail}"
