@@ -31,6 +31,26 @@ def test_a_small_memory_and_a_wild_figure_read_as_numbers_on_the_page():
     assert "10,000.0" in "\n".join(_metrics_table(metrics.compute(_result(peak_memory_bytes=17_500_000_000))))
 
 
+def test_two_runs_give_a_step_time_and_mfu_that_agree_with_their_tokens_per_s():
+    """Two runs (10 ms and 30 ms steps): tokens/s was the mean of the two rates (66,667) and the step time the mean
+    of the two times (20 ms, i.e. 50,000 tokens/s): the page's "MFU by hand" did not give its own MFU back.
+    And an integer too large for a float in a result line crashed the run with a traceback."""
+    from types import SimpleNamespace
+
+    from tools.experiments.comparison import aggregate
+
+    def run(ms):
+        return SimpleNamespace(metrics=metrics.compute({"step_times_s": [0.5] + [ms / 1e3] * 4, "tokens_per_step": 1000,
+                                                        "flops_per_step": 1e9}, peak_flops=1e12))
+    m = aggregate([run(10), run(30)])
+    assert m["tokens_per_s"] == pytest.approx(66_666.67, abs=0.01)
+    assert m["step_time_ms"] == pytest.approx(1e3 * 1000 / m["tokens_per_s"], rel=1e-6)
+    assert m["mfu_percent"] == pytest.approx(100 * 1e9 / (m["step_time_ms"] / 1e3) / 1e12, rel=1e-3)
+    assert aggregate([run(10), run(20), run(30)])["step_time_ms"] == 20.0  # odd: the middle run, as before
+    assert "not a positive finite number" in metrics.validate({"step_times_s": [1, 10 ** 400], "tokens_per_step": 8})
+    assert "expected a positive number" in metrics.validate({"step_times_s": [1, 1], "tokens_per_step": 10 ** 400})
+
+
 def test_metrics_exclude_compile_and_record_both_mfu_bases():
     m = metrics.compute(_result())
     assert m["step_time_ms"] == pytest.approx(100.0)

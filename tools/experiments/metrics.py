@@ -40,7 +40,10 @@ def _number(v) -> bool:
 
 def finite_number(v) -> bool:
     """A real, finite number: json reads ``Infinity`` and ``NaN`` back, and a bool is not a figure."""
-    return _number(v) and math.isfinite(v)
+    try:
+        return _number(v) and math.isfinite(v)
+    except OverflowError:  # an integer too large for a float (a result line's 10**400)
+        return False
 
 
 def _positive(v) -> bool:
