@@ -55,6 +55,27 @@ def test_a_log_cannot_write_a_verdict_on_its_page(project, tmp_path):
     assert html.count("<h2>Verdict</h2>") <= 1 and "<strong>supported</strong>" not in html, html
 
 
+def test_a_filed_page_whose_row_a_kill_lost_gets_it_back(project):
+    """Filing writes the page, then the ledger row: a kill -9 between the two left a kept run out of RESULTS.tsv for
+    good (a loop's resume took the filed page as it was). The next filing in the lane, or the lane's repair that a
+    loop's resume runs, writes the missing row."""
+    from tools.experiments.filing import Lane
+    from tools.writer import Writer
+
+    assert run(project.root, "--baseline", "--", sys.executable, str(FAKE), "--step-ms", "5").returncode == 0
+    tsv = project.wiki / "experiments" / "m" / "l" / "RESULTS.tsv"
+    header, row = tsv.read_text().splitlines(keepends=True)
+    tsv.write_text(header)  # the kill's window: the page filed, its row not written
+    assert run(project.root, "--", sys.executable, str(FAKE), "--step-ms", "4").returncode == 0
+    ids = [r["exp_id"] for r in records.lane_records(project.wiki, "m", "l")]
+    assert [ln.split("\t")[5] for ln in tsv.read_text().splitlines()[1:]] == ids and tsv.read_text().count(
+        ids[0]) == 1
+    tsv.write_text(header + row)
+    lane = Lane(project, "m", "l")
+    assert lane.repair_ledger(Writer(project.wiki)) == [ids[1]]
+    assert lane.repair_ledger(Writer(project.wiki)) == [] and len(tsv.read_text().splitlines()) == 3
+
+
 def test_a_region_marker_in_a_log_or_a_hypothesis_cannot_cut_the_page(project, tmp_path):
     """A crash log printing `<!-- tools:end experiment -->` ended the page's region inside its code block: the
     crash, profile, HLO and verdict sections were lost. The same marker in `--hypothesis` left the page at

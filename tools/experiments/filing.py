@@ -70,12 +70,28 @@ class Lane:
             if page:
                 w.update_file(page, change)
 
+    def repair_ledger(self, w: Writer) -> list[str]:
+        """Give every filed page of the lane its ledger row (a kill between the page and its row left it without
+        one for good); the exp_ids repaired."""
+        with self.locked():
+            rows = self.ledger_rows()
+            missing = rows_missing(rows, self.records())
+            if missing:
+                w.write_file(self.ledger_rel, ledger.render(rows + missing))
+            return [r["exp_id"] for r in missing]
+
     def next_version(self) -> int:
         """Call with the lane lock held."""
         return records.next_version(self.dir, self.ledger_rows())
 
     def records(self) -> list[dict]:
         return records.lane_records(self.project.wiki, self.model, self.lane)
+
+
+def rows_missing(rows: list[dict], recs: list[dict]) -> list[dict]:
+    """Ledger rows of the filed records ``rows`` does not hold (one per exp_id), in their order."""
+    have = {r.get("exp_id") for r in rows}
+    return [ledger.row_for(r) for r in recs if r.get("status") == "filed" and r.get("exp_id") not in have]
 
 
 def write_in_progress(w: Writer, rec: dict, command_line: str) -> str:
@@ -98,15 +114,15 @@ def file_record(w: Writer, lane: Lane, rec: dict, ctx: RunContext, prior: list[d
     w.write_page(page)
     if rec.get("crash"):
         write_signature_page(w, lane.project.wiki, dict(rec, page=page.path), rec["crash"]["signature"])
-    rows = lane.ledger_rows()
-    if not any(r.get("exp_id") == rec["exp_id"] for r in rows):
-        rows.append(ledger.row_for(rec))
-        w.write_file(lane.ledger_rel, ledger.render(rows))
     if prior is None:
         recs = lane.records()
     else:
         recs = sorted([r for r in prior if r.get("exp_id") != rec["exp_id"]] + [dict(rec, page=page.path)],
                       key=lambda r: (int(r.get("version") or 0), r["page"]))
+    rows = lane.ledger_rows()  # this run's row, and any an earlier filing lost to a kill between page and row
+    missing = rows_missing(rows, [r for r in recs if r.get("exp_id") != rec["exp_id"]] + [rec])
+    if missing:
+        w.write_file(lane.ledger_rel, ledger.render(rows + missing))
     w.write_page(report.model_page(lane.model, lane.lane, recs))
     if not rec.get("crash"):  # a run one knob away from a crashed one that passed: the first fix of its signature
         mine = dict(rec, page=page.path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 from ..errors import ToolsError
-from ..experiments import abandoned, records
+from ..experiments import abandoned, filing, records
 from ..experiments.runner import run_experiment
 from ..runners import process
 from . import runs
@@ -74,6 +74,9 @@ def run(loop, pend: dict) -> None:
         if rec is None or rec.get("status") != "filed" or rec.get("exp_id") == before:
             raise
         loop.say(f"  the run failed: {e}")
+        # a kill between the page and its ledger row left the row out: the lane's ledger gets it before the loop
+        # reads the run as filed
+        filing.Lane(loop.project, loop.spec.model, loop.spec.lane).repair_ledger(loop.writer)
         pend.update(phase="filed", exp_id=rec["exp_id"], record=rec)
         loop.save()
         return
@@ -135,6 +138,9 @@ def recover(loop, pend: dict) -> None:
             if rec is None:
                 raise ToolsError(f"loop {loop.spec.name}: iteration {pend['iteration']} was cut off "
                                  f"{pend['interrupted']} times and left no record")
+        # a kill between the page and its ledger row left the row out: the lane's ledger gets it before the loop
+        # reads the run as filed
+        filing.Lane(loop.project, loop.spec.model, loop.spec.lane).repair_ledger(loop.writer)
         pend.update(phase="filed", exp_id=rec["exp_id"], record=rec)
         loop.save()
 
