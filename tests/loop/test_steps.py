@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from test_loop_report import BF16, HISTORY, SPEC, entry, exp_id, state
@@ -40,6 +41,35 @@ def test_admission_refuses_outside_the_declared_space():
     s = loop_state()
     assert admission.refuse(SPEC, s, proposal(nope=1), priors()).startswith("unknown knob 'nope'")
     assert "outside the declared space" in admission.refuse(SPEC, s, proposal(remat="half"), priors())
+
+
+def test_a_proposed_value_is_the_declared_one_of_its_type():
+    """An LLM's `{"batch": 8.0}` and a queue page's `scan: 1` passed `value in values` (8.0 == 8, 1 == True), ran
+    `--batch 8.0` (a crash that cost budget) and missed the duplicate and refuted checks by their fingerprint."""
+    from tools.loop.proposal import ProposalError
+    from tools.loop.spec import parse
+
+    s = loop_state()
+    assert "outside the declared space" in admission.refuse(SPEC, s, proposal("compiler", scan=1), priors())
+    with pytest.raises(ProposalError):
+        admission.check_fits(proposal("compiler", scan=0), SPEC)
+    spec = parse({"name": "n", "model": "m", "lane": "l", "variant": "v", "command": "python t.py", "budget": {"runs": 3},
+                  "knobs": {"accum": {"flag": "--accum", "values": [1, 2, 4]}}}, Path("loops/n.yml"))
+    p = proposal("memory", accum=2.0)
+    admission.check_fits(p, spec)
+    assert type(p.change.knobs["accum"]) is int and spec.command_for({"accum": p.change.knobs["accum"]})[-1] == "2"
+
+
+def test_a_trunk_value_the_loop_file_no_longer_declares_stops_a_resume():
+    """A knob renamed between stop and resume: the trunk's kept bf16 fell back to float32 in every command, its
+    next change was judged against the bf16 trunk's own run and refuted: a +30 % gain lost for good."""
+    trunk = {"exp_id": "v001", "config": dict(BF16)}
+    assert admission.trunk_outside_spec(SPEC, trunk) is None
+    renamed = {"exp_id": "v001", "config": {**{k: v for k, v in BF16.items() if k != "compute_dtype"},
+                                            "precision": "bfloat16"}}
+    assert "no longer declares the knob 'precision'" in admission.trunk_outside_spec(SPEC, renamed)
+    odd = {"exp_id": "v001", "config": {**BF16, "compute_dtype": "float8"}}
+    assert "--fresh" in admission.trunk_outside_spec(SPEC, odd)
 
 
 def test_admission_refuses_what_was_refuted_whatever_the_trunk_became():

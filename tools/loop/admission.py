@@ -38,12 +38,29 @@ def check_fits(p: Proposal, spec: LoopSpec) -> None:
         knob = spec.knobs.get(name)
         if knob is None:
             raise ProposalError(f"unknown knob {name!r} (declared: {', '.join(spec.knobs) or 'none'})")
-        if value not in knob.values:
+        found, declared = knob.declared(value)
+        if not found:
             raise ProposalError(f"knob {name!r}: {value!r} is not a declared value ({knob.values!r})")
+        p.change.knobs[name] = declared
     if p.change.kind == "patch" and not spec.code:
         raise ProposalError("this loop has no code surface (`code:` in the loop file): use knobs or env")
     if any(not k.strip() for k in p.change.env):
         raise ProposalError("change.env has an empty variable name")
+
+
+def trunk_outside_spec(spec: LoopSpec, trunk: dict | None) -> str | None:
+    """Why a loop's state cannot go on under this loop file: its trunk runs a knob value the file no longer declares
+    (a knob renamed or removed since the stop). Every command is built from the file's knobs, so the trunk's kept
+    value would silently fall back to the start and each change be judged against the wrong configuration."""
+    for k, v in ((trunk or {}).get("config") or {}).items():
+        knob = spec.knobs.get(k)
+        if knob is None or not knob.declared(v)[0]:
+            what = "no longer declares the knob" if knob is None else "no longer declares this value of"
+            return (f"the loop's trunk ({trunk.get('exp_id') or 'its baseline'}) runs {k}={v!r}, and the loop file "
+                    f"{what} {k!r}: resumed, every command would run without it and every change be judged against "
+                    f"another configuration. Declare it again (a renamed knob under its old name), or start over "
+                    f"with `tools loop start {spec.name} --fresh`")
+    return None
 
 
 def config_of(spec: LoopSpec, trunk: dict, p: Proposal) -> tuple[dict, dict]:
@@ -69,8 +86,10 @@ def refuse(spec: LoopSpec, state: LoopState, p: Proposal, priors: Priors, inflig
     for k, v in p.change.knobs.items():
         if k not in knobs:
             return f"unknown knob {k!r} (declared: {', '.join(knobs)})"
-        if v not in knobs[k].values:
+        found, declared = knobs[k].declared(v)
+        if not found:
             return f"value {v!r} of knob {k!r} is outside the declared space {knobs[k].values}"
+        p.change.knobs[k] = declared  # the declared value (2 for a proposed 2.0): its command and its fingerprint
     if p.repair_of and (why := repair_refusal(state.history, p)):
         return why
     if p.change.kind == "patch":

@@ -69,6 +69,8 @@ class Loop:
             if not fresh:
                 raise
             self.state = LoopState.new(spec)  # `start --fresh` replaces a state it cannot read
+        if not fresh and (why := admission.trunk_outside_spec(spec, self.state.trunk)):
+            raise InputError(spec.path, why)
         self._mark = time.monotonic()
         self._save_lock = threading.RLock()  # parallel iterations save the one state file
         self._git = threading.Lock()

@@ -88,6 +88,19 @@ class Knob:
     def start(self) -> Any:
         return self.values[0]
 
+    def declared(self, value: Any) -> tuple[bool, Any]:
+        """(found, the declared value ``value`` stands for): one of its own type, or a number equal to a declared
+        number (a proposal's 2.0 is the declared 2). ``value in values`` took 2.0 for 2 and 1 for true, and the
+        command got ``--accum 2.0``."""
+        for v in self.values:
+            if type(v) is type(value) and v == value:
+                return True, v
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        for v in self.values:
+            if number and isinstance(v, (int, float)) and not isinstance(v, bool) and v == value:
+                return True, v
+        return False, None
+
     def args(self, value: Any) -> list[str]:
         """Command-line arguments for ``value``."""
         if self.env:
