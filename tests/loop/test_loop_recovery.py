@@ -196,3 +196,19 @@ def test_a_loop_file_valid_before_stays_valid():
     s = spec_mod.parse(data, Path("/tmp/x.yml"))
     assert s.target == {"tokens_per_s": 120_000.0}
     assert s.knobs["shape"].args({"batch": 8}) == ["--batch", "8"]
+
+
+def test_a_fresh_start_keeps_the_earlier_runs_retrospectives_and_hypotheses(tmp_path):
+    """`loop start --fresh` numbered its retrospectives and hypothesis pages from 1 again and overwrote the earlier
+    run's, which that run's experiment pages link to ("pages and runs stay")."""
+    root = tmp_path / "kb"
+    make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1}, calibrate=0)
+    tools(root, "loop", "start", "fake-loop", "-q")
+    first = {p.name: p.read_text() for p in (root / "wiki").rglob("*.md")
+             if p.parent.name in ("analyses", "loop") and "retrospective" in p.name or "/hypotheses/" in str(p)}
+    assert any("retrospective" in n for n in first) and any("retrospective" not in n for n in first), first
+    tools(root, "loop", "start", "fake-loop", "-q", "--fresh")
+    after = {p.name: p.read_text() for p in (root / "wiki").rglob("*.md")}
+    for name, text in first.items():
+        assert after[name] == text, name
+    assert len([n for n in after if "retrospective" in n]) > len([n for n in first if "retrospective" in n])

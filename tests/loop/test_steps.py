@@ -229,3 +229,23 @@ def test_an_old_state_is_read_with_defaults():
     s = LoopState.from_dict(dict(old, some_future_key=1))
     assert s.pending == [{"iteration": 3, "phase": "running"}] and s.usage["device_s"] == 0.0
     assert s.proposer_failures == 0 and s.plateau_stop is None
+
+
+def test_a_fresh_runs_pages_take_new_names_not_the_earlier_runs(tmp_path):
+    """`loop start --fresh` numbers iterations and retrospectives from 1 again: its retrospective 1 and its
+    hypothesis 001-<same statement> overwrote the earlier run's pages, which that run's experiments link to."""
+    from tools.loop import page_names
+
+    wiki = tmp_path / "wiki"
+    (wiki / "analyses").mkdir(parents=True)
+    assert page_names.next_retrospective(wiki, "small", 0) == 1
+    (wiki / "analyses" / "small-retrospective-1.md").write_text("x")
+    (wiki / "analyses" / "small-retrospective-2.md").write_text("x")
+    (wiki / "analyses" / "smaller-retrospective-9.md").write_text("x")
+    assert page_names.next_retrospective(wiki, "small", 0) == 3
+    assert page_names.next_retrospective(wiki, "small", 4) == 5
+    rel = "hypotheses/m/l/001-bf16.md"
+    assert page_names.free(wiki, rel) == rel
+    (wiki / "hypotheses/m/l").mkdir(parents=True)
+    (wiki / rel).write_text("x")
+    assert page_names.free(wiki, rel) == "hypotheses/m/l/001-bf16-r2.md"

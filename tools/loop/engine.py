@@ -26,8 +26,8 @@ from ..project import Project
 from ..redact import redact
 from ..runners import process
 from ..writer import Writer, atomic_write
-from . import (admission, gates, gather, hypotheses, learn, memory, opening, pending, power, reference_lane,
-               report, retro, retro_page, runs, screening, state as st)
+from . import (admission, gates, gather, hypotheses, learn, memory, opening, page_names, pending, power,
+               reference_lane, report, retro, retro_page, runs, screening, state as st)
 from .gates import StopGate
 from .hypothesis_filer import HypothesisFiler
 from .pending import LoopInterrupted
@@ -284,8 +284,8 @@ class Loop:
             return None
         trunk = self.state.trunk
         cfg, env = admission.config_of(self.spec, trunk, proposal)
-        page = proposal.hypothesis_page or hypotheses.hypothesis_path(
-            self.spec.model, self.spec.lane, f"{n:03d}-{slugify(proposal.statement)[:40]}")
+        page = proposal.hypothesis_page or page_names.free(self.project.wiki, hypotheses.hypothesis_path(
+            self.spec.model, self.spec.lane, f"{n:03d}-{slugify(proposal.statement)[:40]}"))
         key = admission.key_of(self.spec, trunk, proposal, cfg, env)
         rounds, why = power.rounds_for(self.spec, priors, proposal, key)
         return {"phase": "proposed", "iteration": n, "proposal": proposal.to_dict(), "config": cfg, "env": env,
@@ -373,7 +373,7 @@ class Loop:
         untried = self.proposer.untried(priors) or SweepProposer().untried(priors)
         rules = SweepProposer()  # what the sweep's rules set aside, whoever proposes
         rules.candidates(priors)
-        n = len(s.retrospectives) + 1
+        n = page_names.next_retrospective(self.project.wiki, self.spec.name, len(s.retrospectives))
         page = retro_page.retrospective_page(self.spec, doc, memory.compute(s.history), untried, n, rules.refused)
         self.writer.write_page(page)
         retro.record(s, page.path, why, manual, final)
