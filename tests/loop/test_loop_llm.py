@@ -69,3 +69,25 @@ def test_exhausted_cost_budget_stops_the_loop(tmp_path, stub):
     s = start(Project(root), "fake-loop")
     assert s["stop_reason"].startswith("budget: the next proposal would exceed cost_usd")
     assert stub.requests == []
+
+
+def test_a_proposer_that_cannot_work_is_said_before_anything_runs_and_an_error_stop_exits_1(tmp_path, stub,
+                                                                                              monkeypatch):
+    """No API key, or a misspelt option: the baseline (and a calibration) ran first, the proposer then failed three
+    times, and `tools loop start` exited 0 with "stopped: error: ..."."""
+    from loop_helpers import lane, tools
+
+    root = tmp_path / "kb"
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url, "modle": "x"}, budget={"runs": 2})
+    out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
+    assert "fake-loop.yml" in out and "modle" in out and lane(root) == [] and stub.requests == []
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url}, budget={"runs": 2})
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
+    assert "ANTHROPIC_API_KEY" in out and lane(root) == [] and stub.requests == []
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    for n in range(3):  # three unusable replies in a row: the loop stops on an error, and says so by its exit code
+        stub.push(MESSAGES, tool_use(BROKEN, n=n + 1)).push(MESSAGES, tool_use(BROKEN, n=n + 10))
+        stub.push(MESSAGES, tool_use(BROKEN, n=n + 20))
+    out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
+    assert "error: the proposer failed" in out

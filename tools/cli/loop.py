@@ -45,6 +45,14 @@ def _print_end(state: dict, as_json: bool) -> None:
     click.echo(f"  page wiki/loops/{state['name']}.md")
 
 
+def _end(state: dict, as_json: bool) -> None:
+    """The final status of a start or resume; a loop stopped by an error exits 1 (a script must not read it as
+    done)."""
+    _print_end(state, as_json)
+    if str(state.get("stop_reason") or "").startswith("error:"):
+        raise SystemExit(1)
+
+
 @loop.command(name="start")
 @click.argument("loop_file")
 @click.option("--fresh", is_flag=True, help="Discard the loop's state and start over (pages and runs stay).")
@@ -62,7 +70,7 @@ def start(project, loop_file, fresh, iterations, as_json, quiet) -> None:
 
     project.require_wiki()
     with _interruptible():
-        _print_end(run(project, loop_file, _say(quiet or as_json), fresh, iterations), as_json)
+        _end(run(project, loop_file, _say(quiet or as_json), fresh, iterations), as_json)
 
 
 @loop.command(name="resume")
@@ -76,7 +84,7 @@ def resume(project, name, iterations, as_json, quiet) -> None:
     from ..loop.engine import resume as run
 
     with _interruptible():
-        _print_end(run(project, name, _say(quiet or as_json), iterations), as_json)
+        _end(run(project, name, _say(quiet or as_json), iterations), as_json)
 
 
 @loop.command(name="status")

@@ -96,6 +96,10 @@ class Loop:
     def run(self, max_iterations: int | None = None, fresh: bool = False) -> dict:
         """Drive the loop until it must stop (or for ``max_iterations`` more iterations: tests, the demo).
         ``fresh``: start over, once this process holds the loop (a running driver keeps its state and work trees)."""
+        try:  # a proposer that cannot work here is said before the baseline and calibration run
+            getattr(self.proposer, "ready", lambda: None)()
+        except ToolsError as e:
+            raise InputError(self.spec.path, f"proposer {self.spec.proposer}: {e}") from None
         try:
             with st.driving(self.paths), process.stop_on_signals():
                 self._spec_copy()  # a loop file of another origin under this name: refused before any reset

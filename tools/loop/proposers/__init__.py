@@ -24,6 +24,10 @@ class Proposer(Protocol):
         """The next hypothesis. ``record(name, text)`` saves an artefact (a prompt, a response) with the run."""
         raise NotImplementedError
 
+    def ready(self) -> None:
+        """Optional: raise ToolsError when the proposer cannot work here (no API key, an option its client does not
+        take), so the loop says so before its baseline and calibration have run, not three failures after."""
+
     def untried(self, priors: Priors, n: int = 10) -> list[Proposal]:
         """Optional: the best ideas not yet tried, for a retrospective; [] when the proposer cannot say (the
         engine then lists the declared knob space's)."""

@@ -66,6 +66,9 @@ class LLMProposer(Proposer):
             self._provider = llm.get(self.provider_name, **opts)
         return self._provider
 
+    def ready(self) -> None:
+        self.provider  # noqa: B018 - made now: a missing key or a misspelt option is said before anything runs
+
     def propose(self, priors: Priors, record: RecordFn) -> Proposal | None:
         prompt = render(priors)
         tool = llm.Tool(TOOL_NAME, TOOL_DESCRIPTION, tool_schema(priors.spec), self.strict)
