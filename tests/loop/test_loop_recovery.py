@@ -112,6 +112,11 @@ def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
         out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
         assert said in out and "fake-loop.yml" in out, (bad, out)
         assert not (root / "loops" / "fake-loop" / "state.json").exists() and lane(root) == []
+    # a key given twice: YAML kept the last, a knob declared twice lost its first definition in silence
+    spec = root / "loops" / "fake-loop.yml"
+    spec.write_text(spec.read_text() + "budget:\n  runs: 9\n")
+    out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
+    assert "the key 'budget' is given twice" in out and "fake-loop.yml" in out and lane(root) == []
 
 
 def test_a_bad_state_is_named_and_start_fresh_replaces_it(tmp_path):

@@ -199,13 +199,34 @@ class LoopSpec:
         return env
 
 
+class _UniqueKeys(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """A key given twice in a loop file is an error: YAML keeps the last, so a second `budget:` or a knob declared
+    twice silently replaced the first."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the constructor says what is wrong with it
+                continue
+            if first != key_node.start_mark.line + 1:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice (lines {first} and {key_node.start_mark.line + 1}): "
+                    "the second would silently replace the first", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def load(path: Path) -> LoopSpec:
     path = Path(path)
     from ..pages import FrontmatterError, load_yaml
     from ..safeio import Refused, read_text
 
     try:
-        data = load_yaml(read_text(path, 4 * 1024 * 1024, within=path.parent))
+        data = load_yaml(read_text(path, 4 * 1024 * 1024, within=path.parent), _UniqueKeys)
     except FileNotFoundError:
         raise InputError(path, "no such loop file (write one, see docs/loop.md)") from None
     except Refused as e:
