@@ -324,3 +324,17 @@ def test_tool_hints_say_what_may_destroy_or_reach_out_and_a_refused_resource_say
     assert hints["wiki_read"].read_only_hint is True and hints["hypotheses_file"].read_only_hint is False
     assert "no such page" in errors[0] and "Error creating resource" not in errors[0], errors
     assert "Error creating resource" not in errors[1], errors
+
+
+def test_null_on_the_command_line_is_null_as_over_mcp_and_a_port_out_of_range_is_a_usage_error(kb):
+    """`wiki list type=null` looked for pages of the type "null" (0) where the MCP tool given null lists them all;
+    `tools mcp --http --port 70000` printed its address, then a traceback."""
+    def total(*args):
+        r = tools(kb, "wiki", "list", *args, "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["total"]
+    every = total()
+    assert every > 0 and total("type=null") == every == total("--args", '{"type": null}')
+    assert total("type=concept") < every
+    r = tools(kb, "mcp", "--http", "--port", "70000")
+    assert r.returncode == 2 and "70000" in r.stderr and "Traceback" not in r.stderr

@@ -19,9 +19,11 @@ from .common import pass_project
 OPS: dict[str, dict[str, dict]] = json.loads(resources.files("tools").joinpath("cli/ops.json").read_text(encoding="utf-8"))
 
 
-def parse_pairs(pairs: tuple[str, ...], args_json: str | None, text_fields: frozenset[str] = frozenset()) -> dict:
+def parse_pairs(pairs: tuple[str, ...], args_json: str | None, text_fields: frozenset[str] = frozenset(),
+                nullable: frozenset[str] = frozenset()) -> dict:
     """The arguments: ``--args`` JSON, then each ``key=value``, its value read as JSON unless the operation takes
-    text there (``text_fields``: ``lane=2`` is the lane named "2", not the number 2)."""
+    text there (``text_fields``: ``lane=2`` is the lane named "2", not the number 2); ``null`` for a text field that
+    may be null (``nullable``) is null, as it is over MCP (``status=null``: every status, not one named "null")."""
     try:
         out = json.loads(args_json) if args_json else {}
     except ValueError as e:
@@ -34,7 +36,7 @@ def parse_pairs(pairs: tuple[str, ...], args_json: str | None, text_fields: froz
             raise click.BadParameter(f"{pair!r}: expected key=value")
         key = key.replace("-", "_")
         if key in text_fields:
-            out[key] = value
+            out[key] = None if value == "null" and key in nullable else value
             continue
         try:
             out[key] = json.loads(value)
@@ -43,8 +45,9 @@ def parse_pairs(pairs: tuple[str, ...], args_json: str | None, text_fields: froz
     return out
 
 
-def text_fields(model) -> frozenset[str]:
-    """The fields of a pydantic input model that hold text only (``str``, ``str | None``)."""
+def text_fields(model, nullable: bool = False) -> frozenset[str]:
+    """The fields of a pydantic input model that hold text only (``str``, ``str | None``); with ``nullable``, those
+    of them that may be null."""
     import types
     import typing
 
@@ -52,7 +55,7 @@ def text_fields(model) -> frozenset[str]:
     for name, f in model.model_fields.items():
         ann = f.annotation
         kinds = set(typing.get_args(ann)) if typing.get_origin(ann) in (typing.Union, types.UnionType) else {ann}
-        if str in kinds and kinds <= {str, type(None)}:
+        if str in kinds and kinds <= {str, type(None)} and (not nullable or type(None) in kinds):
             out.add(name)
     return frozenset(out)
 
@@ -71,7 +74,8 @@ def op_command(group: str, name: str, help_text: str, args: list[str] = ()) -> c
         op_name = f"{group}.{name.replace('-', '_')}"
         known = load().get(op_name)
         fields = text_fields(known.input) if known is not None else frozenset()
-        result = call(project, op_name, parse_pairs(pairs, args_json, fields))
+        nullable = text_fields(known.input, nullable=True) if known is not None else frozenset()
+        result = call(project, op_name, parse_pairs(pairs, args_json, fields, nullable))
         from ..jsonvalues import finite
 
         click.echo(json.dumps(finite(result), indent=None if as_json else 2, ensure_ascii=False, default=str))
@@ -95,7 +99,7 @@ def attach(cli: click.Group) -> None:
 
 @click.command(name="mcp")
 @click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 (default: stdio).")
-@click.option("--port", type=int, default=8765, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True)
 @click.option("--allow-write", is_flag=True, help="Also offer the operations that write pages (hypotheses_file, loop_stop).")
 @click.option("--allow-run", is_flag=True, help="Also offer the operations that run experiments (loop_start, "
                                             "loop_resume: detached `tools loop` drivers).")
