@@ -235,3 +235,23 @@ def test_a_symlink_loop_is_said_as_one(kb):
     finally:
         loop.unlink()
         (kb.wiki / "concepts" / "loop-b.md").unlink()
+
+
+def test_a_selection_map_of_another_shape_and_a_start_past_a_symbol_are_clear_errors(tmp_path):
+    """A `selection.json` of another shape gave a KeyError traceback on the CLI and a bare "Error executing tool"
+    over MCP; `raw.read` with a start past the symbol's end answered `start 9, end 3` and no text."""
+    root = tmp_path / "kb"
+    scaffold.init(root)
+    project = Project(root)
+    sel = root / "wiki/codebases/x/selection.json"
+    sel.parent.mkdir(parents=True)
+    for bad in ("[1, 2]", '{"choices": [{"setting": "a", "kernels": [{"page": "p"}]}], "registries": []}',
+                '{"choices": "no"}'):
+        sel.write_text(bad)
+        with pytest.raises(AgentError, match="not the shape ingest writes.*re-ingest"):
+            call(project, "kernels.selection", {"codebase": "x", "kernel": "a"})
+    (root / "raw/code/t").mkdir(parents=True)
+    (root / "raw/code/t/m.py").write_text("def A():\n    return 1\n\n\nx = 1\ny = 2\n")
+    assert call(project, "raw.read", {"path": "code/t/m.py", "symbol": "A", "start": 2})["text"] == "    return 1\n"
+    with pytest.raises(AgentError, match="past the end of A's definition"):
+        call(project, "raw.read", {"path": "code/t/m.py", "symbol": "A", "start": 9})

@@ -146,6 +146,9 @@ def raw_read(project: Project, a: RawReadIn) -> dict:
             raise AgentError(f"raw/{rel}: line {begin} is past the end ({total} lines)")
     if a.start and (a.symbol or a.line is not None):
         begin = max(begin, a.start)  # going on within a symbol or a range
+        if begin > stop:
+            what = f"{found}'s definition" if a.symbol else "the range"
+            raise AgentError(f"raw/{rel}: start {a.start} is past the end of {what} (line {stop})")
     end = min(stop, begin + a.lines - 1, total)
     return {"path": rel, "start": begin, "end": end, "total_lines": total,
             "text": "\n".join(lines[begin - 1:end]) + ("\n" if end >= begin else ""),

@@ -59,9 +59,15 @@ def kernels_selection(project: Project, a: SelectionIn) -> dict:
         raise AgentError(f"wiki/codebases/{slug}/selection.json: no such file (ingest the codebase first)") from None
     except (ValueError, safeio.Refused) as e:
         raise AgentError(f"wiki/codebases/{slug}/selection.json: {e}; re-ingest the codebase") from None
-    choices, registries = data.get("choices", []), data.get("registries", [])
-    if a.kernel:
-        want = a.kernel.lower()
-        choices = [c for c in choices if any(want in k["kernel"].lower() for k in c["kernels"])]
-        registries = [r for r in registries if any(want in k["kernel"].lower() for k in r["kernels"])]
-    return {"codebase": slug, "choices": choices, "registries": registries}
+    try:  # a file of another version, or edited by hand: its shape is checked, never a KeyError
+        choices, registries = data.get("choices", []), data.get("registries", [])
+        if a.kernel:
+            want = a.kernel.lower()
+            choices = [c for c in choices if any(want in k["kernel"].lower() for k in c["kernels"])]
+            registries = [r for r in registries if any(want in k["kernel"].lower() for k in r["kernels"])]
+        return SelectionOut.model_validate({"codebase": slug, "choices": choices,
+                                            "registries": registries}).model_dump()
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise AgentError(f"wiki/codebases/{slug}/selection.json: not the shape ingest writes ({why}); re-ingest "
+                         "the codebase") from None
