@@ -6,7 +6,7 @@ import json
 import sys
 
 import pytest
-from loop_helpers import lane, make_kb, tools
+from loop_helpers import KNOBS, lane, make_kb, tools
 
 from tools import pages
 from tools.experiments import ledger
@@ -473,6 +473,23 @@ def test_a_persons_unusable_page_is_closed_and_the_loop_goes_on(kb):
     assert len(s["history"]) == 2 and all(h["hypothesis_page"] != "hypotheses/bad.md" for h in s["history"])
     meta = pages.split(page.read_text())[0]
     assert meta["status"] == "abandoned" and "unknown knob 'warp'" in meta["refused"]
+
+
+def test_a_queue_says_each_page_it_cannot_use_and_its_plateau_counts_them(tmp_path):
+    """A queue loop skipped a page with broken frontmatter in silence and one with a change it cannot run said
+    only in a file: the loop ended "nothing left that is not refuted or already tried" with both pages open."""
+    kb = tmp_path / "kb"
+    make_kb(kb, proposer="queue", budget={"runs": 3}, knobs={"dtype": KNOBS["dtype"]})
+    folder = kb / "wiki" / "hypotheses" / "fake"
+    folder.mkdir(parents=True)
+    (folder / "broken.md").write_text("---\ntitle: [unclosed\ntype: hypothesis\n---\n\n# Broken\n")
+    (folder.parent / "elsewhere").mkdir()
+    (folder.parent / "elsewhere" / "broken.md").write_text("---\ntitle: [unclosed\n---\n")  # another model's folder
+    out = tools(kb, "loop", "start", "fake-loop")
+    assert "hypothesis page wiki/hypotheses/fake/broken.md not usable: not read" in out, out
+    assert out.count("broken.md not usable") == 1 and "elsewhere" not in out
+    s = loop_state(kb)
+    assert "1 open hypothesis page(s) not usable" in s["stop_reason"], s["stop_reason"]
 
 
 def test_after_an_oom_the_sweep_never_asks_for_more_memory_and_tries_a_memory_fix(tmp_path):

@@ -75,6 +75,7 @@ class Loop:
         self._save_lock = threading.RLock()  # parallel iterations save the one state file
         self._git = threading.Lock()
         self._inflight: set[str] = set()
+        self._rejected: set[str] = set()  # hypothesis pages a queue could not use, said once
 
     # ------------------------------------------------------------------ state
 
@@ -312,6 +313,7 @@ class Loop:
             priors.refusals = refusals
             priors.budget_left = self.budget_left()  # what earlier asks of this iteration spent counts
             p = next((p for src in sources if (p := src.propose(priors, record)) is not None), None)
+            self._say_rejected(sources)
             if p is None:
                 return None
             asked_proposer += not p.hypothesis_page  # a queue of pages is finite: only proposer asks are capped
@@ -326,6 +328,14 @@ class Loop:
             if p.hypothesis_page:
                 self.hyp.close_refused(p.hypothesis_page, why)
         return None
+
+    def _say_rejected(self, sources) -> None:
+        """Each hypothesis page a queue could not use (bad frontmatter, a change it cannot run), said once."""
+        for src in sources:
+            for page, why in getattr(src, "rejected", ()):
+                if page not in self._rejected:
+                    self._rejected.add(page)
+                    self.say(f"hypothesis page wiki/{page} not usable: {why}")
 
     def refuse(self, p: Proposal, priors: Priors) -> str | None:
         """Why this proposal may not run (unknown knob, duplicate, refuted, category streak), else None."""
@@ -364,6 +374,9 @@ class Loop:
 
     def _exhausted(self, n: int) -> None:
         if retro.exhausted(self.state):
+            if self._rejected:
+                self.state.plateau_stop += (f"; {len(self._rejected)} open hypothesis page(s) not usable (listed "
+                                            "in iterations/*/rejected.txt)")
             self.save()
             return
         self.retrospective(why="the proposer has nothing left to propose on this trunk")

@@ -92,13 +92,23 @@ def open_hypotheses(project: Project, spec: LoopSpec) -> list[dict]:
     for p in sorted(folder.rglob("*.md")) if folder.is_dir() else []:
         if p.is_symlink():
             continue
-        meta, body = _meta(p)
+        rel = p.relative_to(project.wiki).as_posix()
+        try:
+            meta, body = pages.split(p.read_text(encoding="utf-8"))
+            meta = meta or {}
+        except (OSError, UnicodeDecodeError, pages.FrontmatterError) as e:
+            # a page of this model's folder (or of none) that cannot be read is said, not skipped in silence
+            parts = rel.split("/")
+            if len(parts) == 2 or parts[1] == spec.model:
+                out.append({"page": rel, "meta": {}, "body": "", "person": True, "priority": 0.0,
+                            "error": f"not read: {str(e).splitlines()[0] if str(e) else type(e).__name__}"})
+            continue
         if meta.get("type") != "hypothesis" or meta.get("status", "open") != "open":
             continue
         if meta.get("model") not in (None, "", spec.model) or meta.get("lane") not in (None, "", spec.lane):
             continue
         person = str(meta.get("author") or "person") not in PEOPLE_FIRST
-        out.append({"page": p.relative_to(project.wiki).as_posix(), "meta": meta, "body": body, "person": person,
+        out.append({"page": rel, "meta": meta, "body": body, "person": person,
                     "priority": float(meta.get("priority") or 0) if isinstance(meta.get("priority"), (int, float))
                     else 0.0})
     out.sort(key=lambda h: (not h["person"], -h["priority"], h["page"]))

@@ -25,6 +25,8 @@ class QueueProposer(Proposer):
             if (self.people_only and not h["person"]) or h["page"] in skip:
                 continue
             try:
+                if h.get("error"):
+                    raise ProposalError(h["error"])
                 d = dict(hypothesis_from_page(h["meta"], h["body"]), hypothesis_page=h["page"], proposer=self.name)
                 return Proposal.from_dict(d)
             except ProposalError as e:
