@@ -24,6 +24,7 @@ class DemoResult:
     copied: bool
     loop: dict | None = None
     seconds: float = 0.0
+    loop_ran_before: bool = False  # the folder's loop had run already: not run again, no report written
 
     def report(self) -> dict:
         """What this run did, as figures: written to ``demo-report.json`` in the knowledge base, and what
@@ -84,7 +85,8 @@ def run_loop(project: Project, runs: int, say=None) -> dict:
     spec.max_repeats = min(spec.max_repeats, DEMO_MAX_REPEATS)
     spec.budget = {"runs": runs}
     state = Loop(project, spec, say).run(max_iterations=0)  # the baseline alone: its time sizes the budget
-    baseline_s = max(1.0, float(state["usage"]["device_s"]))
+    first = (state.get("frontier") or [{}])[0]  # the baseline's own device time (a resumed loop's usage holds more)
+    baseline_s = max(1.0, float(first.get("device_s_total") or state["usage"]["device_s"]))
     wall = state["usage"]["wall_s"] + WALL_SAFETY * runs * experiment_cost_s(baseline_s, spec.max_repeats)
     spec.budget["wall_s"] = round(wall)
     if say:
@@ -133,13 +135,36 @@ def run_demo(root: Path, source: Path | None = None, loop_runs: int = DEMO_RUNS,
     rebuild_index(project, writer)
     if writer.changed["created"] or writer.changed["updated"] or writer.changed["removed"]:
         writer.log_changes("ingest", "jax")
-    state = run_loop(project, loop_runs, say) if loop_runs > 0 else None
+    before = loop_before(project) if loop_runs > 0 else None
+    if before is not None:  # a finished loop is not run again: its figures would be reported as this run's
+        if say:
+            say(f"loop {DEMO_LOOP} ran here before ({len(before.get('history') or [])} experiments, "
+                f"{before.get('stop_reason') or before.get('status')}): not run again, and {REPORT} is left as it "
+                f"is; `tools loop start {DEMO_LOOP} --fresh` runs it over, or give the demo a new folder")
+        state = before
+    else:
+        state = run_loop(project, loop_runs, say) if loop_runs > 0 else None
     if state is not None:
         rebuild_index(project, Writer(project.wiki))
-    result = DemoResult(project.root, report, lint(project), copied, state, time.monotonic() - t0)
+    result = DemoResult(project.root, report, lint(project), copied, state, time.monotonic() - t0,
+                        before is not None)
     import json
 
     from .writer import atomic_write
 
-    atomic_write(project.root / REPORT, json.dumps(result.report(), indent=1) + "\n")
+    if before is None:
+        atomic_write(project.root / REPORT, json.dumps(result.report(), indent=1) + "\n")
     return result
+
+
+def loop_before(project: Project) -> dict | None:
+    """The demo loop's state when a run of it ended here before (a stopped or finished loop; one cut off midway is
+    resumed by running the demo again)."""
+    from .loop.state import LoopPaths, load
+
+    try:
+        state = load(LoopPaths(project, DEMO_LOOP))
+    except ToolsError:
+        return None
+    done = state and state.get("status") == "stopped" and not state.get("pending") and state.get("history")
+    return state if done and not str(state.get("stop_reason") or "").startswith(("paused", "interrupted")) else None

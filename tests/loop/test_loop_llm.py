@@ -91,3 +91,20 @@ def test_a_proposer_that_cannot_work_is_said_before_anything_runs_and_an_error_s
         stub.push(MESSAGES, tool_use(BROKEN, n=n + 20))
     out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
     assert "error: the proposer failed" in out
+
+
+def test_every_response_of_an_iteration_is_kept_when_the_proposer_is_asked_again(tmp_path, stub):
+    """A proposer that failed (unusable replies) is asked again in the same iteration: its second ask wrote
+    prompt.md and response.json over the first's, so only the last attempt's files were left."""
+    root = tmp_path / "kb"
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url, "max_retries": 0}, budget={"runs": 1})
+    for n in range(4):  # two failed asks of two unusable replies each, then a good one
+        stub.push(MESSAGES, tool_use(BROKEN, n=n + 1))
+    stub.push(MESSAGES, tool_use(BF16, n=5))
+    s = start(Project(root), "fake-loop")
+    assert [h["describe"] for h in s["history"]] == ["dtype=bf16"], s["stop_reason"]
+    folder = st.LoopPaths(Project(root), "fake-loop").folder / "iterations" / "001"
+    saved = sorted(p.name for p in folder.iterdir() if p.name.startswith(("response", "refused")) and "response"
+                   in p.name)
+    assert len(saved) == len(stub.bodies()) == 5, saved
+    assert len([p for p in folder.iterdir() if "prompt" in p.name]) >= 2

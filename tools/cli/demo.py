@@ -34,7 +34,8 @@ def demo(directory: str, loop_runs: int) -> None:
                    f"{sum(not x['kept'] for x in h)} discarded; trunk {t.get('exp_id')} at {t.get('tokens_per_s')} "
                    f"tokens/s ({r.loop.get('stop_reason')})")
     click.echo(f"lint: {r.lint.errors} errors, {r.lint.warnings} warnings")
-    click.echo(f"done in {r.seconds / 60:.1f} min; figures in {r.root / 'demo-report.json'}")
+    click.echo(f"done in {r.seconds / 60:.1f} min" + ("" if r.loop_ran_before else
+                                                       f"; figures in {r.root / 'demo-report.json'}"))
     wiki = r.root / "wiki"
     for rel in ("index.md", "codebases/jax/overview.md", "kernels/index.md", "concepts/sharding.md",
                 "loops/llama-cpu.md"):

@@ -11,7 +11,6 @@ The loop stops only on a budget (runs, wall time, LLM tokens or cost, device-sec
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +25,8 @@ from ..project import Project
 from ..redact import redact
 from ..runners import process
 from ..writer import Writer, atomic_write
-from . import (admission, gates, gather, hypotheses, learn, memory, opening, page_names, pending, power,
-               reference_lane, report, retro, retro_page, runs, screening, state as st)
+from . import (admission, asking, gates, gather, hypotheses, learn, memory, opening, page_names, pending, power,
+               reference_lane, report, retro, retro_page, screening, state as st)
 from .gates import StopGate
 from .hypothesis_filer import HypothesisFiler
 from .pending import LoopInterrupted
@@ -41,7 +40,6 @@ from .spec import LoopSpec, load
 from .state import LoopState
 from .workspace import Workspace
 
-MAX_REFUSALS = 3           # proposals refused in one iteration before the proposer counts as exhausted
 MAX_PROPOSER_FAILURES = 3
 
 
@@ -75,7 +73,7 @@ class Loop:
         self._save_lock = threading.RLock()  # parallel iterations save the one state file
         self._git = threading.Lock()
         self._inflight: set[str] = set()
-        self._rejected: set[str] = set()  # hypothesis pages a queue could not use, said once
+        self.rejected: set[str] = set()  # hypothesis pages a queue could not use, said once
 
     # ------------------------------------------------------------------ state
 
@@ -300,42 +298,7 @@ class Loop:
 
     def propose(self, priors: Priors, n: int) -> Proposal | None:
         """People's hypotheses first, then the loop's proposer; refused proposals are asked for again."""
-        folder = self.paths.iteration_dir(n)
-
-        def record(name: str, text: str) -> None:
-            atomic_write(folder / name, text)
-
-        atomic_write(folder / "priors.json", json.dumps(runs.priors_dump(priors), indent=1, default=str))
-        refusals: list[dict] = []
-        sources = [self.proposer] if self.proposer.serves_people else [self.people, self.proposer]
-        asked_proposer = 0
-        while asked_proposer <= MAX_REFUSALS:
-            priors.refusals = refusals
-            priors.budget_left = self.budget_left()  # what earlier asks of this iteration spent counts
-            p = next((p for src in sources if (p := src.propose(priors, record)) is not None), None)
-            self._say_rejected(sources)
-            if p is None:
-                return None
-            asked_proposer += not p.hypothesis_page  # a queue of pages is finite: only proposer asks are capped
-            learn.charge(self.state, p.usage)
-            why = self.refuse(p, priors)
-            if not why:
-                return p
-            refusals.append({"change": p.change.describe(), "category": p.category, "why": why,
-                             "page": p.hypothesis_page})
-            record("refusals.json", json.dumps(refusals, indent=1))
-            self.say(f"refused: {p.change.describe()}: {why}")
-            if p.hypothesis_page:
-                self.hyp.close_refused(p.hypothesis_page, why)
-        return None
-
-    def _say_rejected(self, sources) -> None:
-        """Each hypothesis page a queue could not use (bad frontmatter, a change it cannot run), said once."""
-        for src in sources:
-            for page, why in getattr(src, "rejected", ()):
-                if page not in self._rejected:
-                    self._rejected.add(page)
-                    self.say(f"hypothesis page wiki/{page} not usable: {why}")
+        return asking.ask(self, priors, n)
 
     def refuse(self, p: Proposal, priors: Priors) -> str | None:
         """Why this proposal may not run (unknown knob, duplicate, refuted, category streak), else None."""
@@ -374,8 +337,8 @@ class Loop:
 
     def _exhausted(self, n: int) -> None:
         if retro.exhausted(self.state):
-            if self._rejected:
-                self.state.plateau_stop += (f"; {len(self._rejected)} open hypothesis page(s) not usable (listed "
+            if self.rejected:
+                self.state.plateau_stop += (f"; {len(self.rejected)} open hypothesis page(s) not usable (listed "
                                             "in iterations/*/rejected.txt)")
             self.save()
             return
