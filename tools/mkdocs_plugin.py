@@ -12,11 +12,12 @@ from pathlib import Path
 
 from mkdocs.config import config_options as c
 from mkdocs.config.base import Config
+from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 
 from .sitegen import generate as sg
-from .sitegen import sanitize
+from .sitegen import headsafe, sanitize
 from .sitegen.dashboard import fill
 from .sitegen.headsafe import theme_safe
 from .sitegen.links import rewrite_raw_links
@@ -50,6 +51,11 @@ class WikiConfig(Config):
 class WikiPlugin(BasePlugin[WikiConfig]):
     def on_config(self, config):
         self.wiki = (Path(config.config_file_path).parent / self.config.wiki_dir).resolve()
+        site = Path(config.site_dir).resolve()
+        if site == self.wiki or site.is_relative_to(self.wiki) or self.wiki.is_relative_to(site):
+            # MkDocs empties site_dir first: a site_dir that is (or holds) wiki/ would delete every page
+            raise PluginError(f"site_dir {site} and wiki_dir {self.wiki} overlap: the build empties site_dir first "
+                              "and would delete the wiki; build into another folder")
         for key, extra in (("extra_css", sg.EXTRA_CSS), ("extra_javascript", sg.EXTRA_JS)):
             present = {str(x) for x in config[key]}
             config[key].extend(e for e in extra if e not in present)
@@ -93,6 +99,8 @@ class WikiPlugin(BasePlugin[WikiConfig]):
     def on_page_content(self, html_text: str, page, config, files) -> str:
         """Every page under wiki/ is content from others: no script survives (tools.sitegen.sanitize)."""
         if page.file.src_uri.startswith(sg.WIKI + "/"):
+            if "title" not in page.meta:  # MkDocs took it from the first heading or the file name: the theme
+                page.meta["title"] = headsafe.title(page.title or "")  # prints it raw in <title> and the sidebar
             return sanitize.clean(html_text)
         return html_text
 

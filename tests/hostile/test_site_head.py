@@ -40,6 +40,17 @@ def head_kb(tmp_path_factory) -> Path:
         "author: '<img src=x onerror=alert(41)>'\ntemplate: redirect.html\nlocation: 'javascript:alert(42)'\n---\n\n"
         f"# Hand\n\n{corpus.ALL}\n\n[x](java&#x09;script:alert(43)) para {{: onclick=\"alert(44)\"}}\n\n"
         "[ref]: javascript:alert(45)\n\n<!--><script>alert(46)</script>-->\n")
+    # round three: a mapping in the frontmatter (the theme prints its repr), a title MkDocs takes from the first
+    # heading or from the file name, a folder name (the sidebar's section title), a code span across a line break
+    (root / "wiki/concepts/mapping.md").write_text(
+        "---\ntype: concept\ntitle: M\ndescription: {x: '\"><script>alert(51)</script>'}\n"
+        "keywords: [{y: '\"><img src=x onerror=alert(52)>'}]\n---\n\n# M\n")
+    (root / "wiki/concepts/heading.md").write_text("# H `</title><script>alert(53)</script>`\n\nText.\n")
+    (root / "wiki/analyses/<img src=x onerror=alert(54)>.md").write_text("Only text, no title.\n")
+    (root / "wiki/<img src=x onerror=alert(55)>").mkdir()
+    (root / "wiki/<img src=x onerror=alert(55)>/p.md").write_text("---\ntitle: P\n---\n\nIn a hostile folder.\n")
+    (root / "wiki/analyses/ticks.md").write_text("---\ntitle: Ticks\n---\n\none tick ` here\n"
+                                                 "and` <img src=x onerror=alert(56)> `tail\n")
     (root / "docs/handdoc.md").write_text(f"---\ndescription: '{HEAD.replace(chr(39), chr(39) * 2)}'\n---\n\n# Doc\n")
     # an agent with --allow-write files a hypothesis (the registry op the MCP tool calls)
     hyp = {"model": "m", "lane": "l", "loop": "m-l", "statement": HEAD + " " + corpus.PAYLOADS[0],

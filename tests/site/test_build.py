@@ -171,3 +171,40 @@ def test_an_output_folder_under_a_file_is_a_clear_error(tmp_path):
                            timeout=300)
         assert r.returncode != 0 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
         assert "afile" in r.stderr and "Not a directory" in r.stderr, r.stderr
+
+
+def test_builds_never_replace_the_knowledge_base_and_a_failed_build_keeps_the_last_site(tmp_path, kb_factory):
+    """`site build --site-dir wiki` emptied wiki/ (MkDocs empties its site folder first); `site stage --out .`
+    deleted the user's docs/ and rewrote mkdocs.yml; a killed or failed build left no site at all; `site build`
+    printed none of MkDocs' warnings; an experiment page's `version: "²"` and a docs/index.md that is not UTF-8
+    stopped the whole build with a traceback."""
+    root = kb_factory(tmp_path / "kb", n_pages=12, hostile=True)
+    run = lambda *a: CliRunner().invoke(cli, ["--root", str(root), *a])  # noqa: E731
+    r = run("site", "build")
+    assert r.exit_code == 0 and "WARNING" in r.output and "no frontmatter" in r.output, r.output
+    (root / "site" / "MARK").write_text("the last good site")
+    r = run("site", "build", "--strict")  # fails on the hostile pages' warnings: the last site stays whole
+    assert r.exit_code == 1 and (root / "site" / "MARK").is_file()
+    assert not [p for p in root.iterdir() if p.name.startswith(".site.")]
+    pages = sorted(p.relative_to(root) for p in (root / "wiki").rglob("*.md"))
+    for where in ("wiki", ".", "docs"):
+        r = run("site", "build", "--site-dir", str(root / where))
+        assert r.exit_code == 1 and ("refused" in r.output or "should not be within" in r.output), (where, r.output)
+    assert sorted(p.relative_to(root) for p in (root / "wiki").rglob("*.md")) == pages
+    (root / "docs" / "mine.md").write_text("precious")
+    for out in (".", "..", "docs", "wiki"):
+        r = run("site", "stage", "--out", out)
+        assert r.exit_code == 1 and "stage into a folder of its own" in r.output, (out, r.output)
+    assert (root / "docs" / "mine.md").read_text() == "precious" and "autoresearch-wiki" in (
+        root / "mkdocs.yml").read_text()
+    assert run("site", "stage").exit_code == 0 and run("site", "stage").exit_code == 0  # its own folder, again
+    (root / "wiki" / "concepts.md").write_text("---\ntitle: C\n---\n\nHANDWRITTEN\n")  # beside wiki/concepts/
+    r = run("site", "build")
+    assert "wiki/concepts.md: its page would be wiki/concepts/, which the folder wiki/concepts/ owns" in r.output
+    exp = root / "wiki" / "experiments" / "m" / "l" / "odd.md"
+    exp.parent.mkdir(parents=True)
+    exp.write_text("---\ntitle: odd\ntype: experiment\nexp_id: x\nstatus: filed\nversion: \"²\"\n---\n\n# odd\n")
+    assert run("site", "build").exit_code == 0
+    (root / "docs" / "index.md").write_bytes(b"# Home \xff\xfe caf\xe9\n")
+    r = run("site", "stage")
+    assert r.exit_code == 1 and "index.md: not UTF-8" in r.output and "Traceback" not in r.output

@@ -359,3 +359,24 @@ def test_staged_copy_keeps_an_angle_bracket_link_a_link():
     assert inert("[b](<java&#x09;script&colon;x>)") == "[b](java%09script:x)"  # a relative path, no scheme
     escaped = inert("\\[x](<img src=x onerror=alert(1)>)")
     assert "<" not in escaped and "onerror=alert%281%29" in escaped
+
+
+def test_staged_copy_pairs_code_spans_as_markdown_does():
+    """A code span may cross a line break of its paragraph: `one ` here` / `and` <img ...> `` paired the two
+    backticks of the second line, left the `<img onerror>` between them raw as "code", and Python-Markdown ran it
+    (its span was `here and`). A line opening a raw HTML block (`<p>`) is not read for code spans at all, and
+    blocks (headings, list items, table rows, a setext underline) end the pairing."""
+    import markdown
+
+    from tools.sitegen.inertmd import inert
+
+    img = "<img src=x onerror=alert({})>"
+    cases = [f"one tick ` here\nand` {img.format(1)} `tail", f"<p>` {img.format(2)} `</p>",
+             f"# h `x\nfoo ` {img.format(3)}", f"- a `x\n- b ` {img.format(4)}", f"text `a\n---\n` {img.format(5)}",
+             f"| a `x | b |\n|---|---|\n| ` {img.format(6)} | c |", f"<!-- c --> ` {img.format(7)} `",
+             f"> q `a\n> b ` {img.format(8)}"]
+    for text in cases:
+        html = markdown.markdown(inert(text), extensions=["tables", "fenced_code", "attr_list", "md_in_html"])
+        assert "<img" not in html, (text, html)
+    kept = markdown.markdown(inert("Use `Vec<T>` and `a <b>\nc`."))
+    assert "<code>Vec&lt;T&gt;</code>" in kept and "<code>a &lt;b&gt;\nc</code>" in kept

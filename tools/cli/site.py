@@ -45,7 +45,7 @@ def build_cmd(project, strict: bool, site_dir: str | None) -> None:
     """Build the site with MkDocs and the autoresearch-wiki plugin (same as `mkdocs build`)."""
     from ..sitegen.build import build_site
 
-    out = build_site(project.root, strict=strict, site_dir=site_dir)
+    out = build_site(project.root, strict=strict, site_dir=site_dir, on_warning=lambda t: click.echo(t, err=True))
     click.echo(f"built {out}")
 
 

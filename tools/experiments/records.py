@@ -72,7 +72,8 @@ def shape_problem(meta: dict) -> str:
         if v is not None and (isinstance(v, bool) or not isinstance(v, kinds)):
             return f"`{key}` is {v!r}, not a {' or '.join(k.__name__ for k in kinds)}"
     v = meta.get("version")
-    if v is not None and (isinstance(v, bool) or not (isinstance(v, int) or str(v).isdigit())):
+    if v is not None and (isinstance(v, bool) or not (isinstance(v, int) or re.fullmatch(r"[0-9]{1,9}", str(v)))):
+        # "²" is a digit to str.isdigit and no number to int(); 5,000 digits pass isdigit and int() refuses them
         return f"`version` is {v!r}, not a number"
     for key in _FIGURES:
         f = (meta.get("metrics") or {}).get(key)

@@ -9,9 +9,12 @@ from ..errors import ToolsError
 
 
 def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None = None,
-               config_file: Path | None = None) -> Path:
-    """Build ``root``/mkdocs.yml; returns the site folder. Raises ToolsError when the build aborts."""
+               config_file: Path | None = None, on_warning=None) -> Path:
+    """Build ``root``/mkdocs.yml; returns the site folder. Raises ToolsError when the build aborts. The site is built
+    beside its folder and moved into place when whole: a killed build leaves the last site as it was (MkDocs empties
+    its folder first). ``on_warning(text)`` gets each warning and error MkDocs logs, as it logs it."""
     import os
+    import shutil
 
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     from mkdocs.commands.build import build
@@ -25,12 +28,19 @@ def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None 
     if site_dir:
         kw["site_dir"] = str(Path(site_dir).resolve())
     warnings: list[str] = []
-    handler = _Collect(warnings)
+    handler = _Collect(warnings, on_warning)
     log = logging.getLogger("mkdocs")
     log.addHandler(handler)
+    building = None
     try:
         cfg = load_config(str(config_file), **kw)
+        final = Path(cfg.site_dir).resolve()
+        _check_site_dir(final, config_file.parent.resolve(), cfg)
+        building = final.parent / f".{final.name}.building-{os.getpid()}"
+        cfg.site_dir = str(building)
         build(cfg)
+        _swap(building, final)
+        cfg.site_dir = str(final)
     except (Abort, ConfigurationError) as e:
         # --strict aborts on the warnings it counted: say them (MkDocs' own CLI prints them; in-process nothing did)
         shown = "".join(f"\n  WARNING {w}" for w in warnings[:50])
@@ -38,17 +48,49 @@ def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None 
         raise ToolsError(f"site build failed: {e}{shown}{more}") from None
     except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as e:  # the site folder's path
         raise ToolsError(f"site build failed: {e.filename or kw.get('site_dir', '')}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:  # MkDocs logged the file's name (on_warning showed it) and raised this bare
+        raise ToolsError(f"site build failed: a page is not UTF-8 ({e.reason} at byte {e.start}; the warning above "
+                         "names it)") from None
     finally:
         log.removeHandler(handler)
+        if building is not None and building.exists():
+            shutil.rmtree(building, ignore_errors=True)
     return Path(cfg.site_dir)
 
 
-class _Collect(logging.Handler):
-    """Keeps the text of each warning MkDocs logs."""
+def _check_site_dir(final: Path, root: Path, cfg) -> None:
+    """The site replaces its folder whole: never the project, the docs or the wiki (``--site-dir wiki`` deleted
+    every page)."""
+    plugin = cfg.plugins.get("autoresearch-wiki") if hasattr(cfg.plugins, "get") else None
+    wiki = (root / plugin.config.wiki_dir).resolve() if plugin is not None else root / "wiki"
+    for mine in (root, Path(cfg.docs_dir).resolve(), wiki):
+        if final == mine or mine.is_relative_to(final) or (mine != root and final.is_relative_to(mine)):
+            raise ToolsError(f"site build refused: the site folder {final} would replace {mine} (the site's folder is "
+                             "emptied each build); build into another folder")
 
-    def __init__(self, into: list[str]):
+
+def _swap(built: Path, final: Path) -> None:
+    """``built`` in ``final``'s place; the old site is removed only once the new one is there."""
+    import shutil
+
+    old = final.parent / f".{final.name}.old-{built.name.rsplit('-', 1)[-1]}"
+    if final.exists():
+        final.rename(old)
+    built.rename(final)
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class _Collect(logging.Handler):
+    """Keeps the text of each warning MkDocs logs, and hands it on as it comes (a handler on the logger stops
+    Python's own last-resort printing: without ``echo`` nothing was shown)."""
+
+    def __init__(self, into: list[str], echo=None):
         super().__init__(logging.WARNING)
-        self.into = into
+        self.into, self.echo = into, echo
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.into.append(" ".join(record.getMessage().split()))
+        text = " ".join(record.getMessage().split())
+        self.into.append(text)
+        if self.echo is not None:
+            self.echo(f"{record.levelname} {text}")

@@ -16,6 +16,8 @@ from pathlib import Path
 import yaml
 
 from .. import mdrisk
+from ..errors import ToolsError
+from ..mdscan import first_heading
 from ..wikiscan import Wiki, scan
 from . import neutralise
 from .dashboard import dashboard_md, fill
@@ -23,7 +25,7 @@ from .explorers import explorer_files
 from .graph import graph_data
 from .kernels import directory_md
 from .landing import ROOT_NAV, wiki_files
-from .headsafe import needs_change, theme_safe
+from .headsafe import file_title, needs_change, theme_safe
 from .inertmd import inert
 from .links import Sources, href, page_url, rewrite_raw_links
 from .gaps import gap_files
@@ -153,12 +155,22 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
         warnings += [f"docs/{d}.md: its page would be {d}/index.html, which the generated {d}/ section owns; rename it"
                      for d in (WIKI, "explore") if (docs_dir / f"{d}.md").is_file()]
     warnings += [f"wiki/{p.rel}: no frontmatter" for p in pages if not p.has_frontmatter and not p.problem]
+    if directory_urls:  # topic.md beside topic/: both are served at topic/ (MkDocs keeps one, in silence)
+        folders = {d for p in pages for d in _parents(p.rel)}
+        warnings += [f"wiki/{f}.md: its page would be wiki/{f}/, which the folder wiki/{f}/ owns (its landing page "
+                     f"is served there instead); move it to wiki/{f}/index.md or rename it"
+                     for f in sorted(folders) if f"{f}.md" in existing]
     stats = {"pages": len(pages), **data["stats"], "scan_s": round(t_scan - t0, 3),
              "graph_s": round(t_graph - t_scan, 3), "total_s": round(time.perf_counter() - t0, 3)}
     warnings += [f"wiki/{rel}: {reason}" for rel, reason in wiki.refused]
     return Generated(files, pages, sources, stats, warnings, sorted((wiki.files | navs) - as_text),
                      {rel: text for rel, text in appendix.items() if rel not in as_text},
                      dashboard_md(pages, _lint_counts(wiki)))
+
+
+def _parents(rel: str) -> list[str]:
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _lint_counts(wiki: Wiki) -> tuple[int, int] | None:
@@ -220,6 +232,7 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
     wiki_dir = wiki_dir or root / "wiki"
     docs_dir = docs_dir or root / "docs"
     config = config or root / "mkdocs.yml"
+    _check_out(out, root, wiki_dir, docs_dir)
     gen = generate(wiki_dir, docs_dir, raw_url=raw_url)
     target = out / "docs"
     if target.exists():
@@ -251,19 +264,44 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
             page_path.write_text(safe, encoding="utf-8")
     home = target / "index.md"
     if home.is_file():
-        text = home.read_text(encoding="utf-8")
+        try:
+            text = home.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ToolsError(f"{docs_dir / 'index.md'}: not UTF-8 ({e.reason} at byte {e.start}); save it as UTF-8") \
+                from None
         if fill(text, gen.dashboard) != text:
             home.write_text(fill(text, gen.dashboard), encoding="utf-8")
     for rel, content in gen.files.items():
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str) and rel.endswith(".md"):  # a folder's name as a landing page's title
+            content = _theme_safe_text(content, wiki=False)
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:
             path.write_text(content, encoding="utf-8")
     text = config.read_text(encoding="utf-8") if config.is_file() else mkdocs_yml(root.name)
     (out / "mkdocs.yml").write_text(staged_config(text), encoding="utf-8")
+    (out / STAGED_MARK).write_text("staged by `tools site stage`: docs/ and mkdocs.yml are replaced each time\n",
+                                   encoding="utf-8")
     return gen
+
+
+def _check_out(out: Path, root: Path, wiki_dir: Path, docs_dir: Path) -> None:
+    """The staged project replaces ``out/docs`` and ``out/mkdocs.yml``: ``out`` must hold none of the knowledge base
+    (``--out .`` deleted the user's docs/ and rewrote their mkdocs.yml; ``--out ..`` a docs/ beside it)."""
+    o = out.resolve()
+    for mine in (root, wiki_dir, docs_dir):
+        m = mine.resolve()
+        if m.is_relative_to(o) or (mine is not root and o.is_relative_to(m)):
+            raise ToolsError(f"--out {out}: the staged project's docs/ and mkdocs.yml would replace the knowledge "
+                             f"base's own ({m}); stage into a folder of its own (the default: build/site-src)")
+    staged_before = (o / STAGED_MARK).exists() or ((o / "mkdocs.yml").is_file() and (o / "docs" / WIKI).is_dir())
+    if (o / "docs").exists() and not staged_before:
+        raise ToolsError(f"--out {out}: {o / 'docs'} exists and was not staged here: it is not replaced")
+
+
+STAGED_MARK = ".tools-staged"  # written into every staged project: its docs/ is the tools' to replace
 
 
 def _theme_safe_text(text: str, wiki: bool) -> str:
@@ -288,8 +326,11 @@ def _staged_wiki_page(text: str, rel: str, gen: Generated) -> str:
         meta, body = split(text)
     except FrontmatterError:
         meta, body = None, text
+    meta = dict(meta or {})
+    if "title" not in meta:  # the engine would print the first heading or the file name raw: escaped here
+        meta["title"] = first_heading(body) or file_title(Path(rel).stem)
     body = inert(rewrite_raw_links(body, rel, gen.sources)) + gen.appendix.get(rel, "")
-    return body if meta is None else render(theme_safe(meta, True), body)
+    return render(theme_safe(meta, True), body)
 
 
 class _Tagged:

@@ -18,11 +18,26 @@ KEEP_RAW = ("hide", "search", "tags")  # read by the theme as switches or lists 
 
 
 def _escape(value: Any) -> Any:
+    """Every string inside ``value`` escaped, in lists and mappings too (a theme prints a mapping as its repr:
+    ``description: {x: '"><script>'}`` reached ``<head>`` whole); keys as well as values."""
     if isinstance(value, str):
         return html.escape(value, quote=True)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple, set)):
         return [_escape(v) for v in value]
+    if isinstance(value, dict):
+        return {_escape(k): _escape(v) for k, v in value.items()}
     return value
+
+
+def title(text: str) -> str:
+    """A page title the theme prints raw (``<title>``, the sidebar) from a heading or a file name: escaped."""
+    return html.escape(text, quote=True)
+
+
+def file_title(name: str) -> str:
+    """The title MkDocs makes of a file name without its suffix (``my_page`` -> ``My page``)."""
+    text = name.replace("-", " ").replace("_", " ")
+    return text.capitalize() if text.lower() == text else text
 
 
 def theme_safe(meta: dict, wiki: bool = True) -> dict:

@@ -115,13 +115,39 @@ def _inert_targets(text: str) -> str:
     return "".join(out)
 
 
+# a line that starts a block of its own: no code span reaches into it from the line above (Python-Markdown ends the
+# paragraph there); over-splitting is safe (a span's text would be escaped), joining blocks would not be
+_OWN_LINE = re.compile(r" {0,3}(?:#|=+\s*$|-+\s*$|[*_](?:\s*[*_]){2,}\s*$)|.*\|")   # headings, rules, table rows
+_NEW_BLOCK = re.compile(r" {0,3}(?:[-*+]\s|\d+[.)]\s|>|<)")                       # list items, quotes, HTML
+_HTML_BLOCK = re.compile(r" {0,3}<(?:!--|/?(?:p|ul|ol|li|table|thead|tbody|tr|td|th|details|summary|hr)\b)", re.I)
+
+
 def inert(markdown: str) -> str:
+    """The staged copy of a page: raw HTML escaped outside code blocks and code spans (paired over a whole
+    paragraph, as markdown pairs them: a span may cross a line break); inside a raw HTML block, which markdown does
+    not read for code spans, everything is escaped."""
     lines = markdown.split("\n")
     out: list[str] = []
     fence = ""
     comment_end = [-1]
     offset = 0
     prev_blank, in_list = True, False
+    para: list[str] = []
+    para_base, html_block = 0, False
+
+    def flush() -> None:
+        nonlocal para
+        if not para:
+            return
+        text = "\n".join(para)
+        pieces, last = [], 0
+        for a, b in ([] if html_block else _code_spans(text)):
+            pieces += [_inert_text(text[last:a], comment_end, para_base + last, markdown), text[a:b]]
+            last = b
+        pieces.append(_inert_text(text[last:], comment_end, para_base + last, markdown))
+        out.append("".join(pieces))
+        para = []
+
     for line in lines:
         base, offset = offset, offset + len(line) + 1
         stripped = line.lstrip()
@@ -132,15 +158,18 @@ def inert(markdown: str) -> str:
             continue
         m = _FENCE.match(line)
         if m:
+            flush()
             fence = m.group(1)
             out.append(line)
             continue
         if not stripped:
+            flush()
             prev_blank = True
             out.append(line)
             continue
         indent = len(line) - len(stripped)
         if indent >= 4 and prev_blank and not in_list:  # an indented code block
+            flush()
             out.append(line)
             continue
         if indent < 4:
@@ -149,10 +178,14 @@ def inert(markdown: str) -> str:
         ref = _REF_DEF.match(line)
         if ref and unsafe_target(ref.group(2)):
             line = ref.group(1) + "#"
-        pieces, last = [], 0
-        for a, b in _code_spans(line):
-            pieces += [_inert_text(line[last:a], comment_end, base + last, markdown), line[a:b]]
-            last = b
-        pieces.append(_inert_text(line[last:], comment_end, base + last, markdown))
-        out.append("".join(pieces))
+        own = bool(_OWN_LINE.match(line))
+        if own or _NEW_BLOCK.match(line):
+            flush()
+            html_block = bool(_HTML_BLOCK.match(line))
+        if not para:
+            para_base = base
+        para.append(line)
+        if own:
+            flush()
+    flush()
     return "\n".join(out)

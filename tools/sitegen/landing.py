@@ -10,6 +10,7 @@ alone never triggers on a hand-kept wiki of hundreds of small folders (each unde
 
 from __future__ import annotations
 
+import html
 import posixpath
 
 import yaml
@@ -131,9 +132,9 @@ def nav_yml(folder: str, node: dict, is_open: bool = True, landing: str = "index
     nav: list = [landing]
     if is_open:
         subs, pages = _shown(node)
-        nav += [{folder_title(s): posixpath.basename(s)} for s in subs]
+        nav += [{html.escape(folder_title(s)): posixpath.basename(s)} for s in subs]
         nav += [posixpath.basename(p.rel) for p in pages]
-    data = {"title": folder_title(folder), "nav": nav}
+    data = {"title": html.escape(folder_title(folder)), "nav": nav}  # the theme prints section titles raw
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
