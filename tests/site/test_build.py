@@ -197,7 +197,11 @@ def test_builds_never_replace_the_knowledge_base_and_a_failed_build_keeps_the_la
         assert r.exit_code == 1 and "stage into a folder of its own" in r.output, (out, r.output)
     assert (root / "docs" / "mine.md").read_text() == "precious" and "autoresearch-wiki" in (
         root / "mkdocs.yml").read_text()
+    (tmp_path / "secret.md").write_text("SECRET outside the project")
+    (root / "docs" / "out.md").symlink_to(tmp_path / "secret.md")  # a link out of the project is not staged
     assert run("site", "stage").exit_code == 0 and run("site", "stage").exit_code == 0  # its own folder, again
+    assert not (root / "build/site-src/docs/out.md").exists()
+    (root / "docs" / "out.md").unlink()
     (root / "wiki" / "concepts.md").write_text("---\ntitle: C\n---\n\nHANDWRITTEN\n")  # beside wiki/concepts/
     r = run("site", "build")
     assert "wiki/concepts.md: its page would be wiki/concepts/, which the folder wiki/concepts/ owns" in r.output

@@ -168,6 +168,22 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
                      dashboard_md(pages, _lint_counts(wiki)))
 
 
+def _links_out(root: Path, warnings: list[str]):
+    """``copytree``'s ignore: a link in docs/ whose target lies outside the project is not copied (it followed the
+    link and published the file outside)."""
+    top = root.resolve()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        out = set()
+        for n in names:
+            p = Path(folder, n)
+            if p.is_symlink() and not p.resolve().is_relative_to(top):
+                warnings.append(f"{p}: a link out of the project, not staged")
+                out.add(n)
+        return out
+    return ignore
+
+
 def _parents(rel: str) -> list[str]:
     parts = rel.split("/")[:-1]
     return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
@@ -238,7 +254,7 @@ def stage(root: Path, out: Path, *, wiki_dir: Path | None = None, docs_dir: Path
     if target.exists():
         shutil.rmtree(target)
     if docs_dir.is_dir():
-        shutil.copytree(docs_dir, target)
+        shutil.copytree(docs_dir, target, ignore=_links_out(root, gen.warnings))
     else:
         target.mkdir(parents=True)
     made: set[Path] = set()
