@@ -396,3 +396,24 @@ def test_underlined_titles_of_real_rst_and_markdown_descriptions_are_sections():
     assert [t for t, _ in doc.outline] == ["Fast kernels", "  Results"] and doc.title == "Fast kernels"
     assert [s.where for s in doc.sections if "3x faster" in s.text] == ["§ Results"]
     assert any("line two" in s.text for s in doc.sections if s.where == "§ Fast kernels")
+
+
+def test_a_sentence_over_a_page_break_is_one_claim_cited_where_it_starts():
+    """pdfium gives a PDF's text page by page: a sentence that ran over a page break was two fragments, one with
+    the figure and one with its unit, and neither was a claim. A page number at the foot does not stop the join;
+    a page that starts a new sentence (a capital) is not joined."""
+    pytest.importorskip("pypdfium2")
+    pytest.importorskip("pypdf")
+    from tools.sources.claims import claims
+    from tools.sources.extract import extract
+
+    data = pdf([["Results", "With the fused kernel the training step of the 8B model ran 2.3x", "7"],
+                ["faster than the unfused baseline on v5e. Remat cost 27 % of step time.",
+                 "The int8 path ran 1.4x faster on v6e"],
+                ["Appendix", "Nothing measured here."]])
+    doc = extract(Path("paper.pdf"), data=data)
+    got = {(c.where, c.quote) for c in claims(doc)}
+    assert ("p. 1", "With the fused kernel the training step of the 8B model ran 2.3x faster than the unfused "
+                    "baseline on v5e.") in got, got
+    assert ("p. 2", "Remat cost 27 % of step time.") in got and ("p. 2", "The int8 path ran 1.4x faster on v6e") in got
+    assert not any("faster than the unfused" in q for w, q in got if w == "p. 2")

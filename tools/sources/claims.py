@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..concepts import CONCEPTS
 from ..mdtext import unescape
 from . import measures, tables
-from .extract import Document
+from .extract import Document, Section
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[*_`])")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
@@ -156,11 +156,38 @@ def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
     return out
 
 
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s|$)")
+_PAGE_NUMBER = re.compile(r"^\s*(?:page\s+)?\d{1,4}(?:\s*(?:/|of)\s*\d{1,4})?\s*$", re.I)
+
+
+def _joined_pages(sections: list[Section]) -> list[Section]:
+    """PDF pages with a sentence that runs over a page break whole on the page it starts on: the end of the page
+    (its page number left aside) stops mid-sentence and the next page goes on in lower case. Split, each half lost
+    its figure or its unit and the claim was not found."""
+    texts = [s.text for s in sections]
+    for i in range(len(texts) - 1):
+        lines = texts[i].rstrip().split("\n")
+        while lines and _PAGE_NUMBER.match(lines[-1]):
+            lines.pop()
+        nxt = texts[i + 1].lstrip("\n").split("\n")
+        while nxt and _PAGE_NUMBER.match(nxt[0]):
+            nxt.pop(0)
+        if not lines or not nxt or not nxt[0].strip()[:1].islower() or _SENTENCE_END.search(lines[-1].rstrip()[-3:]):
+            continue
+        head_text = "\n".join(nxt)
+        end = _SENTENCE_END.search(head_text)
+        if end is None or "\n\n" in head_text[:end.end()]:
+            continue
+        texts[i] = "\n".join(lines) + " " + " ".join(head_text[:end.end()].split())
+        texts[i + 1] = head_text[end.end():].lstrip()
+    return [Section(s.title, s.where, t) for s, t in zip(sections, texts)]
+
+
 def claims(doc: Document, limit: int = 200) -> list[Claim]:
     out: list[Claim] = []
     seen: set[tuple[str, str]] = set()
     main = concept_of(doc.title)  # a claim that names no technique is about the document's own
-    for sec in doc.sections:
+    for sec in (_joined_pages(doc.sections) if doc.kind == "pdf" else doc.sections):
         if not measures.may_hold(sec.text) and "|" not in sec.text:  # a table's header may name the unit
             continue
         around = concept_of(sec.title) or main
