@@ -417,3 +417,38 @@ def test_a_sentence_over_a_page_break_is_one_claim_cited_where_it_starts():
                     "baseline on v5e.") in got, got
     assert ("p. 2", "Remat cost 27 % of step time.") in got and ("p. 2", "The int8 path ran 1.4x faster on v6e") in got
     assert not any("faster than the unfused" in q for w, q in got if w == "p. 2")
+
+
+def test_the_same_document_twice_is_one_page_and_a_renamed_one_keeps_its_summary(tmp_path):
+    """The same PDF saved twice (`paper.pdf`, `paper (1).pdf`) made two pages, and every concept page listed its
+    claims twice; a summary, paid for, was cached by file name: renaming the file bought it again."""
+    pytest.importorskip("pypdfium2")
+    root = tmp_path / "kb"
+    assert tools(root, "init", str(root)).returncode == 0
+    src = root / "raw/sources"
+    data = pdf([["Fast remat", "Full remat cost 27 % of step time on v5e."]], title="Fast remat")
+    (src / "paper.pdf").write_bytes(data)
+    (src / "paper (1).pdf").write_bytes(data)
+    r = tools(root, "ingest", "raw/sources")
+    assert r.returncode == 0, r.stdout + r.stderr
+    pages_ = sorted(p.name for p in (root / "wiki/sources").glob("*.md"))
+    assert pages_ == ["index.md", "paper.md"], pages_
+    catalog = (root / "wiki/sources/index.md").read_text()
+    assert "## Copies" in catalog and "a copy of `paper.pdf`" in catalog
+    assert (root / "wiki/concepts/rematerialization.md").read_text().count("27 % of step time") == 1
+    assert tools(root, "ingest", "raw/sources").returncode == 0  # a rerun converges
+    assert sorted(p.name for p in (root / "wiki/sources").glob("*.md")) == pages_
+    import json
+
+    cache = root / ".tools-cache/sources.json"
+    c = json.loads(cache.read_text())
+    paid = {"sentences": [{"text": "Remat costs a quarter of the step.", "where": ["p. 1"]}], "dropped": 0,
+            "model": "m", "input_tokens": 10, "output_tokens": 5}
+    c["docs"]["paper.pdf"]["summary"] = paid  # as a --llm run left it
+    cache.write_text(json.dumps(c))
+    (src / "paper.pdf").rename(src / "renamed.pdf")
+    (src / "paper (1).pdf").unlink()
+    assert tools(root, "ingest", "raw/sources").returncode == 0
+    c = json.loads(cache.read_text())
+    assert c["docs"]["renamed.pdf"].get("summary") == paid, c["docs"]
+    assert "Remat costs a quarter of the step." in (root / "wiki/sources/renamed.md").read_text()

@@ -80,6 +80,8 @@ def _print_sources(r, use_llm: bool) -> None:
         click.echo(f"  skipped {printable(rel)}: {printable(why)}")
     for rel in r.removed:
         click.echo(f"  removed {printable(rel)}: raw/sources/{printable(rel)} is gone, so is its page")
+    for rel, twin in r.copies:
+        click.echo(f"  {printable(rel)}: the same bytes as {printable(twin)}, read once, on its page")
     if use_llm:
         click.echo(f"  summaries: {len(r.summarized)} written, {len(r.summary_failed)} failed")
     for rel, why in r.summary_failed:

@@ -33,6 +33,7 @@ class SourcesReport:
     unchanged: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)   # documents whose raw/sources file is gone: page removed
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (a file, the one with the same bytes that has the page)
     claims: int = 0
     summarized: list[str] = field(default_factory=list)                 # --llm: summaries written this run
     summary_failed: list[tuple[str, str]] = field(default_factory=list)  # --llm: pages written without one, why
@@ -150,7 +151,7 @@ def concept_regions(by_concept: dict[str, list[tuple[str, str, object]]]) -> lis
 CATALOG = "sources/index.md"
 
 
-def catalog(docs: dict, skipped: dict) -> Page:
+def catalog(docs: dict, skipped: dict, copies: dict | None = None) -> Page:
     """sources/index.md: every document read, with what it holds, and every one that could not be read, with why."""
     lines = []
     if docs:
@@ -165,6 +166,9 @@ def catalog(docs: dict, skipped: dict) -> Page:
         lines.append(mdtext.table(["Source", "File", "Kind", "Year", "Pages", "Claims", "Techniques"], rows))
     else:
         lines.append("_No source read yet: put papers, docs and saved web pages under `raw/sources/`._\n")
+    if copies:
+        lines += ["## Copies", "", "The same bytes as a document above, read once, on its page:", ""] + [
+            f"- {mdtext.code(rel)}: a copy of {mdtext.code(twin)}" for rel, twin in sorted(copies.items())] + [""]
     if skipped:
         lines += ["## Not read", ""] + [f"- {mdtext.code(rel)}: {mdtext.escape(why)}" for rel, why in sorted(skipped.items())]
         lines.append("")
@@ -216,6 +220,27 @@ def _entry(rel: str, sha: str, page: str, summarized: bool, doc) -> dict:
             "year": doc.year, "claims": [c.as_dict() for c in found], **({"summary": KEPT} if summarized else {})}
 
 
+def _first_of_same_bytes(project: Project, files: list[Path]) -> dict[str, str]:
+    """sha256 -> the shortest name (then the first by path) among this run's files of those bytes; only files of
+    equal size are hashed here."""
+    by_size: dict[int, list[Path]] = defaultdict(list)
+    for f in files:
+        try:
+            by_size[f.stat().st_size].append(f)
+        except OSError:
+            continue
+    out: dict[str, str] = {}
+    for group in (g for g in by_size.values() if len(g) > 1):
+        for f in group:
+            try:
+                sha = hashlib.sha256(safeio.read_bytes(f, 200 * 1024 * 1024, within=project.raw_sources)).hexdigest()
+            except OSError:
+                continue
+            rel = Path(os.path.relpath(f, project.raw_sources)).as_posix()
+            out[sha] = min([rel, *([out[sha]] if sha in out else [])], key=lambda r: (len(r), r))
+    return out
+
+
 def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, provider=None) -> SourcesReport:
     """``provider`` (an ``llm.Provider``): also write a cited summary of each document (``--llm``), kept in the
     cache with the document's hash, so an unchanged document is never summarized twice."""
@@ -228,11 +253,15 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
         cache = {}
     docs: dict = cache.get("docs", {})
     skipped: dict = cache.get("skipped", {})  # rel -> why, for the catalog
+    copies: dict = cache.get("copies", {})    # rel -> the file of the same bytes whose page it is
+    # a paid summary follows the document's bytes, not its name: a renamed or moved file is not summarized again
+    summaries = {d["sha"]: d["summary"] for d in docs.values() if d.get("summary") and d["summary"] != KEPT}
     files = [f for t in targets for f in files_under(project, t)]
     for rel in [r for r in docs if not (project.raw_sources / r).is_file()]:  # a vanished source leaves the wiki
         if writer.remove(docs.pop(rel)["page"]):
             report.removed.append(rel)
     skipped = {r: why for r, why in skipped.items() if (project.raw_sources / r).is_file()}
+    copies = {r: t for r, t in copies.items() if (project.raw_sources / r).is_file() and t in docs}
     gone: list[str] = []  # readable before, not now: their pages go once the writes below are done
     everything = [Path(os.path.relpath(f, project.raw_sources)).as_posix()
                   for f in files_under(project, project.raw_sources)] if project.raw_sources.is_dir() else []
@@ -251,6 +280,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
         except OSError:
             continue
         _adopt(project, docs, rel, f, data, page_path(rel, owners), on_disk)
+    read = _first_of_same_bytes(project, files)  # sha256 -> the name that keeps the page, where files share bytes
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="source-pages") as out:
         written = []
         for f in files:
@@ -264,11 +294,23 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 continue
             sha = hashlib.sha256(data).hexdigest()
             path = page_path(rel, owners)
+            # of files with the same bytes, the first by path keeps the page (the same choice on every run)
+            # of files with the same bytes, the shortest name keeps the page (`paper.pdf`, not `paper (1).pdf`),
+            # the same choice on every run
+            same = [r for r, d in docs.items() if d.get("sha") == sha and (project.raw_sources / r).is_file()]
+            twin = min([rel, *same, *([read[sha]] if sha in read else [])], key=lambda r: (len(r), r))
+            read.setdefault(sha, twin)
+            if twin != rel:  # the same bytes under another name: one page, its claims counted once
+                report.copies.append((rel, twin))
+                copies[rel] = twin
+                gone += [rel] if rel in docs else []
+                continue
+            copies.pop(rel, None)
             if rel not in docs and _adopt(project, docs, rel, f, data, path, on_disk):
                 report.unchanged.append(rel)
                 continue
             old = docs.get(rel, {})
-            summary = old.get("summary") if old.get("sha") == sha else None
+            summary = old.get("summary") if old.get("sha") == sha else summaries.get(sha)
             summary = None if summary == KEPT else summary  # rewritten: the page's summary cannot be carried over
             if old.get("sha") == sha and old.get("page") == path and (project.wiki / path).exists() \
                     and (provider is None or old.get("summary")):
@@ -319,7 +361,9 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 by_concept[c["concept"]].append((d["page"], d["title"], claims_mod.Claim(**c)))
     for p in concept_regions(by_concept) + [concepts_index_page()]:  # the index: no concept page is an orphan
         writer.write_page(p)
-    writer.write_page(catalog(docs, skipped))
+    copies = {r: t for r, t in copies.items() if t in docs}
+    writer.write_page(catalog(docs, skipped, copies))
     sweep_temps(project.cache)  # a killed earlier run's half-written cache
-    atomic_write(cache_path, json.dumps({"version": CACHE_VERSION, "docs": docs, "skipped": skipped}))
+    atomic_write(cache_path, json.dumps({"version": CACHE_VERSION, "docs": docs, "skipped": skipped,
+                                         "copies": copies}))
     return report
