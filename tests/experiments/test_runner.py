@@ -185,6 +185,22 @@ def test_profile_without_a_trace_says_so(project):
     assert "No profile summary" in (project.wiki / r["page"]).read_text()
 
 
+def test_a_profiled_run_that_crashes_keeps_only_the_hlo_text_of_its_dump(project, tmp_path):
+    """The dump of a profiled run is pruned to its HLO text (the CPU backend also writes LLVM IR and object files,
+    megabytes a run); a profiled run that crashed kept all of it."""
+    crashy = tmp_path / "crashy.py"
+    crashy.write_text("import os, re, sys\nd = re.search(r'--xla_dump_to=(\\S+)', os.environ['XLA_FLAGS']).group(1)\n"
+                      "os.makedirs(d, exist_ok=True)\n"
+                      "for n in ('m.ir-no-opt.ll', 'm.o', 'm.cpu_after_optimizations.txt'):\n"
+                      "    open(os.path.join(d, n), 'w').write('x' * 1000)\n"
+                      "sys.exit('RuntimeError: RESOURCE_EXHAUSTED: out of memory')\n")
+    run(project, "--profile", "-m", "crashes", command=[PY, str(crashy)], code=1)
+    (r,) = lane(project)
+    assert r["verdict"] == "crash"
+    left = sorted(p.name for p in (project.root / r["raw_dir"] / "hlo").rglob("*") if p.is_file())
+    assert left == ["m.cpu_after_optimizations.txt"], left
+
+
 def test_edited_script_baseline_reruns_its_saved_copy(project, tmp_path):
     script = tmp_path / "train.py"
     script.write_text((HERE / "fake_train.py").read_text())

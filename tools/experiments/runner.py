@@ -361,6 +361,7 @@ def _profile(project: Project, raw_dir: Path, ctx: RunContext, runs) -> None:
     if arm is None or arm.result is None:
         ctx.profile_note = ("The run stopped before its profiled run." if arm is None else
                                f"The profiled run failed: see `{rel(arm.proc.log, project.root)}`.")
+        _prune_dump(raw_dir / "hlo")  # what a crashed compile dumped (LLVM IR, object files: megabytes) goes too
         return
     kept = _prune_dump(raw_dir / "hlo")
     ctx.hlo_files = [rel(p, project.root) for p in kept]
