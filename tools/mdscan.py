@@ -311,6 +311,8 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
         if "[" not in ln and "<" not in ln:
             continue
         no = first_line + i
+        if "](" in ln and i and lines[i - 1].strip() and "[" in lines[i - 1]:
+            out += _across_lines(lines[i - 1], ln, no)
         if "](" in ln:
             for m in _MD_LINK.finditer(ln):
                 if _escaped(ln, m.start()):  # `\[text](x)` is text to markdown, not a link
@@ -337,6 +339,18 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
         if "<" in ln and ":" in ln:
             for m in _AUTO.finditer(ln):
                 out.append(Link(m.group(1), no, "auto", ""))
+    return out
+
+
+def _across_lines(above: str, line: str, no: int) -> list[Link]:
+    """Links whose text runs over the line break of a paragraph (``[the missing\npage](missing.md)``), on the line of
+    their target; a link wholly on either line is the line scan's."""
+    both, cut = above + "\n" + line, len(above)
+    out = []
+    for m in _MD_LINK.finditer(both):
+        if m.start() < cut < m.start(2) and not _escaped(both, m.start()):
+            tgt = m.group(2)[1:-1] if m.group(2).startswith("<") else m.group(2)
+            out.append(Link(unescape(tgt) if "\\" in tgt else tgt, no, "md", " ".join(m.group(1).split())))
     return out
 
 

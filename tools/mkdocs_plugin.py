@@ -7,6 +7,7 @@ The same files come out of `tools site stage` for engines that do not run plugin
 
 from __future__ import annotations
 
+import html
 import logging
 from pathlib import Path
 
@@ -100,7 +101,8 @@ class WikiPlugin(BasePlugin[WikiConfig]):
         """Every page under wiki/ is content from others: no script survives (tools.sitegen.sanitize)."""
         if page.file.src_uri.startswith(sg.WIKI + "/"):
             if "title" not in page.meta:  # MkDocs took it from the first heading or the file name: the theme
-                page.meta["title"] = headsafe.title(page.title or "")  # prints it raw in <title> and the sidebar
+                # (MkDocs' heading text keeps its entities: unescaped first, so "Tom & Jerry" is not "&amp;amp;")
+                page.meta["title"] = headsafe.title(html.unescape(page.title or ""))
             return sanitize.clean(html_text)
         return html_text
 

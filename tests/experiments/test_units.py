@@ -47,6 +47,8 @@ def test_two_runs_give_a_step_time_and_mfu_that_agree_with_their_tokens_per_s():
     assert m["step_time_ms"] == pytest.approx(1e3 * 1000 / m["tokens_per_s"], rel=1e-6)
     assert m["mfu_percent"] == pytest.approx(100 * 1e9 / (m["step_time_ms"] / 1e3) / 1e12, rel=1e-3)
     assert aggregate([run(10), run(20), run(30)])["step_time_ms"] == 20.0  # odd: the middle run, as before
+    slow = SimpleNamespace(metrics=metrics.compute({"step_times_s": [9.0, 3.0, 3.0, 3.0], "tokens_per_step": 1}))
+    assert aggregate([slow, slow, slow])["step_time_ms"] == 3000.0  # not 1e3 / 0.33 (a rounded tokens/s)
     assert "not a positive finite number" in metrics.validate({"step_times_s": [1, 10 ** 400], "tokens_per_step": 8})
     assert "expected a positive number" in metrics.validate({"step_times_s": [1, 1], "tokens_per_step": 10 ** 400})
 

@@ -114,9 +114,12 @@ def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
         assert not (root / "loops" / "fake-loop" / "state.json").exists() and lane(root) == []
     # a key given twice: YAML kept the last, a knob declared twice lost its first definition in silence
     spec = root / "loops" / "fake-loop.yml"
-    spec.write_text(spec.read_text() + "budget:\n  runs: 9\n")
+    text = spec.read_text()
+    spec.write_text(text + "budget:\n  runs: 9\n")
     out = tools(root, "loop", "start", "fake-loop", "-q", code=1)
     assert "the key 'budget' is given twice" in out and "fake-loop.yml" in out and lane(root) == []
+    spec.write_text(text.replace("budget:\n", "budget: {runs: 5, runs: 50}\nold_budget:\n"))  # on one line
+    assert "the key 'runs' is given twice" in tools(root, "loop", "start", "fake-loop", "-q", code=1)
 
 
 def test_a_bad_state_is_named_and_start_fresh_replaces_it(tmp_path):

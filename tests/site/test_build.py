@@ -183,14 +183,25 @@ def test_builds_never_replace_the_knowledge_base_and_a_failed_build_keeps_the_la
     r = run("site", "build")
     assert r.exit_code == 0 and "WARNING" in r.output and "no frontmatter" in r.output, r.output
     (root / "site" / "MARK").write_text("the last good site")
+    (root / "site" / ".nojekyll").write_text("")  # kept, as MkDocs keeps a site's dot-entries (a gh-pages .git)
+    (root / "wiki" / "concepts" / "tom.md").write_text("# Tom & Jerry\n\nNo frontmatter.\n")
+    assert run("site", "build").exit_code == 0 and (root / "site" / ".nojekyll").is_file()
+    tom = (root / "site" / "wiki" / "concepts" / "tom" / "index.html").read_text()
+    assert "<title>Tom &amp; Jerry" in tom and "&amp;amp;" not in tom
+    (root / "wiki" / "concepts" / "tom.md").unlink()
+    assert run("site", "build").exit_code == 0
+    (root / "site" / "MARK").write_text("the last good site")
     r = run("site", "build", "--strict")  # fails on the hostile pages' warnings: the last site stays whole
     assert r.exit_code == 1 and (root / "site" / "MARK").is_file()
     assert not [p for p in root.iterdir() if p.name.startswith(".site.")]
     pages = sorted(p.relative_to(root) for p in (root / "wiki").rglob("*.md"))
-    for where in ("wiki", ".", "docs"):
+    (root / "raw").mkdir(exist_ok=True)
+    (root / "raw" / "keep.txt").write_text("mine")
+    for where in ("wiki", ".", "docs", "raw"):
         r = run("site", "build", "--site-dir", str(root / where))
         assert r.exit_code == 1 and ("refused" in r.output or "should not be within" in r.output), (where, r.output)
     assert sorted(p.relative_to(root) for p in (root / "wiki").rglob("*.md")) == pages
+    assert (root / "raw" / "keep.txt").read_text() == "mine"
     (root / "docs" / "mine.md").write_text("precious")
     for out in (".", "..", "docs", "wiki"):
         r = run("site", "stage", "--out", out)

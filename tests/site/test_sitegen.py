@@ -361,11 +361,12 @@ def test_staged_copy_keeps_an_angle_bracket_link_a_link():
     assert "<" not in escaped and "onerror=alert%281%29" in escaped
 
 
-def test_staged_copy_pairs_code_spans_as_markdown_does():
+def test_staged_copy_spares_no_text_markdown_reads_as_html():
     """A code span may cross a line break of its paragraph: `one ` here` / `and` <img ...> `` paired the two
     backticks of the second line, left the `<img onerror>` between them raw as "code", and Python-Markdown ran it
-    (its span was `here and`). A line opening a raw HTML block (`<p>`) is not read for code spans at all, and
-    blocks (headings, list items, table rows, a setext underline) end the pairing."""
+    (its span was `here and`). Lines are paired alone only while no backtick run is left open above them; after
+    one, up to the blank line, nothing is spared (admonitions, tabs and list items cut paragraphs where no line
+    scan can tell). A line opening a raw HTML block (`<p>`) is not read for code spans at all."""
     import markdown
 
     from tools.sitegen.inertmd import inert
@@ -374,9 +375,23 @@ def test_staged_copy_pairs_code_spans_as_markdown_does():
     cases = [f"one tick ` here\nand` {img.format(1)} `tail", f"<p>` {img.format(2)} `</p>",
              f"# h `x\nfoo ` {img.format(3)}", f"- a `x\n- b ` {img.format(4)}", f"text `a\n---\n` {img.format(5)}",
              f"| a `x | b |\n|---|---|\n| ` {img.format(6)} | c |", f"<!-- c --> ` {img.format(7)} `",
-             f"> q `a\n> b ` {img.format(8)}"]
+             f"> q `a\n> b ` {img.format(8)}", f"Text `x\n!!! note\n    {img.format(9)} `",
+             f"- a `x\n  b ` {img.format(10)} `", f'Text `x\n=== "Tab"\n    {img.format(11)} `',
+             f"a ` b ``{img.format(12)}``"]
+    exts = ["tables", "fenced_code", "attr_list", "md_in_html", "admonition", "pymdownx.details",
+            "pymdownx.superfences", "pymdownx.tabbed", "footnotes"]
     for text in cases:
-        html = markdown.markdown(inert(text), extensions=["tables", "fenced_code", "attr_list", "md_in_html"])
+        html = markdown.markdown(inert(text), extensions=exts)
         assert "<img" not in html, (text, html)
-    kept = markdown.markdown(inert("Use `Vec<T>` and `a <b>\nc`."))
-    assert "<code>Vec&lt;T&gt;</code>" in kept and "<code>a &lt;b&gt;\nc</code>" in kept
+    kept = markdown.markdown(inert("Use `Vec<T>` and `a <b> c`.\n\n<!-- tools:begin a -->\nThe type `List<int>`."))
+    assert "<code>Vec&lt;T&gt;</code>" in kept and "<code>List&lt;int&gt;</code>" in kept, kept
+
+
+def test_a_staged_page_takes_its_title_from_its_first_block_only():
+    """A staged page without a title took the first `# ...` anywhere, a shell comment in a code block included;
+    MkDocs takes the first block when it is a level-1 heading, else the file name."""
+    from tools.sitegen.generate import _first_block_heading
+
+    assert _first_block_heading("Setup notes.\n\n```bash\n# install deps\n```\n") is None
+    assert _first_block_heading("\n# Fast kernels\n\ntext") == "Fast kernels"
+    assert _first_block_heading("Fast kernels\n============\n") == "Fast kernels"

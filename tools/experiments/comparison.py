@@ -30,12 +30,14 @@ def aggregate(good: list[ArmResult]) -> dict:
         xs = [x[k] for x in per_run if x.get(k) is not None]
         m[k] = round(_median(xs), nd) if xs else None
     tokens = {x.get("tokens_per_step") for x in per_run}
-    if len(tokens) == 1 and (t := tokens.pop()):  # the step times the tokens/s imply: with an even number of runs
-        # the median of each is the mean of two middle ones (arithmetic for one, harmonic for the other), and the
-        # page's step time and MFU disagreed with its tokens/s
-        m["step_time_ms"] = round(1e3 * t / m["tokens_per_s"], 4)
-        if m.get("tokens_per_s_best"):
-            m["step_time_min_ms"] = round(1e3 * t / m["tokens_per_s_best"], 4)
+    if len(tokens) == 1 and (t := tokens.pop()):  # the step times the median rates imply: with an even number of
+        # runs the median of each is the mean of two middle ones (arithmetic for one, harmonic for the other), and
+        # the page's step time and MFU disagreed with its tokens/s (the rates unrounded: a slow lane's 0.33 tokens/s
+        # is no step time of 3030 ms)
+        m["step_time_ms"] = round(1e3 * t / _median([t / (x["step_time_ms"] / 1e3) for x in per_run]), 4)
+        mins = [x["step_time_min_ms"] for x in per_run if x.get("step_time_min_ms")]
+        if mins:
+            m["step_time_min_ms"] = round(1e3 * t / _median([t / (x / 1e3) for x in mins]), 4)
     peak = m.get("peak_flops_per_device")
     for b in metrics.BASES:
         f = m.get(f"flops_per_step_{b}")

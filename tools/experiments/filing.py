@@ -90,8 +90,8 @@ class Lane:
 
 def rows_missing(rows: list[dict], recs: list[dict]) -> list[dict]:
     """Ledger rows of the filed records ``rows`` does not hold (one per exp_id), in their order."""
-    have = {r.get("exp_id") for r in rows}
-    return [ledger.row_for(r) for r in recs if r.get("status") == "filed" and r.get("exp_id") not in have]
+    have = {r.get("exp_id") for r in rows}  # as the ledger holds them (a tab in an exp_id is a space there)
+    return [ledger.row_for(r) for r in recs if r.get("status") == "filed" and ledger.cell(r.get("exp_id")) not in have]
 
 
 def write_in_progress(w: Writer, rec: dict, command_line: str) -> str:

@@ -18,7 +18,8 @@ COLUMNS = ("commit", "metric", "memory_gb", "status", "description",
            "peak_flops_per_device", "rounds")
 
 
-def _cell(v) -> str:
+def cell(v) -> str:
+    """A value as a ledger cell holds it (JSON for a mapping or a list; tabs and newlines as spaces)."""
     if v is None:
         return ""
     if isinstance(v, (dict, list)):
@@ -46,7 +47,7 @@ def read(text: str) -> list[dict]:
 
 def render(rows: list[dict]) -> str:
     out = ["\t".join(COLUMNS)]
-    out += ["\t".join(_cell(r.get(c)) for c in COLUMNS) for r in rows]
+    out += ["\t".join(cell(r.get(c)) for c in COLUMNS) for r in rows]
     return "\n".join(out) + "\n"
 
 

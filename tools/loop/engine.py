@@ -67,8 +67,6 @@ class Loop:
             if not fresh:
                 raise
             self.state = LoopState.new(spec)  # `start --fresh` replaces a state it cannot read
-        if not fresh and (why := admission.trunk_outside_spec(spec, self.state.trunk)):
-            raise InputError(spec.path, why)
         self._mark = time.monotonic()
         self._save_lock = threading.RLock()  # parallel iterations save the one state file
         self._git = threading.Lock()
@@ -95,6 +93,8 @@ class Loop:
     def run(self, max_iterations: int | None = None, fresh: bool = False) -> dict:
         """Drive the loop until it must stop (or for ``max_iterations`` more iterations: tests, the demo).
         ``fresh``: start over, once this process holds the loop (a running driver keeps its state and work trees)."""
+        if not fresh and (why := admission.trunk_outside_spec(self.spec, self.state.trunk)):
+            raise InputError(self.spec.path, why)  # checked when it would run, not for a retrospective
         try:  # a proposer that cannot work here is said before the baseline and calibration run
             getattr(self.proposer, "ready", lambda: None)()
         except ToolsError as e:

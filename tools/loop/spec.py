@@ -210,10 +210,11 @@ class _UniqueKeys(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 continue
             key = self.construct_object(key_node, deep=True)
             try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
+                first = seen.get(key)
+                seen[key] = seen.get(key, key_node.start_mark.line + 1)
             except TypeError:  # an unhashable key: the constructor says what is wrong with it
                 continue
-            if first != key_node.start_mark.line + 1:
+            if first is not None:  # `{runs: 5, runs: 50}` on one line too
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} is given twice (lines {first} and {key_node.start_mark.line + 1}): "
                     "the second would silently replace the first", key_node.start_mark)

@@ -67,6 +67,10 @@ def _check_site_dir(final: Path, root: Path, cfg) -> None:
         if final == mine or mine.is_relative_to(final) or (mine != root and final.is_relative_to(mine)):
             raise ToolsError(f"site build refused: the site folder {final} would replace {mine} (the site's folder is "
                              "emptied each build); build into another folder")
+    held = [p for p in final.iterdir() if not p.name.startswith(".")] if final.is_dir() else []
+    if held and not any((final / n).is_file() for n in ("index.html", "404.html", "sitemap.xml")):
+        raise ToolsError(f"site build refused: {final} holds files and no site built before ({held[0].name}, ...): "
+                         "the build replaces its folder; build into a new or empty one")
 
 
 def _swap(built: Path, final: Path) -> None:
@@ -75,6 +79,9 @@ def _swap(built: Path, final: Path) -> None:
 
     old = final.parent / f".{final.name}.old-{built.name.rsplit('-', 1)[-1]}"
     if final.exists():
+        for hidden in final.glob(".*"):  # MkDocs keeps a site's dot-entries (a gh-pages checkout's .git, .nojekyll)
+            if not (built / hidden.name).exists():
+                hidden.rename(built / hidden.name)
         final.rename(old)
     built.rename(final)
     if old.exists():

@@ -44,8 +44,9 @@ def unsafe_target(target: str) -> bool:
     return bool(m) and m.group(1) not in SAFE_SCHEMES
 
 
-def _code_spans(line: str) -> list[tuple[int, int]]:
-    """(start, end) of the inline code spans of one line: a run of N backticks closes at the next run of N."""
+def _code_spans(line: str) -> tuple[list[tuple[int, int]], int | None]:
+    """(start, end) of the inline code spans of one line (a run of N backticks closes at the next run of N), and
+    where the first run no later run closes starts (None: every run is closed on this line)."""
     # a run after a backslash never opens here (markdown may read it as an escaped backtick): what is wrongly
     # taken for text gets escaped, which is safe; what is wrongly taken for code would not be
     runs = [(m.start(), m.end()) for m in _TICKS.finditer(line) if not (m.start() and line[m.start() - 1] == "\\")]
@@ -53,7 +54,7 @@ def _code_spans(line: str) -> list[tuple[int, int]]:
     for i, (a, b) in enumerate(runs):
         by_len.setdefault(b - a, []).append(i)
     nxt = {n: 0 for n in by_len}
-    spans, i = [], 0
+    spans, i, left_open = [], 0, None
     while i < len(runs):
         a, b = runs[i]
         n = b - a
@@ -65,8 +66,9 @@ def _code_spans(line: str) -> list[tuple[int, int]]:
             spans.append((a, runs[j][1]))
             i = j + 1
         else:
+            left_open = a if left_open is None else left_open
             i += 1
-    return spans
+    return spans, left_open
 
 
 def _inert_text(text: str, comment_end: list[int], base: int, whole: str) -> str:
@@ -115,39 +117,26 @@ def _inert_targets(text: str) -> str:
     return "".join(out)
 
 
-# a line that starts a block of its own: no code span reaches into it from the line above (Python-Markdown ends the
-# paragraph there); over-splitting is safe (a span's text would be escaped), joining blocks would not be
-_OWN_LINE = re.compile(r" {0,3}(?:#|=+\s*$|-+\s*$|[*_](?:\s*[*_]){2,}\s*$)|.*\|")   # headings, rules, table rows
-_NEW_BLOCK = re.compile(r" {0,3}(?:[-*+]\s|\d+[.)]\s|>|<)")                       # list items, quotes, HTML
+# A line opening a raw HTML block with an allowed tag: markdown reads no code span there (to the blank line), so
+# nothing in it is spared escaping. A whole comment on its line (the tools' region markers) opens no block.
 _HTML_BLOCK = re.compile(r" {0,3}<(?:!--|/?(?:p|ul|ol|li|table|thead|tbody|tr|td|th|details|summary|hr)\b)", re.I)
+_WHOLE_COMMENT = re.compile(r" {0,3}<!--.*-->\s*$")
 
 
 def inert(markdown: str) -> str:
-    """The staged copy of a page: raw HTML escaped outside code blocks and code spans (paired over a whole
-    paragraph, as markdown pairs them: a span may cross a line break); inside a raw HTML block, which markdown does
-    not read for code spans, everything is escaped."""
+    """The staged copy of a page: raw HTML escaped outside code blocks and code spans. Spans are paired line by
+    line, which is how markdown pairs them while no earlier line of the paragraph left a backtick run open (a span
+    closes at the next run of its length, left to right). Once a line leaves one open, markdown may pair it with a
+    run on a later line (a span across a line break, which admonitions, lists and other blocks can also cut short):
+    from there to the next blank line nothing is spared escaping. Escaping code is only cosmetic (``&lt;`` shown);
+    sparing text that markdown reads as HTML would run it."""
     lines = markdown.split("\n")
     out: list[str] = []
     fence = ""
     comment_end = [-1]
     offset = 0
     prev_blank, in_list = True, False
-    para: list[str] = []
-    para_base, html_block = 0, False
-
-    def flush() -> None:
-        nonlocal para
-        if not para:
-            return
-        text = "\n".join(para)
-        pieces, last = [], 0
-        for a, b in ([] if html_block else _code_spans(text)):
-            pieces += [_inert_text(text[last:a], comment_end, para_base + last, markdown), text[a:b]]
-            last = b
-        pieces.append(_inert_text(text[last:], comment_end, para_base + last, markdown))
-        out.append("".join(pieces))
-        para = []
-
+    open_run = html_block = False  # a backtick run left open above; a raw HTML block: both until a blank line
     for line in lines:
         base, offset = offset, offset + len(line) + 1
         stripped = line.lstrip()
@@ -158,34 +147,36 @@ def inert(markdown: str) -> str:
             continue
         m = _FENCE.match(line)
         if m:
-            flush()
             fence = m.group(1)
+            open_run = html_block = False
             out.append(line)
             continue
         if not stripped:
-            flush()
-            prev_blank = True
+            prev_blank, open_run, html_block = True, False, False
             out.append(line)
             continue
         indent = len(line) - len(stripped)
         if indent >= 4 and prev_blank and not in_list:  # an indented code block
-            flush()
             out.append(line)
             continue
         if indent < 4:
             in_list = bool(re.match(r"(?:[-*+]|\d+[.)])\s", stripped)) or (in_list and not prev_blank)
+        if prev_blank and _HTML_BLOCK.match(line) and not _WHOLE_COMMENT.match(line):
+            html_block = True
         prev_blank = False
         ref = _REF_DEF.match(line)
         if ref and unsafe_target(ref.group(2)):
             line = ref.group(1) + "#"
-        own = bool(_OWN_LINE.match(line))
-        if own or _NEW_BLOCK.match(line):
-            flush()
-            html_block = bool(_HTML_BLOCK.match(line))
-        if not para:
-            para_base = base
-        para.append(line)
-        if own:
-            flush()
-    flush()
+        spans: list[tuple[int, int]] = []
+        if not (open_run or html_block):
+            spans, left_open = _code_spans(line)
+            if left_open is not None:  # what follows the open run, on this line and below, is escaped whole
+                spans = [sp for sp in spans if sp[1] <= left_open]
+                open_run = True
+        pieces, last = [], 0
+        for a, b in spans:
+            pieces += [_inert_text(line[last:a], comment_end, base + last, markdown), line[a:b]]
+            last = b
+        pieces.append(_inert_text(line[last:], comment_end, base + last, markdown))
+        out.append("".join(pieces))
     return "\n".join(out)
