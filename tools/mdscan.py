@@ -308,7 +308,7 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
     lines = prose_view(text).split("\n")
     out: list[Link] = []
     for i, ln in enumerate(lines):
-        if "[" not in ln and "<" not in ln:
+        if "[" not in ln and "<" not in ln and "](" not in ln:
             continue
         no = first_line + i
         if "](" in ln and i and lines[i - 1].strip() and "[" in lines[i - 1]:

@@ -94,6 +94,20 @@ def test_an_escaped_bracket_is_no_link_and_an_escaped_target_is_read_as_markdown
     assert found == [(9, "broken-link")], found  # only the link after an escaped backslash
 
 
+def test_a_link_whose_text_runs_over_a_line_break_is_checked(kb):
+    """`[the missing\npage](missing.md)`: markdown links it across the line break of its paragraph; lint read the
+    page line by line and never saw the link (nor could a page linked only that way be found by backlinks)."""
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "# A\n\nSee [the missing\npage](missing-wrapped.md), "
+                                                        "[ok](a.md) and [one](gone-one.md).\n"))
+    found = sorted((line, code) for path, line, code in codes(kb) if path.endswith("a.md") and "link" in code)
+    assert found == [(9, "broken-link"), (9, "broken-link")], found  # both on the line of their target
+    from tools.mdscan import extract_links
+
+    links = extract_links("See [a\nb](x.md) and [c](y.md)\nmore [d\ne](z.md)")
+    assert sorted((ln.target, ln.line, ln.text) for ln in links) == [("x.md", 2, "a b"), ("y.md", 2, "c"),
+                                                                   ("z.md", 4, "d e")]
+
+
 def test_orphans_ignore_links_from_index_and_log(kb):
     write(kb.wiki, "concepts/lonely.md", page("Lonely", "concept"))
     write(kb.wiki, "concepts/x.md", page("X", "concept", "# X\n\n[y](y.md)\n"))
