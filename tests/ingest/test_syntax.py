@@ -198,7 +198,8 @@ def test_definitions_under_module_level_if_and_try_are_symbols():
     assert {"deprecated", "TypeAliasType", "Protocol", "TypedDict", "override", "get_original_bases"} <= set(names)
     assert len(names) == len(set(names)) and len(names) > 150
     src = ("import sys\nif sys.version_info >= (3, 12):\n    def fast(): 'new'\nelse:\n    def fast(): 'old'\n"
-           "try:\n    from x import y\nexcept ImportError:\n    def y(): pass\nfor i in range(2):\n    def loop(): pass\n"
+           "try:\n    from x import y\nexcept ImportError:\n    def y(): pass\n"
+           "for i in range(2):\n    def loop(): pass\n"
            "class A:\n    if True:\n        def m(self): pass\n")
     got = [s[:3] for s in pyfacts.python_facts("m.py", src.encode())["symbols"]]
     assert got == [["fast", "function", 3], ["y", "function", 9], ["A", "class", 12], ["A.m", "method", 14]]

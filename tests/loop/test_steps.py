@@ -53,7 +53,8 @@ def test_a_proposed_value_is_the_declared_one_of_its_type():
     assert "outside the declared space" in admission.refuse(SPEC, s, proposal("compiler", scan=1), priors())
     with pytest.raises(ProposalError):
         admission.check_fits(proposal("compiler", scan=0), SPEC)
-    spec = parse({"name": "n", "model": "m", "lane": "l", "variant": "v", "command": "python t.py", "budget": {"runs": 3},
+    spec = parse({"name": "n", "model": "m", "lane": "l", "variant": "v", "command": "python t.py",
+                  "budget": {"runs": 3},
                   "knobs": {"accum": {"flag": "--accum", "values": [1, 2, 4]}}}, Path("loops/n.yml"))
     p = proposal("memory", accum=2.0)
     admission.check_fits(p, spec)

@@ -33,7 +33,7 @@ class SourcesReport:
     unchanged: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)   # documents whose raw/sources file is gone: page removed
-    copies: list[tuple[str, str]] = field(default_factory=list)  # (a file, the one with the same bytes that has the page)
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (a file, the file of its bytes that has the page)
     claims: int = 0
     summarized: list[str] = field(default_factory=list)                 # --llm: summaries written this run
     summary_failed: list[tuple[str, str]] = field(default_factory=list)  # --llm: pages written without one, why
