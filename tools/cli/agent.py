@@ -100,9 +100,11 @@ def attach(cli: click.Group) -> None:
 @click.command(name="mcp")
 @click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 (default: stdio).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True)
-@click.option("--allow-write", is_flag=True, help="Also offer the operations that write pages (hypotheses_file, loop_stop).")
-@click.option("--allow-run", is_flag=True, help="Also offer the operations that run experiments (loop_start, "
-                                            "loop_resume: detached `tools loop` drivers).")
+@click.option("--allow-write", is_flag=True, help="Also offer the operations that write pages (hypotheses_file, "
+                                                  "loop_stop, gap_analyze).")
+@click.option("--allow-run", is_flag=True, help="Also offer the operations that run experiments or move branches "
+                                                "(loop_start, loop_resume: detached `tools loop` drivers; "
+                                                "loop_finalize, exp_export).")
 @click.option("--list", "list_", is_flag=True, help="Print the operations and their input schemas, then exit.")
 @pass_project
 def mcp(project, http, port, allow_write, allow_run, list_):
