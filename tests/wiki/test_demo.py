@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from click.testing import CliRunner
-
-from tools.cli import cli
-
 
 def test_demo_again_on_its_folder_says_the_loop_ran_before_and_keeps_the_report(tmp_path):
     """Run again, the demo's loop "ran" nothing (its budget was spent), printed the whole earlier loop's device time
@@ -28,8 +24,10 @@ def test_demo_again_on_its_folder_says_the_loop_ran_before_and_keeps_the_report(
     s.history, s.status, s.stop_reason = [{"iteration": 1, "kept": True}], "stopped", "budget: runs 3 of 3 used"
     s.usage["device_s"] = 421.4
     st.save(paths, s)
-    r = CliRunner().invoke(cli, ["demo", str(root), "--loop-runs", "2"])
-    assert r.exit_code == 0, r.output
-    assert "loop llama-cpu ran here before (1 experiments, budget: runs 3 of 3 used): not run again" in r.output
-    assert "--fresh" in r.output and "421.4" not in r.output and "figures in" not in r.output
+    said: list[str] = []
+    again = run_demo(root, source=src, loop_runs=2, say=said.append)
+    assert again.loop_ran_before and again.loop["stop_reason"] == "budget: runs 3 of 3 used"
+    assert any("loop llama-cpu ran here before (1 experiments, budget: runs 3 of 3 used): not run again" in m
+               and "--fresh" in m for m in said), said
+    assert not any("421.4" in m for m in said)
     assert (root / "demo-report.json").read_text() == report
