@@ -17,8 +17,9 @@ KEEP = ".gitkeep"
 
 GITIGNORE = """\
 # Written by `tools init`.
-# Built site and disposable tool state.
+# Built site and disposable tool state (a killed site build's folders beside site/ included).
 site/
+.site.*/
 build/
 .tools-cache/
 __pycache__/

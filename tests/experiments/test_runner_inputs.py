@@ -70,6 +70,11 @@ def test_a_filed_page_whose_row_a_kill_lost_gets_it_back(project):
     ids = [r["exp_id"] for r in records.lane_records(project.wiki, "m", "l")]
     assert [ln.split("\t")[5] for ln in tsv.read_text().splitlines()[1:]] == ids and tsv.read_text().count(
         ids[0]) == 1
+    tsv.write_text(header)  # again, and the lane's model page with it: `tools exp list` writes both back
+    (project.wiki / "models" / "m-l.md").unlink()
+    listed = tools(project.root, "exp", "list")
+    assert listed.returncode == 0 and "wrote the ledger row of" in listed.stderr, listed.stderr
+    assert len(tsv.read_text().splitlines()) == 3 and (project.wiki / "models" / "m-l.md").is_file()
     tsv.write_text(header + row)
     lane = Lane(project, "m", "l")
     assert lane.repair_ledger(Writer(project.wiki)) == [ids[1]]

@@ -93,3 +93,28 @@ def test_remove_keeps_notes_written_by_hand_and_trees_differing_in_case_are_refu
     r = run(kb, "ingest", "raw/code/Other", "-q")
     assert r.exit_code == 1 and "share wiki/kernels/other/ with raw/code/other" in r.output, r.output
     assert not (kb / "wiki/codebases/Other").exists()
+
+
+def test_a_remove_killed_before_the_index_is_rebuilt_runs_again(tmp_path):
+    """The ingest cache (what says a codebase is here) went first: a remove killed before the index was rebuilt
+    left index.md linking the deleted pages, and every re-run refused "no such codebase". The kill is placed there
+    by a SIGKILL in place of the index rebuild."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    kb = two_repo_kb(tmp_path)
+    kill = ("import os, signal, sys\nimport tools.ingest.run as r\n"
+            "r.rebuild_index = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "from tools.cli import cli\ncli(sys.argv[1:])\n")
+    p = subprocess.run([sys.executable, "-c", kill, "--root", str(kb), "remove", "tiny"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    assert not (kb / "wiki/codebases/tiny").exists()
+    again = run(kb, "remove", "tiny")
+    assert again.exit_code == 0, again.output
+    assert "codebases/tiny" not in (kb / "wiki/index.md").read_text()
+    lint = run(kb, "lint")
+    assert lint.exit_code == 0 and "0 errors" in lint.output, lint.output
+    assert not [p for p in os.listdir(kb / ".tools-cache" / "ingest") if p.startswith("tiny")]

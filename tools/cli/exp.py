@@ -163,13 +163,18 @@ def list_(project, model, as_json) -> None:
     import json
 
     from ..experiments.abandoned import sweep
+    from ..experiments.filing import repair_ledgers
     from ..experiments.metrics import finite
     from ..experiments.records import load_experiments
     from ..writer import Writer
 
-    for exp_id in sweep(Writer(project.wiki), project):
+    w = Writer(project.wiki)
+    for exp_id in sweep(w, project):
         click.echo(f"filed {exp_id} as crash: its runner is gone (see its page)", err=True)
-    for r in load_experiments(project.wiki):
+    recs = load_experiments(project.wiki)
+    for exp_id in repair_ledgers(w, project, recs):  # a kill between a page and its ledger row
+        click.echo(f"wrote the ledger row of {exp_id}: its page was filed, its row was not", err=True)
+    for r in recs:
         if model and r.get("model") != model:
             continue
         if as_json:

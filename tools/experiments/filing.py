@@ -74,10 +74,11 @@ class Lane:
         """Give every filed page of the lane its ledger row (a kill between the page and its row left it without
         one for good); the exp_ids repaired."""
         with self.locked():
-            rows = self.ledger_rows()
-            missing = rows_missing(rows, self.records())
+            rows, recs = self.ledger_rows(), self.records()
+            missing = rows_missing(rows, recs)
             if missing:
                 w.write_file(self.ledger_rel, ledger.render(rows + missing))
+                w.write_page(report.model_page(self.model, self.lane, recs))  # written after the row, lost with it
             return [r["exp_id"] for r in missing]
 
     def next_version(self) -> int:
@@ -86,6 +87,23 @@ class Lane:
 
     def records(self) -> list[dict]:
         return records.lane_records(self.project.wiki, self.model, self.lane)
+
+
+def repair_ledgers(w: Writer, project: Project, recs: list[dict]) -> list[str]:
+    """``Lane.repair_ledger`` for each lane of ``recs`` (the wiki's records) that has a filed page without its row;
+    the exp_ids given a row."""
+    by_lane: dict[tuple[str, str], list[dict]] = {}
+    for r in recs:
+        by_lane.setdefault((str(r.get("model")), str(r.get("lane"))), []).append(r)
+    out = []
+    for (model, name), mine in sorted(by_lane.items()):
+        lane = Lane(project, model, name)
+        try:
+            if rows_missing(lane.ledger_rows(), mine):
+                out += lane.repair_ledger(w)
+        except InputError:  # a ledger that cannot be read: reading the lane names it
+            continue
+    return out
 
 
 def rows_missing(rows: list[dict], recs: list[dict]) -> list[dict]:

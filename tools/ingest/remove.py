@@ -75,12 +75,14 @@ def remove_codebase(project: Project, slug: str, writer: Writer) -> RemoveReport
                 return None if new == text else new.rstrip("\n") + "\n"
             if writer.update_file(rel, change) != "unchanged":
                 report.regions.append(rel)
-        for part in ("", ".kernels"):
-            with contextlib.suppress(FileNotFoundError):
-                analyze._cache_path(project.cache, slug, part).unlink()
         _kernel_directory(project, writer)
         rebuild_index(project, writer)
     writer.log_changes("remove", slug)
+    # the cache last: it is what says the codebase is here, so a remove killed before this point runs again
+    # (killed earlier, the cache was gone and a re-run refused "no such codebase", with the index still linking it)
+    for part in ("", ".kernels"):
+        with contextlib.suppress(FileNotFoundError):
+            analyze._cache_path(project.cache, slug, part).unlink()
     return report
 
 

@@ -36,6 +36,7 @@ def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None 
         cfg = load_config(str(config_file), **kw)
         final = Path(cfg.site_dir).resolve()
         _check_site_dir(final, config_file.parent.resolve(), cfg)
+        _sweep_killed(final)
         building = final.parent / f".{final.name}.building-{os.getpid()}"
         cfg.site_dir = str(building)
         build(cfg)
@@ -74,18 +75,43 @@ def _check_site_dir(final: Path, root: Path, cfg) -> None:
 
 
 def _swap(built: Path, final: Path) -> None:
-    """``built`` in ``final``'s place; the old site is removed only once the new one is there."""
+    """``built`` in ``final``'s place; the old site is removed only once the new one is there, after its dot-entries
+    (MkDocs keeps them: a gh-pages checkout's .git, .nojekyll) moved into the new one. A kill between the renames
+    leaves the old site as ``.NAME.old-PID``, which the next build puts back or takes its dot-entries from."""
     import shutil
 
     old = final.parent / f".{final.name}.old-{built.name.rsplit('-', 1)[-1]}"
     if final.exists():
-        for hidden in final.glob(".*"):  # MkDocs keeps a site's dot-entries (a gh-pages checkout's .git, .nojekyll)
-            if not (built / hidden.name).exists():
-                hidden.rename(built / hidden.name)
         final.rename(old)
     built.rename(final)
     if old.exists():
+        _keep_hidden(old, final)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _keep_hidden(old: Path, final: Path) -> None:
+    for hidden in old.glob(".*"):
+        if not (final / hidden.name).exists():
+            hidden.rename(final / hidden.name)
+
+
+def _sweep_killed(final: Path) -> None:
+    """What a killed build left beside the site: its half-built folder (removed), or the last site moved aside
+    before the new one took its place (put back when there is no site; else its dot-entries are kept)."""
+    import shutil
+
+    from ..writer import _pid_alive
+
+    for left in sorted(final.parent.glob(f".{final.name}.*-*")):
+        kind, _, pid = left.name[len(final.name) + 2:].rpartition("-")
+        if kind not in ("building", "old") or not pid.isdigit() or _pid_alive(int(pid)) or not left.is_dir():
+            continue
+        if kind == "old" and not final.exists():
+            left.rename(final)
+            continue
+        if kind == "old":
+            _keep_hidden(left, final)
+        shutil.rmtree(left, ignore_errors=True)
 
 
 class _Collect(logging.Handler):
