@@ -20,6 +20,7 @@ GITIGNORE = """\
 # Built site and disposable tool state (a killed site build's folders beside site/ included).
 site/
 .site.*/
+.site.lock
 build/
 .tools-cache/
 __pycache__/

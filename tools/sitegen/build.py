@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from ..errors import ToolsError
+from ..writer import locked
 
 
 def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None = None,
@@ -36,18 +37,19 @@ def build_site(root: Path, *, strict: bool = False, site_dir: str | Path | None 
         cfg = load_config(str(config_file), **kw)
         final = Path(cfg.site_dir).resolve()
         _check_site_dir(final, config_file.parent.resolve(), cfg)
-        _sweep_killed(final)
-        building = final.parent / f".{final.name}.building-{os.getpid()}"
-        cfg.site_dir = str(building)
-        build(cfg)
-        _swap(building, final)
-        cfg.site_dir = str(final)
+        with locked(final.parent / f".{final.name}.lock"):  # one build of this site at a time: the swap renames
+            _sweep_killed(final)
+            building = final.parent / f".{final.name}.building-{os.getpid()}"
+            cfg.site_dir = str(building)
+            build(cfg)
+            _swap(building, final)
+            cfg.site_dir = str(final)
     except (Abort, ConfigurationError) as e:
         # --strict aborts on the warnings it counted: say them (MkDocs' own CLI prints them; in-process nothing did)
         shown = "".join(f"\n  WARNING {w}" for w in warnings[:50])
         more = f"\n  ... and {len(warnings) - 50} more" if len(warnings) > 50 else ""
         raise ToolsError(f"site build failed: {e}{shown}{more}") from None
-    except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as e:  # the site folder's path
+    except OSError as e:  # the site folder's path, a rename that failed
         raise ToolsError(f"site build failed: {e.filename or kw.get('site_dir', '')}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:  # MkDocs logged the file's name (on_warning showed it) and raised this bare
         raise ToolsError(f"site build failed: a page is not UTF-8 ({e.reason} at byte {e.start}; the warning above "
@@ -68,6 +70,11 @@ def _check_site_dir(final: Path, root: Path, cfg) -> None:
         if final == mine or mine.is_relative_to(final) or (mine != root and final.is_relative_to(mine)):
             raise ToolsError(f"site build refused: the site folder {final} would replace {mine} (the site's folder is "
                              "emptied each build); build into another folder")
+    up = next((a for a in (final, *final.parents) if a.exists()), None)
+    if up is not None and up != final and not up.is_dir():
+        raise ToolsError(f"site build failed: {up}: Not a directory")
+    if final.exists() and not final.is_dir():
+        raise ToolsError(f"site build refused: the site folder {final} is a file (site_dir in mkdocs.yml?)")
     held = [p for p in final.iterdir() if not p.name.startswith(".")] if final.is_dir() else []
     if held and not any((final / n).is_file() for n in ("index.html", "404.html", "sitemap.xml")):
         raise ToolsError(f"site build refused: {final} holds files and no site built before ({held[0].name}, ...): "

@@ -2,8 +2,8 @@
 MkDocs build).
 
 The plugin's build passes every wiki page's HTML through an allow-list sanitizer (``sitegen.sanitize``). A staged
-build has no such step, so the staged copy of each wiki page is rewritten instead, in one linear pass, outside code
-blocks and code spans (which markdown escapes itself):
+build has no such step, so the staged copy of each wiki page is rewritten instead, in one linear pass, outside fenced
+code blocks (which markdown escapes itself; code spans and indented code are rewritten too, see ``inert``):
 
 - raw HTML: ``<`` escaped unless it opens an HTML comment (the tools' region markers), a tag from a short list
   without attributes (``<br>``, ``<sub>``, ``</td>`` ...): an attribute-free tag cannot run script, or the loop
@@ -12,7 +12,8 @@ blocks and code spans (which markdown escapes itself):
   instead (``my%20notes.md``): it is still a link, and no ``<`` is left to be read as a tag if it is not one;
 - link and image targets, inline or reference definitions, whose scheme is not http, https or mailto (after HTML
   entities, whitespace and control characters are taken out, as a browser does) become ``#``;
-- attribute lists (``{: onclick=...}``) naming an event handler or a URL attribute lose their brace.
+- a line whose braces hold an event handler or a URL attribute (an attribute list, ``{: onclick=...}``) loses its
+  braces.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ SAFE_SCHEMES = ("http", "https", "mailto")
 # the loop report's plot slot (`loop/report.py`): a div whose only attributes are a fixed class and a plain name
 _TAG = re.compile(r"</?(?:" + "|".join(SAFE_TAGS) + r")\s*/?>"
                   r'|<div class="arw-loop-plot" data-loop="[A-Za-z0-9._-]{1,128}">|</div>', re.I)
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_TICKS = re.compile(r"`+")
+# a fence opener as superfences reads one: the run, then an info string of its own characters (or braces) alone on
+# the line; "~~~ <img ...>" is a paragraph to markdown, so it is no fence here either
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*(?:[\w#.+-]*[ \t]*)?(?:\{[^{}`\n]*\}[ \t]*)?$")
 _INLINE_TARGET = re.compile(r"\]\(\s*<?([^)\s>]*)")
 _ANGLE_TARGET = re.compile(r"\]\(\s*<([^<>\n]*)>")
-_REF_DEF = re.compile(r"^( {0,3}\[[^\]\n]+\]:\s*)<?(\S+)")
-_ATTR_LIST = re.compile(r"\{[^{}\n]*\}")
+_REF_DEF = re.compile(r"^([ \t>]*(?:(?:[-*+]|\d+[.)])[ \t]+)?\[[^\]\n]+\]:\s*)<?(\S+)")  # in a quote or list too
 _RISKY_ATTR = re.compile(r"(?:\bon[a-z]+|\bhref|\bsrc|\bstyle|\bformaction|\baction|\bsrcdoc|:href)\s*=", re.I)
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
 _INVISIBLE = re.compile(r"[\x00-\x20\x7f]+")
@@ -42,33 +43,6 @@ def unsafe_target(target: str) -> bool:
     plain = _INVISIBLE.sub("", html.unescape(target)).lower()
     m = _SCHEME.match(plain)
     return bool(m) and m.group(1) not in SAFE_SCHEMES
-
-
-def _code_spans(line: str) -> tuple[list[tuple[int, int]], int | None]:
-    """(start, end) of the inline code spans of one line (a run of N backticks closes at the next run of N), and
-    where the first run no later run closes starts (None: every run is closed on this line)."""
-    # a run after a backslash never opens here (markdown may read it as an escaped backtick): what is wrongly
-    # taken for text gets escaped, which is safe; what is wrongly taken for code would not be
-    runs = [(m.start(), m.end()) for m in _TICKS.finditer(line) if not (m.start() and line[m.start() - 1] == "\\")]
-    by_len: dict[int, list[int]] = {}
-    for i, (a, b) in enumerate(runs):
-        by_len.setdefault(b - a, []).append(i)
-    nxt = {n: 0 for n in by_len}
-    spans, i, left_open = [], 0, None
-    while i < len(runs):
-        a, b = runs[i]
-        n = b - a
-        same = by_len[n]
-        while nxt[n] < len(same) and same[nxt[n]] <= i:
-            nxt[n] += 1
-        if nxt[n] < len(same):
-            j = same[nxt[n]]
-            spans.append((a, runs[j][1]))
-            i = j + 1
-        else:
-            left_open = a if left_open is None else left_open
-            i += 1
-    return spans, left_open
 
 
 def _inert_text(text: str, comment_end: list[int], base: int, whole: str) -> str:
@@ -96,7 +70,11 @@ def _inert_text(text: str, comment_end: list[int], base: int, whole: str) -> str
     out.append(text[last:])
     text = "".join(out)
     text = _inert_targets(text)
-    return _ATTR_LIST.sub(lambda m: "&#123;" + m.group(0)[1:] if _RISKY_ATTR.search(m.group(0)) else m.group(0), text)
+    # attr_list reads a brace to the last "}" of the line (a quoted "}" does not end it): a line whose braces hold
+    # a handler or a URL attribute anywhere keeps none of them
+    if "{" in text and _RISKY_ATTR.search(text[text.index("{"):]):
+        return text.replace("{", "&#123;")
+    return text
 
 
 def _inert_targets(text: str) -> str:
@@ -117,66 +95,48 @@ def _inert_targets(text: str) -> str:
     return "".join(out)
 
 
-# A line opening a raw HTML block with an allowed tag: markdown reads no code span there (to the blank line), so
-# nothing in it is spared escaping. A whole comment on its line (the tools' region markers) opens no block.
-_HTML_BLOCK = re.compile(r" {0,3}<(?:!--|/?(?:p|ul|ol|li|table|thead|tbody|tr|td|th|details|summary|hr)\b)", re.I)
-_WHOLE_COMMENT = re.compile(r" {0,3}<!--.*-->\s*$")
-
-
 def inert(markdown: str) -> str:
-    """The staged copy of a page: raw HTML escaped outside code blocks and code spans. Spans are paired line by
-    line, which is how markdown pairs them while no earlier line of the paragraph left a backtick run open (a span
-    closes at the next run of its length, left to right). Once a line leaves one open, markdown may pair it with a
-    run on a later line (a span across a line break, which admonitions, lists and other blocks can also cut short):
-    from there to the next blank line nothing is spared escaping. Escaping code is only cosmetic (``&lt;`` shown);
-    sparing text that markdown reads as HTML would run it."""
-    lines = markdown.split("\n")
+    """The staged copy of a page: raw HTML escaped everywhere but in fenced code blocks, which markdown escapes
+    itself. Code spans and indented code are escaped too: where markdown pairs backticks, or reads an indented line
+    as code, depends on its extensions (an escaped backtick that still opens a span, an admonition's indented body,
+    a span across a line break), and a text thought code that markdown reads as HTML would run; escaping what is
+    code only shows ``&lt;`` in the staged copy's code spans (the plugin's build sanitizes its HTML instead)."""
+    lines = _targets_on_next_line(markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
     out: list[str] = []
     fence = ""
     comment_end = [-1]
     offset = 0
-    prev_blank, in_list = True, False
-    open_run = html_block = False  # a backtick run left open above; a raw HTML block: both until a blank line
     for line in lines:
         base, offset = offset, offset + len(line) + 1
-        stripped = line.lstrip()
+        stripped = line.lstrip(" \t")
         if fence:
-            if stripped.startswith(fence) and not stripped.strip(fence[0]).strip():
+            if stripped.startswith(fence) and not stripped.strip(fence[0]).strip(" \t"):
                 fence = ""
             out.append(line)
             continue
         m = _FENCE.match(line)
         if m:
             fence = m.group(1)
-            open_run = html_block = False
             out.append(line)
             continue
-        if not stripped:
-            prev_blank, open_run, html_block = True, False, False
-            out.append(line)
-            continue
-        indent = len(line) - len(stripped)
-        if indent >= 4 and prev_blank and not in_list:  # an indented code block
-            out.append(line)
-            continue
-        if indent < 4:
-            in_list = bool(re.match(r"(?:[-*+]|\d+[.)])\s", stripped)) or (in_list and not prev_blank)
-        if prev_blank and _HTML_BLOCK.match(line) and not _WHOLE_COMMENT.match(line):
-            html_block = True
-        prev_blank = False
         ref = _REF_DEF.match(line)
         if ref and unsafe_target(ref.group(2)):
             line = ref.group(1) + "#"
-        spans: list[tuple[int, int]] = []
-        if not (open_run or html_block):
-            spans, left_open = _code_spans(line)
-            if left_open is not None:  # what follows the open run, on this line and below, is escaped whole
-                spans = [sp for sp in spans if sp[1] <= left_open]
-                open_run = True
-        pieces, last = [], 0
-        for a, b in spans:
-            pieces += [_inert_text(line[last:a], comment_end, base + last, markdown), line[a:b]]
-            last = b
-        pieces.append(_inert_text(line[last:], comment_end, base + last, markdown))
-        out.append("".join(pieces))
+        out.append(_inert_text(line, comment_end, base, markdown))
     return "\n".join(out)
+
+
+def _targets_on_next_line(lines: list[str]) -> list[str]:
+    """A link's target or a reference definition's URL on the line after its ``](`` / ``]:`` is checked as if it
+    were on that line (``[x](\\njavascript:...)`` linked it)."""
+    for i, line in enumerate(lines[:-1]):
+        if not line.rstrip().endswith(("](", "]:", "](<")):
+            continue
+        j = next((k for k in range(i + 1, len(lines)) if lines[k].strip()), None)
+        if j is None:
+            continue
+        token = lines[j].split()[0]
+        if unsafe_target(token.lstrip("<").split(")")[0]):
+            inline = not line.rstrip().endswith("]:")  # a link's "(" is closed on that line: keep its ")"
+            lines[j] = lines[j].replace(token, "#" + (")" if inline and ")" in token else ""), 1)
+    return lines
