@@ -294,7 +294,6 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 continue
             sha = hashlib.sha256(data).hexdigest()
             path = page_path(rel, owners)
-            # of files with the same bytes, the first by path keeps the page (the same choice on every run)
             # of files with the same bytes, the shortest name keeps the page (`paper.pdf`, not `paper (1).pdf`),
             # the same choice on every run
             same = [r for r, d in docs.items() if d.get("sha") == sha and (project.raw_sources / r).is_file()]
