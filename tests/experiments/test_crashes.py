@@ -252,3 +252,15 @@ def test_oom_advice_from_the_allocators_figures():
     assert "One allocation is 6.00 GiB (38 % of the device)" in tips[2]
     assert "(`remat=full`, or a policy saving only the matmul outputs); see [rematerialization]" in tips[3]
     assert tips[4].startswith("- `grad_accum=4` with half the micro-batch") and "see [" not in tips[4]
+
+
+def test_exp_crashes_takes_the_registry_pairs_too(project):
+    """docs/agents.md lists `tools exp crashes model=... lane=...`, as for every registry command: it was a usage
+    error ("unexpected extra arguments")."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    for args in (["model=m", "lane=l"], ["--model", "m", "--lane", "l"], ["--args", '{"model": "m"}']):
+        r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "crashes", *args, "--json"])
+        assert r.exit_code == 0 and '"signatures": []' in r.output, (args, r.output)

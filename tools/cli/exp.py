@@ -201,20 +201,23 @@ def explorer(project, model, out_path, plotly_src) -> None:
 
 
 @exp.command(name="crashes")
+@click.argument("pairs", nargs=-1)
 @click.option("--model", default=None, help="Only this model.")
 @click.option("--lane", default=None, help="Only this lane (with --model).")
 @click.option("--args", "args_json", default=None, help="The arguments as one JSON object (as for every registry op).")
 @click.option("--json", "as_json", is_flag=True, help="Print the registry's exp.crashes output.")
 @pass_project
-def crashes(project, model, lane, args_json, as_json) -> None:
+def crashes(project, pairs, model, lane, args_json, as_json) -> None:
     """Crash signatures, most frequent first: kind, count, last run, lanes, and the signature page (every run that
-    hit it, the configuration they share, the first fix)."""
+    hit it, the configuration they share, the first fix). Arguments as options or as the registry's key=value
+    pairs (`model=llama lane=cpu`)."""
     import json
 
     from ..agent.registry import call
     from .agent import parse_pairs
 
-    args = {"model": model, "lane": lane} | parse_pairs((), args_json)
+    given = {k: v for k, v in (("model", model), ("lane", lane)) if v is not None}
+    args = given | parse_pairs(pairs, args_json, frozenset({"model", "lane"}))
     out = call(project, "exp.crashes", args)
     if as_json:
         click.echo(json.dumps(out, default=str))
