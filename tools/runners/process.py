@@ -56,19 +56,26 @@ def _in_main_thread() -> bool:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Inside the block SIGTERM raises ``Stop("SIGTERM")`` (Ctrl-C raises KeyboardInterrupt as usual)."""
+    """Inside the block SIGTERM raises ``Stop("SIGTERM")`` (Ctrl-C raises KeyboardInterrupt as usual).
+
+    The stop is also noted for every run (``STOP_ALL``): Python runs a handler wherever the main thread is, and
+    where that is a fork hook (``Popen`` with ``preexec_fn`` runs logging's), the raise is printed and dropped. A
+    run's output pump then stops on the note instead, and the signal is never lost."""
     if not _in_main_thread():
         yield
         return
 
     def _raise(signum, frame):
-        raise Stop(signal.Signals(signum).name)
+        how = signal.Signals(signum).name
+        stop_all_runs(how)
+        raise Stop(how)
 
     prev = signal.signal(signal.SIGTERM, _raise)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, prev)
+        STOP_ALL.clear()
 
 
 @contextlib.contextmanager
