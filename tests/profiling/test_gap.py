@@ -222,3 +222,39 @@ def test_a_gap_page_names_each_run_with_its_model_and_lane():
     page = render(analysis, {})
     assert page.meta["title"] == "Gap: llama/cpu/v001 vs llama/cpu2/v001"
     assert "\n# Gap: llama/cpu/v001 vs the reference llama/cpu2/v001\n" in page.body
+
+
+def test_an_analysis_run_again_without_its_loop_keeps_the_knob_change_it_filed(tmp_path):
+    """`tools gap A B --loop l` filed an item as the loop's knob change (runnable, effort 1); the same analysis run
+    again without `--loop` rewrote the open page as a code change to write (effort 3, lower priority)."""
+    import types
+
+    from tools import pages
+    from tools.agent.ops_gap import _file
+    from tools.project import Project
+
+    kb = Project(tmp_path / "kb")
+    kb.wiki.mkdir(parents=True)
+    # folders carry no model or lane: the analysis files under unknown/unknown, and so does this loop
+    spec = spec_mod.parse({**KNOBS, "model": "unknown", "lane": "unknown"}, tmp_path / "cpu.yml")
+
+    def analysis(knobs):
+        item = {"kind": "accumulation", "basis": "hlo", "property": {"grad_accum": 2}, "rank": 1, "knobs": knobs,
+                "what": "gradient accumulation 2", "gain_pct": 8.0, "share_pct": 8.0, "evidence": [],
+                "touches": ["matmul"], "category": "shape"}
+        return {"ours": "a", "ref": "b", "ours_page": "", "ref_page": "", "verdict": "the reference is faster",
+                "step": [], "categories_us_per_token": [], "estimate": {}, "items": [item], "gap_pct": 10.0,
+                "stages": {"ours": "optimized", "ref": "optimized"}, "reference_faster": True,
+                "hypotheses": [], "not_filed": [], "retired": []}
+
+    ours, ref = types.SimpleNamespace(page=None), types.SimpleNamespace(label="b")
+    first = analysis({"grad_accum": 2})
+    _file(kb, first, ours, ref, spec)
+    (path,) = first["hypotheses"]
+    before = (kb.wiki / path).read_text()
+    assert pages.split(before)[0]["change"]["knobs"] == {"grad_accum": 2}
+    again = analysis(None)
+    _file(kb, again, ours, ref, None)
+    assert (kb.wiki / path).read_text() == before
+    assert again["hypotheses"] == [] and "mapped to a loop's knobs" in again["not_filed"][0]
+    assert not again["retired"]  # still this analysis's item: not abandoned either

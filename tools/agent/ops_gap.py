@@ -131,9 +131,15 @@ def _file(project: Project, result: dict, ours, ref, spec) -> None:
             continue
         hid = slugify(f"gap-{ref.label}-{it['kind']}-{'-'.join(str(v) for v in (it.get('property') or {}).values())}")[:120]
         page = hypotheses.hypothesis_page(target, p, hid, "open", None)
-        status = _status(project, page.path)
+        old = _meta(project, page.path)
+        status = None if old is None else str(old.get("status") or "open")
         if status not in (None, "open"):
             result["not_filed"].append(f"{it['what']}: {page.path} is already {status}")
+            pages_by_rank[it["rank"]] = page.path
+            continue
+        if p.change.kind != "knobs" and ((old or {}).get("change") or {}).get("kind") == "knobs":
+            # an analysis run without its loop would make a loop's runnable knob change a code change to write
+            result["not_filed"].append(f"{it['what']}: {page.path} kept, mapped to a loop's knobs (give --loop)")
             pages_by_rank[it["rank"]] = page.path
             continue
         writer.write_page(page)
@@ -177,7 +183,8 @@ def _retire(project: Project, writer, target, analysis_rel: str, kept: set[str])
     return out
 
 
-def _status(project: Project, rel: str) -> str | None:
+def _meta(project: Project, rel: str) -> dict | None:
+    """The frontmatter of a page this analysis would write (None: no readable page there)."""
     from .. import pages
 
     p = project.wiki / rel
@@ -187,7 +194,7 @@ def _status(project: Project, rel: str) -> str | None:
         meta, _ = pages.split(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, pages.FrontmatterError):
         return None
-    return str((meta or {}).get("status") or "open")
+    return meta if isinstance(meta, dict) else {}
 
 
 @op("gap.analyze", GapIn, GapOut, writes=True, destructive=True)  # retires stale hypotheses
