@@ -436,3 +436,53 @@ def test_an_op_without_a_program_id_or_from_xprof_still_maps(tmp_path):
     assert [(o["category"], o["source"]) for o in s["ops"]] == [("elementwise", "model.py:12")]
     # xprof's rows (a device plane: none on this CPU) name the module by the program id of its dump
     assert summary_mod.xprof_program("60") == 60 and summary_mod.xprof_program("jit_step") is None
+
+
+def test_the_items_of_a_gap_never_claim_more_than_the_gap_together_and_what_none_touches_stays_unexplained():
+    """Each item was capped at the gap on its own: four items claimed 25.1 % of a step when 18.7 % could be closed
+    (the gap is net of the categories where ours is faster), and a category no item touched showed as 0 unexplained."""
+    from tools.gap.compare import Side
+    from tools.gap.estimate import estimate
+
+    def side(label, cats_us, step_ms):
+        summary = {"n_steps": 1, "steps": {"median_ms": step_ms},
+                   "categories": [{"category": c, "self_us": us} for c, us in cats_us.items()]}
+        return Side(label, {}, summary=summary, metrics={"tokens_per_s": 1e6 / step_ms, "step_time_ms": step_ms})
+
+    # per token (1,000 tokens a step): ours spends 40 more in matmul, 20 more in reduction, 30 less in elementwise
+    ours = side("a", {"matmul": 100_000, "reduction": 30_000, "elementwise": 20_000}, 150)
+    ref = side("b", {"matmul": 60_000, "reduction": 10_000, "elementwise": 50_000}, 120)
+    items = [{"touches": ["matmul"]}, {"touches": ["matmul"]}]
+    est = estimate(items, ours, ref)
+    gap = est["gap_us_per_token"]
+    assert gap == pytest.approx(30.0)
+    claimed = sum(it["share_pct"] for it in items) / 100 * est["ours_us_per_token"]
+    assert claimed <= gap + 1e-6
+    # matmul is 40 of the 60 we spend more, so 2/3 of the gap; reduction (no item) keeps its 1/3
+    assert claimed == pytest.approx(20.0, rel=1e-3)
+    assert est["unexplained_us_per_token"] == pytest.approx(10.0, rel=1e-3)
+
+
+def test_an_empty_or_binary_hlo_dump_is_left_out_not_read_as_a_program(tmp_path):
+    from tools.errors import InputError
+    """A 0-byte or non-UTF-8 `*after_optimizations.txt` parsed as an empty module named `?`: two such folders were
+    "Identical optimized HLO" (the runner's no-op check reads that fingerprint), and a diff of a run against its own
+    folder moved every line."""
+    from tools.profiling.hlo import load_programs
+    from tools.profiling.hlo_diff import fingerprint, hlo_diff
+
+    name = "module_0001.jit_step.cpu_after_optimizations.txt"
+    for sub, data in (("zero", b""), ("binary", b"\x89PNG\r\n\x1a\n\xff\xfe\x00garbage")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / name).write_bytes(data)
+        assert fingerprint(tmp_path / sub) is None and load_programs(tmp_path / sub) == {}
+    with pytest.raises(InputError, match=r"zero/module_0001\.jit_step.*: empty"):
+        hlo_diff(tmp_path / "zero", tmp_path / "binary")
+    # beside a real dump, a bad one is left out and said
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / name).write_text(FUSED)
+    (tmp_path / "good" / "module_0002.jit_other.cpu_after_optimizations.txt").write_bytes(b"")
+    d = hlo_diff(tmp_path / "good", tmp_path / "good")
+    assert d["identical"] and [m["module"] for m in d["modules"]] == ["jit_step"]
+    assert len(d["left_out"]) == 2 and all(line.endswith(": empty") for line in d["left_out"])
+    assert fingerprint(tmp_path / "good") is not None

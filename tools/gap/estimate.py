@@ -65,10 +65,13 @@ def estimate(items: list[dict], ours: Side, ref: Side, totals: tuple[float | Non
                 it["us_per_token"] += d / len(claim[c])
     explained = 0.0
     gap = sum(po.values()) - sum(pr.values()) if po and pr else None
+    # the gap is net of the categories where ours is faster; what we spend more is scaled down to it, so the items
+    # together never claim more than the whole gap (we would pass the reference), and what no item touches keeps its
+    # share as unexplained
+    more = sum(d for d in deltas.values() if d > 0)
+    scale = 1.0 if gap is None or more <= 0 else min(1.0, max(gap, 0.0) / more)
     for it in items:
-        us = it.pop("us_per_token")
-        if gap is not None:  # closing one difference cannot gain more than the whole gap: we would pass the reference
-            us = min(us, max(gap, 0.0))
+        us = it.pop("us_per_token") * scale
         explained += us
         it["share_pct"] = round(100 * us / ours_total, 2) if ours_total else None
         it["gain_pct"] = round(100 * (ours_total / (ours_total - us) - 1), 2) if ours_total and us < ours_total \
@@ -80,7 +83,8 @@ def estimate(items: list[dict], ours: Side, ref: Side, totals: tuple[float | Non
             "gap_us_per_token": round(gap_us, 5) if gap_us is not None else None,
             "unexplained_us_per_token": round(max(gap_us - explained, 0.0), 5) if gap_us is not None else None,
             "how": "per-token op time by category from each run's profile (host/idle: the traced step minus op "
-                   "time); every category where ours spends more is split evenly among the items that touch it"}
+                   "time); every category where ours spends more is split evenly among the items that touch it, "
+                   "all of it scaled to the net gap"}
 
 
 def speeds(ours: Side, ref: Side) -> tuple[float | None, float | None, str]:

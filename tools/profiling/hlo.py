@@ -322,6 +322,19 @@ def dump_text(path: Path, folder: Path) -> str:
         return ""
 
 
+def hlo_dumps(folder: Path) -> tuple[list[tuple[Path, str]], list[str]]:
+    """The optimized dumps under ``folder`` that are HLO text, as (path, text), and a line for each that is not
+    (empty, cut before its header, not text): left out, never read as an empty program that equals every other."""
+    good, bad = [], []
+    for p in find_dumps(folder):
+        text = dump_text(p, folder)
+        if text.lstrip().startswith("HloModule"):
+            good.append((p, text))
+        else:
+            bad.append(f"{p}: {'empty' if not text.strip() else 'not HLO text (no HloModule header)'}")
+    return good, bad
+
+
 def load_modules(folder: Path) -> dict[str, HloModule]:
     """Module name (e.g. ``jit_train_step``) -> parsed optimized HLO (of two compiles of one name, the larger)."""
     return largest_by_name(load_programs(folder))
@@ -342,9 +355,9 @@ def load_programs(folder: Path) -> dict[object, HloModule]:
     """Every dumped program: by its id (``module_0060.`` -> 60, the id a trace's ops carry), or by its file where
     the name holds none."""
     out: dict[object, HloModule] = {}
-    for p in find_dumps(folder):
+    for p, text in hlo_dumps(folder)[0]:
         m = _PROGRAM.match(p.name)
-        out[int(m.group(1)) if m else str(p)] = parse_hlo(dump_text(p, folder))
+        out[int(m.group(1)) if m else str(p)] = parse_hlo(text)
     return out
 
 

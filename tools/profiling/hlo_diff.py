@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import InputError
-from .hlo import _COMP, _OPCODE, dump_text, find_dumps
+from .hlo import _COMP, _OPCODE, hlo_dumps
 
 _META_ANY = re.compile(r",?\s*metadata=\{[^}]*\}")
 _NAME_TOKEN = re.compile(r"%?\b(?P<n>[A-Za-z_][\w\-]*\.\d+(?:\.\d+)*)\b")
@@ -43,14 +43,14 @@ def canonical_text(text: str) -> str:
 
 def fingerprint(folder: Path) -> str | None:
     """A hash of every dumped optimized module under ``folder`` (canonical text, by module name); None when the
-    folder holds no dump. Equal fingerprints: the compiler produced the same program."""
-    dumps = find_dumps(Path(folder))
+    folder holds no dump that is HLO text. Equal fingerprints: the compiler produced the same program."""
+    dumps = hlo_dumps(Path(folder))[0]
     if not dumps:
         return None
     by_name: dict[str, str] = {}
-    for p in dumps:
+    for p, text in dumps:
         key = _MODULE_PREFIX.sub("", p.name)
-        by_name[key] = canonical_text(dump_text(p, Path(folder)))
+        by_name[key] = canonical_text(text)
     h = hashlib.sha256()
     for key in sorted(by_name):
         h.update(key.encode() + b"\0" + by_name[key].encode() + b"\0")
@@ -62,18 +62,21 @@ _HEADER = re.compile(r"^HloModule\s+([^\s,]+)")
 _CANON_INSTR = re.compile(r"^\s+(?:ROOT\s+)?%?[\w.\-#]+\s*=\s*(?P<rest>.*)$")
 
 
-def _modules(folder: Path) -> dict[str, str]:
-    """Module name -> canonical optimized HLO (the last dump of a name wins, as in ``fingerprint``)."""
-    dumps = find_dumps(folder)
+def _modules(folder: Path) -> tuple[dict[str, str], list[str]]:
+    """Module name -> canonical optimized HLO (the last dump of a name wins, as in ``fingerprint``), and the dumps
+    left out as not HLO text."""
+    dumps, bad = hlo_dumps(folder)
+    if bad and not dumps:
+        raise InputError(folder, "no optimized HLO dump here is HLO text: " + "; ".join(bad[:3]))
     if not dumps:
         raise InputError(folder, "no optimized HLO dump here (*after_optimizations.txt); run with --profile "
                                  "or XLA_FLAGS=--xla_dump_to=... --xla_dump_hlo_as_text")
     out = {}
-    for p in dumps:
-        text = dump_text(p, folder)
+    for p, text in dumps:
+        text = text.lstrip()
         m = _HEADER.match(text)
         out[m.group(1) if m else p.name] = canonical_text(text)
-    return out
+    return out, bad
 
 
 def _instructions(canon: str) -> Counter:
@@ -94,7 +97,7 @@ def _opcode(key: str) -> str:
 def hlo_diff(folder_a: Path, folder_b: Path, context: int = 2, max_lines: int = 40) -> dict:
     """Per module: identical or not, instruction counts, added/removed instructions by opcode (names ignored),
     and a unified diff excerpt of the canonical text (at most ``max_lines`` lines of 160 characters)."""
-    ma, mb = _modules(Path(folder_a)), _modules(Path(folder_b))
+    (ma, bad_a), (mb, bad_b) = _modules(Path(folder_a)), _modules(Path(folder_b))
     modules = []
     for name in sorted(set(ma) & set(mb)):
         ia, ib = _instructions(ma[name]), _instructions(mb[name])
@@ -119,11 +122,12 @@ def hlo_diff(folder_a: Path, folder_b: Path, context: int = 2, max_lines: int = 
     only_a, only_b = sorted(set(ma) - set(mb)), sorted(set(mb) - set(ma))
     return {"a": str(folder_a), "b": str(folder_b),
             "identical": not only_a and not only_b and all(m["identical"] for m in modules),
-            "modules": modules, "only_in_a": only_a, "only_in_b": only_b}
+            "modules": modules, "only_in_a": only_a, "only_in_b": only_b, "left_out": bad_a + bad_b}
 
 
 def render_markdown(d: dict) -> str:
     out = [f"A: `{d['a']}`", f"B: `{d['b']}`", ""]
+    out += [f"Left out, not HLO text: {line}" for line in d.get("left_out") or []] + ([""] if d.get("left_out") else [])
     if d["identical"]:
         out.append("**Identical optimized HLO** (ids and metadata aside): the change did not reach the compiler; "
                    "any timing difference is noise or host-side.")
