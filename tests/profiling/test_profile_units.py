@@ -486,3 +486,48 @@ def test_an_empty_or_binary_hlo_dump_is_left_out_not_read_as_a_program(tmp_path)
     assert d["identical"] and [m["module"] for m in d["modules"]] == ["jit_step"]
     assert len(d["left_out"]) == 2 and all(line.endswith(": empty") for line in d["left_out"])
     assert fingerprint(tmp_path / "good") is not None
+
+
+def test_the_side_by_side_rows_hold_mfu_and_the_speed_the_verdict_is_read_on():
+    """Records keep the MFU as `mfu_causal_percent` / `mfu_noncausal_percent`; the rows read a `mfu_percent` dict no
+    record has, so MFU was never compared. And the verdict read each run's fastest step (+25 %) beside a table whose
+    only tokens/s row was the median (1.36x)."""
+    from tools.gap.compare import Side, step_rows
+
+    def side(tps, best, causal, noncausal):
+        return Side("x", {}, metrics={"tokens_per_s": tps, "tokens_per_s_best": best, "step_time_ms": 10.0,
+                                      "mfu_percent": causal, "mfu_causal_percent": causal,
+                                      "mfu_noncausal_percent": noncausal})
+
+    rows = {r["metric"]: r for r in step_rows(side(1000.0, 1200.0, 23.8, 30.1), side(1360.0, 1500.0, 32.3, 40.2))}
+    assert (rows["MFU (causal FLOPs)"]["ours"], rows["MFU (causal FLOPs)"]["ref"]) == (23.8, 32.3)
+    assert rows["MFU (noncausal FLOPs)"]["ratio"] == round(40.2 / 30.1, 3)
+    assert rows["tokens/s, fastest steady step"]["ratio"] == 1.25 and rows["tokens/s"]["ratio"] == 1.36
+
+
+def test_gap_exits_1_when_no_gap_could_be_measured(tmp_path):
+    """Two folders whose speed cannot be read (HLO, no trace): "no tokens/s for one of the runs", exit 0 (a CI step
+    read it as compared)."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    for side in ("a", "b"):
+        (tmp_path / side / "hlo").mkdir(parents=True)
+        (tmp_path / side / "hlo" / "module_0001.jit_step.cpu_after_optimizations.txt").write_text(FUSED)
+    (tmp_path / "kb" / "wiki").mkdir(parents=True)
+    for extra in ([], ["--json"]):
+        res = CliRunner().invoke(cli, ["--root", str(tmp_path / "kb"), "gap", str(tmp_path / "a"), str(tmp_path / "b"),
+                                       "--no-file", *extra])
+        assert res.exit_code == 1 and "no gap measured" in res.output, res.output
+
+
+def test_profile_top_must_be_at_least_one(tmp_path):
+    """`--top -260` listed 3 ops (Python's slice dropped the last 260)."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    for cmd in (["summary", str(tmp_path)], ["diff", str(tmp_path), str(tmp_path)]):
+        res = CliRunner().invoke(cli, ["profile", *cmd, "--top", "-260"])
+        assert res.exit_code == 2 and "--top" in res.output, res.output

@@ -26,7 +26,8 @@ def gap(project, ours, ref, loop_name, no_file, ref_codebase, ours_codebase, as_
     fusions, kernels (looked up in the kernel catalog) and collectives; flags and environment as a separate
     source. Each difference becomes a gap item ranked by the share of our step it accounts for, mapped to a knob
     of --loop when one produces it, and filed as an open hypothesis page (author `tools gap`) beside the analysis
-    page wiki/analyses/gap-OURS-vs-REF.md. A reference that is not faster files nothing."""
+    page wiki/analyses/gap-OURS-vs-REF.md. A reference that is not faster files nothing. Exits 1 when no gap could
+    be measured (a side has no tokens/s: its trace unreadable, or a folder without one)."""
     from ..agent.ops_gap import analyze
     from ..agent.registry import AgentError
 
@@ -37,7 +38,13 @@ def gap(project, ours, ref, loop_name, no_file, ref_codebase, ours_codebase, as_
         raise click.ClickException(str(e)) from None
     if as_json:
         click.echo(json.dumps(out, indent=1, default=str))
-        return
+    else:
+        _print(out)
+    if out["gap_pct"] is None:  # a side without tokens/s (its trace unreadable, no record): nothing was compared
+        raise SystemExit(1)
+
+
+def _print(out: dict) -> None:
     click.echo(printable(out["verdict"]))
     for it in out["items"]:
         change = ", ".join(f"{k}={v}" for k, v in (it.get("knobs") or {}).items()) or "code change"

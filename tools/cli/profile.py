@@ -16,7 +16,7 @@ def profile() -> None:
 
 @profile.command(name="summary")
 @click.argument("target")
-@click.option("--top", default=15, show_default=True, help="How many ops to list.")
+@click.option("--top", default=15, type=click.IntRange(1), show_default=True, help="How many ops to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--no-xprof", is_flag=True, help="Skip the xprof converters; read the trace directly.")
 @pass_project
@@ -34,7 +34,7 @@ def summary(project, target, top, as_json, no_xprof) -> None:
 @profile.command(name="diff")
 @click.argument("a")
 @click.argument("b")
-@click.option("--top", default=15, show_default=True, help="How many rows per table.")
+@click.option("--top", default=15, type=click.IntRange(1), show_default=True, help="How many rows per table.")
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
 @pass_project
 def diff(project, a, b, top, as_json) -> None:
