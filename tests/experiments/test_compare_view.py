@@ -62,8 +62,9 @@ def test_compare_view_in_chromium(project, tmp_path):
     _run(project, command=fake("--step-ms", "10"))                       # another configuration: faster
     _run(project, "--env", "XLA_FLAGS=--fake_speedup=2", command=fake("--step-ms", "20"))  # same config, env
     _run(project, "-m", '=HYPERLINK("http://x.invalid")', command=fake("--step-ms", "40"))  # slower
+    _run(project, command=fake("--step-ms", "20", "--steps", "8"))  # v1's settings, another command
     recs = records.lane_records(project.wiki, "m", "l")
-    assert len(recs) == 4
+    assert len(recs) == 5
     site = tmp_path / "site"
     (site / "assets").mkdir(parents=True)
     (site / "assets/plotly.js").write_text(plotly.get_plotlyjs())
@@ -81,7 +82,7 @@ def test_compare_view_in_chromium(project, tmp_path):
             cells = lambda col: page.eval_on_selector_all(  # noqa: E731
                 "#runs tbody tr", f"rows => rows.map(r => r.children[{col}].textContent)")
             # the default pin is the baseline (v1): its own delta is +0.00 %, the others signed, coloured
-            assert cells(1) == ["1", "2", "3", "4"] and set(cells(3)) == {"s/tpu"}
+            assert cells(1) == ["1", "2", "3", "4", "5"] and set(cells(3)) == {"s/tpu"}
             assert cells(6)[0] == "0.00 %" and cells(6)[1].startswith("+") and cells(6)[3].startswith("-")
             assert page.eval_on_selector("#runs tbody tr:nth-child(4) td:nth-child(7)", "e => e.className") == "down"
             # pin v2 instead: every delta is against it now
@@ -103,7 +104,12 @@ def test_compare_view_in_chromium(project, tmp_path):
             page.uncheck(f"input.pick[value='{recs[2]['exp_id']}']")
             page.check(f"input.pick[value='{recs[3]['exp_id']}']")
             diff = page.eval_on_selector_all("#compare tr.diff", "rows => rows.map(r => r.dataset.key)")
-            assert diff == ["config.step_ms"]
+            assert diff == ["code.command", "config.step_ms"]
+            # v1's settings run by another command: only the command differs (it said "same configuration")
+            page.uncheck(f"input.pick[value='{recs[3]['exp_id']}']")
+            page.check(f"input.pick[value='{recs[4]['exp_id']}']")
+            diff = page.eval_on_selector_all("#compare tr.diff", "rows => rows.map(r => r.dataset.key)")
+            assert diff == ["code.command"]
             # none of these runs was profiled: no `tools profile diff` to offer (it would fail: no trace)
             assert "tools profile diff" not in page.inner_text("#compare")
             # parallel coordinates: the knob that varies and the metric; groups: v1 and v3 share a configuration
@@ -112,7 +118,8 @@ def test_compare_view_in_chromium(project, tmp_path):
             assert page.evaluate("document.getElementById('pc').data[0].type") == "parcoords"
             groups = page.evaluate("window.groupRows.map(g => [JSON.parse(g.k), g.runs, g.n, g.half])")
             twenty = [g for g in groups if g[0]["config"] == {"step_ms": 20}]
-            assert len(twenty) == 2 and len(groups) == 4  # v1 and v3 differ in XLA_FLAGS: two configurations
+            # v1 and v3 differ in XLA_FLAGS, v1 and v5 in their command: three configurations (v1 and v5 were pooled)
+            assert len(twenty) == 3 and len(groups) == 5
             assert all(g[2] >= 2 and g[3] is not None for g in twenty)  # each run's own rounds pooled
             page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
             # the CSV is the ledger's runs: the same ids and tokens/s

@@ -77,6 +77,11 @@ def test_an_unknown_baseline_is_a_usage_error_that_runs_nothing(project):
     assert len(records.lane_records(project.wiki, "m", "l")) == before
     r = tools(project, "exp", "baseline", "tag", "main", "2026-01-01-v999-x", "--model", "m", "--lane", "l")
     assert r.exit_code == 2 and "is not an experiment of m/l" in r.output
+    # a timeout of 0 or nan filed a crash and failed the job as a regression (exit 1), or raised a traceback
+    for bad in ("0", "-1", "nan", "inf"):
+        r = tools(project, "exp", "gate", "--baseline", "nope", "--timeout", bad, "--", *fake())
+        assert r.exit_code == 2 and "--timeout" in r.output and "a finite number above 0" in r.output, r.output
+    assert len(records.lane_records(project.wiki, "m", "l")) == before
 
 
 def test_init_writes_the_github_workflow(tmp_path):

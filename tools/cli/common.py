@@ -47,3 +47,27 @@ def must_start(command: list[str], env: dict[str, str]) -> None:
         click.echo(f"error: cannot start '{printable(command[0])}': {printable(why)}; nothing was run or filed",
                    err=True)
         raise SystemExit(2)
+
+
+class _Finite(click.ParamType):
+    """A finite number above (or from) zero: ``nan`` compares false with everything, so a gate given it is off."""
+
+    name = "number"
+
+    def __init__(self, allow_zero: bool, most: float = float("inf")):
+        self.allow_zero, self.most = allow_zero, most
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v) or v < 0 or (v == 0 and not self.allow_zero) or v > self.most:
+            self.fail(f"{value!r}: a finite number {'from' if self.allow_zero else 'above'} 0"
+                      + (f", at most {self.most:g}" if math.isfinite(self.most) else ""), param, ctx)
+        return v
+
+
+POSITIVE, NON_NEGATIVE, SECONDS = _Finite(False), _Finite(True), _Finite(False, most=1e7)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .common import must_start, pass_project, printable
+from .common import SECONDS, must_start, pass_project, printable
 
 
 @click.group(name="baseline")
@@ -95,7 +95,7 @@ def _percent(v: float) -> float:
               help="Interleaved rounds (each runs the baseline's command and COMMAND, the order alternating).")
 @click.option("--max-repeats", default=0, type=click.IntRange(0, 50), help="Adaptive: up to this many rounds.")
 @click.option("--statistic", type=click.Choice(["median", "min", "auto"]), default="median", show_default=True)
-@click.option("--timeout", default=1800.0, show_default=True, type=float, help="Seconds per run.")
+@click.option("--timeout", default=1800.0, show_default=True, type=SECONDS, help="Seconds per run.")
 @click.option("--baseline-cwd", type=click.Path(file_okay=False, exists=True), default=None,
               help="A checkout of the baseline's code (in CI: the pull request's base commit); the baseline's command "
                    "runs there, COMMAND here. Without it both run this checkout's modules.")

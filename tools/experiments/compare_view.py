@@ -1,8 +1,8 @@
 """The run comparison view of one lane: a standalone HTML page (plotly for the parallel coordinates, from one shared
 copy) holding every filed run of the lane as data. In the page: a sortable, filterable runs table against a pinned
 baseline (any run; by default the lane's first baseline) with signed deltas, 2–5 runs selected side by side showing
-only the configuration and environment keys that differ, a parallel-coordinates plot over the knobs that vary,
-runs of one configuration grouped with mean ± 95 % interval, and the table as CSV or JSON. ``compare_html`` is
+only the code, configuration and environment keys that differ, a parallel-coordinates plot over the knobs that
+vary, runs of one configuration (one code, command, settings and environment) grouped with mean ± 95 % interval, and the table as CSV or JSON. ``compare_html`` is
 pure: records in, HTML out."""
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
             "rounds": timing.get("rounds"), "samples": [x for x in samples if isinstance(x, (int, float))],
             "config": r.get("config") if isinstance(r.get("config"), dict) else {},
             "env": r.get("env") if isinstance(r.get("env"), dict) else {},
+            # what ran besides the settings: runs of other code or another command are not one configuration
+            "code": {k: v for k, v in (("commit", r.get("commit")), ("script", r.get("script_sha256")),
+                                       ("command", r.get("command")), ("uncommitted", r.get("uncommitted"))) if v},
             "raw_dir": r.get("raw_dir") or "", "url": page_url(r),
             # `tools profile diff` needs a trace on both sides: a profiled run that did not crash
             "has_trace": bool(r.get("raw_dir")) and r.get("verdict") != "crash" and bool(trace)
