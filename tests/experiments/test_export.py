@@ -356,3 +356,13 @@ def test_an_untracked_module_the_run_had_is_named_not_silently_left_out(project,
         r.stderr
     assert "Not in this branch: files that were uncommitted beside the script when it ran (fastk.py)" in \
         git(model, "log", "-1", "--format=%B", "perf/u/1-shorter")
+    # a run whose whole change is in such a file (same command, same environment) leaves nothing to export: it said
+    # "0 run(s)", exited 0, and PERF.md's row pointed to settings that were not there
+    (model / "fastk.py").write_text("K = 2\n")
+    same = run(project, "-m", "faster fastk", command=["--step-ms", "40"])
+    r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "export", same["exp_id"], "--name", "v"])
+    assert r.exit_code == 1, r.output
+    assert f"nothing to export from #1 {same['exp_id']}: its change is in files no commit holds (fastk.py)" in \
+        r.stderr
+    perf = (project.root / "exports" / "v" / "PERF.md").read_text()
+    assert "— (nothing to export, below)" in perf and "## Nothing to export" in perf and "settings below" not in perf

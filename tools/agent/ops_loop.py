@@ -250,6 +250,8 @@ class ExportOut(BaseModel):
                                                        "stacked_on, note")
     settings: list[dict[str, Any]] = Field(description="changed flags with no config_file, and environments")
     not_supported: list[str] = Field(description="branches whose run was not supported: never offered as PRs")
+    nothing: list[dict[str, Any]] = Field(default_factory=list, description="runs that left no code, flag or "
+                                          "environment change to export (n, exp_id, why)")
     combined: str
     perf_md: str
     patches: list[str] = []

@@ -31,7 +31,7 @@ def export(project, exp_ids, name, repo, config_file, patches_dir, pr, remote, b
     """Turn runs made by hand (EXP_IDS, each measured against a baseline) into branches perf/NAME/<n>-<change>
     from each baseline's commit, and perf/NAME/all with PERF.md; each commit message carries the run's evidence.
     The user's checkout is never modified; nothing is pushed without --pr; a run that was not supported is never
-    offered as a pull request."""
+    offered as a pull request. Exits 1 when no run left a code, flag or environment change to export."""
     from ..experiments.export import export as run
 
     project.require_wiki()
@@ -39,7 +39,13 @@ def export(project, exp_ids, name, repo, config_file, patches_dir, pr, remote, b
               Path(patches_dir) if patches_dir else None, pr, remote, base)
     if as_json:
         click.echo(json.dumps(out, default=str))
-        return
+    else:
+        _print(out, patches_dir)
+    if not out["branches"] and not out["settings"]:
+        raise SystemExit(1)  # no run left anything a reviewer could merge
+
+
+def _print(out: dict, patches_dir) -> None:
     click.echo(f"{len(out['branches'])} run(s) from {printable(out['repository'])} at {out['start'][:12]}")
     for b in out["branches"]:
         click.echo(printable(f"  {b['branch']}  {b['exp_id']}  {b['verdict']} {b.get('gain_pct')} %"
@@ -55,3 +61,5 @@ def export(project, exp_ids, name, repo, config_file, patches_dir, pr, remote, b
         click.echo(f"  {len(out['patches'])} patches in {patches_dir}")
     for w in out.get("warnings", []):
         click.echo(printable(f"warning: {w}"), err=True)
+    for x in out.get("nothing") or []:
+        click.echo(printable(f"  nothing to export from #{x['n']} {x['exp_id']}: {x['why']}"), err=True)

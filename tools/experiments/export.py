@@ -73,7 +73,7 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
     work = project.safe_cache() / "export" / name
     br.drop_worktrees(repo, work)  # a killed or failed export's work trees
     out: dict = {"name": name, "repository": str(repo), "start": start, "branches": [], "settings": [], "prs": [],
-                 "patches": []}
+                 "patches": [], "nothing": []}
     try:
         _commits(project, repo, work, pairs, names, config_file, out)
         out["not_supported"] = [b["branch"] for b in out["branches"] if b["verdict"] != "supported"]
@@ -145,6 +145,11 @@ def _commits(project: Project, repo: Path, work: Path, pairs: list[tuple[dict, d
                                     "env": env, "command": run.get("command"), "note": "\n".join(notes)})
         if not git(tree, "status", "--porcelain"):  # nothing of it is code: a setting, no branch (an empty commit
             tip_of[_key(run)], branch_of[_key(run)] = parent, on  # is no patch `git am` takes)
+            if not (unwritten or env):  # no setting either: nothing of what it measured can be handed on
+                out["nothing"].append({"n": n, "exp_id": run["exp_id"], "why": (
+                    f"its change is in files no commit holds ({', '.join(map(str, run['uncommitted']))}): commit "
+                    "them and run again" if run.get("uncommitted") else
+                    "the same code, flags and environment as its baseline")})
             continue
         tip = br.commit(tree, _message(out["name"], run, before, "\n".join(notes)),
                         br.dates([run["exp_id"]], git(repo, "log", "-1", "--format=%cI", parent)))
@@ -338,6 +343,7 @@ def perf_md(name: str, pairs: list[tuple[dict, dict]], out: dict) -> str:
     rows = ["| # | change | measured against | tokens/s before → after | gain (95 % interval) | verdict | branch | "
             "experiment |", "|---|---|---|---|---|---|---|---|"]
     branch_of = {b["n"]: b["branch"] for b in out["branches"]}
+    branch_of.update({x["n"]: "— (nothing to export, below)" for x in out.get("nothing") or []})
     for n, (run, before) in enumerate(pairs, 1):
         iv = (run.get("timing") or {}).get("interval_pct") or []
         ci = f" [{iv[0]:+.2f}, {iv[1]:+.2f}]" if len(iv) == 2 else ""
@@ -353,6 +359,8 @@ def perf_md(name: str, pairs: list[tuple[dict, dict]], out: dict) -> str:
         text += [f"- #{s['n']} ({s['exp_id']}): "
                  + (", ".join(f"`{k}={v}`" for k, v in {**s["knobs"], **s["env"]}.items())
                     or f"launch with `{s['command']}`") for s in out["settings"]] + [""]
+    if out.get("nothing"):
+        text += ["## Nothing to export", "", *[f"- #{x['n']} ({x['exp_id']}): {x['why']}" for x in out["nothing"]], ""]
     if out.get("not_supported"):
         text += ["## Not offered as pull requests", "",
                  *[f"- {b}: its run was not `supported`" for b in out["not_supported"]], ""]
