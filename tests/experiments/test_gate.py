@@ -77,6 +77,13 @@ def test_an_unknown_baseline_is_a_usage_error_that_runs_nothing(project):
     assert len(records.lane_records(project.wiki, "m", "l")) == before
     r = tools(project, "exp", "baseline", "tag", "main", "2026-01-01-v999-x", "--model", "m", "--lane", "l")
     assert r.exit_code == 2 and "is not an experiment of m/l" in r.output
+    # a baseline whose run is gone (its page removed, the file edited by hand): the file and the way out are named
+    exp_id = records.lane_records(project.wiki, "m", "l")[0]["exp_id"]
+    assert tools(project, "exp", "baseline", "tag", "main", exp_id, "--model", "m", "--lane", "l").exit_code == 0
+    store = project.wiki / "experiments" / "baselines.json"
+    store.write_text(store.read_text().replace(exp_id, "2026-01-01-v999-gone"))
+    r = tools(project, "exp", "gate", "--baseline", "main", "--", *fake())
+    assert r.exit_code == 2 and "baselines.json" in r.output and "tools exp baseline tag main" in r.output, r.output
     # a timeout of 0 or nan filed a crash and failed the job as a regression (exit 1), or raised a traceback
     for bad in ("0", "-1", "nan", "inf"):
         r = tools(project, "exp", "gate", "--baseline", "nope", "--timeout", bad, "--", *fake())
@@ -200,8 +207,10 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout)["regression"] is False and "fake training" in p.stderr
-    gate_p = subprocess.Popen([sys.executable, "-m", "tools", "exp", "gate", "--baseline", "main", "-q", "--",
-                               *fake("--hang")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    summary = tmp_path / "summary.md"
+    gate_p = subprocess.Popen([sys.executable, "-m", "tools", "exp", "gate", "--baseline", "main", "-q",
+                               "--summary", str(summary), "--", *fake("--hang")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + 60
     while not list((project.root / "raw/profiles").glob("*gate-main*/run*.log")) and time.monotonic() < end:
         time.sleep(0.2)
@@ -211,6 +220,9 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
     assert gate_p.returncode == 143, (out, err[-2000:])
     v = json.loads(out)
     assert v["regression"] is None and v["comparable"] is False and "stopped by SIGTERM" in v["why"], v
+    # the job summary says so (it read "## Performance gate 143" and "tokens/s None")
+    text = summary.read_text()
+    assert "## Performance gate stopped (SIGTERM): nothing was decided" in text and "None" not in text, text
 
 
 def test_a_model_in_a_subfolder_its_protected_code_and_a_lost_script(project, tmp_path, monkeypatch):

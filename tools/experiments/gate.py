@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import InputError
 from ..gitrun import git
 from ..project import Project
 from . import baselines, records
@@ -40,7 +41,11 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
     baseline's command runs; without it, it runs in this checkout, and only its script's saved copy (when there
     is one) is the baseline's own code."""
     base = baselines.get(project, name, model, lane)
-    prior = records.find(records.lane_records(project.wiki, base["model"], base["lane"]), base["exp_id"]) or {}
+    prior = records.find(records.lane_records(project.wiki, base["model"], base["lane"]), base["exp_id"])
+    if prior is None:  # the page was removed, or the entry edited by hand
+        raise InputError(project.wiki / baselines.STORE, f"baseline {name!r} names {base['exp_id']}, which is not a filed "
+                                                  f"run of {base['model']}/{base['lane']}: tag another with "
+                                                  f"`tools exp baseline tag {name} EXP_ID`")
     ran_in = _ran_in(project.root, prior)
     if baseline_cwd is None and (lost := _code_lost(project, prior, ran_in)):  # nothing is run: nothing filed
         return GateResult(3, {"baseline": name, "baseline_exp": base["exp_id"], "exp_id": None, "page": None,
@@ -142,7 +147,8 @@ def _incomparable(project: Project, base: dict, rec: dict) -> list[str]:
     return out
 
 
-_HEADLINE = {0: "passed: no regression", 1: "failed: a regression", 3: "incomparable: no speed verdict"}
+_HEADLINE = {0: "passed: no regression", 1: "failed: a regression", 3: "incomparable: no speed verdict",
+             130: "stopped (Ctrl-C): nothing was decided", 143: "stopped (SIGTERM): nothing was decided"}
 
 
 def summary_markdown(result: GateResult) -> str:
@@ -151,8 +157,8 @@ def summary_markdown(result: GateResult) -> str:
     lo_hi = v.get("interval_pct") or [None, None]
     rows = [("verdict", v["verdict"]), ("gain", _pct(v.get("gain_pct"))),
             ("95 % interval", f"[{_pct(lo_hi[0])}, {_pct(lo_hi[1])}]" if lo_hi[0] is not None else "—"),
-            ("rounds", v.get("rounds") or "—"), ("tokens/s", f"{v.get('tokens_per_s')} (baseline "
-                                                             f"{v.get('baseline_tokens_per_s')})"),
+            ("rounds", v.get("rounds") or "—"), ("tokens/s", f"{_or_dash(v.get('tokens_per_s'))} (baseline "
+                                                             f"{_or_dash(v.get('baseline_tokens_per_s'))})"),
             ("allowed", f"-{v['max_regression_pct']:g} %"), ("baseline", f"{v['baseline']} ({v['baseline_exp']})"),
             ("run", f"{v['exp_id']}: {v['page']}" if v.get("exp_id") else "none (nothing was run)")]
     head = _HEADLINE.get(result.exit_code, str(result.exit_code))
@@ -162,6 +168,10 @@ def summary_markdown(result: GateResult) -> str:
              v.get("why", ""), "", "| | |", "|---|---|", *[f"| {k} | {val} |" for k, val in rows], ""]
     lines += [f"- {r}" for r in v.get("reasons", [])]
     return "\n".join(lines) + "\n\n"
+
+
+def _or_dash(x) -> str:
+    return "—" if x is None else str(x)
 
 
 def _pct(x) -> str:
