@@ -157,6 +157,16 @@ def test_what_cannot_be_exported_is_a_clear_error(project, model, tmp_path):
     var2 = run(project, "--compare-to", base2["exp_id"], command=["--step-ms", "15", "--batch", "8"])
     out = tools(project, "exp", "export", var2["exp_id"], "--name", "x", code=1)
     assert "ran uncommitted edits of its script" in out
+    # a baseline whose commit the history no longer holds (amended, the old one collected): said as such (it read
+    # "recorded no commit")
+    git(model, "commit", "-qam", "edited")
+    base3 = run(project, "--baseline", command=["--step-ms", "30", "--batch", "2"])
+    var3 = run(project, "--compare-to", base3["exp_id"], command=["--step-ms", "15", "--batch", "2"])
+    git(model, "commit", "-q", "--amend", "-m", "edited, reworded")
+    git(model, "reflog", "expire", "--expire=now", "--all")
+    git(model, "gc", "-q", "--prune=now")
+    out = tools(project, "exp", "export", var3["exp_id"], "--name", "x", code=1)
+    assert f"recorded commit {base3['commit'][:12]}, which" in out and "does not have" in out, out
 
 
 def test_an_export_checks_everything_before_a_branch_moves(project, model, tmp_path):

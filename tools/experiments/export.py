@@ -295,10 +295,13 @@ def _commit(repo: Path, rec: dict, role: str) -> str:
     """The full commit a run recorded (its ``-dirty`` mark dropped); a clear error when the repository lacks it."""
     short = str(rec.get("commit") or "").removesuffix("-dirty")
     full = git(repo, "rev-parse", "--verify", "-q", f"{short}^{{commit}}", check=False) if short else ""
+    if not full and short:  # recorded, and the history no longer holds it (amended, rebased, collected)
+        raise InputError(rec.get("page") or rec["exp_id"],
+                         f"the {role} run {rec['exp_id']} recorded commit {short}, which {repo} does not have (its "
+                         "history rewritten, or another repository): nothing to branch from")
     if not full:
         raise InputError(rec.get("page") or rec["exp_id"],
-                         f"the {role} run {rec['exp_id']} recorded no commit of {repo} "
-                         f"({rec.get('commit') or 'none'}): nothing to branch from")
+                         f"the {role} run {rec['exp_id']} recorded no commit of {repo}: nothing to branch from")
     if role == "baseline" and str(rec.get("commit")).endswith("-dirty"):
         raise InputError(rec.get("page") or rec["exp_id"],
                          f"the baseline {rec['exp_id']} ran uncommitted edits of its script on {short}: its code "
