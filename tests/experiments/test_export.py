@@ -69,6 +69,7 @@ def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, t
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     git(model, "remote", "add", "origin", str(bare))
+    git(model, "push", "-q", "origin", f"{c0}:refs/heads/develop")  # the pull requests' target
     stub, calls = tmp_path / "bin", tmp_path / "gh-calls.jsonl"
     stub.mkdir()
     (stub / "gh").write_text(f"#!{sys.executable}\nimport json, sys\n"
@@ -77,6 +78,10 @@ def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, t
                              "    print('https://github.invalid/o/r/pull/1')\n")
     (stub / "gh").chmod((stub / "gh").stat().st_mode | stat.S_IEXEC)
     ids = [knob["exp_id"], patch["exp_id"], dirty["exp_id"], env["exp_id"]]
+    # a target the remote does not have is refused before anything is pushed (gh failed after every push)
+    said = tools(project, "exp", "export", *ids, "--name", "by-hand", "--pr", "--base", "nosuch", code=1,
+                 env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"})
+    assert "has no branch 'nosuch'" in said and git(bare, "for-each-ref") == c0 + " commit\trefs/heads/develop", said
     out = json.loads(tools(project, "exp", "export", *ids, "--name", "by-hand", "--config-file", "launch.sh",
                            "--patches", str(tmp_path / "patches"), "--pr", "--base", "develop", "--json",
                            env={"PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}))

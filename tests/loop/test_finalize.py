@@ -50,6 +50,7 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     git(repo, "remote", "add", "origin", str(bare))
+    git(repo, "push", "-q", "origin", f"{git(repo, 'rev-list', '--max-parents=0', 'HEAD')}:refs/heads/main")
     stub = tmp_path / "bin"
     stub.mkdir()
     calls = tmp_path / "gh-calls.jsonl"

@@ -327,6 +327,14 @@ def check_remote(repo: Path, remote: str, base: str) -> None:
     if remote not in remotes:
         raise InputError("--remote", f"{remote!r} is not a remote of {repo} (it has: {', '.join(remotes) or 'none'}; "
                                      "add one with `git remote add`)")
+    # the pull requests' target, asked of the remote before any branch is pushed there (after it, `gh pr create`
+    # failed with every branch pushed)
+    there = subprocess.run(["git", "-C", str(repo), "ls-remote", "--exit-code", "--heads", remote, f"refs/heads/{base}"],
+                           capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ, **GIT_ENV))
+    if there.returncode == 2:
+        raise InputError("--base", f"{remote} has no branch {base!r} for the pull requests to target")
+    if there.returncode != 0:
+        raise InputError("--remote", f"cannot read {remote}'s branches: {there.stderr.strip()[:300]}")
 
 
 def _push(repo: Path, remote: str, branch: str, old: str | None) -> None:
