@@ -21,6 +21,9 @@ GITIGNORE = """\
 site/
 .site.*/
 .site.lock
+# ... and beside a site_dir of another name (a killed build of `public/` leaves `.public.building-PID/`)
+.*.building-*/
+.*.old-*/
 build/
 .tools-cache/
 __pycache__/

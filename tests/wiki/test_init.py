@@ -30,6 +30,14 @@ def test_layout(tmp_path, invoke):
     assert config["site_name"] == "kb"
     ignore = (root / ".gitignore").read_text().splitlines()
     assert {"site/", ".tools-cache/", "raw/profiles/*"} <= set(ignore)
+    # what a killed build leaves beside a site_dir of any name is ignored (real git: a `git add -A` took it)
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for left in (".site.building-42/index.html", ".public.building-42/index.html", ".public.old-42/index.html"):
+        (root / left).parent.mkdir(parents=True, exist_ok=True)
+        (root / left).write_text("x")
+        assert subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "--no-index", left]).returncode == 0, left
     assert "created wiki/index.md" in r.output and lint.run(Project(root)).issues == []
 
 
