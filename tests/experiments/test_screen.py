@@ -20,9 +20,10 @@ def _arm(name: str, tps: float) -> dict:
             "result": {"step_times_s": [512 / tps] * steps, "losses": [5.0 - 0.01 * i for i in range(steps)]}}
 
 
-def _proc(tmp_path, out: dict, step_lines: bool = False, rc: int = 0) -> Proc:
+def _proc(tmp_path, out: dict, step_lines: bool = False, rc: int = 0, together: bool = False) -> Proc:
     """The process's log; with ``step_lines``, every step's line as its own chunk on a runner's clock that agrees
-    with the reported step times (each line printed when its step ended)."""
+    with the reported step times (each line printed when its step ended). ``together``: the runner read the whole
+    log at once (a busy machine's late reader)."""
     log = tmp_path / "screen.log"
     lines, clock, t, size = [], [], 0.0, 0
     if step_lines:
@@ -37,6 +38,8 @@ def _proc(tmp_path, out: dict, step_lines: bool = False, rc: int = 0) -> Proc:
     lines.append(json.dumps(out))
     log.write_text("\n".join(lines) + "\n")
     clock.append((t + 0.01, size + len(lines[-1]) + 1))
+    if together:
+        clock = [clock[-1]]
     return Proc(rc=rc, timed_out=False, wall_s=3.0, log=log, tail=lines[-1][-200:], clock=clock)
 
 
@@ -60,6 +63,11 @@ def test_steps_the_runner_never_saw_rank_nothing(tmp_path):
     # figures printed in one JSON line, no step line behind them: the trunk's arm cannot be timed, so nothing is
     crash, got = screen.read(_proc(tmp_path, _out(["a", "b", "c"])), moves=2, statistic="min", timeout=60)
     assert got == [] and crash.startswith("the trunk's arm: step-count:")
+    # every line read at once by a busy machine's runner: the clock contradicts nothing, so the trunk is still the
+    # yardstick (the whole screen failed under load); the moves, unbounded, are proposed on their usual priors
+    crash, got = screen.read(_proc(tmp_path, _out(["a", "b", "c"]), step_lines=True, together=True), moves=2,
+                             statistic="min", timeout=60)
+    assert crash is None and [s.problem.split(":")[0] for s in got] == ["clock unchecked"] * 2, (crash, got)
 
 
 def test_a_move_whose_losses_leave_the_trunks_is_marked_changed_and_gains_are_read_per_round(tmp_path):
@@ -99,9 +107,11 @@ def test_a_move_whose_option_xla_refused_is_left_out_and_the_rest_still_rank(tmp
     assert crash == "bad JSON field `arms`: expected ['a', 'c'], got ['a', 'b', 'c']"
 
 
-def _process(tmp_path, name: str, step_s: float, losses_shift: float = 0.0, timer: float = 1.0, rc: int = 0):
+def _process(tmp_path, name: str, step_s: float, losses_shift: float = 0.0, timer: float = 1.0, rc: int = 0,
+             together: bool = False):
     """One process of a screen in processes: its step lines on a runner's clock that saw ``step_s`` per step, and a
-    result reporting ``step_s * timer`` per step (``timer`` < 1: a step timer that runs slow)."""
+    result reporting ``step_s * timer`` per step (``timer`` < 1: a step timer that runs slow). ``together``: the
+    runner read every line at once (a busy machine's late reader)."""
     from tools.experiments import arms
 
     steps = 8
@@ -117,6 +127,8 @@ def _process(tmp_path, name: str, step_s: float, losses_shift: float = 0.0, time
     log = tmp_path / f"{name}.log"
     log.write_text("\n".join(lines) + "\n")
     clock.append((t + 0.01, size + len(lines[-1]) + 1))
+    if together:
+        clock = [clock[-1]]
     p = Proc(rc=rc, timed_out=False, wall_s=t + 1.0, log=log, tail=lines[-1][-200:], clock=clock)
     return arms.check(name, p, 60, None)
 
@@ -139,3 +151,11 @@ def test_a_screen_in_processes_reads_each_round_against_the_trunks_process(tmp_p
     assert got == [] and crash.startswith("the trunk's process trunk-2: exit code 1")
     crash, got = screen.read_processes([_process(tmp_path, "trunk-1", 0.02, timer=0.5)], [fast[:1]], "min")
     assert got == [] and "clock-slow" in crash
+    # ... but a trunk whose lines a busy machine's runner read together contradicts nothing: it is read as an
+    # experiment reads it (the whole screen failed under load, every move then confirmed alone); a move read so
+    # stays unscreened
+    late = [_process(tmp_path, "trunk-1", 0.02, together=True), _process(tmp_path, "trunk-2", 0.021, together=True)]
+    crash, (a, late_move) = screen.read_processes(late, [fast, [_process(tmp_path, "m5-1", 0.018, together=True)]],
+                                                  "min")
+    assert crash is None and 11.1 < a.gain_pct < 13.6 and not a.problem, (crash, a)
+    assert late_move.problem.startswith("m5-1: clock unchecked") and late_move.gain_pct is None

@@ -127,7 +127,7 @@ def _screened(p: Proc, out: dict, letters: list[str], rounds: int, statistic: st
     whole = ArmResult("screen", p, out, None, kind="screen")
     checked = integrity.Integrity()
     trunk = out["a"]
-    if why := _arm_problem(trunk, whole, "a", checked):
+    if why := _arm_problem(trunk, whole, "a", checked, contradicted_only=True):  # as in processes (read_processes)
         raise TrunkUnusable(f"the trunk's arm: {why}")
     base = _readings(trunk, statistic)
     got = []
@@ -169,7 +169,9 @@ def read_processes(trunk: list[ArmResult], moves: list[list[ArmResult]], statist
     if not trunk:
         return "the trunk ran no process", []
     for a in trunk:
-        why = (a.crash or a.bad_loss) if not a.ok else _process_problem(a)
+        # a clock that bounds none of the trunk's lines (a busy machine's runner read them together) contradicts
+        # nothing: its reading is used as an experiment's would be; a clock that contradicts it is not
+        why = (a.crash or a.bad_loss) if not a.ok else _process_problem(a, contradicted_only=True)
         if why:
             return f"the trunk's process {a.name}: {why}", []
     base = [a.speed(statistic) for a in trunk]
@@ -192,8 +194,9 @@ def read_processes(trunk: list[ArmResult], moves: list[list[ArmResult]], statist
     return None, got
 
 
-def _process_problem(a: ArmResult) -> str:
-    """Why a process's figures cannot be read: its step lines contradict the runner's clock, or cannot be checked."""
+def _process_problem(a: ArmResult, contradicted_only: bool = False) -> str:
+    """Why a process's figures cannot be read: its step lines contradict the runner's clock, or (unless
+    ``contradicted_only``) cannot be checked."""
     checked = integrity.Integrity()
     clocks.clock_check(a.result, clocks.step_lines(a.proc.log, a.proc.clock), checked, a.name,
                        clocked=bool(a.proc.clock))
@@ -201,7 +204,7 @@ def _process_problem(a: ArmResult) -> str:
         f = checked.findings[0]
         return f"{f.signature}: {f.detail}"
     state = checked.checks.get("clock", "")
-    return f"clock {state}" if state.startswith("unchecked") else ""
+    return f"clock {state}" if state.startswith("unchecked") and not contradicted_only else ""
 
 
 def _readings(arm: dict, statistic: str) -> list[float]:
@@ -222,13 +225,14 @@ def _same_shape(a: dict, b: dict) -> bool:
         b.get("tokens_per_step")
 
 
-def _arm_problem(arm: dict, whole: ArmResult, letter: str, checked: integrity.Integrity) -> str:
+def _arm_problem(arm: dict, whole: ArmResult, letter: str, checked: integrity.Integrity,
+                 contradicted_only: bool = False) -> str:
     """Why an arm's figures cannot be used: a non-finite loss, or blocks its step lines on the runner's clock
-    contradict ("" when none)."""
+    contradict, or (unless ``contradicted_only``) cannot be checked ("" when none)."""
     losses = (arm.get("result") or {}).get("losses") or []
     if any(not math.isfinite(float(x)) for x in losses):
         return "a non-finite loss: the math broke"
     finding, why = pairs.arm_clock(arm, whole, f"screen-{letter}", checked.facts)
     if finding is not None:
         return f"{finding.signature}: {finding.detail}"
-    return f"clock unchecked: {why}" if why else ""
+    return f"clock unchecked: {why}" if why and not contradicted_only else ""
