@@ -311,8 +311,10 @@ class Writer:
         return self._note(rel, write_if_changed(self.target(rel), redact(data) if isinstance(data, str) else data))
 
     def remove(self, rel: str) -> str | None:
-        p = self.target(rel)
-        if p.exists():
+        """Remove the file at ``rel``; a link is removed itself, never the file it points to (which may be
+        anywhere, a page of another folder among them)."""
+        p = self.target(str(Path(rel).parent)) / Path(rel).name  # the folder inside wiki/, the name not followed
+        if p.is_symlink() or p.is_file():
             p.unlink()
             return self._note(rel, REMOVED)
         return None

@@ -84,11 +84,24 @@ def test_remove_keeps_notes_written_by_hand_and_trees_differing_in_case_are_refu
     note.write_text("---\ntitle: My notes\ntype: analysis\n---\n\n# My notes\n\nfindings\n")
     hand = kb / "wiki/kernels/tiny/hand.md"
     hand.write_text("---\ntitle: custom\ntype: analysis\n---\n\n# custom\n")
+    # hand-kept files that are not pages went too (a table, a diagram); a link there removed the file it pointed to
+    # (a source page's table elsewhere in wiki/), and a link out of wiki/ stopped the remove half-way, for good
+    table, diagram = kb / "wiki/codebases/tiny/perf-table.tsv", kb / "wiki/codebases/tiny/diagram.png"
+    table.write_text("a\tb\n")
+    diagram.write_bytes(b"\x89PNG")
+    elsewhere = kb / "wiki/sources/perf-table.tsv"
+    elsewhere.parent.mkdir(exist_ok=True)
+    elsewhere.write_text("x\n")
+    (kb / "wiki/codebases/tiny/linked.tsv").symlink_to("../../sources/perf-table.tsv")
+    (kb / "wiki/codebases/tiny/symbols-copy.tsv").symlink_to(kb / "raw/code/tiny" / next(
+        p.name for p in (kb / "raw/code/tiny").iterdir() if p.is_file()))
     r = run(kb, "remove", "tiny", "--json")
     assert r.exit_code == 0, r.output
     removed = json.loads(r.output)["removed"][0]["removed"]
     assert "codebases/tiny/overview.md" in removed and "codebases/tiny/my-notes.md" not in removed
-    assert note.is_file() and hand.is_file()
+    assert "codebases/tiny/symbols.tsv" in removed and not (kb / "wiki/codebases/tiny/symbols.tsv").exists()
+    assert note.is_file() and hand.is_file() and table.is_file() and diagram.is_file() and elsewhere.is_file()
+    assert "tiny" not in (kb / "wiki/index.md").read_text().split("## ")[1]  # finished: the index rebuilt
     messy_repo.write(kb / "raw/code/Other")
     r = run(kb, "ingest", "raw/code/Other", "-q")
     assert r.exit_code == 1 and "share wiki/kernels/other/ with raw/code/other" in r.output, r.output

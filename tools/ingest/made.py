@@ -10,15 +10,25 @@ from .. import mdtext, pages, safeio
 from ..project import Project
 
 INGEST_TYPES = ("codebase", "kernel")  # the page types ingest writes into a codebase's two folders
+DATA_FILES = ("symbols.tsv", "skipped.tsv", "knobs.json", "selection.json")  # written beside its overview
+
+
+def data_files(slug: str) -> list[str]:
+    """The wiki-relative data files an ingest of ``slug`` writes (``ingest/run.py``)."""
+    return [f"codebases/{slug}/{name}" for name in DATA_FILES]
 
 
 def made_for(path, slug: str, types: tuple[str, ...] | None = None) -> bool:
-    """Whether ingest of ``slug`` wrote this file: a data file of its folders (symbols.tsv, knobs.json), or a page
-    whose frontmatter names the repository (and, given ``types``, has one of them). A note written by hand there,
-    and a page of another codebase whose slug differs only in case (``Pops`` and ``pops`` share
-    ``kernels/pops/``), are not."""
+    """Whether ingest of ``slug`` wrote this file: one of its data files (symbols.tsv, knobs.json), or a page
+    whose frontmatter names the repository (and, given ``types``, has one of them). A note written by hand there
+    (a page, a table, a diagram), a link, and a page of another codebase whose slug differs only in case (``Pops``
+    and ``pops`` share ``kernels/pops/``), are not."""
+    path = Path(path)
+    if path.is_symlink():
+        return False  # someone's link: ingest writes files
     if path.suffix != ".md":
-        return types is None
+        return types is None and path.parent.name == slug and path.parent.parent.name == "codebases" \
+            and path.name in DATA_FILES
     try:
         meta = pages.split(safeio.read_text(path, 4 * 1024 * 1024))[0]
     except (OSError, pages.FrontmatterError, ValueError):
