@@ -26,8 +26,19 @@ _H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
 
 
 def first_heading(body: str) -> str | None:
+    """The first ``# Title`` Markdown renders as a heading (a ``# comment`` in a code block or an HTML comment is
+    none: it named pages, and ``lint --fix`` wrote it into their frontmatter)."""
     m = _H1.search(body)
-    return m.group(1).strip() if m else None
+    if m is None:
+        return None
+    before = body[:m.start()]
+    if "```" not in before and "~~~" not in before and "<!--" not in before:
+        return m.group(1).strip()  # nothing above it can hide it: the common case, read without a scan
+    lines = body.split("\n")
+    for h in headings(body)[0]:
+        if h.level == 1 and (hit := _H1.match(lines[h.index])):
+            return hit.group(1).strip()
+    return None
 
 
 # ---------------------------------------------------------------- anchors

@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from . import search, wikiscan
+from . import mdscan, search, wikiscan
 from .project import Project
 
 STOP = search.STOP
@@ -46,18 +46,34 @@ def _pattern(term: str) -> re.Pattern:
     return re.compile(r"\b" + re.escape(term))
 
 
-def _paragraphs(body: str):
-    heading = ""
-    for block in re.split(r"\n\s*\n", body):
-        text = search.readable(block.strip())  # region markers out: a generated list between them is a passage
-        if not text:
+def _blocks(body: str):
+    """(the heading above, a paragraph's text) for each paragraph: the headings Markdown renders (``mdscan``), so a
+    ``# comment`` in a code block neither names a section nor starts one."""
+    heads = {h.index: h for h in mdscan.headings(body)[0]}
+    lines = body.split("\n")
+    heading, para, skip = "", [], False
+    for i, ln in enumerate(lines):
+        if skip:  # a setext heading's underline
+            skip = False
             continue
-        m = re.match(r"^#{1,6}\s+(.+)$", text.splitlines()[0])
-        if m:
-            heading = m.group(1).strip()
-            text = "\n".join(text.splitlines()[1:]).strip()
-            if not text:
-                continue
+        if i in heads or not ln.strip():
+            if para:
+                yield heading, "\n".join(para)
+                para = []
+            if i in heads:
+                heading = mdscan.ATTR_ID.sub("", heads[i].text).strip()  # as `tools wiki read section=` finds it
+                skip = not ln.lstrip(" >").startswith("#")
+            continue
+        para.append(ln)
+    if para:
+        yield heading, "\n".join(para)
+
+
+def _paragraphs(body: str):
+    for heading, block in _blocks(body):
+        text = search.readable(block.strip())  # region markers out: a generated list between them is a passage
+        if not re.search(r"\w\w", text):  # a rule, a lone marker: nothing to read
+            continue
         lines = [ln for ln in text.splitlines() if ln.strip()]
         if len(lines) >= 3 and all(ln.lstrip().startswith("|") for ln in lines):
             # a table: each row is a passage under its header, so the answer is the row, not the table's top
@@ -78,6 +94,8 @@ def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> l
     n_hits = max(len(hits), 1)
     patterns = [_pattern(t) for t in terms]
     for rank, h in enumerate(hits):
+        if h.path == "index.md":  # the generated listing of every page: no answer of its own
+            continue
         p = wikiscan.read_page(project.wiki / h.path, h.path, links=False, within=project.wiki)
         if p.text is None:
             continue
@@ -86,8 +104,9 @@ def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> l
             # tgmm page's "Callers" section)
             low = f"{h.title}\n{heading}\n{text}".lower()
             found = [t for t, pat in zip(terms, patterns) if pat.search(low)]
-            if not found:
-                continue
+            near = f"{heading}\n{text}".lower()
+            if not found or not any(pat.search(near) for pat in patterns):
+                continue  # words in the page's title alone: every paragraph of the page would score the same
             score = sum(1.0 + math.log(1 + len(terms) / (1 + i)) for i, _ in enumerate(found)) * len(found) / len(terms)
             score *= 1.0 + (n_hits - rank) / n_hits  # the page's own rank counts too
             out.append(Passage(h.path, h.title, heading, " ".join(text.split())[:700], round(score, 3)))

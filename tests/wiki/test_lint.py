@@ -539,3 +539,18 @@ def test_a_symlink_loop_is_reported_not_skipped_in_silence(kb):
     (kb.wiki / "concepts/loop2.md").symlink_to("loop1.md")
     found = [(i.path, i.code, i.message) for i in lint.run(kb).issues if "loop" in i.path]
     assert [p for p, _, m in found if "symlink loop" in m] == ["wiki/concepts/loop1.md", "wiki/concepts/loop2.md"]
+
+
+def test_a_code_comment_is_no_title_for_search_or_lint_fix(kb):
+    """A page with no `# Title` but a `# comment` in a code block was titled by the comment: search showed it and
+    `lint --fix` wrote it into the frontmatter."""
+    from tools import search
+
+    write(kb.wiki, "concepts/install-guide.md", "Intro to install.\n\n```bash\n# install the package first\n"
+                                                "pip install numpy\n```\n\n## Usage\n\nRun it.\n")
+    linked(kb, "concepts/install-guide.md")
+    lint.run(kb, fix=True, today=TODAY)
+    meta, _ = pages.split((kb.wiki / "concepts/install-guide.md").read_text())
+    assert meta["title"] != "install the package first", meta
+    _, hits = search.search(kb, "install")
+    assert all(h.title != "install the package first" for h in hits), hits

@@ -174,3 +174,25 @@ def test_query_answers_with_the_matching_table_row(kb):
     out = json.loads(r.output)
     assert out[0]["text"].startswith("| Site | Block shapes |") and "gmm.py:526" in out[0]["text"]
     assert "k0.py" not in out[0]["text"]
+
+
+def test_query_cites_the_headings_markdown_renders_never_a_code_comment(kb):
+    """A `# comment` in a code block was taken for a heading: the passage after it was cited under a section that
+    does not exist (`tools wiki read section=` then failed), and paragraphs matched only by the page's title were
+    answers (a rule of dashes among them)."""
+    from tools.agent.registry import call
+
+    write(kb.wiki, "concepts/sharding.md", page("Sharding zebra", "concept",
+          "# Sharding zebra\n\n## Partition rules\n\n```python\nx = 1\n\n# Replicate the batch axis across hosts\n"
+          "y = 2\n```\n\nThe zebra partition rule shards the batch axis.\n\n-----\n\n"
+          "Setext section\n--------------\n\nAnother zebra rule here.\n\n## Elsewhere\n\nUnrelated prose.\n"))
+    out = json.loads(CliRunner().invoke(cli, ["--root", str(kb.root), "query", "zebra", "partition", "rule",
+                                              "--json"]).output)
+    cites = [p["cite"] for p in out]
+    assert cites[0] == "wiki/concepts/sharding.md § Partition rules", cites
+    assert "wiki/concepts/sharding.md § Setext section" in cites
+    assert not any("Replicate" in c for c in cites) and not any(p["text"] in ("Unrelated prose.", "-----")
+                                                                for p in out), out
+    for p in out:
+        section = p["cite"].split(" § ", 1)[1]
+        assert call(kb, "wiki.read", {"path": p["path"], "section": section})["body"], section
