@@ -159,3 +159,7 @@ def test_a_screen_in_processes_reads_each_round_against_the_trunks_process(tmp_p
                                                   "min")
     assert crash is None and 11.1 < a.gain_pct < 13.6 and not a.problem, (crash, a)
     assert late_move.problem.startswith("m5-1: clock unchecked") and late_move.gain_pct is None
+    # as an experiment reads its runs: one of a move's processes read late is no problem while another was checked
+    crash, (half,) = screen.read_processes(late, [[fast[0], _process(tmp_path, "m6-2", 0.0185, together=True)]],
+                                           "min")
+    assert crash is None and not half.problem and 11.1 < half.gain_pct < 13.6, half

@@ -179,8 +179,7 @@ def read_processes(trunk: list[ArmResult], moves: list[list[ArmResult]], statist
     for runs in moves:
         s = Screened(runs[0].name.rsplit("-", 1)[0] if runs else "", rounds=len(runs))
         bad = next((a for a in runs if not a.ok), None)
-        s.problem = f"{bad.name}: {bad.crash or bad.bad_loss}" if bad else \
-            next((f"{a.name}: {why}" for a in runs if (why := _process_problem(a))), "")
+        s.problem = f"{bad.name}: {bad.crash or bad.bad_loss}" if bad else _moves_problem(runs)
         if not s.problem:
             _gain(s, [a.speed(statistic) for a in runs], base)
         ok = [a for a in runs if a.ok]
@@ -192,6 +191,17 @@ def read_processes(trunk: list[ArmResult], moves: list[list[ArmResult]], statist
             s.problem = f"a non-finite loss: the math broke ({bad.name}: {bad.bad_loss})"
         got.append(s)
     return None, got
+
+
+def _moves_problem(runs: list[ArmResult]) -> str:
+    """Why a move's processes give no reading: one whose lines the clock contradicts, or cannot check. As an
+    experiment reads its runs (``comparison._unverified``), a process whose lines a busy runner read all at once is
+    no problem while another of the move's processes was checked."""
+    whys = [(a.name, _process_problem(a)) for a in runs]
+    late = [w for w in whys if clocks.TOGETHER in w[1]]
+    if any(not why for _, why in whys):
+        whys = [w for w in whys if w not in late]
+    return next((f"{name}: {why}" for name, why in whys if why), "")
 
 
 def _process_problem(a: ArmResult, contradicted_only: bool = False) -> str:
