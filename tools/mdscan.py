@@ -72,7 +72,7 @@ class _HeadingPattern:
 
 
 HEADING = _HeadingPattern()
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t\r]*$")  # a CRLF file's lines keep their \r
 ATTR_ID = re.compile(r"\{[^}]*#([\w.:-]+)[^}]*\}\s*$")
 _HTML_ID = re.compile(r"""<[a-zA-Z][^<>]*\s(?:id|name)\s*=\s*["']([^"'<>]+)["']""")  # stops at the next tag
 

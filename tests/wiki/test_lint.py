@@ -554,3 +554,13 @@ def test_a_code_comment_is_no_title_for_search_or_lint_fix(kb):
     assert meta["title"] != "install the package first", meta
     _, hits = search.search(kb, "install")
     assert all(h.title != "install the package first" for h in hits), hits
+
+
+def test_a_setext_heading_of_a_crlf_page_is_an_anchor(kb):
+    """Python-Markdown renders `id="setext-target"`; lint said `broken-anchor` for a CRLF page (the underline kept its
+    `\\r`)."""
+    write(kb.wiki, "concepts/target.md", page("Target", "concept", "# Target\n\nSetext target\n-------------\n\nx\n")
+          .replace("\n", "\r\n"))
+    write(kb.wiki, "concepts/src.md", page("Src", "concept", "# Src\n\n[t](target.md#setext-target)\n"))
+    linked(kb, "concepts/target.md", "concepts/src.md")
+    assert not [c for c in codes(kb) if c[2] == "broken-anchor"], codes(kb)
