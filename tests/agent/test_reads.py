@@ -127,6 +127,14 @@ def test_a_read_of_a_page_of_thousands_of_headings_stays_bounded(kb):
     assert len(json.dumps(out)) < 40_000
     assert call(kb, "wiki.read", {"path": "concepts/big.md", "section": "section-14999"})["body"].startswith(
         "## Section 14999")  # every section can still be read by its id
+    # the frontmatter too: a 3 MB value, or a list of 100,000 entries, was returned whole
+    items = "".join(f"  - t{i}\n" for i in range(100_000))
+    (kb.wiki / "concepts/meta.md").write_text(f"---\ntitle: M\ntype: concept\ndescription: {'x' * 3_000_000}\n"
+                                              f"tags:\n{items}---\n\n# M\n")
+    out = call(kb, "wiki.read", {"path": "concepts/meta.md", "limit": 200})
+    assert out["meta_cut"] and len(json.dumps(out)) < 40_000 and out["meta"]["title"] == "M"
+    assert out["meta"]["description"].endswith("[... cut: 3,000,000 characters]")
+    assert not call(kb, "wiki.read", {"path": "concepts/big.md", "limit": 200})["meta_cut"]
 
 
 def test_a_misspelt_argument_is_refused_not_dropped(kb):

@@ -57,6 +57,9 @@ class PageReadIn(ReadIn):
 
 
 MAX_SECTIONS = 200  # headings listed in a read's answer (the rest counted): an answer stays bounded
+MAX_META_TEXT = 2_000  # characters of one frontmatter text value in a read's answer (a 3 MB value answered a
+                       # 200-character read whole)
+MAX_META_ITEMS = 200   # entries of one frontmatter list or mapping in it
 
 
 class ReadOut(PageRef):
@@ -65,6 +68,8 @@ class ReadOut(PageRef):
                                   "line end where one is near")
     links: list[str]
     problem: str | None = Field(None, description="why the frontmatter could not be read (then meta is {})")
+    meta_cut: bool = Field(False, description="a frontmatter value was longer than a read returns: cut, marked "
+                                              "`[... cut]`")
     section: str | None = Field(None, description="the id of the section returned (null: the whole body)")
     sections: list[dict[str, Any]] = Field(default_factory=list, description="the page's headings: title, id, "
                                                                              "level, line (the first "
@@ -257,12 +262,29 @@ def read(project: Project, a: PageReadIn) -> dict:
         body = mdsections.text_of(p.body, chosen)
     part, nxt = bounded(body, a.offset, a.limit)
     heads = mdsections.sections(p.body)
-    return {**_ref(p), "meta": plain(p.meta or {}), "body": part, "links": [x for x in links if not x.startswith("..")],
+    meta, cut = _cut(plain(p.meta or {}))
+    return {**_ref(p), "meta": meta, "meta_cut": cut, "body": part, "links": [x for x in links if not x.startswith("..")],
             "problem": p.error or None, "section": chosen.id if chosen else None,
             # bounded like the body: a 2 MB page of 15,000 headings answered a 200-character read with 1.1 MB
             "sections": [x.as_dict() for x in heads[:MAX_SECTIONS]], "sections_total": len(heads),
             "total_chars": len(body),
             "next_offset": nxt}
+
+
+def _cut(value) -> tuple[object, bool]:
+    """``value`` (plain JSON) with each text cut to ``MAX_META_TEXT`` characters and each list or mapping to
+    ``MAX_META_ITEMS`` entries; whether anything was cut."""
+    if isinstance(value, str):
+        if len(value) <= MAX_META_TEXT:
+            return value, False
+        return f"{value[:MAX_META_TEXT]}[... cut: {len(value):,} characters]", True
+    if isinstance(value, list):
+        parts = [_cut(v) for v in value[:MAX_META_ITEMS]]
+        return [v for v, _ in parts], len(value) > MAX_META_ITEMS or any(c for _, c in parts)
+    if isinstance(value, dict):
+        parts = {k: _cut(v) for k, v in list(value.items())[:MAX_META_ITEMS]}
+        return {k: v for k, (v, _) in parts.items()}, len(value) > MAX_META_ITEMS or any(c for _, c in parts.values())
+    return value, False
 
 
 def bounded(text: str, offset: int, limit: int) -> tuple[str, int | None]:
