@@ -154,6 +154,11 @@ def test_the_compiled_step_against_what_was_reported():
     assert _hlo({"tokens_per_step": 256}, _facts()).findings[0].signature == "hlo-tokens"
     assert _hlo({}, _facts(token="s32[1,2,33]")).findings[0].signature == "hlo-tokens"
     assert _hlo({}, _facts(flops={"f32": 60.0})).findings[0].signature == "hlo-flops"
+    # a block-causal attention that skips the masked blocks computes fewer FLOPs than the non-causal count, and no
+    # fewer than the causal one: honest (a red team's real 2x was `invalid` at 0.77 of the non-causal count)
+    assert _hlo({}, _facts(flops={"f32": 77.0})).findings == []
+    assert _hlo({"flops_per_step": {"causal": 100.0, "noncausal": 130.0}}, _facts(flops={"f32": 77.0})
+                ).findings[0].signature == "hlo-flops"
     assert _hlo({}, _facts(flops={"f32": 60.0}, custom=[{"kernel": "flash"}])).findings == []  # hidden in a kernel
     narrow = _hlo({}, _facts(flops={"f32": 50.0, "s8": 50.0}))
     assert [f.signature for f in narrow.findings] == ["precision"] and "50 %" in narrow.findings[0].detail
