@@ -530,3 +530,24 @@ def test_tokens_and_windows_of_a_stored_record_are_read_as_kept_never_rebuilt():
     out = integrity.Integrity()
     integrity.drift_check({"steps": 100, "means": "x"}, "v001", [1.0] * 100, 12, out)
     assert out.checks["drift"].startswith("unchecked") and not out.findings
+
+
+def test_timed_steps_far_shorter_than_the_profiled_ops_ran_are_no_run_of_that_program():
+    """A red team's hack: the first (profiled) run computed and cached its losses, every timed run read them back in
+    microseconds a step, on a runner's clock that agreed: `supported` at +5,537 %."""
+    import types
+
+    from tools.experiments import clocks
+
+    def arm(name, step_s):
+        return types.SimpleNamespace(name=name, result={"step_times_s": [0.5] + [step_s] * 20, "warmup_steps": 1})
+
+    out = integrity.Integrity()
+    out.facts["trace"] = {"ops_s_per_step": 0.0068}
+    clocks.timed_ops_check([arm("run-1", 0.0036), arm("run-2", 0.0041)], out)  # profiling slowed the tiny ops
+    assert out.findings == []
+    clocks.timed_ops_check([arm("run-1", 0.0036), arm("run-2", 0.00007)], out)
+    assert [f.signature for f in out.findings] == ["timed-ops"] and "run-2 reports 0.070 ms" in out.findings[0].detail
+    quiet = integrity.Integrity()  # no trace read: nothing to compare with
+    clocks.timed_ops_check([arm("run-1", 0.00007)], quiet)
+    assert quiet.findings == []

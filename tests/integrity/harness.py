@@ -93,8 +93,8 @@ class Bench:
                            cwd=where, check=True, capture_output=True)
             assert (where / "llama_train.py").read_bytes() != (self.work / "llama_train.py").read_bytes()
             command = ["python", "llama_train.py"]
-        return self.run(h["name"], command, extra=tuple(h.get("flags") or ()), repeats=repeats, cwd=where,
-                        profile=h.get("profile", True))
+        return self.run(h["name"], command, extra=tuple(h.get("flags") or ()), repeats=max(repeats, h.get("repeats", 1)),
+                        cwd=where, profile=h.get("profile", True))
 
     def clean(self, c: dict, repeats: int = 1, **kw) -> dict:
         """A real change, against the corpus baseline or, with ``base`` flags, a baseline of its own (its own

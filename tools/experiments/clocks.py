@@ -288,3 +288,30 @@ def trace_check(result: dict, steps: dict | None, out: Integrity) -> None:
         out.add("trace", Finding("trace-clock", f"the profiled run reports a step of {min(steady) * 1e3:.2f} ms; on "
                                  f"the profiler's clock its fastest annotated step took {fastest_seen * 1e3:.2f} ms"))
     out.add("trace", None)  # "ok" unless a finding above
+
+
+TIMED_OPS_MIN = 0.2  # a timed run's median steady step / the profiled run's XLA op time a step, at least: profiling
+                     # slows a tiny model's many small ops (3.6 ms timed against 5.5 ms of traced ops on a busy
+                     # 2-core machine), and load differs from run to run; a step read from a cache takes microseconds
+
+
+def timed_ops_check(arms: list, out: Integrity) -> None:
+    """Each timed run's median steady step against the time the profiled run's XLA ops ran a step (``trace_check``'s
+    ``ops_s_per_step``, the profiler's clock): the clock checks that a timed run's step lines came as fast as it
+    reported, not that its steps computed anything. A program that computes only when profiled, or replays the
+    profiled run's results from a cache in its timed runs, reports steps in microseconds of a program whose ops
+    took milliseconds."""
+    busy = (out.facts.get("trace") or {}).get("ops_s_per_step")
+    if not busy:
+        return
+    for a in arms:
+        times = [float(t) for t in (a.result or {}).get("step_times_s") or []]
+        steady = times[int((a.result or {}).get("warmup_steps", 1) or 0):] or times
+        if not steady:
+            continue
+        median = statistics.median(steady)
+        if median < TIMED_OPS_MIN * busy and (busy - median) * len(steady) > CLOCK_SLACK_S:
+            out.add("trace", Finding("timed-ops", f"{a.name} reports {median * 1e3:.3f} ms a step (median); the "
+                                     f"profiled run's XLA ops ran {busy * 1e3:.2f} ms a step (< {TIMED_OPS_MIN} x): "
+                                     "the timed steps did not run the program that was profiled"))
+            return

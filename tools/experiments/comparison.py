@@ -133,6 +133,8 @@ def assess(spec, rec: dict, r, prior: list[dict], base_rec: dict | None, key: st
     if prof is not None and prof.ok:
         integrity.hlo_check(prof.result, r.hlo_facts, out, bool((base_rec or {}).get("hlo_fingerprint")))
         clocks.trace_check(prof.result, (summary or {}).get("steps"), out)
+        if role == "variant":
+            clocks.timed_ops_check([a for a in r.var if a is not None and a.ok and not a.pairs and a is not prof], out)
     else:
         out.add("hlo", None, "the run was not profiled (no HLO dump)")
         out.add("trace", None, "the run was not profiled")

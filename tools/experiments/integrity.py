@@ -41,6 +41,8 @@ SIGNATURES = {
     "device-busy": "reported step times shorter than the profiler saw the step's ops run",
     "trace-clock": "reported step times shorter than the annotated steps took, or than the time from one numbered "
                    "step's start to a later one's, on the profiler's clock",
+    "timed-ops": "a timed run's steps far shorter than the profiled run's XLA ops took a step: the timed runs did "
+                 "not run the program that was profiled (results cached from it, or work done only when profiled)",
     "hlo-tokens": "more tokens reported per step than the compiled step takes in",
     "hlo-flops": "the compiled step does far fewer matmul FLOPs than the model FLOPs reported",
     "precision": "matmuls in a narrower type than the declared compute dtype",
