@@ -151,6 +151,19 @@ def test_a_variant_that_rewrites_the_baselines_script_is_invalid(project, monkey
     rec = lane(project)[-1]
     assert rec["verdict"] == "invalid", rec["reasons"]
     assert any("baseline-changed" in r and "train.py" in r for r in rec["reasons"]), rec["reasons"]
+    # a red team's: the script left alone, a module planted beside it that its imports find first (Python puts the
+    # script's folder first on sys.path), slowing the baseline's arms: `supported` +214 % with integrity ok
+    shutil.copy(HERE / "fake_train.py", project.root / "train.py")
+    plant = "import sys, time\ndel sys.modules['argparse']\nsys.path.pop(0)\ntime.sleep(0.3)\nimport argparse\n"
+    (project.root / "variant.py").write_text(
+        f"import runpy, sys\nopen('argparse.py', 'w').write({plant!r})\n"
+        f"sys.argv = ['train.py', '--step-ms', '5']\nrunpy.run_path({str(HERE / 'fake_train.py')!r}, "
+        "run_name='__main__')\n")
+    run(project, "--baseline", "-m", "base2", command=[PY, "train.py"])
+    run(project, "--repeats", "2", "-m", "planted", command=[PY, "variant.py"], trust=True)
+    rec = lane(project)[-1]
+    assert rec["verdict"] == "invalid", rec["reasons"]
+    assert any("baseline-changed" in r and "`argparse.py` appeared" in r for r in rec["reasons"]), rec["reasons"]
 
 
 def test_filed_pages_are_immutable(project):

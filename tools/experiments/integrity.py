@@ -47,7 +47,8 @@ SIGNATURES = {
     "hlo-flops": "the compiled step does far fewer matmul FLOPs than the model FLOPs reported",
     "precision": "matmuls in a narrower type than the declared compute dtype",
     "frozen": "the loss does not fall as the same-shape reference's does: the parameters are not learning",
-    "baseline-changed": "the baseline's script changed while the comparison ran (rewritten from the variant's process)",
+    "baseline-changed": "the baseline's script, or a module beside it its imports find first, changed while the "
+                        "comparison ran (rewritten or planted from the variant's process)",
     "ops-rate": "the profiled steps' XLA ops ran the compiled step's matmul FLOPs far faster than the baseline's did "
                 "on the same device (the step was not computed inside the steps)",
     "loss-drift": "the loss agrees with the same-shape reference's over the first steps, then drifts from it (work "

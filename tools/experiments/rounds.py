@@ -20,8 +20,8 @@ from pathlib import Path
 
 from . import arms, comparison, pairs, records, stats, verdict
 from .arms import ArmResult
-from .sides import (HLO_ENV, PROFILE_ENV, Side, code_commit, compile_cache_env, merged_env, profile_env, record_side,
-                    script_of)
+from .sides import (HLO_ENV, PROFILE_ENV, Side, code_commit, compile_cache_env, importable_beside, importable_changed,
+                    merged_env, profile_env, record_side, script_of)
 
 
 # ----------------------------------------------------------------------------- what ran
@@ -67,6 +67,7 @@ class Schedule:
     on_profile: object = None            # callable(raw_dir) -> fingerprint, after the profile arm
     runner: object = None
     base_sha: str = ""                   # the baseline's script before its first arm
+    base_beside: dict | None = None      # ... and what its folder offers its imports (sides.importable_beside)
 
     def _round(self, arm_list, kinds: list[str]) -> list[ArmResult]:
         if "base" in kinds:
@@ -91,11 +92,15 @@ class Schedule:
         script = script_of(self.base.command, self.base.cwd) if self.base is not None else None
         if script is None or self.runs.base_changed:
             return
-        now = code_commit(script)[1]
+        now, beside = code_commit(script)[1], importable_beside(script)
         self.base_sha = self.base_sha or now  # as it was before any arm ran (the record's script, or its copy)
+        self.base_beside = beside if self.base_beside is None else self.base_beside
         if now and now != self.base_sha:
             self.runs.base_changed = (f"the baseline's script `{script.name}` (sha256 {self.base_sha[:12]}) read "
                                       f"{now[:12]} before baseline arm {len(self.runs.base) + 1}")
+        elif what := importable_changed(self.base_beside, beside):  # a module planted where its imports look first
+            self.runs.base_changed = (f"beside the baseline's script `{script.name}`, {what} before baseline arm "
+                                      f"{len(self.runs.base) + 1}: its imports read other code than it ran with")
 
     def noise(self) -> stats.Noise:
         return comparison.current_noise(self.prior, self.spec.variant, self.runs.base_rec, self.spec.statistic)

@@ -185,3 +185,34 @@ def code_commit(script: Path | None) -> tuple[str, str]:
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else ""), sha
     except (OSError, subprocess.TimeoutExpired):
         return "", sha
+
+
+IMPORTABLE = (".py", ".pyc", ".so", ".pyd")  # what `import x` finds in the script's folder, first on sys.path
+IMPORTS_CAP = 2_000  # files of that folder read: a folder of thousands of modules is hashed in part, never for minutes
+
+
+def importable_beside(script: Path) -> dict[str, str]:
+    """What a Python script's own folder offers its imports, as Python puts that folder first on ``sys.path``:
+    each module file there (and each package's ``__init__.py``) by name -> a short sha256. A ``statistics.py``
+    planted there shadows the standard library's for every later run of the script."""
+    out: dict[str, str] = {}
+    try:
+        entries = sorted(script.parent.iterdir())[:IMPORTS_CAP]
+    except OSError:
+        return out
+    for p in entries:
+        f = p / "__init__.py" if p.is_dir() else p
+        if f.name == "__init__.py" or p.suffix in IMPORTABLE:
+            try:
+                out[p.name] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+            except OSError:
+                continue
+    return out
+
+
+def importable_changed(before: dict[str, str], now: dict[str, str]) -> str:
+    """The first module that appeared, changed or went beside the script ("" when none)."""
+    for name in sorted(set(before) | set(now)):
+        if before.get(name) != now.get(name):
+            return f"`{name}` {'appeared' if name not in before else 'went' if name not in now else 'changed'}"
+    return ""
