@@ -564,3 +564,22 @@ def test_a_setext_heading_of_a_crlf_page_is_an_anchor(kb):
     write(kb.wiki, "concepts/src.md", page("Src", "concept", "# Src\n\n[t](target.md#setext-target)\n"))
     linked(kb, "concepts/target.md", "concepts/src.md")
     assert not [c for c in codes(kb) if c[2] == "broken-anchor"], codes(kb)
+
+
+def test_what_lint_calls_fixable_is_fixed_and_what_it_cannot_fix_is_not_called_fixable(kb):
+    """`--fix` said "(1 fixable with --fix)" on every run for a frontmatter whose last key is a block scalar, a
+    setext heading a `#Symbol` link names, and a `type:` given twice (the last empty)."""
+    write(kb.wiki, "concepts/scalar.md", "---\ndescription: |\n  a\n  b\n---\n\n# Scalar\n\ntext\n")
+    write(kb.wiki, "concepts/setext.md", page("Setext", "concept", "# Setext\n\n`OtherClass` implements\n"
+                                                                   "------------------------\n\ntext\n"))
+    write(kb.wiki, "concepts/user.md", page("User", "concept", "# User\n\n[o](setext.md#OtherClass)\n"))
+    write(kb.wiki, "concepts/twice.md", "---\ntitle: Twice\ntype: concept\ntype:\n---\n\n# Twice\n")
+    linked(kb, "concepts/scalar.md", "concepts/setext.md", "concepts/user.md", "concepts/twice.md")
+    lint.run(kb, fix=True, today=TODAY)
+    left = lint.run(kb)
+    assert not [i for i in left.issues if i.fixable], [i for i in left.issues if i.fixable]
+    meta, _ = pages.split((kb.wiki / "concepts/scalar.md").read_text())
+    assert meta["description"] == "a\nb\n" and meta["title"] == "Scalar" and meta["type"] == "concept"
+    assert "{#OtherClass}" in (kb.wiki / "concepts/setext.md").read_text()
+    assert not [c for c in codes(kb) if c[2] == "broken-anchor"]
+    assert [i.code for i in left.issues if i.path == "wiki/concepts/twice.md"] == ["missing-key"]  # said, by hand

@@ -62,6 +62,10 @@ def check(project: Project, wiki: Wiki | None = None) -> list[Issue]:
     out += checks.check_index(wiki)
     out += checks.check_stale(project, wiki)
     out += checks.check_hostile(wiki)
+    if any(i.fixable and i.code in ("frontmatter-missing", "missing-key") for i in out):
+        from .fixes import fixable_meta  # a frontmatter the fix would leave as it is (a duplicate key) is not fixable
+
+        out = fixable_meta(wiki, out)
     return sorted(set(out))
 
 

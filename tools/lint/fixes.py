@@ -139,11 +139,28 @@ def _added_keys(text: str, keys: dict) -> str | None:
                 end += 1
             lines[at:end] = [line]
     block = "\n".join(lines)
-    try:  # the block as edited must read back as the old mapping plus the keys; else it is left alone
-        same = yaml.safe_load(block) == {**(yaml.safe_load(m.group(1)) or {}), **keys}
+    try:  # the block as edited must read back as the old mapping plus the keys; else it is left alone (both read
+        # with a line end after them: a block scalar last in the old block keeps its newline once a key follows it)
+        same = yaml.safe_load(block + "\n") == {**(yaml.safe_load(m.group(1) + "\n") or {}), **keys}
     except yaml.YAMLError:
         same = False
     return text[:m.start(1)] + block + text[m.end(1):] if same else None
+
+
+def fixable_meta(wiki: Wiki, issues: list[Issue]) -> list[Issue]:
+    """``issues`` with a frontmatter problem marked fixable only where the fix would change the page (a key given
+    twice, its last value empty, is left alone: a page said "fixable" on every run and never fixed)."""
+    works: dict[str, bool] = {}
+    out = []
+    for i in issues:
+        if i.fixable and i.code in META_CODES:
+            rel = i.path.removeprefix("wiki/")
+            if rel not in works:
+                works[rel] = rel in wiki.by_rel and _meta_fixes(wiki.by_rel[rel], "2000-01-01")[0] is not None
+            if not works[rel]:
+                i = i._replace(fixable=False)
+        out.append(i)
+    return out
 
 
 def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
@@ -194,9 +211,10 @@ def _with_ids(text: str, rel: str, frags: set[str], used: set[str]) -> tuple[str
             continue
         n = offset + i
         m = mdscan.HEADING.match(lines[n])
-        if not m:
+        setext = not m and n + 1 < len(lines) and mdscan._SETEXT.match(lines[n + 1])  # attr_list reads it there too
+        if not m and not setext:
             continue
-        old_id = links.heading_slug(m.group(2))
+        old_id = links.heading_slug(m.group(2) if m else lines[n].strip())
         keep = f' <a id="{old_id}"></a>' if old_id in used else ""
         lines[n] = f"{lines[n].rstrip()}{keep} {{#{sym}}}"
         done.append(f"wiki/{rel}:{n + 1}: heading id `{sym}`" + (f" (its old id `{old_id}` kept)" if keep else ""))
