@@ -583,3 +583,17 @@ def test_what_lint_calls_fixable_is_fixed_and_what_it_cannot_fix_is_not_called_f
     assert "{#OtherClass}" in (kb.wiki / "concepts/setext.md").read_text()
     assert not [c for c in codes(kb) if c[2] == "broken-anchor"]
     assert [i.code for i in left.issues if i.path == "wiki/concepts/twice.md"] == ["missing-key"]  # said, by hand
+
+
+def test_an_index_name_held_by_a_folder_is_not_called_fixable(kb):
+    """`wiki/index.md` a folder: lint said "index-missing ... (1 fixable)", and `--fix` failed on it, after writing
+    its other fixes, which went unlogged."""
+    (kb.wiki / "index.md").unlink()
+    (kb.wiki / "index.md").mkdir()
+    write(kb.wiki, "concepts/t.md", "# Titled\n\ntext\n")  # no frontmatter: fixable
+    linked(kb, "concepts/t.md")
+    (i,) = [i for i in lint.run(kb).issues if i.code == "index-missing"]
+    assert not i.fixable and "holds its name" in i.message
+    report = lint.run(kb, fix=True, today=TODAY)
+    assert any("concepts/t.md" in f for f in report.fixed)
+    assert "concepts/t.md: frontmatter added" in (kb.wiki / "log.md").read_text()

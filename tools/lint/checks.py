@@ -135,6 +135,11 @@ def check_index(wiki: Wiki) -> list:
     where = "wiki/" + wikiindex.INDEX
     page = wiki.by_rel.get(wikiindex.INDEX)
     if page is None:
+        blocked = (wiki.root / wikiindex.INDEX).is_dir() or any(rel == wikiindex.INDEX for rel, _ in wiki.refused)
+        if blocked:  # a folder, a FIFO or a link out holds the name: `tools index` cannot write there
+            return [issue(where, None, "index-missing", "no index page, and something that is not one holds its "
+                                                        "name (a folder, a special file, a link): move it, then run "
+                                                        "`tools index`", False)]
         return [issue(where, None, "index-missing", "no index page; run `tools index`", True)]
     if page.text is None or page.error:
         return []  # reported by check_frontmatter

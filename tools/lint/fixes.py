@@ -18,11 +18,13 @@ never to the scan taken at the start, so an edit saved while ``--fix`` runs is k
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
 from collections import Counter
 
 from .. import mdscan, pages, wikiindex
+from ..errors import InputError
 from ..project import Project
 from ..mdscan import Link
 from ..wikiscan import Wiki, WikiPage, parse_page, scan
@@ -35,6 +37,7 @@ LINK_CODES = ("wikilink", "file-link", "absolute-link")
 META_CODES = ("frontmatter-missing", "missing-key")
 INDEX_CODES = ("index-missing", "index-drift", "index-stale", "index-unmanaged")
 LOG_LIMIT = 30
+log = logging.getLogger(__name__)
 
 
 def _in_prose(line: str, pattern: re.Pattern) -> re.Match | None:
@@ -256,9 +259,13 @@ def apply(project: Project, wiki: Wiki, issues: list[Issue], today: str | None =
     if fixed or any(c in by_code for c in INDEX_CODES):
         fresh = scan(project.wiki, links=False)  # repairs above can move counts and summaries
         if any(c in by_code for c in INDEX_CODES) or check_index(fresh):
-            result = wikiindex.rebuild(project.wiki, writer, wiki=fresh, log=False)
-            if result.status != UNCHANGED:
-                fixed.append(f"wiki/{wikiindex.INDEX}: {result.status} ({result.pages} pages)")
+            try:  # the fixes above are written: they are logged below whatever the index does
+                result = wikiindex.rebuild(project.wiki, writer, wiki=fresh, log=False)
+            except InputError as e:
+                log.warning("%s", e)
+            else:
+                if result.status != UNCHANGED:
+                    fixed.append(f"wiki/{wikiindex.INDEX}: {result.status} ({result.pages} pages)")
     if fixed:
         kinds = Counter("frontmatter" if ": frontmatter " in ln else "heading id" if ": heading id " in ln else
                         "index" if ln.startswith(f"wiki/{wikiindex.INDEX}: ") else "link" for ln in fixed)
