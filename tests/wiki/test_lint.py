@@ -597,3 +597,23 @@ def test_an_index_name_held_by_a_folder_is_not_called_fixable(kb):
     report = lint.run(kb, fix=True, today=TODAY)
     assert any("concepts/t.md" in f for f in report.fixed)
     assert "concepts/t.md: frontmatter added" in (kb.wiki / "log.md").read_text()
+
+
+def test_fix_keeps_a_pages_byte_order_mark_and_line_ends_and_leaves_a_toml_frontmatter(kb):
+    """A fixed wikilink dropped the page's UTF-8 BOM; keys added to a CRLF frontmatter were written with LF; a Hugo
+    `+++` page got a YAML block in front of its TOML, which then showed as body text."""
+    write(kb.wiki, "concepts/target.md", page("Target", "concept", "# Target\n"))
+    bom = page("Bom", "concept", "# Bom\n\n[[target]]\n")
+    (kb.wiki / "concepts/bom.md").write_bytes(b"\xef\xbb\xbf" + bom.encode())
+    (kb.wiki / "concepts/crlf.md").write_bytes(b"---\r\ntype: concept\r\n---\r\n\r\n# Crlf\r\n\r\ntext\r\n")
+    toml = "+++\ntitle = 'Hugo'\n+++\n\n# Hugo\n"
+    (kb.wiki / "concepts/hugo.md").write_text(toml)
+    linked(kb, *(f"concepts/{n}.md" for n in ("target", "bom", "crlf", "hugo")))
+    lint.run(kb, fix=True, today=TODAY)
+    fixed = (kb.wiki / "concepts/bom.md").read_bytes()
+    assert fixed.startswith(b"\xef\xbb\xbf") and b"[[target]]" not in fixed
+    crlf = (kb.wiki / "concepts/crlf.md").read_bytes()
+    assert b"title: Crlf\r\n" in crlf and crlf.count(b"\n") == crlf.count(b"\r\n"), crlf
+    assert (kb.wiki / "concepts/hugo.md").read_text() == toml
+    (i,) = [i for i in lint.run(kb).issues if i.path == "wiki/concepts/hugo.md"]
+    assert not i.fixable and "TOML" in i.message

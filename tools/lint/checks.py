@@ -74,6 +74,10 @@ def check_frontmatter(wiki: Wiki) -> list:
             m = _YAML_LINE.search(page.error)
             out.append(issue(where, int(m.group(1)) if m else 1, "frontmatter-invalid", page.error))
             continue
+        if page.meta is None and page.text.lstrip("\ufeff").startswith("+++"):
+            out.append(issue(where, 1, "frontmatter-missing", "a TOML frontmatter (+++), which the wiki does not read: "
+                                                              "write it as YAML (---) by hand"))
+            continue
         if page.meta is None:
             t = inferred_type(page)
             how = f" (--fix adds type {t!r})" if t else " (folder implies no type; add it by hand)"

@@ -93,13 +93,27 @@ def fix_links(page: WikiPage, res: links.Resolver, writer: Writer) -> list[str]:
     def change(text: str) -> str | None:
         new, lines = _link_fixes(parse_page(page.rel, text, path=page.path), res)
         done[:] = lines
-        return new
+        return _same_form(text, new)
     return done if writer.update_file(page.rel, change) != UNCHANGED else []
+
+
+def _same_form(old: str, new: str | None) -> str | None:
+    """``new`` in the form ``old`` was written in: its byte-order mark kept, and its CRLF line ends where every
+    line of it had one (a fix rebuilt from the parsed text dropped the one and mixed in LF lines)."""
+    if new is None:
+        return None
+    if "\r\n" in old and old.count("\r\n") == old.count("\n"):
+        new = new.replace("\r\n", "\n").replace("\n", "\r\n")
+    if old.startswith("\ufeff") and not new.startswith("\ufeff"):
+        new = "\ufeff" + new
+    return new
 
 
 def _meta_fixes(page: WikiPage, today: str) -> tuple[str | None, list[str]]:
     if page.text is None or page.error:
         return None, []
+    if page.meta is None and page.text.lstrip("\ufeff").startswith("+++"):
+        return None, []  # a TOML frontmatter (Hugo's): one in YAML put in front of it would make it body text
     meta = dict(page.meta or {})
     added = []
     if not meta.get("type"):
@@ -175,7 +189,7 @@ def fix_meta(page: WikiPage, writer: Writer) -> list[str]:
         was_missing[0] = cur.meta is None
         new, what = _meta_fixes(cur, writer.today)
         added[:] = what
-        return new
+        return _same_form(text, new)
     if writer.update_file(page.rel, change) == UNCHANGED:
         return []
     what = "frontmatter added" if was_missing[0] else "frontmatter completed"
@@ -233,7 +247,7 @@ def fix_symbol_anchors(wiki: Wiki, res: links.Resolver, writer: Writer) -> list[
         def change(text: str, rel=rel, frags=frags) -> str | None:
             new, lines = _with_ids(text, rel, frags, used.get(rel, set()))
             done[:] = lines
-            return new
+            return _same_form(text, new)
         if writer.update_file(rel, change) != UNCHANGED:
             fixed += done
     return fixed
