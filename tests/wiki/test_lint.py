@@ -617,3 +617,15 @@ def test_fix_keeps_a_pages_byte_order_mark_and_line_ends_and_leaves_a_toml_front
     assert (kb.wiki / "concepts/hugo.md").read_text() == toml
     (i,) = [i for i in lint.run(kb).issues if i.path == "wiki/concepts/hugo.md"]
     assert not i.fixable and "TOML" in i.message
+
+
+def test_a_link_that_leaves_wiki_and_comes_back_is_a_page_link(kb):
+    """`[b](../../wiki/concepts/b.md#no-such-anchor)` had no anchor check, and `b.md` was reported an orphan."""
+    write(kb.wiki, "concepts/b.md", page("B", "concept", "# B\n\n## There\n"))
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "# A\n\n[b](../../wiki/concepts/b.md#no-such-anchor)\n"
+                                                         "[b](../../wiki/concepts/b.md#there)\n"))
+    linked(kb, "concepts/a.md")
+    found = codes(kb)
+    assert ("wiki/concepts/a.md", 8, "broken-anchor") in found, found
+    assert not [c for c in found if c[0] == "wiki/concepts/b.md" and c[2] == "orphan"], found
+    assert len([c for c in found if c[0] == "wiki/concepts/a.md" and c[2] == "broken-anchor"]) == 1

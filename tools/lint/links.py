@@ -119,6 +119,8 @@ class Resolver:
                     fix = self.relative_from(page.rel, inside)
             return Target(ABSOLUTE, None, file_target(fix) + anchor if fix else None)
         joined = self._join(page.rel.rpartition("/")[0], path)
+        if joined.startswith("../wiki/"):  # out of wiki/ and back in (`../../wiki/concepts/b.md`): a page link
+            joined = joined[len("../wiki/"):]
         if not joined.startswith("../") and joined != "..":
             if not self.internal(joined):
                 hidden = any(part.startswith(".") for part in joined.split("/"))
