@@ -293,20 +293,30 @@ def _exact(db: sqlite3.Connection, names: list[str], rels: list[str]) -> dict[st
     return out
 
 
-def _named(rows: list[tuple], names: list[str]) -> dict[str, float]:
+_KEBAB = re.compile(r"(?<![\w-])[^\W_]{2,}(?:-[^\W_]{2,})+(?![\w-])")
+
+
+def _named(rows: list[tuple], names: list[str], query: str = "") -> dict[str, float]:
     """For each candidate page, the share of the query's code names that name the page itself: its title is the
     name, or ends with it as a module path's last part (``layer_norm``'s kernel page before ``layer_norm_forward``'s,
-    ``jax._src.pallas.pallas_call`` for ``pallas_call``)."""
+    ``jax._src.pallas.pallas_call`` for ``pallas_call``). A command's kebab-case name (``describe-instances``) names
+    a page that way too: its title is it, or ends with it (``ec2 describe-instances``, fifth behind pages that only
+    repeated its words); such a name is not asked for whole in the text, where ``all-gather`` is also
+    ``all_gather``."""
+    kebab = [k.lower() for k in _KEBAB.findall(query)]
+    names = list(names) + [k for k in kebab if k not in names]
     if not names:
         return {r[0]: 0.0 for r in rows}
     out = {}
     for rel, title, *_ in rows:
         t = str(title or "").lower().strip()
-        out[rel] = sum(t == n or t.endswith(("." + n, "/" + n)) for n in names) / len(names)
+        out[rel] = sum(t == n or t.endswith(("." + n, "/" + n)) or (n in kebab and t.endswith(" " + n))
+                       for n in names) / len(names)
     return out
 
 
-def rerank(db: sqlite3.Connection, groups: list[list[str]], rows: list[tuple], names: list[str] = ()) -> list[tuple]:
+def rerank(db: sqlite3.Connection, groups: list[list[str]], rows: list[tuple], names: list[str] = (),
+           query: str = "") -> list[tuple]:
     """BM25 adds up words, so a page that repeats one of the question's words can beat one that holds them all:
     each candidate's score is scaled by the share of the words it holds (each word weighed by how rare it is),
     and raised by the share its title holds (the page about ``rms_norm`` for "fused RMSNorm kernel"). Pages holding
@@ -318,7 +328,7 @@ def rerank(db: sqlite3.Connection, groups: list[list[str]], rows: list[tuple], n
     cover = _coverage(db, groups, weights, rels) if len(groups) > 1 else dict.fromkeys(rels, 1.0)
     titled = _coverage(db, groups, weights, rels, "{title}")
     exact = _exact(db, list(names), rels)
-    named = _named(rows, list(names))
+    named = _named(rows, list(names), query)
     scored = [(rel, t, ty, s * (COVER_FLOOR + (1 - COVER_FLOOR) * cover[rel] ** 2) * (1 + TITLE_BONUS * titled[rel]))
               for rel, t, ty, s in rows]
     return sorted(scored, key=lambda r: (-exact[r[0]], -named[r[0]], -r[3], r[0]))
@@ -340,7 +350,7 @@ def search(project: Project, query: str, type: str | None = None, limit: int = 1
             "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, 0.0) * p.weight AS score "
             f"FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where} "
             "ORDER BY score DESC, docs.rel LIMIT ?", args + [max(limit, CANDIDATES)]).fetchall()
-        ranked = rerank(db, query_groups(query), rows, identifiers(query))[:limit] if rows else []
+        ranked = rerank(db, query_groups(query), rows, identifiers(query), query)[:limit] if rows else []
         texts = dict(db.execute(f"SELECT rel, text FROM docs WHERE rel IN ({','.join('?' * len(ranked))})",
                                 [r[0] for r in ranked]).fetchall()) if ranked else {}
     finally:

@@ -196,3 +196,19 @@ def test_query_cites_the_headings_markdown_renders_never_a_code_comment(kb):
     for p in out:
         section = p["cite"].split(" § ", 1)[1]
         assert call(kb, "wiki.read", {"path": p["path"], "section": section})["body"], section
+
+
+def test_a_pages_kebab_case_title_names_it(kb):
+    """On 5,838 awscli example pages `tools search ec2 describe-instances` put `ec2/describe-instances.md` fifth
+    and `describe-instances` thirteenth: pages that repeated "describe" and "instances" outscored the one it names."""
+    from tools import search
+
+    for other in ("instance-status", "instance-attribute", "instance-types", "instances-for", "spot-instances",
+                  "reserved-instances", "scheduled-instances", "instance-event-windows"):
+        write(kb.wiki, f"sources/ec2/describe-{other}.md", page(f"ec2 describe-{other}", "source",
+              f"# ec2 describe-{other}\n\n" + "Describes the instances: ec2 describe the instances. " * 8))
+    write(kb.wiki, "sources/ec2/describe-instances.md", page("ec2 describe-instances", "source",
+          "# ec2 describe-instances\n\nDescribes the specified instances or all instances.\n"))
+    for q in ("ec2 describe-instances", "describe-instances"):
+        _, hits = search.search(kb, q)
+        assert hits[0].path == "sources/ec2/describe-instances.md", (q, [h.path for h in hits[:5]])
