@@ -13,7 +13,7 @@ DOC = TOOLS.parent / "docs" / "architecture.md"
 
 # lowest first; a package may import its own floor's packages and any lower floor's, never a higher one
 FLOORS = [
-    ["errors", "safeio", "redact", "mdtext", "mdrisk", "downlevel", "pysource", "regions", "pages", "project",
+    ["errors", "safeio", "redact", "mdtext", "mdraw", "mdrisk", "downlevel", "pysource", "regions", "pages", "project",
      "gitinfo", "gitindex", "gitrun", "writer", "mdscan", "wikiscan", "mdsections", "wikiindex", "concepts",
      "treewalk", "plugins", "htmlpage", "jsonvalues"],
     ["kernels", "llm", "search", "runners"],

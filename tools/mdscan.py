@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from . import mdraw
 from .mdtext import unescape
 
 
@@ -26,19 +27,14 @@ _H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
 
 
 def first_heading(body: str) -> str | None:
-    """The first ``# Title`` Markdown renders as a heading (a ``# comment`` in a code block or an HTML comment is
-    none: it named pages, and ``lint --fix`` wrote it into their frontmatter)."""
+    """The first ``# Title`` Markdown renders as a heading (a ``# comment`` in code named pages, and ``--fix`` wrote
+    it into their frontmatter). Read without a scan when nothing above it can hide it (no fence, comment or tag)."""
     m = _H1.search(body)
-    if m is None:
-        return None
-    before = body[:m.start()]
-    if "```" not in before and "~~~" not in before and "<!--" not in before:
-        return m.group(1).strip()  # nothing above it can hide it: the common case, read without a scan
+    if m is None or not any(x in body[:m.start()] for x in ("```", "~~~", "<")):
+        return m.group(1).strip() if m else None
     lines = body.split("\n")
-    for h in headings(body)[0]:
-        if h.level == 1 and (hit := _H1.match(lines[h.index])):
-            return hit.group(1).strip()
-    return None
+    return next((hit.group(1).strip() for h in headings(body)[0]
+                 if h.level == 1 and (hit := _H1.match(lines[h.index]))), None)
 
 
 # ---------------------------------------------------------------- anchors
@@ -138,6 +134,8 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
     ids: set[str] = set()
     lines = body.split("\n")
     mask = code_mask(lines) if ("```" in body or "~~~" in body) else [False] * len(lines)
+    if "<" in body and mdraw.HINT.search(body):  # a `# line` in a <pre> is no heading
+        mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, mask))]
     if "<!--" in body:  # a heading in an HTML comment is no heading; a `<!--` in code opens no comment
         view = "\n".join("" if f else _blank_code_spans(ln) for ln, f in zip(lines, mask))
         mask = [a or b for a, b in zip(mask, _comment_lines(view))]
@@ -247,11 +245,14 @@ def prose_view(text: str) -> str:
     """``text`` with what is not prose blanked, same length and lines: fenced code, inline code spans, HTML
     comments (``<!-- [old](gone.md) -->``), and indented code blocks (four spaces or a tab after a blank line,
     outside a list: MkDocs lists indent their paragraphs by four). Links and headings are read from this view."""
+    raw = "<" in text and mdraw.HINT.search(text) is not None
     if "```" not in text and "~~~" not in text and "`" not in text and "<!--" not in text \
-            and "\n    " not in text and "\n\t" not in text:
+            and "\n    " not in text and "\n\t" not in text and not raw:
         return text
     lines = text.split("\n")
     mask = code_mask(lines) if ("```" in text or "~~~" in text) else [False] * len(lines)
+    if raw:  # raw HTML blocks Markdown leaves as they are (mdraw)
+        mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, mask))]
     if "\n    " in text or "\n\t" in text:  # read on the lines as written: blanking makes indents of its own
         mask = [a or b for a, b in zip(mask, _indented_code(lines, mask))]
     out = "\n".join(" " * len(ln) if m else ln for ln, m in zip(lines, mask))

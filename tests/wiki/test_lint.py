@@ -629,3 +629,14 @@ def test_a_link_that_leaves_wiki_and_comes_back_is_a_page_link(kb):
     assert ("wiki/concepts/a.md", 8, "broken-anchor") in found, found
     assert not [c for c in found if c[0] == "wiki/concepts/b.md" and c[2] == "orphan"], found
     assert len([c for c in found if c[0] == "wiki/concepts/a.md" and c[2] == "broken-anchor"]) == 1
+
+
+def test_nothing_in_a_raw_script_style_or_pre_block_is_a_link(kb):
+    """Python-Markdown passes these blocks through as they are; lint called a MathJax config's `[["\\(", "\\)"]]` in a
+    `<script>` (a real zensical docs/index.md) a wikilink, and `<pre>[x](gone.md)</pre>` a broken link: errors."""
+    write(kb.wiki, "concepts/raw.md", page("Raw", "concept",
+          '# Raw\n\n<script>\nwindow.MathJax = {tex: {inline: [["\\\\(", "\\\\)"]]}};\n</script>\n\n'
+          "<pre>[x](not-a-link.md)</pre>\n\n<style>\na[href] { color: red }\n</style>\n\n[gone](gone.md)\n"))
+    linked(kb, "concepts/raw.md")
+    found = [c for c in codes(kb) if c[0] == "wiki/concepts/raw.md"]
+    assert found == [("wiki/concepts/raw.md", 18, "broken-link")], found  # the real one, after the blocks
