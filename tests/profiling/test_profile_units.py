@@ -531,3 +531,17 @@ def test_profile_top_must_be_at_least_one(tmp_path):
     for cmd in (["summary", str(tmp_path)], ["diff", str(tmp_path), str(tmp_path)]):
         res = CliRunner().invoke(cli, ["profile", *cmd, "--top", "-260"])
         assert res.exit_code == 2 and "--top" in res.output, res.output
+
+
+def test_one_program_each_named_apart_is_compared_as_one(tmp_path):
+    """`jit_train_step` against `jit_update`: an empty table, then "Only in A" and "Only in B": a change whose only
+    difference is the function's name could never be identical."""
+    from tools.profiling.hlo_diff import hlo_diff, render_markdown
+
+    for side, name in (("a", "jit_step"), ("b", "jit_update")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / f"module_0001.{name}.cpu_after_optimizations.txt").write_text(
+            FUSED.replace("HloModule jit_step", f"HloModule {name}"))
+    d = hlo_diff(tmp_path / "a", tmp_path / "b")
+    assert d["identical"] and d["paired"] == ["jit_step", "jit_update"] and not d["only_in_a"], d
+    assert "A's `jit_step` compared with B's `jit_update`" in render_markdown(d)

@@ -98,6 +98,11 @@ def hlo_diff(folder_a: Path, folder_b: Path, context: int = 2, max_lines: int = 
     """Per module: identical or not, instruction counts, added/removed instructions by opcode (names ignored),
     and a unified diff excerpt of the canonical text (at most ``max_lines`` lines of 160 characters)."""
     (ma, bad_a), (mb, bad_b) = _modules(Path(folder_a)), _modules(Path(folder_b))
+    paired = None
+    if len(ma) == len(mb) == 1 and set(ma) != set(mb):  # one program each, its function renamed: compared as one
+        (na, ta), (nb, tb) = next(iter(ma.items())), next(iter(mb.items()))
+        paired = [na, nb]
+        ma, mb = {f"{na} / {nb}": ta}, {f"{na} / {nb}": tb}
     modules = []
     for name in sorted(set(ma) & set(mb)):
         ia, ib = _instructions(ma[name]), _instructions(mb[name])
@@ -122,12 +127,15 @@ def hlo_diff(folder_a: Path, folder_b: Path, context: int = 2, max_lines: int = 
     only_a, only_b = sorted(set(ma) - set(mb)), sorted(set(mb) - set(ma))
     return {"a": str(folder_a), "b": str(folder_b),
             "identical": not only_a and not only_b and all(m["identical"] for m in modules),
-            "modules": modules, "only_in_a": only_a, "only_in_b": only_b, "left_out": bad_a + bad_b}
+            "modules": modules, "only_in_a": only_a, "only_in_b": only_b, "left_out": bad_a + bad_b,
+            "paired": paired}
 
 
 def render_markdown(d: dict) -> str:
     out = [f"A: `{d['a']}`", f"B: `{d['b']}`", ""]
     out += [f"Left out, not HLO text: {line}" for line in d.get("left_out") or []] + ([""] if d.get("left_out") else [])
+    if d.get("paired"):
+        out += [f"One program each, named apart: A's `{d['paired'][0]}` compared with B's `{d['paired'][1]}`.", ""]
     if d["identical"]:
         out.append("**Identical optimized HLO** (ids and metadata aside): the change did not reach the compiler; "
                    "any timing difference is noise or host-side.")
