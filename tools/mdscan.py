@@ -23,7 +23,7 @@ class Link(NamedTuple):  # a tuple: 160,000 of them are made per lint of a large
     text: str = ""
 
 
-_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
+_H1 = re.compile(r"^#[ \t]+(.+?)[ \t]*#*[ \t\r]*$", re.M)  # on one line: `#` alone then text is no heading
 
 
 def first_heading(body: str) -> str | None:

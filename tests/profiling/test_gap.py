@@ -258,3 +258,9 @@ def test_an_analysis_run_again_without_its_loop_keeps_the_knob_change_it_filed(t
     assert (kb.wiki / path).read_text() == before
     assert again["hypotheses"] == [] and "mapped to a loop's knobs" in again["not_filed"][0]
     assert not again["retired"]  # still this analysis's item: not abandoned either
+    # a page a person edited, its change a sentence: read as no knob change (it raised AttributeError)
+    text = (kb.wiki / path).read_text()
+    (kb.wiki / path).write_text(text.replace("change:", "change: use flash attention\nold_change:", 1))
+    third = analysis(None)
+    _file(kb, third, ours, ref, None)
+    assert third["hypotheses"] == [path]

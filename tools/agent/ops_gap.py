@@ -137,7 +137,8 @@ def _file(project: Project, result: dict, ours, ref, spec) -> None:
             result["not_filed"].append(f"{it['what']}: {page.path} is already {status}")
             pages_by_rank[it["rank"]] = page.path
             continue
-        if p.change.kind != "knobs" and ((old or {}).get("change") or {}).get("kind") == "knobs":
+        change = (old or {}).get("change")
+        if p.change.kind != "knobs" and isinstance(change, dict) and change.get("kind") == "knobs":
             # an analysis run without its loop would make a loop's runnable knob change a code change to write
             result["not_filed"].append(f"{it['what']}: {page.path} kept, mapped to a loop's knobs (give --loop)")
             pages_by_rank[it["rank"]] = page.path
