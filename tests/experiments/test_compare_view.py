@@ -51,6 +51,11 @@ def test_a_run_offers_a_profile_diff_only_with_a_trace_and_is_named_without_a_sl
     assert _run(rec(integrity={"checks": {"trace": "unchecked: the run was not profiled"}}), str)["has_trace"] is False
     assert _run(dict(traced, verdict="crash"), str)["has_trace"] is False
     assert _run(rec(), str)["slug"] == "2026-01-01-v001-x" and _run(rec(slug="s"), str)["slug"] == "s"
+    # the script's hash says what code ran; the repository's commit only without one (a commit of wiki pages in the
+    # same repository split one configuration's runs into groups of one)
+    assert _run(rec(commit="abc", script_sha256="s1", command="python t.py"), str)["code"] == {
+        "script": "s1", "command": "python t.py"}
+    assert _run(rec(commit="abc", command="python t.py"), str)["code"] == {"commit": "abc", "command": "python t.py"}
 
 
 @pytest.mark.browser

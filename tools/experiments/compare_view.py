@@ -34,8 +34,11 @@ def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
             "rounds": timing.get("rounds"), "samples": [x for x in samples if isinstance(x, (int, float))],
             "config": r.get("config") if isinstance(r.get("config"), dict) else {},
             "env": r.get("env") if isinstance(r.get("env"), dict) else {},
-            # what ran besides the settings: runs of other code or another command are not one configuration
-            "code": {k: v for k, v in (("commit", r.get("commit")), ("script", r.get("script_sha256")),
+            # what ran besides the settings: runs of another script or command are not one configuration. The
+            # script's own hash says it; the repository's commit only where there is none (a commit of wiki pages
+            # in the same repository changes no code)
+            "code": {k: v for k, v in (("script", r.get("script_sha256")),
+                                       ("commit", None if r.get("script_sha256") else r.get("commit")),
                                        ("command", r.get("command")), ("uncommitted", r.get("uncommitted"))) if v},
             "raw_dir": r.get("raw_dir") or "", "url": page_url(r),
             # `tools profile diff` needs a trace on both sides: a profiled run that did not crash
