@@ -135,6 +135,13 @@ def test_a_read_of_a_page_of_thousands_of_headings_stays_bounded(kb):
     assert out["meta_cut"] and len(json.dumps(out)) < 40_000 and out["meta"]["title"] == "M"
     assert out["meta"]["description"].endswith("[... cut: 3,000,000 characters]")
     assert not call(kb, "wiki.read", {"path": "concepts/big.md", "limit": 200})["meta_cut"]
+    # ... the whole of it, and its keys: a 3 MB key, or 100 keys of twenty 1,999-character items, answered 3-4 MB
+    many = "".join(f"k{k}:\n" + "".join(f"  - {'y' * 1999}\n" for _ in range(20)) for k in range(100))
+    (kb.wiki / "concepts/keys.md").write_text(f"---\ntitle: K\n? {'k' * 3_000_000}\n: 1\n{many}type: concept\n"
+                                              "---\n\n# K\n")
+    out = call(kb, "wiki.read", {"path": "concepts/keys.md", "limit": 200})
+    assert out["meta_cut"] and len(json.dumps(out)) < 40_000, len(json.dumps(out))
+    assert out["meta"]["title"] == "K" and out["meta"]["type"] == "concept"
 
 
 def test_a_misspelt_argument_is_refused_not_dropped(kb):

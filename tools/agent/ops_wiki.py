@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from pathlib import Path
@@ -60,6 +61,7 @@ MAX_SECTIONS = 200  # headings listed in a read's answer (the rest counted): an 
 MAX_META_TEXT = 2_000  # characters of one frontmatter text value in a read's answer (a 3 MB value answered a
                        # 200-character read whole)
 MAX_META_ITEMS = 200   # entries of one frontmatter list or mapping in it
+MAX_META_TOTAL = 20_000  # characters of the whole frontmatter in it (as JSON): entries past it are left out
 
 
 class ReadOut(PageRef):
@@ -262,7 +264,7 @@ def read(project: Project, a: PageReadIn) -> dict:
         body = mdsections.text_of(p.body, chosen)
     part, nxt = bounded(body, a.offset, a.limit)
     heads = mdsections.sections(p.body)
-    meta, cut = _cut(plain(p.meta or {}))
+    meta, cut = _bounded_meta(plain(p.meta or {}))
     return {**_ref(p), "meta": meta, "meta_cut": cut, "body": part, "links": [x for x in links if not x.startswith("..")],
             "problem": p.error or None, "section": chosen.id if chosen else None,
             # bounded like the body: a 2 MB page of 15,000 headings answered a 200-character read with 1.1 MB
@@ -282,9 +284,27 @@ def _cut(value) -> tuple[object, bool]:
         parts = [_cut(v) for v in value[:MAX_META_ITEMS]]
         return [v for v, _ in parts], len(value) > MAX_META_ITEMS or any(c for _, c in parts)
     if isinstance(value, dict):
-        parts = {k: _cut(v) for k, v in list(value.items())[:MAX_META_ITEMS]}
-        return {k: v for k, (v, _) in parts.items()}, len(value) > MAX_META_ITEMS or any(c for _, c in parts.values())
+        parts = {_cut(k)[0]: _cut(v) for k, v in list(value.items())[:MAX_META_ITEMS]}  # a key can be 3 MB too
+        return {k: v for k, (v, _) in parts.items()}, len(value) > MAX_META_ITEMS or any(c for _, c in parts.values()) \
+            or any(len(k) > MAX_META_TEXT for k in value if isinstance(k, str))
     return value, False
+
+
+def _bounded_meta(meta: dict) -> tuple[dict, bool]:
+    """The frontmatter as a read returns it: each value cut (``_cut``), then the entries that keep the whole within
+    ``MAX_META_TOTAL`` characters of JSON, in order (100 keys of 2,000-character lists passed each value's
+    bound)."""
+    cut_meta, cut = _cut(meta)
+    out: dict = {}
+    size = 0
+    for k, v in cut_meta.items():
+        n = len(json.dumps({k: v}, default=str))
+        if size + n > MAX_META_TOTAL:  # left out; a smaller entry after it (the title) may still fit
+            cut = True
+            continue
+        size += n
+        out[k] = v
+    return out, cut
 
 
 def bounded(text: str, offset: int, limit: int) -> tuple[str, int | None]:
