@@ -163,7 +163,37 @@ def test_a_variant_that_rewrites_the_baselines_script_is_invalid(project, monkey
     run(project, "--repeats", "2", "-m", "planted", command=[PY, "variant.py"], trust=True)
     rec = lane(project)[-1]
     assert rec["verdict"] == "invalid", rec["reasons"]
-    assert any("baseline-changed" in r and "`argparse.py` appeared" in r for r in rec["reasons"]), rec["reasons"]
+    assert any("baseline-changed" in r and "`argparse.py` (" in r and ") appeared" in r for r in rec["reasons"]), \
+        rec["reasons"]
+
+
+def test_what_a_baselines_imports_read_first_is_watched_wherever_it_is(tmp_path):
+    """From a review: a rerun of the baseline's saved copy imports its siblings from the checkout (PYTHONPATH), where
+    a planted module went unseen; 2,000 junk files beside the script pushed a planted one past the cap; a rewritten
+    module inside a package beside the script was not read."""
+    from tools.experiments.sides import importable_beside, importable_changed
+
+    code, checkout = tmp_path / "raw" / "code", tmp_path / "checkout"
+    for d in (code, checkout / "model"):
+        d.mkdir(parents=True)
+    (code / "train.py").write_text("import model\n")
+    (checkout / "model" / "__init__.py").write_text("")
+    (checkout / "model" / "layers.py").write_text("X = 1\n")
+    for i in range(2_000):
+        (code / f"m{i:04d}").write_text("")
+    env = {"PYTHONPATH": str(checkout)}
+    before = importable_beside(code / "train.py", env)
+    (checkout / "statistics.py").write_text("import time; time.sleep(1)\n")
+    assert "statistics.py" in importable_changed(before, importable_beside(code / "train.py", env))
+    (checkout / "statistics.py").unlink()
+    (code / "statistics.py").write_text("")
+    assert "statistics.py" in importable_changed(before, importable_beside(code / "train.py", env))
+    (code / "statistics.py").unlink()
+    (checkout / "model" / "__pycache__").mkdir()  # what an honest import compiles is no change
+    (checkout / "model" / "__pycache__" / "layers.cpython-311.pyc").write_bytes(b"\0")
+    assert importable_changed(before, importable_beside(code / "train.py", env)) == ""
+    (checkout / "model" / "layers.py").write_text("X = 2\n")
+    assert "layers.py" in importable_changed(before, importable_beside(code / "train.py", env))
 
 
 def test_filed_pages_are_immutable(project):

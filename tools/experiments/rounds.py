@@ -92,15 +92,15 @@ class Schedule:
         script = script_of(self.base.command, self.base.cwd) if self.base is not None else None
         if script is None or self.runs.base_changed:
             return
-        now, beside = code_commit(script)[1], importable_beside(script)
+        now, beside = code_commit(script)[1], importable_beside(script, self.base.env)
         self.base_sha = self.base_sha or now  # as it was before any arm ran (the record's script, or its copy)
         self.base_beside = beside if self.base_beside is None else self.base_beside
         if now and now != self.base_sha:
             self.runs.base_changed = (f"the baseline's script `{script.name}` (sha256 {self.base_sha[:12]}) read "
                                       f"{now[:12]} before baseline arm {len(self.runs.base) + 1}")
         elif what := importable_changed(self.base_beside, beside):  # a module planted where its imports look first
-            self.runs.base_changed = (f"beside the baseline's script `{script.name}`, {what} before baseline arm "
-                                      f"{len(self.runs.base) + 1}: its imports read other code than it ran with")
+            self.runs.base_changed = (f"where the baseline's script `{script.name}` imports from first, {what} before "
+                                      f"baseline arm {len(self.runs.base) + 1}: it read other code than it ran with")
 
     def noise(self) -> stats.Noise:
         return comparison.current_noise(self.prior, self.spec.variant, self.runs.base_rec, self.spec.statistic)

@@ -187,26 +187,44 @@ def code_commit(script: Path | None) -> tuple[str, str]:
         return "", sha
 
 
-IMPORTABLE = (".py", ".pyc", ".so", ".pyd")  # what `import x` finds in the script's folder, first on sys.path
-IMPORTS_CAP = 2_000  # files of that folder read: a folder of thousands of modules is hashed in part, never for minutes
+IMPORTABLE = (".py", ".pyc", ".so", ".pyd", ".pth")  # what `import x` finds in a folder on sys.path
+IMPORTS_CAP = 2_000  # module files hashed per run: beyond it, a file is known by its name and size only
 
 
-def importable_beside(script: Path) -> dict[str, str]:
-    """What a Python script's own folder offers its imports, as Python puts that folder first on ``sys.path``:
-    each module file there (and each package's ``__init__.py``) by name -> a short sha256. A ``statistics.py``
-    planted there shadows the standard library's for every later run of the script."""
+def import_folders(script: Path, env: dict[str, str]) -> list[Path]:
+    """The folders a run of ``script`` imports from before the standard library: the script's own (Python puts it
+    first on ``sys.path``), then each ``PYTHONPATH`` entry (a rerun of a saved copy imports its siblings from the
+    checkout that way)."""
+    out = [script.parent]
+    for entry in (env.get("PYTHONPATH") or os.environ.get("PYTHONPATH") or "").split(os.pathsep):
+        if entry and Path(entry).is_dir() and Path(entry) not in out:
+            out.append(Path(entry))
+    return out
+
+
+def importable_beside(script: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """What a run of ``script`` can import from the folders it looks in first (``import_folders``): each module
+    file there, and each file of a package there, by path -> a short sha256 (the first ``IMPORTS_CAP``; the rest by
+    size). A ``statistics.py`` planted there shadows the standard library's for every later run."""
+    files: list[Path] = []
+    for folder in import_folders(script, env or {}):
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            if p.is_dir() and (p / "__init__.py").is_file():  # a package: its modules, a level or two down
+                files += [f for f in sorted(p.rglob("*")) if f.suffix in IMPORTABLE
+                          and "__pycache__" not in f.parts][:IMPORTS_CAP]  # what Python compiles as it imports
+            elif p.suffix in IMPORTABLE:
+                files.append(p)
     out: dict[str, str] = {}
-    try:
-        entries = sorted(script.parent.iterdir())[:IMPORTS_CAP]
-    except OSError:
-        return out
-    for p in entries:
-        f = p / "__init__.py" if p.is_dir() else p
-        if f.name == "__init__.py" or p.suffix in IMPORTABLE:
-            try:
-                out[p.name] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
-            except OSError:
-                continue
+    for n, f in enumerate(files):
+        try:
+            out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()[:16] if n < IMPORTS_CAP else \
+                f"size {f.stat().st_size}"
+        except OSError:
+            continue
     return out
 
 
@@ -214,5 +232,6 @@ def importable_changed(before: dict[str, str], now: dict[str, str]) -> str:
     """The first module that appeared, changed or went beside the script ("" when none)."""
     for name in sorted(set(before) | set(now)):
         if before.get(name) != now.get(name):
-            return f"`{name}` {'appeared' if name not in before else 'went' if name not in now else 'changed'}"
+            what = "appeared" if name not in before else "went" if name not in now else "changed"
+            return f"`{Path(name).name}` ({name}) {what}"
     return ""
