@@ -293,6 +293,9 @@ def trace_check(result: dict, steps: dict | None, out: Integrity) -> None:
 TIMED_OPS_MIN = 0.2  # a timed run's median steady step / the profiled run's XLA op time a step, at least: profiling
                      # slows a tiny model's many small ops (3.6 ms timed against 5.5 ms of traced ops on a busy
                      # 2-core machine), and load differs from run to run; a step read from a cache takes microseconds
+TIMED_OPS_MIN_FASTEST = 0.1  # ... and its fastest steady step, which a run read by its fastest step (``statistic:
+                             # min``) is judged on: a cache serving a few steps leaves the median honest
+TIMED_OPS_SLACK_S = 0.0002   # and short of the op time by more than this a step (a model of microsecond steps)
 
 
 def timed_ops_check(arms: list, out: Integrity) -> None:
@@ -309,9 +312,10 @@ def timed_ops_check(arms: list, out: Integrity) -> None:
         steady = times[int((a.result or {}).get("warmup_steps", 1) or 0):] or times
         if not steady:
             continue
-        median = statistics.median(steady)
-        if median < TIMED_OPS_MIN * busy and (busy - median) * len(steady) > CLOCK_SLACK_S:
-            out.add("trace", Finding("timed-ops", f"{a.name} reports {median * 1e3:.3f} ms a step (median); the "
-                                     f"profiled run's XLA ops ran {busy * 1e3:.2f} ms a step (< {TIMED_OPS_MIN} x): "
-                                     "the timed steps did not run the program that was profiled"))
-            return
+        for what, step, floor in (("median", statistics.median(steady), TIMED_OPS_MIN),
+                                  ("fastest", min(steady), TIMED_OPS_MIN_FASTEST)):
+            if step < floor * busy and busy - step > TIMED_OPS_SLACK_S:
+                out.add("trace", Finding("timed-ops", f"{a.name} reports {step * 1e3:.3f} ms a step ({what}); the "
+                                         f"profiled run's XLA ops ran {busy * 1e3:.2f} ms a step (< {floor} x): the "
+                                         "timed steps did not run the program that was profiled"))
+                return
