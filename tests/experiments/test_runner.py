@@ -167,6 +167,24 @@ def test_a_variant_that_rewrites_the_baselines_script_is_invalid(project, monkey
         rec["reasons"]
 
 
+def test_a_module_taking_over_the_standard_library_before_the_run_starts_is_baseline_changed(project, monkeypatch):
+    """A red team's, the second round: the variant's patch ships a `statistics.py` beside the script (there before
+    the first arm, so no change during the rounds), which slows only the baseline's reruns: `supported` +153 %."""
+    import shutil
+
+    monkeypatch.chdir(project.root)
+    shutil.copy(HERE / "fake_train.py", project.root / "train.py")
+    run(project, "--baseline", "-m", "base", command=[PY, "train.py"])
+    assert lane(project)[0]["import_shadows"] == []
+    (project.root / "statistics.py").write_text("import sys\nsys.path.pop(0)\ndel sys.modules['statistics']\n"
+                                                "import statistics\n")
+    run(project, "--repeats", "2", "-m", "shipped", command=[PY, "train.py", "--step-ms", "5"], trust=True)
+    rec = lane(project)[-1]
+    assert rec["verdict"] == "invalid" and rec["import_shadows"] == ["statistics"], rec["reasons"]
+    assert any("baseline-changed" in r and "standard library's `statistics`" in r for r in rec["reasons"]), \
+        rec["reasons"]
+
+
 def test_what_a_baselines_imports_read_first_is_watched_wherever_it_is(tmp_path):
     """From a review: a rerun of the baseline's saved copy imports its siblings from the checkout (PYTHONPATH), where
     a planted module went unseen; 2,000 junk files beside the script pushed a planted one past the cap; a rewritten

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import arms, comparison, pairs, records, stats, verdict
 from .arms import ArmResult
 from .sides import (HLO_ENV, PROFILE_ENV, Side, code_commit, compile_cache_env, importable_beside, importable_changed,
-                    merged_env, profile_env, record_side, script_of)
+                    merged_env, profile_env, record_side, script_of, stdlib_shadows)
 
 
 # ----------------------------------------------------------------------------- what ran
@@ -94,6 +94,10 @@ class Schedule:
             return
         now, beside = code_commit(script)[1], importable_beside(script, self.base.env)
         self.base_sha = self.base_sha or now  # as it was before any arm ran (the record's script, or its copy)
+        if self.base_beside is None and isinstance(filed := (self.runs.base_rec or {}).get("import_shadows"), list) \
+                and (new := sorted(set(stdlib_shadows(script, self.base.env)) - set(filed))):
+            self.runs.base_changed = (f"where the baseline's script `{script.name}` imports from first, a module takes "
+                                      f"over the standard library's `{new[0]}`, which none did when it was filed")
         self.base_beside = beside if self.base_beside is None else self.base_beside
         if now and now != self.base_sha:
             self.runs.base_changed = (f"the baseline's script `{script.name}` (sha256 {self.base_sha[:12]}) read "

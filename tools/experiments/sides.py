@@ -228,6 +228,24 @@ def importable_beside(script: Path, env: dict[str, str] | None = None) -> dict[s
     return out
 
 
+def stdlib_shadows(script: Path, env: dict[str, str] | None = None) -> list[str]:
+    """The standard library's module names that a module in ``script``'s first import folders takes over (a
+    ``statistics.py`` beside it is imported instead of Python's): kept on each run's record, so a rerun of it as a
+    baseline finds one that was not there when it ran."""
+    import sys
+
+    folders = sorted(import_folders(script, env or {}), key=lambda f: -len(f.parts))  # the nearest folder first
+    names = set()
+    for path in importable_beside(script, env):
+        p = Path(path)
+        f = next((f for f in folders if p.is_relative_to(f)), None)
+        if f is not None:  # a module file's name, or a package's: what `import` names
+            top = p.relative_to(f).parts[0].split(".")[0]
+            if top in sys.stdlib_module_names:
+                names.add(top)
+    return sorted(names)
+
+
 def importable_changed(before: dict[str, str], now: dict[str, str]) -> str:
     """The first module that appeared, changed or went beside the script ("" when none)."""
     for name in sorted(set(before) | set(now)):
