@@ -41,3 +41,42 @@ def as_text(obj) -> str:
     """A frontmatter value as its YAML/JSON text: ``true``, ``null``, ``3``, ``draft``, ``["a", "b"]``."""
     v = plain(obj)
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+MAX_TEXT = 2_000    # characters of one text (a key or a value) in a bounded answer
+MAX_ITEMS = 200     # entries of one list or mapping in it
+MAX_TOTAL = 20_000  # characters of the whole mapping in it (as JSON): entries past it are left out
+
+
+def _cut(value) -> tuple[object, bool]:
+    """``value`` (plain JSON) with each text cut to ``MAX_TEXT`` characters and each list or mapping to
+    ``MAX_ITEMS`` entries; whether anything was cut."""
+    if isinstance(value, str):
+        if len(value) <= MAX_TEXT:
+            return value, False
+        return f"{value[:MAX_TEXT]}[... cut: {len(value):,} characters]", True
+    if isinstance(value, list):
+        parts = [_cut(v) for v in value[:MAX_ITEMS]]
+        return [v for v, _ in parts], len(value) > MAX_ITEMS or any(c for _, c in parts)
+    if isinstance(value, dict):
+        parts = {_cut(k)[0]: _cut(v) for k, v in list(value.items())[:MAX_ITEMS]}  # a key can be 3 MB too
+        return {k: v for k, (v, _) in parts.items()}, len(value) > MAX_ITEMS or any(c for _, c in parts.values()) \
+            or any(len(k) > MAX_TEXT for k in value if isinstance(k, str))
+    return value, False
+
+
+def bounded_mapping(meta: dict) -> tuple[dict, bool]:
+    """A mapping (a page's frontmatter) bounded for an answer: each key and value cut (``_cut``), then the entries
+    that keep the whole within ``MAX_TOTAL`` characters of JSON, in order (100 keys of 2,000-character lists passed
+    each value's bound); and whether anything was cut."""
+    cut_meta, cut = _cut(meta)
+    out: dict = {}
+    size = 0
+    for k, v in cut_meta.items():
+        n = len(json.dumps({k: v}, default=str))
+        if size + n > MAX_TOTAL:  # left out; a smaller entry after it (the title) may still fit
+            cut = True
+            continue
+        size += n
+        out[k] = v
+    return out, cut

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from pathlib import Path
@@ -12,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from .. import safeio, wikiscan
 from .. import mdscan
-from ..jsonvalues import as_text, plain
+from ..jsonvalues import as_text, bounded_mapping, plain
 from ..project import Project
 from .registry import AgentError, op
 
@@ -58,10 +57,6 @@ class PageReadIn(ReadIn):
 
 
 MAX_SECTIONS = 200  # headings listed in a read's answer (the rest counted): an answer stays bounded
-MAX_META_TEXT = 2_000  # characters of one frontmatter text value in a read's answer (a 3 MB value answered a
-                       # 200-character read whole)
-MAX_META_ITEMS = 200   # entries of one frontmatter list or mapping in it
-MAX_META_TOTAL = 20_000  # characters of the whole frontmatter in it (as JSON): entries past it are left out
 
 
 class ReadOut(PageRef):
@@ -264,47 +259,13 @@ def read(project: Project, a: PageReadIn) -> dict:
         body = mdsections.text_of(p.body, chosen)
     part, nxt = bounded(body, a.offset, a.limit)
     heads = mdsections.sections(p.body)
-    meta, cut = _bounded_meta(plain(p.meta or {}))
+    meta, cut = bounded_mapping(plain(p.meta or {}))  # a 3 MB value answered a 200-character read whole
     return {**_ref(p), "meta": meta, "meta_cut": cut, "body": part, "links": [x for x in links if not x.startswith("..")],
             "problem": p.error or None, "section": chosen.id if chosen else None,
             # bounded like the body: a 2 MB page of 15,000 headings answered a 200-character read with 1.1 MB
             "sections": [x.as_dict() for x in heads[:MAX_SECTIONS]], "sections_total": len(heads),
             "total_chars": len(body),
             "next_offset": nxt}
-
-
-def _cut(value) -> tuple[object, bool]:
-    """``value`` (plain JSON) with each text cut to ``MAX_META_TEXT`` characters and each list or mapping to
-    ``MAX_META_ITEMS`` entries; whether anything was cut."""
-    if isinstance(value, str):
-        if len(value) <= MAX_META_TEXT:
-            return value, False
-        return f"{value[:MAX_META_TEXT]}[... cut: {len(value):,} characters]", True
-    if isinstance(value, list):
-        parts = [_cut(v) for v in value[:MAX_META_ITEMS]]
-        return [v for v, _ in parts], len(value) > MAX_META_ITEMS or any(c for _, c in parts)
-    if isinstance(value, dict):
-        parts = {_cut(k)[0]: _cut(v) for k, v in list(value.items())[:MAX_META_ITEMS]}  # a key can be 3 MB too
-        return {k: v for k, (v, _) in parts.items()}, len(value) > MAX_META_ITEMS or any(c for _, c in parts.values()) \
-            or any(len(k) > MAX_META_TEXT for k in value if isinstance(k, str))
-    return value, False
-
-
-def _bounded_meta(meta: dict) -> tuple[dict, bool]:
-    """The frontmatter as a read returns it: each value cut (``_cut``), then the entries that keep the whole within
-    ``MAX_META_TOTAL`` characters of JSON, in order (100 keys of 2,000-character lists passed each value's
-    bound)."""
-    cut_meta, cut = _cut(meta)
-    out: dict = {}
-    size = 0
-    for k, v in cut_meta.items():
-        n = len(json.dumps({k: v}, default=str))
-        if size + n > MAX_META_TOTAL:  # left out; a smaller entry after it (the title) may still fit
-            cut = True
-            continue
-        size += n
-        out[k] = v
-    return out, cut
 
 
 def bounded(text: str, offset: int, limit: int) -> tuple[str, int | None]:
