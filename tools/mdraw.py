@@ -1,6 +1,6 @@
-"""The raw HTML blocks Python-Markdown passes through as they are: a ``<script>``, ``<style>``, ``<pre>`` or
-``<textarea>`` opened at a line's start runs to its closing tag, and nothing in it is a link or a heading (a MathJax
-config's ``[["\\(", "\\)"]]`` in a ``<script>`` was linted as a wikilink)."""
+"""What Python-Markdown leaves as it is, where nothing is a link or a heading: raw HTML blocks (a ``<script>``,
+``<style>``, ``<pre>`` or ``<textarea>`` opened at a line's start runs to its closing tag: a MathJax config's
+``[["\\(", "\\)"]]`` in a ``<script>`` was linted as a wikilink) and indented code blocks."""
 
 from __future__ import annotations
 
@@ -25,4 +25,40 @@ def raw_lines(lines: list[str], code: list[bool]) -> list[bool]:
         out[i] = True
         if closing in rest.lower():
             closing = None
+    return out
+
+
+_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)]|!!!|\?\?\?\+?)(?:[ \t]|$)")  # admonitions: an indented body
+_ANY_ITEM = re.compile(r"( *)(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")  # ... or a nested list's item
+
+
+def _indent(ln: str) -> int:
+    return len(ln.expandtabs(4)) - len(ln.expandtabs(4).lstrip(" "))
+
+
+def indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
+    """True for the lines of indented code blocks: four spaces or a tab after a blank line outside a list, and
+    inside a list item four more than its content's (MkDocs lists indent their paragraphs by four: a link in an
+    8-space block under a top-level item is code)."""
+    out, blank_before, in_list, in_code, item = [], True, False, False, 0
+    for ln, f in zip(lines, fenced):
+        if f or not ln.strip():
+            out.append(False)
+            blank_before, in_code = not f, in_code and not f
+            continue
+        depth = _indent(ln)
+        code_at = (item // 4 * 4 + 8) if in_list else 4
+        if depth >= code_at and (in_code or blank_before):
+            in_code = True
+            out.append(True)
+        else:
+            in_code = False
+            if _LIST_ITEM.match(ln):
+                in_list, item = True, 0
+            elif in_list and (m := _ANY_ITEM.match(ln)):
+                item = _indent(m.group(1))
+            elif depth < 4 and blank_before:
+                in_list = False
+            out.append(False)
+        blank_before = False
     return out

@@ -232,7 +232,6 @@ def code_mask(lines: list[str]) -> list[bool]:
     return out
 
 
-_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)]|!!!|\?\?\?\+?)(?:[ \t]|$)")  # admonitions: an indented body
 
 
 def _spaces(s: str) -> str:
@@ -254,32 +253,9 @@ def prose_view(text: str) -> str:
     if raw:  # raw HTML blocks Markdown leaves as they are (mdraw)
         mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, mask))]
     if "\n    " in text or "\n\t" in text:  # read on the lines as written: blanking makes indents of its own
-        mask = [a or b for a, b in zip(mask, _indented_code(lines, mask))]
+        mask = [a or b for a, b in zip(mask, mdraw.indented_code(lines, mask))]
     out = "\n".join(" " * len(ln) if m else ln for ln, m in zip(lines, mask))
     return _blank_spans(out) if "`" in out or "<!--" in out else out
-
-
-def _indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
-    """True for the lines of indented code blocks: four spaces or a tab after a blank line, outside a list."""
-    out, blank_before, in_list, in_code = [], True, False, False
-    for ln, f in zip(lines, fenced):
-        if f or not ln.strip():
-            out.append(False)
-            blank_before, in_code = not f, in_code and not f
-            continue
-        indented = ln.startswith(("    ", "\t"))
-        if indented and (in_code or (blank_before and not in_list)):
-            in_code = True
-            out.append(True)
-        else:
-            in_code = False
-            if _LIST_ITEM.match(ln):
-                in_list = True
-            elif not indented and blank_before:
-                in_list = False
-            out.append(False)
-        blank_before = False
-    return out
 
 
 _SPAN_START = re.compile(r"`+|<!--")

@@ -643,3 +643,14 @@ def test_nothing_in_a_raw_script_style_or_pre_block_is_a_link(kb):
     linked(kb, "concepts/raw.md")
     found = [c for c in codes(kb) if c[0] == "wiki/concepts/raw.md"]
     assert found == [("wiki/concepts/raw.md", 18, "broken-link")], found  # the real one, after the blocks
+
+
+def test_a_code_block_inside_a_list_item_is_code(kb):
+    """A link in an 8-space block under a top-level item (code to Python-Markdown, its content being indented by
+    four) was a broken-link error; a nested item's paragraph at eight spaces stays prose."""
+    write(kb.wiki, "concepts/lists.md", page("Lists", "concept",
+          "# Lists\n\n- item\n\n    para [a](gone-a.md)\n\n        code [b](gone-b.md)\n\n    - nested\n\n"
+          "        nested para [c](gone-c.md)\n\n            nested code [d](gone-d.md)\n"))
+    linked(kb, "concepts/lists.md")
+    broken = sorted(i.message for i in lint.run(kb).issues if i.path == "wiki/concepts/lists.md")
+    assert len(broken) == 2 and "gone-a.md" in broken[0] and "gone-c.md" in broken[1], broken
