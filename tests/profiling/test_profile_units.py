@@ -545,3 +545,22 @@ def test_one_program_each_named_apart_is_compared_as_one(tmp_path):
     d = hlo_diff(tmp_path / "a", tmp_path / "b")
     assert d["identical"] and d["paired"] == ["jit_step", "jit_update"] and not d["only_in_a"], d
     assert "A's `jit_step` compared with B's `jit_update`" in render_markdown(d)
+
+
+def test_a_programs_ops_run_between_the_steps_are_no_steps_time_on_a_cpu_host(tmp_path):
+    """An MLP's data made between its annotated steps (`jit__randint`, 0.47 ms a step) counted as per-step op time,
+    and shrank the host/idle share `tools gap` reads; a step's own ops that run past its annotation stay its."""
+    from tools.profiling.summary import summarize
+
+    def ev(op, module, ts, dur=10):
+        return {"ph": "X", "name": op, "ts": ts, "dur": dur, "pid": 1, "tid": 2,
+                "args": {"hlo_op": op, "hlo_module": module}}
+    step = lambda n, ts: {"ph": "X", "name": "train", "ts": ts, "dur": 100, "pid": 1, "tid": 1,  # noqa: E731
+                          "args": {"step_num": n}}
+    events = [step(0, 0), step(1, 200), ev("tanh.2", "jit_step", 10), ev("tanh.2", "jit_step", 210),
+              ev("tanh.2", "jit_step", 290, 20),  # past its step's end: still the step's program
+              ev("rng.1", "jit__randint", 120, 50), ev("rng.1", "jit__randint", 320, 50)]
+    _profile(tmp_path / "p", events, {"module_0060.jit_step.cpu_after_optimizations.txt": FUSED})
+    s = summarize(tmp_path / "p", use_xprof=False)
+    assert {o["module"] for o in s["ops"]} == {"jit_step"} and s["total_op_self_us"] == 40.0, s["ops"]
+    assert "0.100 ms of ops of programs no annotated step ran left out" in s["op_times_from"]
