@@ -29,7 +29,7 @@ def raw_lines(lines: list[str], code: list[bool]) -> list[bool]:
 
 
 _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)]|!!!|\?\?\?\+?)(?:[ \t]|$)")  # admonitions: an indented body
-_ANY_ITEM = re.compile(r"( *)(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")  # ... or a nested list's item
+_ANY_ITEM = re.compile(r"( *)(?:[-*+]|\d{1,9}[.)]|!!!|\?\?\?\+?)(?:[ \t]|$)")  # ... or a nested one's
 
 
 def _indent(ln: str) -> int:
@@ -59,6 +59,8 @@ def indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
                 item = _indent(m.group(1))
             elif depth < 4 and blank_before:
                 in_list = False
+            elif in_list and blank_before:  # a paragraph of an outer item, after a nested one's
+                item = max(0, depth // 4 * 4 - 4)
             out.append(False)
         blank_before = False
     return out

@@ -654,3 +654,15 @@ def test_a_code_block_inside_a_list_item_is_code(kb):
     linked(kb, "concepts/lists.md")
     broken = sorted(i.message for i in lint.run(kb).issues if i.path == "wiki/concepts/lists.md")
     assert len(broken) == 2 and "gone-a.md" in broken[0] and "gone-c.md" in broken[1], broken
+
+
+def test_an_indented_admonitions_body_and_an_outer_items_paragraph_are_prose(kb):
+    """From a review: an admonition inside a list item (or another admonition) had its 8-space body taken for code,
+    hiding a real link; a paragraph of the outer item after a nested one kept the nested item's indent."""
+    from tools.mdscan import extract_links
+
+    cases = {"- a\n\n    !!! note\n\n        body [p](p.md)\n": ["p.md"],
+             "!!! note\n\n    ??? tip\n\n        body [p](p.md)\n": ["p.md"],
+             "- a\n\n    - b\n\n    outer para [a](a.md)\n\n        code [c](c.md)\n": ["a.md"]}
+    for text, want in cases.items():
+        assert [ln.target for ln in extract_links(text)] == want, text

@@ -43,9 +43,9 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
         control = {(id(m), i.name) for m in programs.values() for i in m.instrs.values() if i.opcode in CONTROL_OPS}
         is_control = (lambda e: (id(module_of(e.module, e.program)), e.op) in control) if control else None
         outside = 0.0
-        stepped = _stepped_modules(tr)
+        stepped = _stepped_programs(tr)
         for ev, self_us in trace_mod.self_times(tr.ops, is_control):
-            if stepped is not None and ev.module not in stepped:
+            if stepped is not None and (ev.module, ev.program) not in stepped:
                 outside += self_us  # another program's, run between the steps (their data): no step's time
                 continue
             acc = per_op[(ev.op, ev.module, ev.program)]
@@ -111,27 +111,36 @@ def summarize(folder: Path, top: int = 15, step_name: str = "train", use_xprof: 
     }
 
 
-def _stepped_modules(tr: trace_mod.Trace) -> set[str] | None:
-    """The programs whose ops ran inside an annotated step, on a host whose ops run as they are timed (a CPU: no
-    device plane); None where every op counts (no step annotations, or a device's ops, which lag the host's steps).
-    A program whose ops all ran between the steps (data made between them, ``jit__randint``) is no step's work,
-    and counted as one it took 0.47 ms a step of an MLP's profile; a step's own ops that run past its annotation
-    (dispatched, not waited for) are its program's, kept wherever they ran."""
+STEPPED_SHARE = 0.5  # of all op time, inside the annotated steps: else the annotations time a dispatch, not the work
+
+
+def _stepped_programs(tr: trace_mod.Trace) -> set[tuple] | None:
+    """The programs (module, program id) with op time inside an annotated step, on a host whose ops run as they are
+    timed (a CPU: no device plane), where the steps hold most of the op time; None where every op counts (no step
+    annotations, a device's ops, which lag the host's steps, or annotations around a dispatch only, whose program
+    runs after them). A program whose ops all ran between the steps (data made between them, ``jit__randint``) is
+    no step's work: counted as one, it took 0.47 ms a step of an MLP's profile."""
     if not tr.steps or any(p.startswith("/device:") for p in tr.planes):
         return None
     windows: list[list[float]] = []
     for start, end in sorted((s.start_us, s.start_us + s.dur_us) for s in tr.steps):  # merged: nested ones too
-        if windows and start <= windows[-1][1]:
+        if windows and start < windows[-1][1]:
             windows[-1][1] = max(windows[-1][1], end)
         else:
             windows.append([start, end])
     starts = [w[0] for w in windows]
-    out = set()
+    inside: dict[tuple, float] = {}
+    total = within = 0.0
     for e in tr.ops:
-        k = bisect.bisect_right(starts, e.start_us + e.dur_us) - 1
-        if k >= 0 and windows[k][1] >= e.start_us:  # overlaps the last window starting before the op ends
-            out.add(e.module)
-    return out or None
+        end, k, held = e.start_us + e.dur_us, bisect.bisect_left(starts, e.start_us + e.dur_us) - 1, 0.0
+        while k >= 0 and windows[k][1] > e.start_us:  # every window it overlaps, strictly
+            held += min(end, windows[k][1]) - max(e.start_us, windows[k][0])
+            k -= 1
+        total += e.dur_us
+        within += held
+        if held > 0:
+            inside[(e.module, e.program)] = inside.get((e.module, e.program), 0.0) + held
+    return set(inside) if inside and within >= STEPPED_SHARE * total else None
 
 
 def _loc(frame: tuple[str, int, str]) -> str:
