@@ -260,7 +260,8 @@ def read(project: Project, a: PageReadIn) -> dict:
     part, nxt = bounded(body, a.offset, a.limit)
     heads = mdsections.sections(p.body)
     meta, cut = bounded_mapping(plain(p.meta or {}))  # a 3 MB value answered a 200-character read whole
-    return {**_ref(p), "meta": meta, "meta_cut": cut, "body": part, "links": [x for x in links if not x.startswith("..")],
+    return {**_ref(p), "meta": meta, "meta_cut": cut, "body": part,
+            "links": [x for x in links if not x.startswith("..")],
             "problem": p.error or None, "section": chosen.id if chosen else None,
             # bounded like the body: a 2 MB page of 15,000 headings answered a 200-character read with 1.1 MB
             "sections": [x.as_dict() for x in heads[:MAX_SECTIONS]], "sections_total": len(heads),

@@ -329,7 +329,8 @@ def check_remote(repo: Path, remote: str, base: str) -> None:
                                      "add one with `git remote add`)")
     # the pull requests' target, asked of the remote before any branch is pushed there (after it, `gh pr create`
     # failed with every branch pushed)
-    there = subprocess.run(["git", "-C", str(repo), "ls-remote", "--exit-code", "--heads", remote, f"refs/heads/{base}"],
+    there = subprocess.run(["git", "-C", str(repo), "ls-remote", "--exit-code", "--heads", remote,
+                            f"refs/heads/{base}"],
                            capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ, **GIT_ENV))
     if there.returncode == 2:
         raise InputError("--base", f"{remote} has no branch {base!r} for the pull requests to target")

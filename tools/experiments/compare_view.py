@@ -2,8 +2,8 @@
 copy) holding every filed run of the lane as data. In the page: a sortable, filterable runs table against a pinned
 baseline (any run; by default the lane's first baseline) with signed deltas, 2–5 runs selected side by side showing
 only the code, configuration and environment keys that differ, a parallel-coordinates plot over the knobs that
-vary, runs of one configuration (one code, command, settings and environment) grouped with mean ± 95 % interval, and the table as CSV or JSON. ``compare_html`` is
-pure: records in, HTML out."""
+vary, runs of one configuration (one code, command, settings and environment) grouped with mean ± 95 % interval,
+and the table as CSV or JSON. ``compare_html`` is pure: records in, HTML out."""
 
 from __future__ import annotations
 

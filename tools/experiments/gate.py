@@ -43,9 +43,9 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
     base = baselines.get(project, name, model, lane)
     prior = records.find(records.lane_records(project.wiki, base["model"], base["lane"]), base["exp_id"])
     if prior is None:  # the page was removed, or the entry edited by hand
-        raise InputError(project.wiki / baselines.STORE, f"baseline {name!r} names {base['exp_id']}, which is not a filed "
-                                                  f"run of {base['model']}/{base['lane']}: tag another with "
-                                                  f"`tools exp baseline tag {name} EXP_ID`")
+        raise InputError(project.wiki / baselines.STORE,
+                         f"baseline {name!r} names {base['exp_id']}, which is not a filed run of "
+                         f"{base['model']}/{base['lane']}: tag another with `tools exp baseline tag {name} EXP_ID`")
     ran_in = _ran_in(project.root, prior)
     if baseline_cwd is None and (lost := _code_lost(project, prior, ran_in)):  # nothing is run: nothing filed
         return GateResult(3, {"baseline": name, "baseline_exp": base["exp_id"], "exp_id": None, "page": None,
