@@ -135,33 +135,31 @@ def test_a_run_filed_while_an_explicit_baseline_runs_does_not_take_its_place(pro
     assert records.baseline_for(lane(project), "s/tpu")["description"] == "explicit"
 
 
+def _sabotaged(project, slug: str, action: str) -> dict:
+    """A baseline of the stand-in script, then a variant that does ``action`` (Python source) from its own process
+    before it runs the same script faster: the variant's filed record."""
+    import shutil
+
+    shutil.copy(HERE / "fake_train.py", project.root / "train.py")
+    (project.root / "variant.py").write_text(
+        f"import runpy, sys\n{action}\nsys.argv = ['train.py', '--step-ms', '5']\n"
+        f"runpy.run_path({str(HERE / 'fake_train.py')!r}, run_name='__main__')\n")
+    run(project, "--baseline", "-m", f"base-{slug}", command=[PY, "train.py"])
+    run(project, "--repeats", "2", "-m", slug, command=[PY, "variant.py"], trust=True)
+    return lane(project)[-1]
+
+
 def test_a_variant_that_rewrites_the_baselines_script_is_invalid(project, monkeypatch):
     """A variant that rewrote the baseline's script from its own process (slowing every later baseline arm) was
     `supported` +69.7 % for a program that computes exactly what the baseline does."""
-    import shutil
-
     monkeypatch.chdir(project.root)
-    shutil.copy(HERE / "fake_train.py", project.root / "train.py")
-    (project.root / "variant.py").write_text(
-        "import runpy, sys\nwith open('train.py', 'a') as f:\n    f.write('\\n# and a sleep, say\\n')\n"
-        f"sys.argv = ['train.py', '--step-ms', '5']\nrunpy.run_path({str(HERE / 'fake_train.py')!r}, "
-        "run_name='__main__')\n")
-    run(project, "--baseline", "-m", "base", command=[PY, "train.py"])
-    run(project, "--repeats", "2", "-m", "sabotage", command=[PY, "variant.py"], trust=True)
-    rec = lane(project)[-1]
+    rec = _sabotaged(project, "sabotage", "with open('train.py', 'a') as f:\n    f.write('\\n# and a sleep, say\\n')")
     assert rec["verdict"] == "invalid", rec["reasons"]
     assert any("baseline-changed" in r and "train.py" in r for r in rec["reasons"]), rec["reasons"]
     # a red team's: the script left alone, a module planted beside it that its imports find first (Python puts the
     # script's folder first on sys.path), slowing the baseline's arms: `supported` +214 % with integrity ok
-    shutil.copy(HERE / "fake_train.py", project.root / "train.py")
     plant = "import sys, time\ndel sys.modules['argparse']\nsys.path.pop(0)\ntime.sleep(0.3)\nimport argparse\n"
-    (project.root / "variant.py").write_text(
-        f"import runpy, sys\nopen('argparse.py', 'w').write({plant!r})\n"
-        f"sys.argv = ['train.py', '--step-ms', '5']\nrunpy.run_path({str(HERE / 'fake_train.py')!r}, "
-        "run_name='__main__')\n")
-    run(project, "--baseline", "-m", "base2", command=[PY, "train.py"])
-    run(project, "--repeats", "2", "-m", "planted", command=[PY, "variant.py"], trust=True)
-    rec = lane(project)[-1]
+    rec = _sabotaged(project, "planted", f"open('argparse.py', 'w').write({plant!r})")
     assert rec["verdict"] == "invalid", rec["reasons"]
     assert any("baseline-changed" in r and "`argparse.py` (" in r and ") appeared" in r for r in rec["reasons"]), \
         rec["reasons"]

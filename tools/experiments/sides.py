@@ -234,14 +234,15 @@ def stdlib_shadows(script: Path, env: dict[str, str] | None = None) -> list[str]
     baseline finds one that was not there when it ran."""
     import sys
 
-    folders = sorted(import_folders(script, env or {}), key=lambda f: -len(f.parts))  # the nearest folder first
     names = set()
-    for path in importable_beside(script, env):
-        p = Path(path)
-        f = next((f for f in folders if p.is_relative_to(f)), None)
-        if f is not None:  # a module file's name, or a package's: what `import` names
-            top = p.relative_to(f).parts[0].split(".")[0]
-            if top in sys.stdlib_module_names:
+    for folder in import_folders(script, env or {}):  # names only: nothing read, at every run's start
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            top = p.name.split(".")[0]
+            if top in sys.stdlib_module_names and (p.suffix in IMPORTABLE or (p / "__init__.py").is_file()):
                 names.add(top)
     return sorted(names)
 
