@@ -36,12 +36,29 @@ def _indent(ln: str) -> int:
     return len(ln.expandtabs(4)) - len(ln.expandtabs(4).lstrip(" "))
 
 
+_QUOTE = re.compile(r" {0,3}> ?")  # what Python-Markdown strips from a blockquote's line before reading the rest
+QUOTED_INDENT = re.compile(r"^ {0,3}>(?: {0,3}>)* ?(?: {4}|\t)", re.M)  # a quoted line indented as code
+
+
+def _unquoted(ln: str) -> tuple[int, str]:
+    """(how many blockquotes ``ln`` is in, the line inside them)."""
+    level = 0
+    while m := _QUOTE.match(ln):
+        ln, level = ln[m.end():], level + 1
+    return level, ln
+
+
 def indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
     """True for the lines of indented code blocks: four spaces or a tab after a blank line outside a list, and
     inside a list item four more than its content's (MkDocs lists indent their paragraphs by four: a link in an
-    8-space block under a top-level item is code)."""
-    out, blank_before, in_list, in_code, item = [], True, False, False, 0
+    8-space block under a top-level item is code); inside a blockquote, the same of what follows its ``>``."""
+    out, blank_before, in_list, in_code, item, quoted = [], True, False, False, 0, 0
     for ln, f in zip(lines, fenced):
+        level, ln = _unquoted(ln) if ">" in ln else (0, ln)
+        if level != quoted and not f:  # a blockquote's content is read as a document of its own
+            in_list, in_code, item = False, False, 0
+            blank_before = blank_before or level > quoted
+            quoted = level
         if f or not ln.strip():
             out.append(False)
             blank_before, in_code = not f, in_code and not f

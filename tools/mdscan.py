@@ -246,13 +246,15 @@ def prose_view(text: str) -> str:
     outside a list: MkDocs lists indent their paragraphs by four). Links and headings are read from this view."""
     raw = "<" in text and mdraw.HINT.search(text) is not None
     if "```" not in text and "~~~" not in text and "`" not in text and "<!--" not in text \
-            and "\n    " not in text and "\n\t" not in text and not raw:
+            and "\n    " not in text and "\n\t" not in text and not raw \
+            and not (">" in text and mdraw.QUOTED_INDENT.search(text)):
         return text
     lines = text.split("\n")
     mask = code_mask(lines) if ("```" in text or "~~~" in text) else [False] * len(lines)
     if raw:  # raw HTML blocks Markdown leaves as they are (mdraw)
         mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, mask))]
-    if "\n    " in text or "\n\t" in text:  # read on the lines as written: blanking makes indents of its own
+    if "\n    " in text or "\n\t" in text or ">" in text and mdraw.QUOTED_INDENT.search(text):
+        # read on the lines as written: blanking makes indents of its own
         mask = [a or b for a, b in zip(mask, mdraw.indented_code(lines, mask))]
     out = "\n".join(" " * len(ln) if m else ln for ln, m in zip(lines, mask))
     return _blank_spans(out) if "`" in out or "<!--" in out else out

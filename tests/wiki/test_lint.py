@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -666,3 +667,21 @@ def test_an_indented_admonitions_body_and_an_outer_items_paragraph_are_prose(kb)
              "- a\n\n    - b\n\n    outer para [a](a.md)\n\n        code [c](c.md)\n": ["a.md"]}
     for text, want in cases.items():
         assert [ln.target for ln in extract_links(text)] == want, text
+
+
+def test_indented_code_in_a_blockquote_is_code_as_markdown_renders_it(kb):
+    """`>     [z](gone.md)` after a blank quoted line is a code block inside the quote: lint called it a broken link.
+    The links lint checks are the ones Python-Markdown renders, quoted prose, lazy lines and nested quotes alike."""
+    import markdown
+
+    body = "\n".join(["# Q", "", "> quote", ">", ">     [z](gone-quoted-code.md)", "",
+                      "> [p](gone-quoted-prose.md)", "> more", ">     [lazy](gone-quoted-lazy.md)", "",
+                      "para", ">     [first](gone-quoted-first.md)", "",
+                      "> > nested", "> >", "> >     [n](gone-nested-code.md)", "",
+                      "> - item", ">", ">         [li](gone-quoted-item-code.md)", "",
+                      ">     code", "back [out](gone-after-quote.md)"])
+    write(kb.wiki, "concepts/q.md", page("Q", "concept", body))
+    rendered = re.findall(r'href="([^"]+)"', markdown.markdown(body))
+    found = [i.message.split(" ->")[0] for i in lint.run(kb).issues
+             if i.code == "broken-link" and i.path.endswith("concepts/q.md")]
+    assert found == rendered == ["gone-quoted-prose.md", "gone-quoted-lazy.md", "gone-after-quote.md"], found
