@@ -167,3 +167,15 @@ def test_an_edit_keeps_a_person_s_prose_and_the_file_s_mode(tmp_path):
     from tools.redact import redact
 
     assert redact("run --2fa-token=abc123 --max-tokens 5") == "run --2fa-token=[redacted] --max-tokens 5"
+
+
+def test_identifiers_that_start_like_a_key_are_kept_and_the_keys_are_not():
+    """`hf_config`, `tests/hf_checkpoint_conversion_test.py` (MaxText's, tpu-inference's) became `[redacted]` in a
+    codebase's symbol index: the Hugging Face shape matched any `hf_` and six letters."""
+    from tools.redact import redact
+
+    code = "def hf_config():\n  tests/hf_checkpoint_conversion_test.py hf_configs hf_abcdefghijklmnopqrstuvwxyz_x"
+    assert redact(code) == code
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+    assert redact(f"login {token} then") == "login [redacted] then"
+    assert redact("HF_TOKEN=hf_abcdefgh123") == "HF_TOKEN=[redacted]"  # a short one named as a secret still goes

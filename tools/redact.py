@@ -10,15 +10,18 @@ from __future__ import annotations
 import re
 
 MARK = "[redacted]"
-_SHAPED = re.compile(  # provider key shapes: Anthropic, OpenAI, Hugging Face, GitHub, AWS, Slack, Google OAuth
-    r"\b(?:sk-ant-[A-Za-z0-9_-]{6,}|sk-(?:proj-)?[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{6,}|gh[pousr]_[A-Za-z0-9]{16,}"
+# provider key shapes: Anthropic, OpenAI, Hugging Face (``hf_`` and 34 letters and digits: not ``hf_config``, whose
+# symbol a shorter floor redacted out of a codebase's index), GitHub, AWS, Slack, Google OAuth
+_SHAPED = re.compile(
+    r"\b(?:sk-ant-[A-Za-z0-9_-]{6,}|sk-(?:proj-)?[A-Za-z0-9_-]{20,}|hf_(?=[A-Za-z0-9]*[A-Z0-9])[A-Za-z0-9]{30,}\b|gh[pousr]_[A-Za-z0-9]{16,}"
     r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|ya29\.[A-Za-z0-9_-]{20,})")
 _FLAG = re.compile(  # --hf-token=X, --api-key X, --password=X (not --max-tokens, --tokenizer, nor the prose
     # "per-token latency": a flag's dashes start a word)
     r"(?i)((?<![\w-])--?(?=[A-Za-z0-9])[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)(?:=|[ \t]+))"
     r"(?!\[redacted\])([^\s'\"`]+)")
-_VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing (not MAX_TOKENS=5)
-    r"\b([A-Z0-9_]*(?:TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD)=)(?!\[redacted\])([^\s'\"`]+)")
+_VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing, hf-token=X in a run's config (not
+    # MAX_TOKENS=5)
+    r"(?i)(?<![\w-])([A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)=)(?!\[redacted\])([^\s'\"`]+)")
 
 
 def redact(text: str) -> str:
