@@ -216,3 +216,21 @@ def test_flags_on_a_line_of_thousands_of_characters_are_all_read(tmp_path):
     for kind, where in (("long", "launch.sh"), ("py", "train.py")):
         rows = re.findall(rf"\| `--xla_tpu_{kind}_flag_number_(\d\d)_enabled` \| `true` .*`{where}`", listed)
         assert sorted(rows) == [f"{i:02d}" for i in range(60)], (kind, rows)
+
+
+def test_a_setting_written_empty_is_its_default(tmp_path):
+    """MaxText's base.yml holds `quantization: ""` (off): the knob had no default and `""` was no value seen."""
+    import json
+
+    kb = new_kb(tmp_path)
+    repo = kb / "raw/code/cfg"
+    (repo / "configs").mkdir(parents=True)
+    (repo / "configs/base.yml").write_text('remat_policy: full\nquantization: ""\n')
+    (repo / "configs/int8.yml").write_text("quantization: 'int8'\n")
+    assert run(kb, "ingest", "raw/code/cfg", "-q").exit_code in (0, 3)
+    knobs = {k["key"]: k for k in json.loads((kb / "wiki/codebases/cfg/knobs.json").read_text())}
+    q = knobs["quantization"]
+    assert q["default"] == "" and q["default_at"] == "configs/base.yml:2" and sorted(q["values"]) == ["", "int8"]
+    row = next(ln for ln in (kb / "wiki/codebases/cfg/overview.md").read_text().splitlines()
+               if ln.startswith("| `quantization`"))
+    assert '| [`""`](' in row and "configs/base.yml#L2" in row, row

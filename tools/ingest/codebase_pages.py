@@ -323,6 +323,8 @@ def _surfaces_section(model: RepoModel, link, kernels: list[dict], path: str, ch
 
 
 def _short(value: str, n: int = 100) -> str:
+    if value == "":
+        return '""'  # a setting written empty (`quantization: ""`: off), not a missing one
     return value if len(value) <= n else value[: n - 1] + "…"
 
 
@@ -338,7 +340,7 @@ def _config_knobs(model: RepoModel, link) -> str:
             more += " (its comment offers " + ", ".join(mdtext.code(v) for v in k["offered"][:12]) + ")"
         rel, _, line = k["example"].rpartition(":")
         default = "—"
-        if k["default"]:
+        if k["default"] is not None:
             drel, _, dline = k["default_at"].rpartition(":")
             default = f"[{mdtext.code(_short(k['default']))}]({link(drel, int(dline))})"
         rows.append([mdtext.code(k["key"]), CONCEPTS[k["concept"]].title, default, (values + more) or "—",

@@ -39,7 +39,7 @@ def config_knobs(model: RepoModel) -> list[dict]:
         for st in rec.facts.get("settings") or ():
             k = knobs.get(st["key"])
             if k is not None:
-                _count(k, rel, st["line"], st["value"])
+                _count(k, rel, st["line"], st["value"], empty_is_a_value=True)  # `quantization: ""`: off
                 k["offered"].update(dict.fromkeys(st.get("offered") or ()))
     for k in knobs.values():
         for rel, line, value in k.pop("labels", []):  # lines no YAML reading gave (shell, TOML, a bad YAML file)
@@ -61,12 +61,14 @@ def config_knobs(model: RepoModel) -> list[dict]:
     return out
 
 
-def _count(k: dict, rel: str, line: int, value: str) -> None:
+def _count(k: dict, rel: str, line: int, value: str, empty_is_a_value: bool = False) -> None:
+    """``empty_is_a_value``: YAML's reading, where ``""`` is a string written as one (a line no YAML reading gave
+    with nothing after its key holds no value)."""
     if (rel, line) in k["seen"]:
         return
     k["seen"].add((rel, line))
     k["files"].add(rel)
-    if value:
+    if value or empty_is_a_value and value == "":
         k["values"][value] += 1
         if _DEFAULTS_FILE.search(rel):
             k["defaults"].append((value, rel, line))
