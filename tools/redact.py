@@ -7,9 +7,12 @@ is never recorded under a secret's name."""
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 
 MARK = "[redacted]"
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH(?!OR)", re.I)  # a variable holding a secret
 # provider key shapes: Anthropic, OpenAI, Hugging Face (``hf_`` and 34 letters and digits: not ``hf_config``, whose
 # symbol a shorter floor redacted out of a codebase's index), GitHub, AWS, Slack, Google OAuth
 _SHAPED = re.compile(
@@ -24,9 +27,33 @@ _VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing, hf-tok
     r"(?i)(?<![\w-])([A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)=)(?!\[redacted\])([^\s'\"`]+)")
 
 
+_HELD: set[str] = set()  # secrets this process passed on to a run (``hold``): a crash it files may quote them
+
+
+def _looks_secret(value: str) -> bool:
+    """A value worth looking for in what is written: long enough not to be a word, not a path or a number
+    (``SSH_KEY_PATH=/home/me/.ssh/id`` names a file whose path pages may rightly show)."""
+    return (len(value) >= 8 and not value.isdigit() and not any(c.isspace() for c in value)
+            and value[:1] not in "/~." and value.lower() not in ("true", "false"))
+
+
+def secret_values(env: Mapping[str, str]) -> set[str]:
+    """The values of ``env``'s variables named as secrets (``WANDB_API_KEY``, ``MY_SERVICE_TOKEN``)."""
+    return {v for k, v in env.items() if SECRET_NAME.search(k) and isinstance(v, str) and _looks_secret(v)}
+
+
+def hold(env: Mapping[str, str]) -> None:
+    """Redact from now on the values of ``env``'s secret-named variables (a run's own ``--env``), wherever they
+    show up: a crash message that quotes one has no name beside it."""
+    _HELD.update(secret_values(env))
+
+
 def redact(text: str) -> str:
     if not text:
         return text
+    for value in sorted(secret_values(os.environ) | _HELD, key=len, reverse=True):
+        if value in text:  # a key the environment holds, quoted on its own (a crash's "auth rejected: <key>")
+            text = text.replace(value, MARK)
     text = _SHAPED.sub(MARK, text)
     text = _FLAG.sub(lambda m: m.group(1) + MARK, text)
     return _VAR.sub(lambda m: m.group(1) + MARK, text)

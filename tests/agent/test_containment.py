@@ -186,3 +186,59 @@ def test_names_too_long_for_the_file_system_are_refused_with_a_reason(kb):
                      ("wiki.read", {"path": "c" * 300 + ".md"})):
         with pytest.raises(AgentError, match="longer than the file system allows"):
             call(kb, op, args)
+
+
+def test_a_wiki_or_raw_folder_that_is_itself_a_link_out_is_refused_by_every_face(kb, tmp_path):
+    """A cloned knowledge base can ship `raw -> /` or `wiki -> /etc`: each path was checked against the folder's
+    own target, so `raw read path=etc/passwd` and the resource `wiki://hostname` answered any file on the machine."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from mcp import Client, StdioServerParameters
+
+    (outside(kb) / "secret.md").write_text(f"---\ntitle: S\ntype: concept\n---\n{SECRET}\n")
+    shutil.move(kb.raw, kb.root / "raw.real")
+    os.symlink(outside(kb), kb.raw)
+    shutil.move(kb.wiki, kb.root / "wiki.real")
+    os.symlink(outside(kb), kb.wiki)
+    for args in (["raw", "read", "path=secret.md"], ["wiki", "read", "path=secret.md"], ["wiki", "list"]):
+        r = subprocess.run([sys.executable, "-m", "tools", "--root", str(kb.root), *args, "--json"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and SECRET not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+        assert "links outside the knowledge base" in r.stderr and "wiki" in r.stderr, r.stderr
+
+    async def over_mcp():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "tools", "--root", str(kb.root), "mcp"])
+        async with Client(params) as c:
+            r = await c.call_tool("raw_read", {"path": "secret.md"})
+            assert r.is_error and SECRET not in str(r.content), r
+            with pytest.raises(Exception, match="links outside the knowledge base") as e:
+                await c.read_resource("wiki://secret.md")
+            assert SECRET not in str(e.value)
+
+    asyncio.run(over_mcp())
+    os.unlink(kb.wiki)
+    shutil.move(kb.root / "wiki.real", kb.wiki)
+    os.unlink(kb.raw)
+    os.symlink("raw.real", kb.raw)  # a link that stays inside the knowledge base is its own business
+    assert call(kb, "wiki.list", {})["total"] >= 1
+
+
+def test_hidden_files_are_not_read(kb):
+    """`raw read path=code/x/.git/config` answered a clone's credential URL, and `.env` a service password: what
+    ingest and the wiki's scan skip, an agent's read does too."""
+    repo = kb.raw / "code" / "x"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text(f"[remote]\n  url = https://oauth2:{SECRET}@gitlab.com/o/r.git\n")
+    (repo / ".env").write_text(f"DB_PASSWORD={SECRET}\n")
+    (repo / "model.py").write_text("x = 1\n")
+    for path in ("code/x/.git/config", "code/x/.env", "code/x/./.env"):
+        with pytest.raises(AgentError, match="is hidden") as e:
+            call(kb, "raw.read", {"path": path})
+        assert SECRET not in str(e.value)
+    assert "x = 1" in call(kb, "raw.read", {"path": "code/x/./model.py"})["text"]
+    (kb.wiki / ".obsidian").mkdir()
+    (kb.wiki / ".obsidian" / "app.md").write_text(SECRET)
+    with pytest.raises(AgentError, match="is hidden"):
+        call(kb, "wiki.read", {"path": ".obsidian/app.md"})

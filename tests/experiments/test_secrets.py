@@ -30,3 +30,24 @@ def test_no_secret_reaches_a_page_a_ledger_or_the_log(project, tmp_path):
     leaks = [(p, s) for p in written for s in SECRETS if s in p.read_text(encoding="utf-8", errors="replace")]
     assert leaks == []
     assert "[redacted]" in "".join(p.read_text(errors="replace") for p in written)
+
+
+def test_a_crash_that_quotes_a_secret_variable_s_value_files_it_redacted(project, tmp_path, monkeypatch):
+    """A key of no known shape, in a variable named as a secret (the environment's `WANDB_API_KEY`, a run's own
+    `--env MY_AUTH=...`), quoted by a crash on its own ("auth rejected: <key>"), reached the run's page, the crash
+    page and the index, and `exp crashes` answered it to an agent."""
+    wandb, own = "0123456789abcdef0123456789abcdef01234567", "zz_mytokensecret_9876"
+    monkeypatch.setenv("WANDB_API_KEY", wandb)
+    monkeypatch.setenv("SSH_KEY_PATH", "/home/me/.ssh/id_rsa")  # a path is no secret: pages may show it
+    crash = tmp_path / "crash.py"
+    crash.write_text("import os\nraise RuntimeError('auth rejected: ' + os.environ['WANDB_API_KEY'] + ' / '\n"
+                     "                   + os.environ['MY_AUTH'] + ' key file ' + os.environ['SSH_KEY_PATH'])\n")
+    r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
+                                 "--variant", "s/cpu", "-q", "-m", "crashy", "--env", f"MY_AUTH={own}", "--",
+                                 sys.executable, str(crash)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    written = {p: p.read_text(errors="replace") for p in project.wiki.rglob("*") if p.is_file()}
+    assert any("auth rejected: [redacted] / [redacted] key file /home/me/.ssh/id_rsa" in t for t in written.values())
+    assert [p for p, t in written.items() if wandb in t or own in t] == []
+    answer = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "crashes", "--json"]).output
+    assert wandb not in answer and own not in answer and "[redacted]" in answer

@@ -166,13 +166,16 @@ class KernelOut(Kernel):
 
 def confined(root: Path, rel: str, name: str) -> str:
     """``rel`` normalised, as a path an agent may read under ``root`` (the knowledge base's ``name/``, a leading
-    ``name/`` allowed): no absolute path, no '..', no NUL, no drive, no symlink out."""
+    ``name/`` allowed): no absolute path, no '..', no NUL, no drive, no symlink out, nothing hidden."""
     rel = str(rel).strip().replace("\\", "/").removeprefix(f"{name}/")
     if not rel or rel.startswith("/") or "\0" in rel or ".." in rel.split("/") or re.match(r"^[A-Za-z]:", rel):
         raise AgentError(f"{rel!r}: not a path inside the knowledge base's {name}/")
     if len(rel.encode()) > 4000 or any(len(part.encode()) > 255 for part in rel.split("/")):
         raise AgentError(f"{rel[:80]!r}...: a name longer than the file system allows (255 bytes a name)")
     norm = posixpath.normpath(rel)
+    hidden = next((part for part in norm.split("/") if part.startswith(".") and part != "."), None)
+    if hidden:  # .git/config holds a clone's credentials, .env a service's: ingest and the wiki's scan skip them
+        raise AgentError(f"{rel[:80]!r}: {hidden[:40]!r} is hidden (as .git and .env are); not read")
     try:
         inside = (root / norm).resolve().is_relative_to(root.resolve())
     except (OSError, RuntimeError):  # a symlink loop: said as one, not as a way out

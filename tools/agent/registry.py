@@ -10,10 +10,11 @@ Every path an operation takes is checked to stay inside the knowledge base.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ToolsError
+from ..errors import InputError, ToolsError
 from ..project import Project
 
 OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_profiles", "tools.agent.ops_loop",
@@ -69,6 +70,20 @@ def load() -> dict[str, Op]:
     return REGISTRY
 
 
+KB_FOLDERS = ("wiki", "raw", "loops", ".tools-cache")  # what operations read, each checked under its own top
+
+
+def _folders_inside(project: Project) -> None:
+    """A knowledge base whose ``wiki/`` or ``raw/`` is a link out of it (a cloned one can ship ``raw -> /``) is
+    refused: every check of a path against its folder would pass for any file that folder reaches."""
+    top = os.path.realpath(project.root)
+    for name in KB_FOLDERS:
+        folder = project.root / name
+        if folder.is_symlink() and not (real := os.path.realpath(folder)).startswith(top.rstrip(os.sep) + os.sep):
+            raise InputError(folder, f"links outside the knowledge base (to {real}): no operation reads there; "
+                                     f"make {name}/ a folder of the knowledge base")
+
+
 def call(project: Project, name: str, args: dict | None = None) -> dict:
     """Validate ``args``, run the operation, return its output as JSON-ready data."""
     from pydantic import ValidationError
@@ -80,6 +95,7 @@ def call(project: Project, name: str, args: dict | None = None) -> dict:
     if not project.wiki.is_dir():  # every operation reads or files pages: a folder without wiki/ is no knowledge base
         raise AgentError(f"{project.root}: no wiki/ folder here (not a knowledge base: run `tools init`, or pass "
                          "--root)")
+    _folders_inside(project)
     unknown = sorted(set(args or {}) - set(o.input.model_fields))
     if unknown:  # a misspelt filter would be dropped, and the answer be the unfiltered one
         raise AgentError(f"{name}: unknown argument{'s' * (len(unknown) > 1)} {', '.join(unknown)} (it takes: "

@@ -13,7 +13,7 @@ import json
 
 from ..project import Project
 from ..errors import ToolsError
-from .registry import AgentError, Op, call, load
+from .registry import Op, call, load
 
 READ_PART = 400_000          # characters of one wiki.read (its most)
 RESOURCE_CHARS = 4_000_000   # a resource carries a page up to this much, then says where to read on
@@ -80,7 +80,7 @@ def build(project: Project, allow_write: bool = False, allow_run: bool = False):
                 more = call(project, "wiki.read", {"path": path, "limit": READ_PART, "offset": nxt})
                 parts.append(more["body"])
                 nxt = more.get("next_offset")
-        except AgentError as e:  # its message reaches the client (any other error became "Error creating resource")
+        except ToolsError as e:  # its message reaches the client (any other error became "Error creating resource")
             raise ResourceError(str(e)) from None
         if nxt is not None:
             parts.append(f"\n\n[cut at {nxt:,} characters: the tool wiki_read with path={path} offset={nxt} reads "

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import runners
+from .. import redact, runners
 from ..errors import InputError, ToolsError
 from ..project import Project
 from ..runners.process import Stop, deferred_signals, stop_on_signals
@@ -176,6 +176,7 @@ class DryRun(ToolsError):
 
 def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None) -> Outcome:
     _check_spec(spec)
+    redact.hold({**spec.env, **(spec.reference_env or {})})  # a crash that quotes one is filed without it
     backend = runners.get(spec.runner, spec.runner_options)  # an unknown runner fails before anything is filed
     if getattr(backend, "dry_run", False):  # no version, no page: a crash filed for a run never meant to run
         raise DryRun(_dry_run(project, spec, backend))

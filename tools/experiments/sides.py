@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..redact import SECRET_NAME
 from ..runners import Arm
 
 ENV_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
 FLAG_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS")   # a run's own flags are appended to these, never replace them
 PROFILE_ENV = "AUTORESEARCH_PROFILE_DIR"
 HLO_ENV = "AUTORESEARCH_HLO_DIR"  # names the dump folder so a remote runner brings it back (tools/runners)
-SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.I)
+SECRET = SECRET_NAME
 REDACTED = "<redacted>"
 
 
