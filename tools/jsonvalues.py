@@ -43,6 +43,12 @@ def as_text(obj) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
+def text_or_none(obj) -> str | None:
+    """A frontmatter value for an answer's text field: ``None`` stays, anything else is its text (a hand-kept
+    page's ``backend: [tpu, gpu]`` is the text ``["tpu", "gpu"]``, not a failed answer for the whole catalog)."""
+    return None if obj is None else as_text(obj)
+
+
 MAX_TEXT = 2_000    # characters of one text (a key or a value) in a bounded answer
 MAX_ITEMS = 200     # entries of one list or mapping in it
 MAX_TOTAL = 20_000  # characters of the whole mapping in it (as JSON): entries past it are left out

@@ -242,3 +242,18 @@ def test_hidden_files_are_not_read(kb):
     (kb.wiki / ".obsidian" / "app.md").write_text(SECRET)
     with pytest.raises(AgentError, match="is hidden"):
         call(kb, "wiki.read", {"path": ".obsidian/app.md"})
+
+
+def test_a_hand_kept_page_with_a_list_where_text_goes_leaves_the_listings_answering(kb):
+    """`backend: [tpu, gpu]` on one kernel page and `author: [alice, bob]` on one hypothesis made `kernels list`,
+    `kernels get` and `hypotheses list` end in a pydantic traceback (over MCP: "Error executing tool"), for the
+    whole catalog."""
+    (kb.wiki / "kernels/x").mkdir(parents=True)
+    (kb.wiki / "kernels/x/k1.md").write_text("---\ntype: kernel\ntitle: k1\nrepo: x\nbackend: [tpu, gpu]\n---\n# k1\n")
+    (kb.wiki / "hypotheses/m/l").mkdir(parents=True)
+    (kb.wiki / "hypotheses/m/l/h1.md").write_text(
+        "---\ntype: hypothesis\ntitle: h1\nstatus: open\nmodel: m\nlane: l\nauthor: [alice, bob]\n---\n# h1\n")
+    listed = call(kb, "kernels.list", {})["kernels"]
+    assert [(k["title"], k["backend"]) for k in listed] == [("k1", '["tpu", "gpu"]')]
+    assert call(kb, "kernels.get", {"path": "kernels/x/k1.md"})["backend"] == '["tpu", "gpu"]'
+    assert call(kb, "hypotheses.list", {})["hypotheses"][0]["author"] == '["alice", "bob"]'

@@ -338,3 +338,25 @@ def test_null_on_the_command_line_is_null_as_over_mcp_and_a_port_out_of_range_is
     assert total("type=concept") < every
     r = tools(kb, "mcp", "--http", "--port", "70000")
     assert r.returncode == 2 and "70000" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_huge_argument_is_refused_in_a_short_answer_and_a_long_query_is_bounded(kb):
+    """A 10 MB argument came back whole in the error (`exp_history` model, `raw_read` symbol, `wiki_read` section):
+    all of it in the agent's context. A 64,000-word search took 17 s and grew as its square."""
+    from tools import search
+    from tools.agent.server import build
+
+    huge = "x" * 1_000_000
+    calls = (("exp_history", {"model": huge, "lane": "l"}),
+             ("raw_read", {"path": "code/tiny/tinymodel/layers.py", "symbol": huge}),
+             ("wiki_read", {"path": "concepts/rematerialization.md", "section": huge}),
+             ("wiki_search", {"query": huge}))
+
+    async def body(c):
+        return [await c.call_tool(name, args) for name, args in calls]
+    for (name, _), r in zip(calls, run(_session(build(Project(kb)), body))):
+        assert r.is_error and len(r.content[0].text) < 3_000, (name, len(r.content[0].text))
+    words = " ".join(f"w{i}" for i in range(40_000))
+    assert [g[0] for g in search.query_groups(words)] == [f"w{i}" for i in range(search.MAX_WORDS)]
+    r = tools(kb, "search", words[:1_999], "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["query"] == words[:1_999], r.stderr

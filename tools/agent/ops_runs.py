@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from .. import pages
 from ..errors import ToolsError
+from ..jsonvalues import text_or_none
 from ..experiments import records
 from ..project import Project
 from .registry import AgentError, op
@@ -75,9 +76,10 @@ class BestOut(BaseModel):
 
 def _run(r: dict) -> dict:
     m = r.get("metrics") or {}
-    return {"exp_id": r["exp_id"], "version": r.get("version"), "variant": r.get("variant"),
-            "verdict": r.get("verdict"), "role": r.get("role"), "tokens_per_s": m.get("tokens_per_s"),
-            "gain_pct": r.get("gain_pct"), "category": r.get("category"),
+    return {"exp_id": r["exp_id"], "version": r.get("version"), "variant": text_or_none(r.get("variant")),
+            "verdict": text_or_none(r.get("verdict")), "role": text_or_none(r.get("role")),
+            "tokens_per_s": m.get("tokens_per_s"), "gain_pct": r.get("gain_pct"),
+            "category": text_or_none(r.get("category")),
             "shape": r.get("shape") if isinstance(r.get("shape"), dict) else None, "page": r["page"]}
 
 
@@ -297,7 +299,9 @@ def list_hypotheses(project: Project, a: HypothesesIn) -> dict:
                 or a.status and m.get("status") != a.status:
             continue
         prio = m.get("priority")
-        out.append({"path": p.rel, "title": p.title, "status": m.get("status"), "category": m.get("category"),
-                    "priority": float(prio) if isinstance(prio, (int, float)) else None, "author": m.get("author")})
+        out.append({"path": p.rel, "title": p.title, "status": text_or_none(m.get("status")),
+                    "category": text_or_none(m.get("category")),
+                    "priority": float(prio) if isinstance(prio, (int, float)) else None,
+                    "author": text_or_none(m.get("author"))})
     out.sort(key=lambda h: (-(h["priority"] or 0), h["path"]))
     return {"total": len(out), "hypotheses": out}

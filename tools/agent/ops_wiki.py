@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from .. import safeio, wikiscan
 from .. import mdscan
-from ..jsonvalues import as_text, bounded_mapping, plain
+from ..jsonvalues import as_text, bounded_mapping, plain, text_or_none
 from ..project import Project
 from .registry import AgentError, op
 
@@ -27,8 +27,9 @@ class PageRef(BaseModel):
 
 
 class SearchIn(BaseModel):
-    query: str = Field(min_length=1, description="words to look for (case-insensitive; each word also finds its plural, -ing/-ed forms and "
-                                              "synonyms); pages holding more of them, and rarer ones, rank first")
+    query: str = Field(min_length=1, max_length=2_000, description=(
+        "words to look for (case-insensitive; each word also finds its plural, -ing/-ed forms and synonyms); pages "
+        "holding more of them, and rarer ones, rank first; the first 32 distinct words count"))
     type: str | None = Field(None, description="only pages of this type (concept, kernel, experiment, ...)")
     limit: int = Field(10, ge=1, le=100)
 
@@ -352,8 +353,11 @@ def lint_out(report, limit: int | None = None) -> dict:
 def _kernel(p: wikiscan.WikiPage) -> dict:
     m = p.meta or {}
     src = f"{m.get('path')}:{m.get('line')}" if m.get("path") else None
-    return {**_ref(p), "repo": m.get("repo"), "backend": m.get("backend"), "category": m.get("category"),
-            "kind": m.get("kind"), "source": src}
+    return {**_ref(p), **_kernel_fields(m), "source": src}
+
+
+def _kernel_fields(m: dict) -> dict:
+    return {k: text_or_none(m.get(k)) for k in ("repo", "backend", "category", "kind")}
 
 
 @op("kernels.list", KernelsIn, KernelsOut)
@@ -381,6 +385,5 @@ def kernels_get(project: Project, a: KernelIn) -> dict:
     if page["meta"].get("type") != "kernel":
         raise AgentError(f"{page['path']}: not a kernel page (type {page['meta'].get('type')!r})")
     m = page["meta"]
-    return {"path": page["path"], "title": page["title"], "type": "kernel", "repo": m.get("repo"),
-            "backend": m.get("backend"), "category": m.get("category"), "kind": m.get("kind"),
+    return {"path": page["path"], "title": page["title"], "type": "kernel", **_kernel_fields(m),
             "source": f"{m.get('path')}:{m.get('line')}" if m.get("path") else None, "meta": m, "body": page["body"]}

@@ -22,7 +22,16 @@ OP_MODULES = ("tools.agent.ops_wiki", "tools.agent.ops_runs", "tools.agent.ops_p
 
 
 class AgentError(ToolsError):
-    """An operation refused its input or found nothing; the message says which and why."""
+    """An operation refused its input or found nothing; the message says which and why, in at most
+    ``MAX_MESSAGE`` characters (one quoting a 10 MB argument whole put all of it in the agent's context)."""
+
+    MAX_MESSAGE = 2_000
+
+    def __init__(self, message: str):
+        if len(message) > self.MAX_MESSAGE:
+            cut = len(message) - self.MAX_MESSAGE
+            message = f"{message[:1_500]} … [{cut:,} characters left out] … {message[-400:]}"
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,10 @@ def call(project: Project, name: str, args: dict | None = None) -> dict:
     try:
         parsed = o.input.model_validate(args or {})
     except ValidationError as e:
-        raise AgentError(f"{name}: bad arguments: {e.errors(include_url=False)}") from None
+        raise AgentError(f"{name}: bad arguments: {e.errors(include_url=False, include_input=False)}") from None
     out = o.fn(project, parsed)
-    return o.output.model_validate(out).model_dump(mode="json")
+    try:
+        return o.output.model_validate(out).model_dump(mode="json")
+    except ValidationError as e:  # a hand-kept page's value no answer field takes: said, not a traceback
+        where = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()[:3])
+        raise AgentError(f"{name}: a page's frontmatter gave a value its answer cannot hold ({where})") from None
