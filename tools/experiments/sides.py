@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
@@ -106,14 +107,14 @@ def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None,
     notes = []
     copy, script = rec.get("script_copy"), script_of(cmd, cwd)
     env, unset, note = restored_env(rec)
-    gone = script is None and any(a.endswith(".py") for a in cmd)  # moved or deleted since it ran
+    word = next((a for a in _words_run(cmd) if a.endswith(".py")), None)
+    gone = script is None and word is not None  # moved or deleted since it ran
     if not checkout and copy and rec.get("script_sha256") and (gone or script and script_changed(script, rec)):
         saved = project.root / copy
         what = "is gone from where it ran" if gone else "changed since"
         if saved.is_file():
-            at = next(i for i, a in enumerate(cmd) if a.endswith(".py"))
-            home = (script.parent if script else (cwd or Path.cwd()) / Path(cmd[at]).parent).resolve()
-            cmd[at] = str(saved)
+            home = (script.parent if script else (cwd or Path.cwd()) / Path(word).parent).resolve()
+            cmd = with_script(cmd, word, str(saved))
             # the copy runs from its own folder: the script's sibling modules are found where the script was
             paths = [str(home), *filter(None, [env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))])]
             env = {**env, "PYTHONPATH": os.pathsep.join(paths)}
@@ -134,13 +135,63 @@ def script_changed(script: Path, rec: dict) -> bool:
     return bool(rec.get("script_sha256")) and code_commit(script)[1] != rec["script_sha256"]
 
 
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
 def script_of(cmd: list[str], cwd: Path | None) -> Path | None:
-    for a in cmd:
+    """The Python script ``cmd`` runs: its first ``.py`` argument that is a file, looked for inside a shell's
+    ``-c`` script too (`bash -c "ulimit -v ...; exec python train.py"`, as docs/crashes.md suggests), or None."""
+    for a in _words_run(cmd):
         if a.endswith(".py"):
             p = Path(a) if Path(a).is_absolute() else (cwd or Path.cwd()) / a
             if p.is_file():
                 return p
     return None
+
+
+def with_script(cmd: list[str], word: str, new: str) -> list[str]:
+    """``cmd`` running ``new`` where it ran the script ``word`` (an argument, or a word of a shell's ``-c``)."""
+    if word in cmd:
+        i = cmd.index(word)
+        return [*cmd[:i], new, *cmd[i + 1:]]
+    at = re.compile(r"(?<![\w./-])['\"]?" + re.escape(word) + r"['\"]?(?![\w./-])")
+    return [at.sub(lambda _: shlex.quote(new), a, count=1) if i and _is_c(cmd[i - 1]) else a
+            for i, a in enumerate(cmd)]
+
+
+def _is_c(flag: str) -> bool:
+    return flag.startswith("-") and not flag.startswith("--") and flag.endswith("c")
+
+
+def _words_run(cmd: list[str], depth: int = 0) -> list[str]:
+    """``cmd``'s words, a shell's ``-c`` script split into its own words in its place (a shell in it too)."""
+    if not cmd or depth > 3 or Path(cmd[0]).name not in _SHELLS:
+        return list(cmd)
+    for i, a in enumerate(cmd[1:-1], 1):
+        if _is_c(a):  # -c, -ec, -lc
+            try:
+                words = shlex.split(cmd[i + 1], comments=True)
+            except ValueError:  # an unbalanced quote: the shell would refuse it too
+                return list(cmd)
+            inner = []
+            for part in _statements(words):
+                inner += _words_run(part, depth + 1)
+            return cmd[:i + 1] + inner + cmd[i + 2:]
+    return list(cmd)
+
+
+def _statements(words: list[str]) -> list[list[str]]:
+    """A shell script's words as its simple commands (split at ``;``, ``&&``, ``||``, ``|``), ``exec`` dropped."""
+    out, cur = [], []
+    for w in words:
+        for piece in re.split(r"(;|&&|\|\||\|)", w):
+            if piece in (";", "&&", "||", "|"):
+                out.append(cur)
+                cur = []
+            elif piece:
+                cur.append(piece)
+    out.append(cur)
+    return [c[1:] if c[:1] == ["exec"] else c for c in out if c]
 
 
 UNCOMMITTED_MAX = 50  # files named in a record; more are counted
