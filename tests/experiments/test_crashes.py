@@ -264,3 +264,25 @@ def test_exp_crashes_takes_the_registry_pairs_too(project):
     for args in (["model=m", "lane=l"], ["--model", "m", "--lane", "l"], ["--args", '{"model": "m"}']):
         r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "crashes", *args, "--json"])
         assert r.exit_code == 0 and '"signatures": []' in r.output, (args, r.output)
+
+
+def test_an_allocator_warning_or_a_banner_naming_oom_does_not_make_another_error_an_oom(project, tmp_path):
+    """XLA's BFC allocator warns "ran out of memory trying to allocate 2.10GiB ... not a failure" and runs on; a
+    later KeyError was filed `oom` with "halve batch" advice, and the loop's memory rule then kept larger batches
+    off. A real out-of-memory (a MemoryError, XLA's RESOURCE_EXHAUSTED error line, a cause in the chain) stays one."""
+    warning = ("W external/xla/xla/tsl/framework/bfc_allocator.cc:306] Allocator (GPU_0_bfc) ran out of memory "
+               "trying to allocate 2.10GiB with freed_by_count=0. The caller indicates that this is not a failure")
+    bug = tmp_path / "bug.py"
+    bug.write_text(f"import sys\nprint({warning!r}, file=sys.stderr)\nprint('OOM-safe loader ready')\n"
+                   "def load_batch(step):\n    raise KeyError(f'batch {step} missing')\nload_batch(3)\n")
+    exp_run(project, "-m", "keyerror", command=[PY, str(bug), "--batch", "8"], code=1)
+    rec = records.lane_records(project.wiki, "m", "l")[-1]
+    assert rec["crash"]["kind"] == "other" and "out of memory" not in rec["reasons"][0], rec["crash"]
+    tb = 'Traceback (most recent call last):\n  File "t.py", line 3, in <module>\n    f()\n'
+    for log in (f"{warning}\n{tb}MemoryError\n",
+                f"{tb}RuntimeError: step failed\nE1207 12:00:00.1 123 pjrt.cc:1] RESOURCE_EXHAUSTED: Out of memory\n",
+                f"{tb}jaxlib.XlaRuntimeError: RESOURCE_EXHAUSTED: allocating 12G\n\nThe above exception was the "
+                f"direct cause of the following exception:\n\n{tb}RuntimeError: the step failed\n",
+                "F1207 12:00:00 1 tpu.cc:9] Check failed: Ran out of memory in memory space hbm\n"):
+        facts = crash_facts.analyze(log, "exit code 1, no JSON result line", 1)
+        assert facts.kind == "oom", (log, facts.kind)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from ..runners.process import Proc, log_end
 from . import metrics
+from .crash_facts import oom_in
 
-OOM = re.compile(r"RESOURCE_EXHAUSTED|out of memory|OutOfMemory|\bOOM\b|MemoryError", re.I)
 
 
 @dataclass
@@ -76,7 +76,7 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
     rc = p.rc
     if rc == 0 and result is not None:
         return f"bad JSON field {bad_field}" if bad_field else None
-    oom = OOM.search(log_end(p.log) or p.tail or "")
+    oom = oom_in(log_end(p.log) or p.tail or "")
     if rc is None:
         how = "no exit code"
     elif rc < 0:
@@ -88,7 +88,7 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
     if rc == 0:
         return "no JSON result line (exit code 0)"
     if oom:
-        return f"out of memory ({oom.group(0)} in the log), {how}"
+        return f"out of memory ({oom} in the log), {how}"
     if result is not None:
         return f"{how} after the JSON line"
     return f"{how}, no JSON result line"

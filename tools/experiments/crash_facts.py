@@ -145,6 +145,25 @@ def classify(frames: list[Frame], run_dirs: tuple[str, ...] = ()) -> None:
             f.role, f.rel = "other", path
 
 
+_WARNING = re.compile(r"^\s*(?:W\d{4} |WARNING\b)|not a failure", re.I)
+_GLOG_ERROR = re.compile(r"^\s*[EF]\d{4} ")
+
+
+def oom_in(text: str) -> str | None:
+    """The words saying the run ran out of memory, or None. Where the log holds a Python traceback: its exceptions
+    (the chained causes too) and XLA's error lines (``E``/``F``); else any line of its end that is no warning. An
+    allocator's warning ("ran out of memory trying to allocate 2.10GiB ... not a failure") or a banner naming OOM
+    before an unrelated ``KeyError`` is no out-of-memory (filed ``oom``, it steered the loop off larger batches)."""
+    tail = text[-20000:]
+    lines = tail.splitlines()
+    if TRACEBACK in tail:
+        lines = [ln for ln in lines if EXCEPTION.match(ln) or _GLOG_ERROR.match(ln)]
+    for ln in lines:
+        if (m := OOM.search(ln)) and not _WARNING.search(ln):
+            return m.group(0)
+    return None
+
+
 def kind_of(reason: str, text: str, exc_type: str, message: str, rc: int | None = None) -> str:
     """The failure's kind, from the runner's reason first (it knows a timeout, a hang, a signal), then the log."""
     r = reason.lower()
@@ -156,8 +175,7 @@ def kind_of(reason: str, text: str, exc_type: str, message: str, rc: int | None 
         return "timeout"
     if "non-finite loss" in r:
         return "nan"
-    blob = f"{exc_type}: {message}\n{text[-20000:]}"
-    if OOM.search(r) or OOM.search(blob):
+    if OOM.search(r) or OOM.search(f"{exc_type}: {message}") or oom_in(text):
         return "oom"
     if "SIGKILL" in reason or rc in (-9, 137):
         return "killed"
