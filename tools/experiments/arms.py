@@ -8,7 +8,6 @@ as a normal run, and a crash names its cause (timeout, signal, exit code, out of
 from __future__ import annotations
 
 import math
-import re
 import signal
 from dataclasses import dataclass, field
 
