@@ -67,10 +67,14 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
     if p.not_run:
         return f"not run: {p.not_run}"
     if p.hung_s:
-        return (f"hung: no output for {p.hung_s:g} s; its stack was taken, then its process group was killed"
+        taken = "its stack was taken" if p.stack else "no Python process in it gave a stack"
+        return (f"hung: no output for {p.hung_s:g} s; {taken}, then its process group was killed"
                 if p.rc is not None else  # a local process, killed; a remote job has no exit code to give
                 f"hung: no output for {p.hung_s:g} s; the job was cancelled")
     if p.timed_out:
+        quiet = p.wall_s - (p.clock[-1][0] if p.clock else 0.0)  # the runner's clock of its last output
+        if quiet >= max(2.0, 0.5 * p.wall_s):
+            return f"timed out after {timeout:g} s (it printed nothing for its last {quiet:.0f} s)"
         return f"timed out after {timeout:g} s"
     rc = p.rc
     if rc == 0 and result is not None:

@@ -51,7 +51,8 @@ def what_to_try(crash: dict, config: dict, env: dict, concept=lambda slug: None)
 
     kind = crash.get("kind") or "other"
     out = {"oom": _oom, "nan": _nan, "compile": _compile, "shape": _shape, "timeout": _timeout, "hang": _hang,
-           "killed": _killed, "not_run": _not_run}.get(kind, _other)(crash, config, env, see)
+           "killed": _killed, "not_run": _not_run, "syntax": _syntax, "signal": _signal,
+           "stopped": _stopped}.get(kind, _other)(crash, config, env, see)
     return [f"- {line}" for line in out]
 
 
@@ -137,6 +138,10 @@ def _shape(crash, config, env, see) -> list[str]:
 
 
 def _timeout(crash, config, env, see) -> list[str]:
+    if "printed nothing" in str(crash.get("message") or ""):  # the runner's clock: silent, not slow
+        return ["It printed nothing for most of its time: it looks hung, not slow. Run it with `--hang-after` "
+                "(loop file `hang_s`) to take its Python stack when it goes silent: a collective waiting for a "
+                "peer, a data loader, a lock, or a device sync."]
     return ["It was still printing when its time ran out: a slower configuration or a longer compile. Raise the "
             "timeout (`--timeout`; loop file `timeout_s`) or run fewer steps; `--hang-after` (`hang_s`) tells a "
             "silent run from a slow one and takes its stack."]
@@ -167,6 +172,26 @@ def _killed(crash, config, env, see) -> list[str]:
 def _not_run(crash, config, env, see) -> list[str]:
     return ["The command never ran: the job was not started or not submitted (the reason above). This says nothing "
             "about the configuration: look at the cluster (quota, queue, node pool), then run it again."]
+
+
+def _syntax(crash, config, env, see) -> list[str]:
+    frame = _inner(crash, "model") or _inner(crash, "other") or _inner(crash, "framework")
+    return [f"The code does not parse{f' at {frame}' if frame else ''}: nothing ran. Fix that line (the message "
+            "above says what Python expected) and run it again; it says nothing about the configuration."]
+
+
+def _signal(crash, config, env, see) -> list[str]:
+    frame = _inner(crash, "model")
+    return ["Native code died under Python (a segmentation fault, an abort, a bus error): no Python exception was "
+            "raised" + (f"; Python's own stack stopped at {frame}" if frame else "")
+            + ". A custom kernel or extension reading out of bounds, a library built for another version, or a "
+            "failed check in the runtime: run it alone with `PYTHONFAULTHANDLER=1` (the local runner sets it) and "
+            "read the native frames with `gdb -batch -ex bt --args python ...`."]
+
+
+def _stopped(crash, config, env, see) -> list[str]:
+    return ["The runner was stopped (Ctrl-C or SIGTERM) while this ran: not a failure of the configuration. Run it "
+            "again."]
 
 
 def _other(crash, config, env, see) -> list[str]:

@@ -1,9 +1,9 @@
 """What a failed run's log says, read without running anything: the last Python traceback (or a faulthandler dump
-of a hung process), the exception and the XLA/JAX error lines, a kind (``oom``, ``compile``, ``shape``, ``nan``,
-``timeout``, ``hang``, ``killed``, ``other``), the out-of-memory figures the allocator printed, and a signature:
-the kind, the message with numbers, addresses and paths stripped, the innermost model frame and the innermost
-framework frame. Two runs that fail the same way share a signature, whatever the batch size or the address.
-Pure: text in, data out (frames are linked to pages in ``crash_pages``)."""
+of a hung process), the exception and the XLA/JAX error lines, a kind (``KINDS``: ``oom``, ``compile``, ``shape``,
+``syntax``, ``nan``, ``timeout``, ``hang``, ``killed``, ``signal``, ``stopped``, ...), the out-of-memory figures the
+allocator printed, and a signature: the kind, the message with numbers, addresses and paths stripped, the innermost
+model frame and the innermost framework frame. Two runs that fail the same way share a signature, whatever the batch
+size or the address. Pure: text in, data out (frames are linked to pages in ``crash_pages``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 
-KINDS = ("oom", "compile", "shape", "nan", "timeout", "hang", "killed", "not_run", "other")
+KINDS = ("oom", "compile", "shape", "syntax", "nan", "timeout", "hang", "killed", "signal", "stopped", "not_run",
+         "other")
 TRACEBACK = "Traceback (most recent call last):"
 PY_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s]+)\s*$')
+SYNTAX_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)\s*$')  # where a file does not parse
+NATIVE_DEATHS = (4, 6, 7, 8, 11)  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV
+SYNTAX = re.compile(r"^(?:SyntaxError|IndentationError|TabError)\b")
 FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>[^\s]+)\s*$')
 SPY_FRAME = re.compile(r"^\s+(?P<func>\S+) \((?P<file>[^()]+):(?P<line>\d+)\)\s*$")  # py-spy dump
 EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)|"
@@ -84,12 +88,18 @@ def oom_figures(text: str) -> dict:
 
 
 def frames_of(text: str) -> tuple[list[Frame], str, str]:
-    """(frames outermost first, exception type, exception message) of the last traceback in ``text``; a
-    faulthandler dump (a hung process's stack, most recent call first) when there is no traceback."""
+    """(frames outermost first, exception type, exception message) of the last traceback in ``text``, or of a
+    script that does not parse (``File "x.py", line 3`` then a ``SyntaxError``, no header); a faulthandler dump (a
+    hung process's stack, most recent call first) when there is neither."""
     lines = text.splitlines()
     start = max((i for i, ln in enumerate(lines) if ln.strip() == TRACEBACK), default=None)
-    if start is None:
-        return _faulthandler(lines), "", ""
+    if start is None:  # the script itself does not parse: Python prints where, with no traceback header
+        last = max((i for i, ln in enumerate(lines) if SYNTAX.match(ln)), default=None)
+        # the line before its `File "x.py", line 3`: the loop below reads from start + 1
+        start = next((i - 2 for i in range(last, max(last - 6, 0), -1) if SYNTAX_FRAME.match(lines[i - 1])),
+                     None) if last is not None else None
+        if start is None:
+            return _faulthandler(lines), "", ""
     frames: list[Frame] = []
     exc_type = msg = ""
     i = start + 1
@@ -97,6 +107,8 @@ def frames_of(text: str) -> tuple[list[Frame], str, str]:
         ln = lines[i]
         if m := PY_FRAME.match(ln):
             frames.append(Frame(m["file"], int(m["line"]), m["func"]))
+        elif m := SYNTAX_FRAME.match(ln):
+            frames.append(Frame(m["file"], int(m["line"]), "<module>"))
         elif frames and ln.startswith((" ", "\t")) and not frames[-1].code and ln.strip() and \
                 not set(ln.strip()) <= set("^~ "):
             frames[-1].code = ln.strip()[:300]
@@ -169,6 +181,8 @@ def kind_of(reason: str, text: str, exc_type: str, message: str, rc: int | None 
     r = reason.lower()
     if r.startswith("not run:"):
         return "not_run"
+    if r.startswith("stopped by"):
+        return "stopped"  # Ctrl-C or SIGTERM of the runner: nothing about the configuration
     if r.startswith("hung") or "no output for" in r:
         return "hang"
     if r.startswith("timed out"):
@@ -179,6 +193,13 @@ def kind_of(reason: str, text: str, exc_type: str, message: str, rc: int | None 
         return "oom"
     if "SIGKILL" in reason or rc in (-9, 137):
         return "killed"
+    if SYNTAX.match(exc_type):
+        return "syntax"
+    sig = -rc if rc is not None and rc < 0 else rc - 128 if rc is not None and 128 < rc < 160 else None
+    if not exc_type and sig in NATIVE_DEATHS:
+        return "signal"  # native code died under Python, no exception was raised
+    if not exc_type and sig is not None:
+        return "killed"  # SIGTERM from a scheduler, SIGINT from a terminal
     if COMPILE.search(f"{exc_type} {message}"):
         return "compile"
     if not exc_type and COMPILE.search("\n".join(ln for ln in text.splitlines()[-400:] if XLA_LINE.search(ln))):
@@ -218,8 +239,10 @@ def analyze(log_text: str, reason: str, rc: int | None = None, run_dirs: tuple[s
     errors = [ln.strip()[:300] for ln in log_text.splitlines()[-400:] if XLA_LINE.search(ln)][-8:]
     kind = kind_of(reason, log_text, exc_type, msg, rc)
     message = f"{exc_type}: {msg}" if exc_type else (errors[-1] if errors else reason)
-    if kind in ("timeout", "hang", "nan", "not_run") and not exc_type:
+    if kind in ("timeout", "hang", "nan", "not_run", "stopped", "killed", "signal") and not exc_type:
         message = reason
+    elif kind == "other" and not exc_type and not errors and (said := _last_said(log_text)):
+        message = f"{said} ({reason})"  # `print("fatal: data dir missing"); sys.exit(1)`: its own words
     facts = CrashFacts(kind, message[:500], exc_type, frames, errors)
     if kind == "oom":
         facts.oom = oom_figures(log_text[-200000:])
@@ -227,6 +250,12 @@ def analyze(log_text: str, reason: str, rc: int | None = None, run_dirs: tuple[s
         facts.nan_step = next((i for i, x in enumerate(losses) if not _finite(x)), None)
     facts.signature = signature(kind, message if kind not in ("timeout", "hang", "nan", "not_run") else kind, frames)
     return facts
+
+
+def _last_said(text: str) -> str:
+    """The last line the command printed that is neither blank nor its JSON result line."""
+    return next((ln.strip()[:300] for ln in reversed(text[-20000:].splitlines())
+                 if ln.strip() and not ln.lstrip().startswith("{")), "")
 
 
 def _finite(x) -> bool:

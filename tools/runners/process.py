@@ -47,6 +47,7 @@ class Proc:
     # output: (seconds since the start when it was read, bytes of the log by then, seconds when that read began: what
     # the next chunk holds was printed after it); ``experiments.clocks`` times step lines by it
     not_run: str | None = None     # a remote job that never ran the command (not started, not submitted): why
+    stack: str = ""                # how a hung command's Python stack was taken (py-spy, faulthandler); "" none
 
 
 def _in_main_thread() -> bool:
@@ -180,9 +181,9 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
     stopped_by = None
     token = f"{os.getpid()}-{time.time_ns()}-{threading.get_ident()}"
     env = dict(env, **{RUN_TOKEN: token})  # inherited by every process the command starts, whatever its session
-    if hang_s:
-        env.setdefault("PYTHONFAULTHANDLER", "1")  # a SIGABRT then prints every thread's stack (take_stack)
-    hung = None
+    # a SIGABRT then prints every thread's stack (take_stack), and a segmentation fault where Python stood
+    env.setdefault("PYTHONFAULTHANDLER", "1")
+    hung, stack = None, ""
     clock: list[tuple[float, int]] = []
     with open(log, "wb") as f:
         try:
@@ -200,7 +201,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
                 hung = hang_s
                 f.write(f"\n[tools exp run] no output for {hang_s:g} s: the stack of the hung process\n".encode())
                 f.flush()
-                take_stack(p, f)
+                stack = take_stack(p, f)
         except KeyboardInterrupt:
             stopped_by = "Ctrl-C"
         except Stop as e:
@@ -222,7 +223,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"\n[tools exp run] killed {left} process(es) the command left running in other sessions\n"
                     .encode())
     wall = time.perf_counter() - t0
-    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by, hung, clock=clock)
+    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by, hung, clock=clock, stack=stack)
 
 
 def log_end(log: Path, size: int = TAIL_SCAN_BYTES) -> str:
@@ -304,22 +305,29 @@ _SPY_FRAME = re.compile(rb"^\s+\S.*\(.+:\d+\)\s*$", re.M)  # py-spy's "    step 
 
 
 def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
-    """The Python stack of a hung command, written into its log: ``py-spy dump`` when installed, else SIGABRT,
-    which ``faulthandler`` (PYTHONFAULTHANDLER, set for hang-watched runs) answers with every thread's stack
-    before the process dies. Returns how it was taken."""
+    """The Python stack of a hung command, written into its log: ``py-spy dump`` of every Python process in its
+    tree when py-spy is installed (a launcher, ``bash launch.sh`` starting ``python train.py``, is no Python process
+    itself), else SIGABRT to its process group, which ``faulthandler`` (PYTHONFAULTHANDLER, set for every local
+    run) answers with every thread's stack before each process dies. Returns how it was taken, "" when no stack
+    was (nothing in the tree is Python, or nothing answered)."""
     spy = shutil.which("py-spy")
-    if spy:
-        try:
-            out = subprocess.run([spy, "dump", "--full-filenames", "--pid", str(p.pid)], capture_output=True, timeout=wait_s * 3)
+    pythons = _python_tree(p.pid)
+    if spy and pythons:
+        took = False
+        for pid in pythons:
+            try:
+                out = subprocess.run([spy, "dump", "--full-filenames", "--pid", str(pid)], capture_output=True,
+                                     timeout=wait_s * 3)
+            except (OSError, subprocess.SubprocessError):
+                continue
             f.write(out.stdout + out.stderr)
             f.flush()
             # a dump caught between Python frames (a thread in native code) names none: faulthandler, below, does
-            if out.returncode == 0 and _SPY_FRAME.search(out.stdout):
-                return "py-spy"
-        except (OSError, subprocess.SubprocessError):
-            pass
+            took = took or out.returncode == 0 and bool(_SPY_FRAME.search(out.stdout))
+        if took:
+            return "py-spy"
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(p.pid, signal.SIGABRT)
+        os.killpg(p.pid, signal.SIGABRT)  # its own session: the launcher and every Python process it started
     end = time.monotonic() + wait_s
     while time.monotonic() < end and p.poll() is None:
         with contextlib.suppress(BlockingIOError, ValueError, OSError):
@@ -327,7 +335,21 @@ def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
         time.sleep(0.05)
     with contextlib.suppress(ValueError, OSError):
         _copy(p.stdout.read(), f, False)
-    return "faulthandler"
+    return "faulthandler" if pythons else ""
+
+
+def _python_tree(leader: int) -> list[int]:
+    """The Python processes among ``leader`` and everything under it, the deepest last (the training script a
+    launcher started is the stack worth reading)."""
+    tree = leftovers.Tree(leader)
+    tree.watch()
+    out = []
+    for pid in [leader, *tree.seen]:
+        with contextlib.suppress(OSError):
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+            if exe.startswith(("python", "pypy")):
+                out.append(pid)
+    return out
 
 
 def _copy(chunk: bytes | None, f, echo: bool) -> None:
