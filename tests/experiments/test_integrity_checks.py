@@ -4,6 +4,7 @@ protected hashes, evidence a baseline had; and the loop's refusal of a patch to 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -563,3 +564,47 @@ def test_timed_steps_far_shorter_than_the_profiled_ops_ran_are_no_run_of_that_pr
     short.facts["trace"] = {"ops_s_per_step": 0.001}
     clocks.timed_ops_check([types.SimpleNamespace(name="run-1", result={"step_times_s": [0.00002] * 10})], short)
     assert [f.signature for f in short.findings] == ["timed-ops"]
+
+
+def test_a_patch_to_a_protected_file_is_refused_in_every_form_git_applies(tmp_path):
+    """`x/` and `y/` prefixes, C-quoted names and a `diff --git` rename ran instead of being refused (+200 %,
+    caught only by the file's hash at run time; the runner's own files have no such backstop). Each form is
+    checked against what `git apply --numstat` itself names, in a real repository."""
+    from tools.loop import patchfiles
+
+    repo = tmp_path / "repo"
+    (repo / "tools/loop").mkdir(parents=True)
+    (repo / "fake_model.py").write_text("speed = 1.0\n")
+    (repo / "tools/loop/engine.py").write_text("a\n")
+    (repo / "old.py").write_text("a\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    forms = {
+        "x/ y/": "--- x/fake_model.py\n+++ y/fake_model.py\n@@ -1 +1 @@\n-speed = 1.0\n+speed = 3.0\n",
+        "quoted": '--- "a/fake_model.py"\n+++ "b/fake_model.py"\n@@ -1 +1 @@\n-speed = 1.0\n+speed = 3.0\n',
+        "no prefix": "--- fake_model.py\n+++ fake_model.py\n@@ -1 +1 @@\n-speed = 1.0\n+speed = 3.0\n",
+        "rename": "diff --git a/old.py b/tools/loop/engine.py\nsimilarity index 100%\nrename from old.py\n"
+                  "rename to tools/loop/engine.py\n",
+        "after a removed `-- ` line": "--- a/old.py\n+++ b/old.py\n@@ -1 +1 @@\n--- a/x\n+b\n"
+                                      "--- a/fake_model.py\n+++ b/fake_model.py\n@@ -1 +1 @@\n-speed = 1.0\n+x\n",
+    }
+    for what, patch in forms.items():
+        numstat = subprocess.run(["git", "apply", "--numstat", "-z", "-"], cwd=repo, input=patch, text=True,
+                                 capture_output=True, check=True).stdout
+        by_git = {p for p in re.split(r"[\t\0]", numstat) if p and not p.isdigit() and p != "-"}
+        assert by_git <= set(patch_files(patch)), (what, by_git, patch_files(patch))
+        assert protected_touched(patch, ["fake_model.py"]), what
+    binary = ("diff --git a/fake_model.py b/fake_model.py\nindex 1..2 100644\nGIT binary patch\nliteral 12\n"
+              "TcmXR)$jdLu&C4vwNKH(^\n\nliteral 0\nKcmV+b0RR6000031\n\n")
+    assert patchfiles.is_binary(binary) and protected_touched(binary, ["fake_model.py"])
+
+
+def test_the_same_lines_in_another_file_are_another_change():
+    """Writing `1.25` into docs/SPEED was refused as a duplicate of writing it into SPEED (a real +25 %)."""
+    from tools.loop.proposal import Change
+
+    def patch(path: str) -> str:
+        return f"--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-1.0\n+1.25\n"
+    assert Change("patch", patch=patch("SPEED")).fingerprint() != Change("patch", patch=patch("docs/SPEED")).fingerprint()
+    assert Change("patch", patch=patch("SPEED")).fingerprint() == \
+        Change("patch", patch=patch("SPEED").replace("a/", "x/").replace("b/", "y/")).fingerprint()

@@ -115,3 +115,26 @@ def test_a_bare_python_in_the_loop_file_is_the_interpreter_running_tools(tmp_pat
     assert r.returncode == 0, r.stdout + r.stderr
     s = st.load(st.LoopPaths(Project(kb), "fake-loop"))
     assert s["trunk"] and len(s["history"]) == 1 and s["history"][0]["verdict"] != "crash", s["history"]
+
+
+def test_the_work_tree_asks_git_which_files_a_patch_touches_before_applying_it(tmp_path):
+    """The backstop behind the admission's own reading of a patch: git's `--numstat` names a rename into the
+    runner's files, a protected file under any prefix, and a binary hunk (885 KB of patch wrote a 150 MB file)."""
+    from tools.loop.workspace import _refused_by_git
+
+    repo = tmp_path / "r"
+    (repo / "tools/loop").mkdir(parents=True)
+    (repo / "old.py").write_text("a\n")
+    (repo / "f.py").write_text("a\n")
+    (repo / "blob.bin").write_bytes(b"\0" * 64)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    (repo / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    binary = subprocess.run(["git", "diff", "--binary"], cwd=repo, capture_output=True, text=True, check=True).stdout
+    subprocess.run(["git", "checkout", "-q", "--", "blob.bin"], cwd=repo, check=True)
+    assert "GIT binary patch" in binary
+    assert "binary hunk" in _refused_by_git(repo, binary, [])
+    rename = "diff --git a/old.py b/tools/loop/x.py\nsimilarity index 100%\nrename from old.py\nrename to tools/loop/x.py\n"
+    assert "tools/loop/x.py" in _refused_by_git(repo, rename, [])
+    edit = "--- x/f.py\n+++ y/f.py\n@@ -1 +1 @@\n-a\n+b\n"
+    assert "protected files (f.py)" in _refused_by_git(repo, edit, ["f.py"]) and _refused_by_git(repo, edit, []) == ""

@@ -4,31 +4,25 @@ Pure: spec, state and priors in, a reason (or None) out."""
 
 from __future__ import annotations
 
-import fnmatch
-import re
-
+from . import patchfiles
 from .priors import Priors, run_key
 from .proposal import Proposal, ProposalError
 from .spec import LoopSpec
 from .state import LoopState
 
 REFUTED = ("refuted", "invalid")
-# what no patch may touch, whatever the loop file says: the runner's own code (it measures and judges the run)
-RUNNER_FILES = ("tools/experiments/*", "tools/runners/*", "tools/loop/*", ".tools-cache/*")
-_DIFF_PATH = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(\S+)", re.M)
 
 
 def patch_files(patch: str) -> list[str]:
-    """The files a unified diff touches (``/dev/null`` left out)."""
-    return sorted({m for m in _DIFF_PATH.findall(patch) if m != "/dev/null"})
+    """The files a unified diff touches, as ``git apply`` reads it (``patchfiles``; ``/dev/null`` left out)."""
+    return patchfiles.files(patch)
 
 
 def protected_touched(patch: str, protected: list[str]) -> list[str]:
     """The files of ``patch`` that a protected entry covers: the runner's own files, and the loop file's
     ``protected:`` paths and globs. An entry ``path::function`` is not refused here (a patch may change the rest
     of the file); the run's hash of that function files the run invalid when the patch changed it."""
-    globs = list(RUNNER_FILES) + [e for e in protected if "::" not in e]
-    return [f for f in patch_files(patch) if any(fnmatch.fnmatchcase(f, g) or f == g for g in globs)]
+    return patchfiles.covered(patch_files(patch), protected)
 
 
 def check_fits(p: Proposal, spec: LoopSpec) -> None:
@@ -93,6 +87,8 @@ def refuse(spec: LoopSpec, state: LoopState, p: Proposal, priors: Priors, inflig
     if p.repair_of and (why := repair_refusal(state.history, p)):
         return why
     if p.change.kind == "patch":
+        if patchfiles.is_binary(p.change.patch):  # 885 KB of patch wrote a 150 MB file into the loop's repository
+            return "the patch holds a binary hunk (GIT binary patch): a proposal's code change is text"
         hit = protected_touched(p.change.patch, spec.protected)
         if hit:
             return (f"the patch touches protected files ({', '.join(hit)}): the metric code and the runner are "

@@ -38,7 +38,7 @@ def run(loop, pend: dict) -> None:
     key = f"{n:03d}"
     try:
         with loop._git:  # work trees of one repository: one git command at a time
-            prep = loop.workspace.prepare(key, p.change.patch if p.change.kind == "patch" else "")
+            prep = loop.workspace.prepare(key, p.change.patch if p.change.kind == "patch" else "", spec.protected)
     except PatchError as e:
         rec = runs.file_unrunnable(loop.project, loop.writer, spec, p, cfg, str(e), n, pend)
         pend.update(phase="filed", exp_id=rec["exp_id"], record=rec, kept=False)

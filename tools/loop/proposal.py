@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..pages import LOOP_CATEGORIES as CATEGORIES
+from .patchfiles import sections
 
 # categories whose moves may change what another's do: after a keep in one, the other's moves measured on the old
 # trunk are re-ranked (their evidence discounted), a refuted one is tried again and a screened one screened again (a
@@ -48,8 +49,8 @@ class Change:
     def fingerprint(self) -> str:
         """Equal for two changes that do the same thing (duplicate detection)."""
         body = {"kind": self.kind, "knobs": self.knobs, "env": self.env,
-                "patch": "\n".join(ln for ln in self.patch.splitlines() if ln.startswith(("+", "-"))
-                                   and not ln.startswith(("+++", "---")))}
+                "patch": sorted([sorted(s.paths), "\n".join(s.lines)] for s in sections(self.patch))
+                if self.patch else ""}  # per file: the same lines in another file are another change
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def describe(self) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import InputError, ToolsError
 from ..gitrun import git
+from . import patchfiles
 
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git")
 class PatchError(ToolsError):
@@ -121,9 +122,11 @@ class Workspace:
 
     # ----------------------------------------------------------------- per experiment
 
-    def prepare(self, key: str, patch: str = "") -> Prepared:
+    def prepare(self, key: str, patch: str = "", protected: list[str] | tuple = ()) -> Prepared:
         """The trunk's work tree for a knob/env change; for a patch, a new branch ``loop/<name>/<key>`` from
-        the trunk with the patch applied (not yet committed: see ``commit``). Raises PatchError."""
+        the trunk with the patch applied (not yet committed: see ``commit``). Raises PatchError, also for a patch
+        git reads as touching the runner's files or ``protected`` ones, or as binary (the admission's own reading
+        of it, ``patchfiles``, refused those already: this asks git itself)."""
         if self.code is None:
             if patch:
                 raise PatchError("this loop declares no `code` folder: code patches cannot be applied")
@@ -146,6 +149,9 @@ class Workspace:
         if check.returncode != 0:
             self.remove(key)
             raise PatchError(f"the patch does not apply to trunk {trunk[:12]}: {check.stderr.strip()[:800]}")
+        if why := _refused_by_git(where, text, protected):
+            self.remove(key)
+            raise PatchError(why)
         git(where, *args, "-", input=text)
         return Prepared(self.cwd_in(where), "", branch)
 
@@ -217,3 +223,27 @@ class Workspace:
     def log(self, ref: str, n: int = 20) -> list[str]:
         repo = self.repo()
         return git(repo, "log", f"-{n}", "--format=%H %s", ref).splitlines()
+
+
+def _refused_by_git(where: Path, patch: str, protected) -> str:
+    """Why git's own reading of ``patch`` (``--numstat -z``: each file's added and deleted lines, ``-`` for a binary
+    one, a rename's two names) refuses it, or ""."""
+    out = subprocess.run(["git", "-C", str(where), "apply", "--numstat", "-z", "-"], input=patch, capture_output=True,
+                         text=True, timeout=60, check=False).stdout
+    fields = out.split("\0")
+    paths, binary, i = [], False, 0
+    while i < len(fields) - 1:
+        added, deleted, name = (fields[i].split("\t", 2) + ["", ""])[:3]
+        binary = binary or added == "-" or deleted == "-"
+        if name:
+            paths.append(name)
+            i += 1
+        else:  # a rename or copy: its two names follow
+            paths += fields[i + 1:i + 3]
+            i += 3
+    if binary:
+        return "the patch holds a binary hunk (GIT binary patch): a proposal's code change is text"
+    if hit := patchfiles.covered(paths, list(protected)):
+        return (f"the patch touches protected files ({', '.join(hit)}), as git reads it: the metric code and the "
+                "runner are not the model's to change")
+    return ""
