@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MESSAGES, COUNT, CHAT = "/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions"
+TRICKLE = "x-stub-trickle-s"  # a scripted reply's header: send its body in 20 pieces this many seconds apart
 
 
 @dataclass
@@ -59,13 +61,21 @@ class Stub:
                     status, headers, body = queue.popleft() if queue else (
                         418, {"x-should-retry": "false"}, error("not_found_error", f"no reply scripted for {path}"))
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                trickle = float(headers.pop(TRICKLE, 0) or 0)
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
+                if not trickle:
+                    self.wfile.write(data)
+                    return
+                step = max(1, len(data) // 20)  # 20 pieces, ``trickle`` seconds apart: each read is quick
+                for i in range(0, len(data), step):
+                    self.wfile.write(data[i:i + step])
+                    self.wfile.flush()
+                    time.sleep(trickle)
 
             def log_message(self, *args):
                 pass
@@ -101,6 +111,11 @@ def text_only(text: str, stop_reason: str = "max_tokens") -> dict:
 
 def error(kind: str, message: str) -> dict:
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def overloaded() -> tuple[dict, int, dict]:
+    """(body, status, headers) of a 529 the SDK does not retry here (``x-should-retry: false``)."""
+    return error("overloaded_error", "Overloaded"), 529, {"x-should-retry": "false"}
 
 
 def rate_limited(retry_after_ms: int = 20) -> tuple[dict, int, dict]:

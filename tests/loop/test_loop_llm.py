@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from llm_helpers import KEY
 from loop_helpers import make_kb
@@ -108,3 +110,44 @@ def test_every_response_of_an_iteration_is_kept_when_the_proposer_is_asked_again
                    in p.name)
     assert len(saved) == len(stub.bodies()) == 5, saved
     assert len([p for p in folder.iterdir() if "prompt" in p.name]) >= 2
+
+
+def test_an_overloaded_or_trickling_endpoint_is_waited_out_and_the_loop_runs_to_its_budget(tmp_path, stub):
+    """Seconds of 529s ended the loop with 0 runs ("the proposer failed 3 times in a row"), and an endpoint that
+    trickled its answer a piece a second held it 44 s past `timeout_s: 3` (the SDK's timeout bounds reads)."""
+    from messages_stub import TRICKLE, overloaded
+
+    root = tmp_path / "kb"
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url, "max_retries": 0, "timeout_s": 1,
+                            "unavailable_wait_s": 0.05}, budget={"runs": 2})
+    for _ in range(5):
+        body, status, headers = overloaded()
+        stub.push(MESSAGES, body, status, headers)
+    stub.push(MESSAGES, tool_use(BF16, n=1))
+    stub.push(MESSAGES, tool_use(FAST, n=2), headers={TRICKLE: "1"})  # 20 s of trickle: abandoned after 1 s
+    stub.push(MESSAGES, tool_use(FAST, n=3))
+    s = start(Project(root), "fake-loop")
+    assert s["stop_reason"].startswith("budget: runs 2 of 2"), s["stop_reason"]
+    assert [h["describe"] for h in s["history"]] == ["dtype=bf16", "FAKE_FAST='1'"]
+    folder = st.LoopPaths(Project(root), "fake-loop").folder / "iterations"
+    waits = sorted(p.name for p in folder.rglob("proposer-unavailable-*.txt"))
+    assert len(waits) == 6 and not list(folder.rglob("proposer-error-*.txt")), waits
+    assert any("no whole answer within 1 s" in p.read_text() for p in folder.rglob("proposer-unavailable-*.txt"))
+    assert s["proposer_waits"] == 0 and len(stub.bodies()) == 8
+
+
+def test_a_huge_answer_is_sent_back_cut_and_saved_cut(tmp_path, stub):
+    """An 8 MB statement went back whole in the repair request (and a token budget of 1,000,000 stopped the loop
+    as exhausted after 1,200 spent); a 40 MB text block was saved twice, 84 MB an iteration."""
+    root = tmp_path / "kb"
+    make_kb(root, proposer={"name": "llm", "base_url": stub.url, "max_retries": 0},
+            budget={"runs": 1, "llm_tokens": 1_000_000})
+    stub.push(MESSAGES, tool_use(dict(BF16, statement="s" * 8_000_000), n=1))
+    stub.push(MESSAGES, tool_use(BF16, n=2, text="t" * 3_000_000))
+    s = start(Project(root), "fake-loop")
+    assert s["stop_reason"].startswith("budget: runs 1 of 1") and len(s["history"]) == 1, s["stop_reason"]
+    repair = stub.bodies()[1]
+    assert len(json.dumps(repair)) < 100_000 and "characters cut" in json.dumps(repair)
+    saved = st.LoopPaths(Project(root), "fake-loop").folder / "iterations" / "001"
+    sizes = {p.name: p.stat().st_size for p in saved.glob("response*.json")}
+    assert sizes and max(sizes.values()) < 1_000_000, sizes

@@ -20,6 +20,48 @@ class LLMError(ToolsError):
     """The endpoint could not be used: no key, refused request, unreachable after the SDK's retries."""
 
 
+class LLMUnavailable(LLMError):
+    """Overloaded, rate-limited, unreachable or too slow after the SDK's retries (HTTP 408, 409, 429, 5xx, a
+    connection error, no whole answer within the deadline): asking again later may work, and the loop waits."""
+
+
+RETRYABLE = (408, 409, 429)  # and every 5xx (529: overloaded)
+
+
+def retryable(status: int) -> bool:
+    return status in RETRYABLE or status >= 500
+
+
+def deadline(timeout_s: float, max_retries: int) -> float:
+    """Seconds one call may take in all: each attempt's ``timeout_s``, and 10 s of the SDK's backoff between two."""
+    return timeout_s * (max_retries + 1) + 10.0 * max_retries
+
+
+def within(seconds: float, fn, what: str):
+    """``fn()`` given ``seconds`` in all: an endpoint trickling its answer a byte at a time keeps each read under
+    the SDK's timeout, which bounds reads, not requests. Past it, ``what`` is unavailable (the call is left to
+    finish in its own thread; its answer is dropped)."""
+    import threading
+
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            out["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True, name="llm-request")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise LLMUnavailable(f"{what}: no whole answer within {seconds:g} s (timeout_s per attempt, its retries "
+                             "included)")
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 @dataclass
 class Tool:
     name: str

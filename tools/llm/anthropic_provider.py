@@ -3,7 +3,8 @@
 Request shape: ``system`` = [instructions, context blocks each with ``cache_control: ephemeral``], one user turn with
 the ask, then for each earlier round the assistant's ``tool_use`` and a ``tool_result`` (``is_error``) carrying
 the feedback; ``tool_choice = {"type": "tool", "name": ..., "disable_parallel_tool_use": True}``. The SDK retries
-429/5xx itself, honouring ``retry-after-ms`` / ``retry-after``.
+429/5xx itself, honouring ``retry-after-ms`` / ``retry-after``; what is still refused that way, or unreachable, or not
+answered whole by the deadline (``deadline``), is ``LLMUnavailable``, which the loop waits out.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import Conversation, LLMError, Reply, Tool, ToolCall, Usage, api_key, require, scrubbed
+from . import (Conversation, LLMError, LLMUnavailable, Reply, Tool, ToolCall, Usage, api_key, deadline, require,
+               retryable, scrubbed, within)
 
 
 class AnthropicProvider:
@@ -25,6 +27,7 @@ class AnthropicProvider:
         self._key = api_key(api_key_env)
         self._client = self._sdk.Anthropic(api_key=self._key, base_url=base_url,
                                            max_retries=int(max_retries), timeout=float(timeout_s))
+        self._deadline = deadline(float(timeout_s), int(max_retries))
 
     def request(self, conv: Conversation, tool: Tool) -> dict[str, Any]:
         """The request body less ``model`` and ``max_tokens`` (also what count_tokens takes)."""
@@ -80,11 +83,12 @@ class AnthropicProvider:
     def _send(self, fn):
         sdk = self._sdk
         try:
-            return fn()
+            return within(self._deadline, fn, self._said("the request"))
         except sdk.APIStatusError as e:
-            raise LLMError(self._said(f"HTTP {e.status_code}: {e.message}")) from None
-        except sdk.APIConnectionError as e:
-            raise LLMError(f"anthropic {self.model}: cannot reach {self._client.base_url}: {e}") from None
+            raise (LLMUnavailable if retryable(e.status_code) else LLMError)(
+                self._said(f"HTTP {e.status_code}: {e.message}")) from None
+        except sdk.APIConnectionError as e:  # a timeout too
+            raise LLMUnavailable(f"anthropic {self.model}: cannot reach {self._client.base_url}: {e}") from None
         except (sdk.APIError, ValueError, TypeError, AttributeError) as e:  # an answer that is not the API's JSON
             raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import Conversation, LLMError, Reply, Tool, ToolCall, Usage, api_key, require, scrubbed
+from . import (Conversation, LLMError, LLMUnavailable, Reply, Tool, ToolCall, Usage, api_key, deadline, require,
+               retryable, scrubbed, within)
 
 
 class OpenAIProvider:
@@ -29,6 +30,7 @@ class OpenAIProvider:
         self._key = api_key(api_key_env)
         self._client = self._sdk.OpenAI(api_key=self._key, base_url=base_url,
                                         max_retries=int(max_retries), timeout=float(timeout_s))
+        self._deadline = deadline(float(timeout_s), int(max_retries))
 
     def request(self, conv: Conversation, tool: Tool) -> dict[str, Any]:
         system = "\n\n".join([conv.system, *[b for b in conv.cached if b]])
@@ -53,11 +55,13 @@ class OpenAIProvider:
         sdk = self._sdk
         body = {**self.request(conv, tool), self.max_tokens_field: int(max_tokens)}
         try:
-            resp = self._client.chat.completions.create(model=self.model, **body)
+            resp = within(self._deadline, lambda: self._client.chat.completions.create(model=self.model, **body),
+                          self._said("the request"))
         except sdk.APIStatusError as e:
-            raise LLMError(self._said(f"HTTP {e.status_code}: {e.message}")) from None
-        except sdk.APIConnectionError as e:
-            raise LLMError(f"openai-compatible {self.model}: cannot reach {self._client.base_url}: {e}") from None
+            raise (LLMUnavailable if retryable(e.status_code) else LLMError)(
+                self._said(f"HTTP {e.status_code}: {e.message}")) from None
+        except sdk.APIConnectionError as e:  # a timeout too
+            raise LLMUnavailable(f"openai-compatible {self.model}: cannot reach {self._client.base_url}: {e}") from None
         except (sdk.APIError, ValueError, TypeError, AttributeError) as e:  # an answer that is not the API's JSON
             raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
         try:

@@ -5,7 +5,9 @@ is said once."""
 from __future__ import annotations
 
 import json
+import time
 
+from ..redact import redact
 from ..writer import atomic_write
 from . import learn, runs
 from .priors import Priors
@@ -62,3 +64,44 @@ def _say_rejected(loop, sources) -> None:
             if page not in loop.rejected:
                 loop.rejected.add(page)
                 loop.say(f"hypothesis page wiki/{page} not usable: {why}")
+
+
+MAX_PROPOSER_FAILURES = 3  # unusable proposals or refused requests in a row before the loop stops
+MAX_WAITS, MAX_WAIT_S = 10, 300.0  # an endpoint unavailable: waits in a row (5 s first: ~25 min in all), the longest
+
+
+def failed(loop, n: int, e: Exception) -> None:
+    """The proposer failed (an unusable LLM proposal twice, a refused request): said, charged, counted; the third
+    in a row stops the loop."""
+    s = loop.state
+    learn.charge(s, getattr(e, "usage", {}) or {})
+    s.proposer_failures += 1
+    said = redact(f"{type(e).__name__}: {e}")  # an endpoint's message may quote what it was sent
+    atomic_write(loop.paths.iteration_dir(n) / f"proposer-error-{s.proposer_failures}.txt", said + "\n")
+    loop.writer.append_log("loop proposer error", f"{loop.spec.name} {n}", [said])
+    loop.say(f"proposer error ({s.proposer_failures} in a row): {said}")
+    if s.proposer_failures >= MAX_PROPOSER_FAILURES:
+        s.error_stop = f"error: the proposer failed {s.proposer_failures} times in a row; last: {said}"
+    loop.save()
+
+
+def wait_out(loop, n: int, e: Exception) -> None:
+    """An endpoint that cannot answer now (``LLMUnavailable``): wait (the proposer's ``unavailable_wait_s``,
+    doubled each time in a row, ``MAX_WAIT_S`` at most) and ask again; a stop asked meanwhile ends the wait. Only
+    ``MAX_WAITS`` in a row stop the loop: 529s for a few seconds stopped it after three asks, with nothing run."""
+    s = loop.state
+    learn.charge(s, getattr(e, "usage", {}) or {})
+    s.proposer_waits += 1
+    said = redact(f"{type(e).__name__}: {e}")
+    atomic_write(loop.paths.iteration_dir(n) / f"proposer-unavailable-{s.proposer_waits}.txt", said + "\n")
+    loop.writer.append_log("loop proposer unavailable", f"{loop.spec.name} {n}", [said])
+    if s.proposer_waits > MAX_WAITS:
+        s.error_stop = f"error: the proposer's endpoint stayed unavailable through {MAX_WAITS} waits; last: {said}"
+        loop.save()
+        return
+    wait = min(MAX_WAIT_S, float(getattr(loop.proposer, "unavailable_wait_s", 5.0)) * 2 ** (s.proposer_waits - 1))
+    loop.say(f"proposer endpoint unavailable ({s.proposer_waits} in a row): {said}; asking again in {wait:g} s")
+    loop.save()
+    end = time.monotonic() + wait
+    while time.monotonic() < end and not loop.paths.stop_request.exists():
+        time.sleep(min(0.2, max(0.0, end - time.monotonic())))

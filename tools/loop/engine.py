@@ -19,10 +19,10 @@ import threading
 
 from .. import runners, safeio
 from ..errors import InputError, ToolsError
+from ..llm import LLMUnavailable
 from ..experiments import filing
 from ..experiments.runner import slugify
 from ..project import Project
-from ..redact import redact
 from ..runners import process
 from ..writer import Writer, atomic_write
 from . import (admission, asking, gates, gather, hypotheses, learn, memory, opening, page_names, pending, power,
@@ -40,7 +40,6 @@ from .spec import LoopSpec, load
 from .state import LoopState
 from .workspace import Workspace
 
-MAX_PROPOSER_FAILURES = 3
 
 
 class Loop:
@@ -268,19 +267,13 @@ class Loop:
             self.state.budget_hit = f"budget: the next proposal would exceed {e.what} ({e})"
             self.save()
             return None
-        except ToolsError as e:  # the proposer failed (an unusable LLM proposal twice, an unreachable endpoint)
-            learn.charge(self.state, getattr(e, "usage", {}) or {})
-            self.state.proposer_failures += 1
-            fails = self.state.proposer_failures
-            said = redact(f"{type(e).__name__}: {e}")  # an endpoint's message may quote what it was sent
-            atomic_write(self.paths.iteration_dir(n) / f"proposer-error-{fails}.txt", said + "\n")
-            self.writer.append_log("loop proposer error", f"{self.spec.name} {n}", [said])
-            self.say(f"proposer error ({fails} in a row): {said}")
-            if fails >= MAX_PROPOSER_FAILURES:
-                self.state.error_stop = f"error: the proposer failed {fails} times in a row; last: {said}"
-            self.save()
+        except LLMUnavailable as e:  # overloaded, rate-limited, unreachable: waited out, not a bad answer
+            asking.wait_out(self, n, e)
             return None
-        self.state.proposer_failures = 0
+        except ToolsError as e:  # the proposer failed (an unusable LLM proposal twice, a refused request)
+            asking.failed(self, n, e)
+            return None
+        self.state.proposer_failures = self.state.proposer_waits = 0
         if proposal is None:
             if not batch:
                 self._exhausted(n)

@@ -106,6 +106,7 @@ class LoopState:
     usage: dict[str, float] = field(default_factory=_usage)    # runs, wall_s, llm_tokens, cost_usd, device_s
     pending: list[dict] | None = None      # the iterations in flight
     proposer_failures: int = 0             # in a row
+    proposer_waits: int = 0                # in a row: the endpoint could not answer (waited out)
     # a stop decided during an iteration, taken by the next stop gate
     plateau_stop: str | None = None
     budget_hit: str | None = None
@@ -161,7 +162,7 @@ def load(paths: LoopPaths) -> dict | None:
 
 _KINDS = {"trunk": (dict,), "calibration": (dict,), "reference": (dict,), "frontier": (list,), "history": (list,),
           "retrospectives": (list,), "screens": (list,), "usage": (dict,), "pending": (list, dict), "iteration": (int,),
-          "proposer_failures": (int,), "status": (str,), "last_stop": (dict,),
+          "proposer_failures": (int,), "proposer_waits": (int,), "status": (str,), "last_stop": (dict,),
           "spec_source": (str,)}
 
 

@@ -43,7 +43,7 @@ class LLMProposer(Proposer):
                  max_tokens: int = 2048, price_in_per_mtok: float = 5.0, price_out_per_mtok: float = 25.0,
                  max_retries: int = 2, api_key_env: str | None = None, cache_write_factor: float = 1.25,
                  cache_read_factor: float = 0.1, count_tokens: bool = False, strict: bool = True,
-                 timeout_s: float = 120.0, **provider_options: Any):
+                 timeout_s: float = 120.0, unavailable_wait_s: float = 5.0, **provider_options: Any):
         if provider not in llm.PROVIDERS:
             raise ToolsError(f"proposer llm: unknown provider {provider!r} (expected one of "
                              f"{', '.join(llm.PROVIDERS)})")
@@ -53,6 +53,8 @@ class LLMProposer(Proposer):
         self.write_factor, self.read_factor = float(cache_write_factor), float(cache_read_factor)
         self.count_tokens, self.strict = bool(count_tokens), bool(strict)
         self.api_key_env, self.provider_options = api_key_env, provider_options
+        # the engine's first wait after an unavailable endpoint (doubled each time; ``engine.wait_out``)
+        self.unavailable_wait_s = float(unavailable_wait_s)
         self._provider: llm.Provider | None = None
 
     @property
@@ -86,7 +88,11 @@ class LLMProposer(Proposer):
                 if duplicate is None:
                     raise
                 return self._finish(duplicate, spent, requests, seen)  # no budget for the retry: return it anyway
-            reply = self.provider.call(conv, tool, self.max_tokens)
+            try:
+                reply = self.provider.call(conv, tool, self.max_tokens)
+            except llm.LLMError as e:  # what the earlier requests of this proposal spent is charged anyway
+                e.usage = self._usage(spent, requests)
+                raise
             requests += 1
             spent += reply.usage
             record(f"{tag}response.json" if requests == 1 else f"{tag}response-{requests}.json",
@@ -105,7 +111,8 @@ class LLMProposer(Proposer):
                 if fp not in seen or duplicate is not None:
                     return self._finish(proposal, spent, requests, seen)
                 duplicate, feedback = proposal, duplicate_feedback(seen[fp], fp)
-            conv.rounds.append(llm.Round(reply.call, reply.text, feedback))
+            # what is sent back is the answer cut to size: an 8 MB statement went back whole in the repair request
+            conv.rounds.append(llm.Round(_cut_call(reply.call), _cut(reply.text, ROUND_CHARS), feedback))
             record(f"{tag}prompt-{requests + 1}.md", feedback + "\n")
 
     def _parse(self, reply: llm.Reply, spec: LoopSpec) -> Proposal:
@@ -167,8 +174,34 @@ class LLMProposer(Proposer):
                     self._usage(spent, requests))
 
     def _saved(self, reply: llm.Reply, n: int) -> str:
-        return json.dumps({"request": n, "provider": self.provider_name, "model": self.model,
-                           "stop_reason": reply.stop_reason, "usage": asdict(reply.usage),
-                           "cost_usd": round(self.cost(reply.usage), 6),
-                           "tool_input": reply.call.input if reply.call else None, "text": reply.text,
-                           "response": reply.response}, indent=2, default=str) + "\n"
+        """The answer as saved beside the iteration: every text in it at most ``SAVED_CHARS`` (a 40 MB text
+        block was saved twice, 84 MB an iteration), the answer's text kept once, in the response."""
+        return json.dumps(_cut({"request": n, "provider": self.provider_name, "model": self.model,
+                                "stop_reason": reply.stop_reason, "usage": asdict(reply.usage),
+                                "cost_usd": round(self.cost(reply.usage), 6),
+                                "tool_input": reply.call.input if reply.call else None,
+                                "text": reply.text if not reply.response else None,
+                                "response": reply.response}, SAVED_CHARS), indent=2, default=str) + "\n"
+
+
+ROUND_CHARS = 2_000     # characters of each text of an answer sent back with its repair feedback
+SAVED_CHARS = 200_000   # characters of each text of a saved answer
+
+
+def _cut(obj: Any, n: int) -> Any:
+    """``obj`` with every string longer than ``n`` cut to ``n`` and a note of how much went."""
+    if isinstance(obj, str):
+        return obj if len(obj) <= n else f"{obj[:n]}… [{len(obj) - n:,} characters cut]"
+    if isinstance(obj, dict):
+        return {k: _cut(v, n) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_cut(v, n) for v in obj]
+    return obj
+
+
+def _cut_call(call: llm.ToolCall | None) -> llm.ToolCall | None:
+    if call is None:
+        return None
+    short = _cut(call.input, ROUND_CHARS)
+    raw = call.raw_arguments if short == call.input else json.dumps(short, sort_keys=True)  # still JSON, cut
+    return llm.ToolCall(call.id, call.name, short, raw if short is not None else _cut(raw, ROUND_CHARS))
