@@ -193,3 +193,62 @@ def test_a_setting_that_calls_a_catalogued_kernel_by_a_plain_name_is_found(tmp_p
     by = {c["selector"]: c for c in chosen["choices"]}
     assert [k["kernel"] for k in by["norm_impl"]["kernels"]] == ["double"], chosen
     assert "other" not in by  # a call that reaches no kernel and says none is no choice
+
+
+def test_a_class_is_reached_through_what_making_or_calling_it_runs_and_a_kernel_through_its_re_export(tmp_path):
+    """Shapes of MaxText (labelled facts): `use_batch_split` made an `AttentionOp(config)(x)`, whose `decode` alone
+    launches a kernel nothing calls: the map said the setting chose that kernel (MaxText's `quantization` ->
+    `ragged_mqa`). `megablox.gmm(...)` called the kernel through the package's `__init__` re-export of `ops.gmm`:
+    no kernel. A class whose `__call__` reaches a kernel through its own methods is reached by whoever calls one."""
+    kb = _kb(tmp_path)
+    code = kb / "raw" / "code" / "mini"
+    _write(code, "mini/__init__.py", "")
+    _write(code, "mini/kern/__init__.py", "from mini.kern.ops import gmm\n")
+    _write(code, "mini/kern/ops.py", FLASH + """
+        def gmm(x):
+            return pl.pallas_call(_body, out_shape=x)(x)
+        """)
+    _write(code, "mini/layers/attn.py", """
+        from mini.kern import ops
+
+        class AttentionOp:
+            def __init__(self, config):
+                self.config = config
+
+            def __call__(self, q):
+                return q * 2
+
+            def decode(self, q):
+                return ops.flash_attention(q)
+
+
+        class FlashOp:
+            def __call__(self, q):
+                return self._flash(q)
+
+            def _flash(self, q):
+                return ops.flash_attention(q)
+        """)
+    _write(code, "mini/layers/moe.py", """
+        from mini import kern
+        from mini.layers import attn
+
+        def moe(config, x):
+            if config.quantization:
+                return kern.gmm(x)
+            return x
+
+        def layer(config, x):
+            if config.use_batch_split:
+                return attn.AttentionOp(config)(x)
+            if config.attention == "flash":
+                return attn.FlashOp()(x)
+            return x
+        """)
+    r = _tools(kb, "ingest", "--all", "-q")
+    assert r.returncode == 0, r.stderr[-1500:]
+    chosen = json.loads((kb / "wiki/codebases/mini/selection.json").read_text())
+    reach = {c["selector"]: [k["kernel"] for k in c["kernels"]] for c in chosen["choices"]}
+    assert reach.get("quantization") == ["gmm"], chosen
+    assert reach.get("attention") == ["flash_attention"], chosen
+    assert not reach.get("use_batch_split"), chosen

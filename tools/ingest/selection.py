@@ -28,16 +28,21 @@ class KernelIndex:
     def __init__(self, by_repo: dict[str, list[tuple]]):
         """``by_repo``: repository -> [(KernelSite, its page)]."""
         self.by_last: dict[str, list[tuple[str, str, str, str]]] = {}
+        self.owners: dict[str, list[tuple[str, str, str, str]]] = {}  # what a registry may name besides
         for repo, rows in by_repo.items():
             for site, page in rows:
                 for key in _keys(site):
                     self.by_last.setdefault(key.rsplit(".", 1)[-1], []).append((key, repo, site.kernel, page))
+                for key in site.owners:
+                    self.owners.setdefault(key.rsplit(".", 1)[-1], []).append((key, repo, site.kernel, page))
 
-    def reached(self, call: str) -> list[dict]:
+    def reached(self, call: str, registry: bool = False) -> list[dict]:
         """Kernel pages ``call`` names: a key that is a dotted suffix of the call (``jax.experimental...
-        splash_attention_kernel.make_splash_mha`` names jax's ``...splash_attention_kernel.make_splash_mha``)."""
+        splash_attention_kernel.make_splash_mha`` names jax's ``...splash_attention_kernel.make_splash_mha``);
+        a ``registry`` entry also by a class one of whose methods reaches the kernel."""
         out = {}
-        for key, repo, kernel, page in self.by_last.get(call.rsplit(".", 1)[-1], []):
+        last = call.rsplit(".", 1)[-1]
+        for key, repo, kernel, page in self.by_last.get(last, []) + (self.owners.get(last, []) if registry else []):
             if call == key or call.endswith("." + key):
                 out.setdefault(page, {"kernel": kernel, "repo": repo, "page": page})
         return list(out.values())
@@ -69,7 +74,7 @@ def selection_map(model: RepoModel, index: KernelIndex) -> dict:
                     entry["kernels"].append(k)
         for registry, key, target, line in found.get("registries", ()):
             registries.append({"registry": registry, "key": key, "target": target, "where": f"{rel}:{line}",
-                               "kernels": index.reached(target)})  # reached() gives each page once
+                               "kernels": index.reached(target, registry=True)})  # each page once
     return {"choices": list(choices.values()), "registries": registries}
 
 

@@ -32,6 +32,7 @@ class Index:
                 self.functions[f"{f['module']}.{qual}"] = (f, fn)
             self.classes.update(f"{f['module']}.{c}" for c in f.get("classes", {}))
         self.callers: dict[str, set[str]] = defaultdict(set)
+        self._exported: dict[str, list[str]] | None = None
         # module-level names bound to an expression (``make_flash_mha = partial(_make_flash, ...)``): called too
         aliases = {dst for f in facts_by_path.values() for _, dst in f["links"]}
         for f in facts_by_path.values():
@@ -47,6 +48,17 @@ class Index:
                 a, b = self.lookup(src), self.lookup(dst) or dst
                 if a and a != b:
                     self.callers[a].add(b)
+
+    def exported(self, qualified: str) -> list[str]:
+        """The other names ``qualified`` goes by: ``pkg.gmm`` where ``pkg/__init__.py`` imports ``gmm`` from
+        ``pkg.ops`` (a call ``megablox.gmm(...)`` runs ``megablox.ops.gmm``)."""
+        if self._exported is None:
+            self._exported = defaultdict(list)
+            for f in self.modules.values():
+                for local, target in (f.get("imports") or {}).items():
+                    if (hit := self.lookup(target)) and f"{f['module']}.{local}" != hit:
+                        self._exported[hit].append(f"{f['module']}.{local}")
+        return self._exported.get(qualified, [])
 
     def _module(self, name: str) -> str | None:
         if name in self.modules:
@@ -167,25 +179,38 @@ def callers(idx: Index, starts: list[str], limit: int = 12, depth: int = 3) -> l
     return out[:limit]
 
 
-def reached_by(idx: Index, starts: list[str], depth: int = 4, limit: int = 300) -> list[str]:
-    """Everything in the repository that reaches the kernel through calls, up to ``depth`` hops, and the classes of
-    the methods among them (a registry names ``PallasMosaicTpuFlashAttention``, whose ``_fwd`` builds the
-    kernel): what a kernel selection map matches against."""
-    seen, frontier, out = set(starts), list(starts), []
+ENTRY_METHODS = ("__init__", "__post_init__", "__call__", "__enter__", "forward", "apply")  # making or calling one
+
+
+def reached_by(idx: Index, starts: list[str], depth: int = 4, limit: int = 300) -> tuple[list[str], list[str]]:
+    """(everything in the repository that reaches the kernel through calls, up to ``depth`` hops, with the names
+    packages re-export them by; the classes of the methods among them that no making or calling of the class runs):
+    what a kernel selection map matches against. A class whose ``__call__`` reaches the kernel is reached by whoever
+    makes and calls one; one whose ``decode`` alone does is not (MaxText's ``AttentionOp(config)`` reaches
+    ``ragged_mqa`` only there): a registry naming the class (``PallasMosaicTpuFlashAttention``, whose ``_fwd``
+    builds the kernel) is matched by the second list."""
+    seen, frontier, out, owners = set(starts), list(starts), [], []
     for _ in range(depth):
-        nxt = []
-        for q in frontier:
+        nxt, todo = [], list(frontier)
+        while todo:
+            q = todo.pop(0)
             for c in sorted(idx.callers.get(q, ())):
                 if c not in seen and len(out) < limit:
                     seen.add(c)
                     out.append(c)
-                    nxt.append(c)
-                    owner = c.rsplit(".", 1)[0]
+                    owner, _, method = c.rpartition(".")
+                    # a method calling another of its own class (``self.permute``) is the same hop: one object
+                    (todo if owner in idx.classes and q.rpartition(".")[0] == owner else nxt).append(c)
                     if owner in idx.classes and owner not in seen:
-                        seen.add(owner)
-                        out.append(owner)
-                        nxt.append(owner)
+                        if method in ENTRY_METHODS:
+                            seen.add(owner)
+                            out.append(owner)
+                            nxt.append(owner)
+                        elif owner not in owners:
+                            owners.append(owner)
         frontier = nxt
-    return out
+    reached = [*starts, *out]
+    out += [a for q in reached for a in idx.exported(q) if a not in seen]
+    return list(dict.fromkeys(out)), [o for o in owners if o not in seen]
 
 

@@ -20,7 +20,7 @@ from .light import light_facts
 from .names import NameResolution, Scope, defaults_of, imports_of, module_name, params_of, short, top_statements
 from .vendored import provenance
 
-VERSION = 4  # bump when the shape of the facts changes (cache key)
+VERSION = 5  # bump when the shape of the facts changes (cache key)
 
 _MENTIONS = re.compile(r"pallas|core_map|plgpu|pltpu")
 _PALLAS_IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+[^\n]*(?:pallas|pltpu|plgpu|core_map|mosaic)", re.MULTILINE)

@@ -13,6 +13,8 @@ import re
 _IMPORT_RE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import\s+(?:\(([^)]*)\)|([^#\n]+))"
                         r"|import\s+([\w.]+)(?:\s+as\s+(\w+))?)", re.MULTILINE)
 _TOPDEF_RE = re.compile(r"^(?:async\s+)?(?:def|class)\s+(\w+)", re.MULTILINE)
+_SELF_CALL = re.compile(r"\b(?:self|cls)\.(\w+)\s*\(")
+_METHOD_RE = re.compile(r"^([ \t]+)(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 _LIGHT_LINK_RE = re.compile(r"^(\w+)\.def(?:vjp|jvp)\(([^)]*)\)|^(\w+)\s*=\s*(?:jax\.)?custom_[vj]jp\(([^)]*)\)",
                             re.MULTILINE)
 
@@ -40,8 +42,9 @@ def light_facts(facts: dict, text: str) -> dict:
     defs = list(_TOPDEF_RE.finditer(text))
     if not defs:
         return facts
-    starts = [m.start() for m in defs]
-    refs: list[set[str]] = [set() for _ in defs]
+    units = _units(defs, text)  # top-level functions, and each class's own methods (``Class.method``)
+    starts = [u[0] for u in units]
+    refs: list[set[str]] = [set() for _ in units]
     own = module.split(".")[0]
     # the repository's own imports; a tree ingested from inside its package (modules _src.ops.x) imports
     # tokamax._src.ops.x
@@ -55,7 +58,7 @@ def light_facts(facts: dict, text: str) -> dict:
     for m in rx.finditer(text) if rx else ():
         i = bisect.bisect_right(starts, m.start()) - 1
         target = targets[m.group(1)] + (f".{m.group(2)}" if m.group(2) else "")
-        if i >= 0:
+        if i >= 0 and units[i][2] is not None:  # a class's own lines outside its methods: no function's
             refs[i].add(target)
         if m.group(1) in imported and text.startswith("(", m.end()):
             # a call of an imported name: maybe a repository-local wrapper (resolve decides)
@@ -65,20 +68,47 @@ def light_facts(facts: dict, text: str) -> dict:
             if col_line.lstrip().startswith(("def ", "class ", "#", "import ", "from ")):
                 continue
             facts["calls"].append({"line": line, "callee": m.group(0), "target": target,
-                                   "scope": defs[i].group(1) if i >= 0 and col_line[:1] in (" ", "\t") else None,
+                                   "scope": units[i][2] if i >= 0 and col_line[:1] in (" ", "\t") else None,
                                    "forwards": None, "hints": None, "interpret": False})
+    for i, (start, end, qual, cls) in enumerate(units):  # a method's own class's methods it calls (self.decode)
+        if qual is not None and cls is not None:
+            refs[i].update(f"{module}.{cls}.{name}" for name in _SELF_CALL.findall(text, start, end)
+                           if f"{cls}.{name}" != qual)
     # x.defvjp(fwd, bwd) and x = jax.custom_vjp(f) at module level: the rules belong to x
     for m in _LIGHT_LINK_RE.finditer(text):
         owner, args = m.group(1) or m.group(3), m.group(2) or m.group(4)
         for name in re.findall(r"(?:\b\w+\s*=\s*)?\b([A-Za-z_]\w*)\b", args):
             if name in targets and owner in targets:
                 facts["links"].append([targets[name], targets[owner]])
-    line = 1
-    for i, m in enumerate(defs):
-        line += text.count("\n", starts[i - 1] if i else 0, m.start())
-        end = starts[i + 1] if i + 1 < len(defs) else len(text)
-        facts["functions"][m.group(1)] = {
-            "line": line, "end": line + text.count("\n", m.start(), end), "public": not m.group(1).startswith("_"),
-            "nested": False, "class": None, "doc": None, "signature": None, "decorators": [],
-            "deprecated": False, "refs": sorted(refs[i])[:400]}
+    line, at = 1, 0
+    for i, (start, end, qual, cls) in enumerate(units):
+        line += text.count("\n", at, start)
+        at = start
+        if qual is None:  # the class itself
+            facts["classes"][cls] = {"line": line, "doc": None}
+            continue
+        facts["functions"][qual] = {
+            "line": line, "end": line + text.count("\n", start, end),
+            "public": not any(p.startswith("_") for p in qual.split(".")), "nested": False, "class": cls,
+            "doc": None, "signature": None, "decorators": [], "deprecated": False, "refs": sorted(refs[i])[:400]}
     return facts
+
+
+def _units(defs: list[re.Match], text: str) -> list[tuple[int, int, str | None, str | None]]:
+    """(start, end, qualified name, class) of each top-level function, each class (name None: its own lines) and
+    each method at its class's first indent, in order. A class's refs were its methods' all at once: a class whose
+    ``decode`` alone launched a kernel was a caller of it wherever one was made (``AttentionOp(config)(x)``)."""
+    out = []
+    for i, m in enumerate(defs):
+        end = defs[i + 1].start() if i + 1 < len(defs) else len(text)
+        name = m.group(1)
+        if not m.group(0).startswith("class"):
+            out.append((m.start(), end, name, None))
+            continue
+        out.append((m.start(), end, None, name))
+        methods = list(_METHOD_RE.finditer(text, m.end(), end))
+        methods = [x for x in methods if methods and x.group(1) == methods[0].group(1)]
+        for k, x in enumerate(methods):
+            out.append((x.start(), methods[k + 1].start() if k + 1 < len(methods) else end, f"{name}.{x.group(2)}",
+                        name))
+    return out

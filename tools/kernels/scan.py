@@ -98,7 +98,7 @@ def _site(idx: Index, facts: dict, raw: dict, entry: str, wrapper_backend: str |
     summary = (kfn or {}).get("doc") or (top_fn or {}).get("doc") or facts.get("module_doc")
     callers = callgraph.callers(idx, [q for q in (kqual, qualname) if q])
     launcher = f"{facts['module']}.{'.'.join(chain)}" if chain else None
-    reached_by = callgraph.reached_by(idx, [q for q in (kqual, qualname, launcher) if q])
+    reached_by, owners = callgraph.reached_by(idx, [q for q in (kqual, qualname, launcher) if q])
     body_function, body_at = _body_at(idx, facts, raw.get("body_def"))
     block_sources = _block_sources(facts, raw.get("feeds") or {})
     fp = top_fn.get("fingerprint") if top_fn and (top_fn.get("size") or 0) >= MIN_VENDOR_LINES else None
@@ -112,7 +112,7 @@ def _site(idx: Index, facts: dict, raw: dict, entry: str, wrapper_backend: str |
         qualname=qualname, backend_note=raw.get("backend_note"),
         body_function=body_function, body_at=body_at, branches=raw.get("branches") or {},
         provenance=facts.get("provenance"),
-        block_sources=block_sources, reached_by=reached_by,
+        block_sources=block_sources, reached_by=reached_by, owners=owners,
         collectives=[[name, f"{facts['path']}:{line}"] for name, line in raw.get("collectives") or []],
     )
 

@@ -36,6 +36,8 @@ class KernelSite:
     fingerprint: str | None = None
     shingles: list[int] = field(default_factory=list, repr=False)  # normalized-line hashes (not in to_dict)
     reached_by: list[str] = field(default_factory=list, repr=False)  # what calls reach it (not in to_dict)
+    # classes whose methods reach it though neither making nor calling one does (a registry names them)
+    owners: list[str] = field(default_factory=list, repr=False)
     qualname: str | None = None  # module-qualified name of the kernel's public function or class
     backend_note: str | None = None  # why the launch itself fixes no backend (compiler_params set at run time)
 
@@ -43,4 +45,5 @@ class KernelSite:
         d = asdict(self)
         d.pop("shingles")
         d.pop("reached_by")
+        d.pop("owners")
         return d
