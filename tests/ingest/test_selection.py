@@ -252,3 +252,28 @@ def test_a_class_is_reached_through_what_making_or_calling_it_runs_and_a_kernel_
     assert reach.get("quantization") == ["gmm"], chosen
     assert reach.get("attention") == ["flash_attention"], chosen
     assert not reach.get("use_batch_split"), chosen
+
+
+def test_a_choice_tested_twice_in_a_file_points_at_the_test_that_reaches_the_kernel(tmp_path):
+    """MaxText's deepseek_batchsplit_fp8.py tests `config.quantization` for sharding axes first and for the kernel
+    later: the row linked the first test."""
+    kb = _kb(tmp_path)
+    code = kb / "raw" / "code" / "lib"
+    _write(code, "lib/kernels/flash.py", FLASH)
+    _write(code, "lib/model.py", """
+        from lib.kernels import flash
+
+        def axes(config):
+            if config.quantization:
+                return flash.init_kernel_axes("fsdp")
+            return None
+
+        def step(config, q):
+            if config.quantization:
+                return flash.flash_attention(q)
+            return q
+        """)
+    assert _tools(kb, "ingest", "--all", "-q").returncode == 0
+    chosen = json.loads((kb / "wiki/codebases/lib/selection.json").read_text())
+    (c,) = [c for c in chosen["choices"] if c["selector"] == "quantization"]
+    assert c["kernels"] and c["where"] == "lib/model.py:9", c

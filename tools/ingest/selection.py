@@ -66,6 +66,8 @@ def selection_map(model: RepoModel, index: KernelIndex) -> dict:
             key = (rel, selector, tuple(values))  # the same test in two files is two choices
             entry = choices.setdefault(key, {"selector": selector, "values": list(values),
                                              "where": f"{rel}:{line}", "calls": [], "kernels": []})
+            if kernels and not entry["kernels"]:  # the line shown is the first test whose calls reach a kernel
+                entry["where"] = f"{rel}:{line}"
             for c in calls:
                 if c not in entry["calls"]:
                     entry["calls"].append(c)
