@@ -183,6 +183,7 @@ def test_a_kept_environment_knob_is_a_setting_not_an_empty_branch(tmp_path):
     assert [b["knobs"] for b in out["branches"]] == [{"dtype": "bf16"}]  # only the flag knob is code
     fast = [s for s in out["settings"] if s["env"]]
     assert fast and fast[0]["env"] == {"FAKE_FAST": "1"} and fast[0]["knobs"] == {"fast": "1"}
+    assert fast[0]["why"] == "an environment"
     assert "FAKE_FAST=1" in (kb / "loops/fake-loop/PERF.md").read_text()
 
 
@@ -215,3 +216,16 @@ def test_two_kept_flags_on_one_line_of_the_launch_script_are_both_in_all(tmp_pat
     subprocess.run(["git", "-C", str(review), "-c", "user.name=r", "-c", "user.email=r@x", "am", "-q", *patches],
                    check=True)
     assert line in (review / "launch.sh").read_text()
+
+
+def test_a_kept_flag_the_config_file_does_not_hold_is_said_so_not_that_there_is_no_config_file(tmp_path):
+    """`--accum` kept where launch.sh has no such flag was listed as "(no config_file: see PERF.md)", with
+    `config_file: launch.sh` named in the loop file."""
+    kb = tmp_path / "kb"
+    make_kb(kb, knobs={"accum": KNOBS["accum"]}, budget={"runs": 1}, config_file="launch.sh")
+    (kb / "model" / "launch.sh").write_text("#!/bin/sh\nexec python fake_model.py --dtype f32 --steps 14\n")
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    state = json.loads((kb / "loops/fake-loop/state.json").read_text())
+    assert any(h["kept"] for h in state["history"]), state["history"]  # accum 2: 1.2x faster, by construction
+    said = tools(kb, "loop", "finalize", "fake-loop", "--no-verify")
+    assert "(not in launch.sh: see PERF.md)" in said and "no config_file" not in said, said

@@ -204,7 +204,7 @@ def finalize(project, name, patches_dir, pr, remote, base, verify, as_json) -> N
     for br in out.get("not_holding") or []:
         click.echo(f"  {br}: its gain does not hold alone (not offered as a pull request)")
     for s_ in out["settings"]:
-        click.echo(f"  setting #{s_['n']} {s_['exp_id']}: {s_['knobs'] or s_['env']} (no config_file: see PERF.md)")
+        click.echo(f"  setting #{s_['n']} {s_['exp_id']}: {s_['knobs'] or s_['env']} ({s_['why']}: see PERF.md)")
     if out.get("combined"):
         click.echo(f"  {out['combined']}  every change, with PERF.md")
     for p in out["prs"]:

@@ -145,7 +145,10 @@ def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Pa
                 written = {k: v for k, v in flags.items() if k not in missing}
             rest = {k: v for k, v in knobs.items() if k not in written}
             if rest or env or not written:
-                out["settings"].append({"n": c["n"], "exp_id": row["exp_id"], "knobs": rest, "env": env,
+                flags_left = [k for k in rest if k not in by_env]
+                why = (f"not in {config_file}" if flags_left and config_file else "no config_file" if flags_left
+                       else "an environment")
+                out["settings"].append({"n": c["n"], "exp_id": row["exp_id"], "knobs": rest, "env": env, "why": why,
                                         "command": spec.command_for({**(c["history"].get("config") or {})})})
             if not written:  # nothing of it is code: no branch (an empty one would be offered as a change)
                 continue
