@@ -179,3 +179,20 @@ def test_identifiers_that_start_like_a_key_are_kept_and_the_keys_are_not():
     token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
     assert redact(f"login {token} then") == "login [redacted] then"
     assert redact("HF_TOKEN=hf_abcdefgh123") == "HF_TOKEN=[redacted]"  # a short one named as a secret still goes
+
+
+def test_a_secret_variable_s_value_is_redacted_whatever_it_starts_with_and_a_path_that_is_there_is_not(tmp_path,
+                                                                                                   monkeypatch):
+    """A base64 `AWS_SECRET_ACCESS_KEY` starting with `/` and a numeric `DB_PASSWORD` passed unredacted when a crash
+    quoted them; a key file's path that exists, and `MAX_TOKENS=100000000`, stay as written."""
+    from tools.redact import hold, redact
+
+    aws, pin = "/K7MDENGbPxRfiCYEXAMPLEKEYwJalrXUtnFEMI", "31415926535"
+    key_file = tmp_path / "id_rsa"
+    key_file.write_text("x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", aws)
+    monkeypatch.setenv("SSH_KEY_PATH", str(key_file))
+    monkeypatch.setenv("MAX_TOKENS", "100000000")
+    hold({"DB_PASSWORD": pin})
+    text = f"denied: {aws} pin {pin} key {key_file} after 100000000 tokens"
+    assert redact(text) == f"denied: [redacted] pin [redacted] key {key_file} after 100000000 tokens"

@@ -30,16 +30,21 @@ _VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing, hf-tok
 _HELD: set[str] = set()  # secrets this process passed on to a run (``hold``): a crash it files may quote them
 
 
-def _looks_secret(value: str) -> bool:
-    """A value worth looking for in what is written: long enough not to be a word, not a path or a number
-    (``SSH_KEY_PATH=/home/me/.ssh/id`` names a file whose path pages may rightly show)."""
-    return (len(value) >= 8 and not value.isdigit() and not any(c.isspace() for c in value)
-            and value[:1] not in "/~." and value.lower() not in ("true", "false"))
+_NUMBER_SECRET = re.compile(r"PASSW|SECRET|PIN", re.I)  # a number is a secret there (not in MAX_TOKENS=100000000)
+
+
+def _looks_secret(name: str, value: str) -> bool:
+    """A value worth looking for in what is written: long enough not to be a word, not a path that is there
+    (``SSH_KEY_PATH=/home/me/.ssh/id``: pages may rightly show it; a base64 key may start with ``/`` too), a
+    number only where the name says password, secret or PIN."""
+    return (len(value) >= 8 and not any(c.isspace() for c in value) and value.lower() not in ("true", "false")
+            and (not value.isdigit() or bool(_NUMBER_SECRET.search(name)))
+            and not (value[:1] in "/~." and os.path.exists(os.path.expanduser(value))))
 
 
 def secret_values(env: Mapping[str, str]) -> set[str]:
     """The values of ``env``'s variables named as secrets (``WANDB_API_KEY``, ``MY_SERVICE_TOKEN``)."""
-    return {v for k, v in env.items() if SECRET_NAME.search(k) and isinstance(v, str) and _looks_secret(v)}
+    return {v for k, v in env.items() if SECRET_NAME.search(k) and isinstance(v, str) and _looks_secret(k, v)}
 
 
 def hold(env: Mapping[str, str]) -> None:

@@ -233,7 +233,8 @@ def test_hidden_files_are_not_read(kb):
     (repo / ".git" / "config").write_text(f"[remote]\n  url = https://oauth2:{SECRET}@gitlab.com/o/r.git\n")
     (repo / ".env").write_text(f"DB_PASSWORD={SECRET}\n")
     (repo / "model.py").write_text("x = 1\n")
-    for path in ("code/x/.git/config", "code/x/.env", "code/x/./.env"):
+    os.symlink(".git/config", repo / "notes.txt")  # a repository can ship such a link: git checks it out as one
+    for path in ("code/x/.git/config", "code/x/.env", "code/x/./.env", "code/x/notes.txt"):
         with pytest.raises(AgentError, match="is hidden") as e:
             call(kb, "raw.read", {"path": path})
         assert SECRET not in str(e.value)

@@ -91,3 +91,19 @@ def test_a_stopped_run_is_kind_stopped_not_a_failure():
     facts = crash_facts.analyze("step 1\n", "stopped by SIGTERM: the command's process group was killed", -15)
     assert facts.kind == "stopped" and facts.signature.startswith("stopped-")
     assert crash_facts.analyze("", "killed by signal SIGTERM, no JSON result line", -15).kind == "killed"
+
+
+def test_a_run_printing_until_its_timeout_or_a_remote_one_is_not_called_silent(project, tmp_path):
+    """The silence was read off the runner's clock, which keeps its first 100,000 chunks only and which a remote
+    runner does not keep: every remote timeout, and a chatty local one past the cap, was "printed nothing"."""
+    from pathlib import Path
+
+    from tools.experiments.arms import crash_reason
+    from tools.runners.process import Proc
+
+    (tmp_path / "chatty.py").write_text("import time\nwhile True:\n    print('.', flush=True)\n    time.sleep(0.02)\n")
+    exp_run(project, "--timeout", "3", "-m", "chatty", command=[PY, str(tmp_path / "chatty.py")], code=1)
+    (rec,) = _crashes(project)
+    assert rec["reasons"][0] == "timed out after 3 s" and "still printing" in _tips(project, rec), rec["reasons"]
+    remote = Proc(None, True, 600.0, Path("x.log"), "step 599\n")  # as tools/runners/remote.py builds it
+    assert crash_reason(remote, 600) == "timed out after 600 s"

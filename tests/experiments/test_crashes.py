@@ -283,6 +283,9 @@ def test_an_allocator_warning_or_a_banner_naming_oom_does_not_make_another_error
                 f"{tb}RuntimeError: step failed\nE1207 12:00:00.1 123 pjrt.cc:1] RESOURCE_EXHAUSTED: Out of memory\n",
                 f"{tb}jaxlib.XlaRuntimeError: RESOURCE_EXHAUSTED: allocating 12G\n\nThe above exception was the "
                 f"direct cause of the following exception:\n\n{tb}RuntimeError: the step failed\n",
-                "F1207 12:00:00 1 tpu.cc:9] Check failed: Ran out of memory in memory space hbm\n"):
+                "F1207 12:00:00 1 tpu.cc:9] Check failed: Ran out of memory in memory space hbm\n",
+                # a launcher's prefix on every line (torchrun's `[rank0]: `, Ray's `(pid=12) `)
+                "".join(f"[rank0]: {ln}\n" for ln in (*tb.splitlines(), "torch.OutOfMemoryError: CUDA out of memory")),
+                "".join(f"(RayTrainWorker pid=12) {ln}\n" for ln in (*tb.splitlines(), "MemoryError"))):
         facts = crash_facts.analyze(log, "exit code 1, no JSON result line", 1)
         assert facts.kind == "oom", (log, facts.kind)

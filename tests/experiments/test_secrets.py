@@ -38,7 +38,9 @@ def test_a_crash_that_quotes_a_secret_variable_s_value_files_it_redacted(project
     page and the index, and `exp crashes` answered it to an agent."""
     wandb, own = "0123456789abcdef0123456789abcdef01234567", "zz_mytokensecret_9876"
     monkeypatch.setenv("WANDB_API_KEY", wandb)
-    monkeypatch.setenv("SSH_KEY_PATH", "/home/me/.ssh/id_rsa")  # a path is no secret: pages may show it
+    key_file = tmp_path / "id_rsa"
+    key_file.write_text("x")
+    monkeypatch.setenv("SSH_KEY_PATH", str(key_file))  # a path that is there is no secret: pages may show it
     crash = tmp_path / "crash.py"
     crash.write_text("import os\nraise RuntimeError('auth rejected: ' + os.environ['WANDB_API_KEY'] + ' / '\n"
                      "                   + os.environ['MY_AUTH'] + ' key file ' + os.environ['SSH_KEY_PATH'])\n")
@@ -47,7 +49,7 @@ def test_a_crash_that_quotes_a_secret_variable_s_value_files_it_redacted(project
                                  sys.executable, str(crash)])
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     written = {p: p.read_text(errors="replace") for p in project.wiki.rglob("*") if p.is_file()}
-    assert any("auth rejected: [redacted] / [redacted] key file /home/me/.ssh/id_rsa" in t for t in written.values())
+    assert any(f"auth rejected: [redacted] / [redacted] key file {key_file}" in t for t in written.values())
     assert [p for p, t in written.items() if wandb in t or own in t] == []
     answer = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "crashes", "--json"]).output
     assert wandb not in answer and own not in answer and "[redacted]" in answer

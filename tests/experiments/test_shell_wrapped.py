@@ -4,6 +4,7 @@ baseline after an edit in place, its crash frames linked to that copy."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 
 import yaml
@@ -47,3 +48,28 @@ def test_a_shell_wrapped_crash_links_its_frames_to_the_run_s_copy(project, tmp_p
     body = (project.wiki / crashed["page"]).read_text()
     row = next(ln for ln in body.splitlines() if ln.startswith("| 2 | `boom.py:2` | `deep`"))
     assert f"`{crashed['script_copy']}` (the run's copy of boom.py)" in row, row
+
+
+def test_the_saved_copy_replaces_the_script_python_runs_in_any_shell_quoting(tmp_path):
+    """`cp train.py bak.py && python3 train.py` had its `cp` argument swapped (the edited script ran, the page said
+    the copy did); `bash -c "bash -c 'python3 train.py'"` lost its closing quote. Each command is run for real."""
+    import subprocess
+
+    from tools.experiments.sides import record_side
+    from tools.project import Project
+
+    project = Project(tmp_path / "kb")
+    copy = project.root / "raw/profiles/x y/code/train.py"  # a path that needs quoting in a shell
+    copy.parent.mkdir(parents=True)
+    copy.write_text("print('COPY')\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text("print('EDITED')\n")
+    for script in ("cp train.py bak.py && python3 train.py", "bash -c 'python3 train.py'",
+                   'bash -c "exec python3 -u train.py"', 'python3 "train.py"'):
+        rec = {"exp_id": "e1", "command": shlex.join(["bash", "-c", script]), "cwd": str(work),
+               "script_copy": str(copy.relative_to(project.root)), "script_sha256": "0" * 64}
+        side, notes = record_side(project, rec, None, None)
+        ran = subprocess.run(side.command, cwd=work, capture_output=True, text=True, timeout=60)
+        assert ran.stdout.strip() == "COPY", (script, side.command, ran.stderr)
+        assert "its saved copy" in notes[0] and "was rerun" in notes[0], notes

@@ -234,3 +234,18 @@ def test_a_setting_written_empty_is_its_default(tmp_path):
     row = next(ln for ln in (kb / "wiki/codebases/cfg/overview.md").read_text().splitlines()
                if ln.startswith("| `quantization`"))
     assert '| [`""`](' in row and "configs/base.yml#L2" in row, row
+
+
+def test_a_key_with_a_block_below_in_a_file_yaml_cannot_read_whole_has_no_empty_default(tmp_path):
+    """A base.yml of two documents (`---`) is read line by line: `quantization:` with `mode: int8` below it was taken
+    for `quantization: ""` and shown as its default (off)."""
+    import json
+
+    kb = new_kb(tmp_path)
+    repo = kb / "raw/code/cfg"
+    (repo / "configs").mkdir(parents=True)
+    (repo / "configs/base.yml").write_text("quantization:\n  mode: int8\nremat_policy: full\n---\nextra: 1\n")
+    (repo / "configs/fp8.yml").write_text("quantization: 'fp8'\n")
+    assert run(kb, "ingest", "raw/code/cfg", "-q").exit_code in (0, 3)
+    knobs = {k["key"]: k for k in json.loads((kb / "wiki/codebases/cfg/knobs.json").read_text())}
+    assert knobs["quantization"]["default"] is None and "" not in knobs["quantization"]["values"], knobs

@@ -178,11 +178,13 @@ def confined(root: Path, rel: str, name: str) -> str:
     if hidden:  # .git/config holds a clone's credentials, .env a service's: ingest and the wiki's scan skip them
         raise AgentError(f"{rel[:80]!r}: {hidden[:40]!r} is hidden (as .git and .env are); not read")
     try:
-        inside = (root / norm).resolve().is_relative_to(root.resolve())
+        real, top = (root / norm).resolve(), root.resolve()
     except (OSError, RuntimeError):  # a symlink loop: said as one, not as a way out
         raise AgentError(f"{rel!r}: a symlink loop under {name}/ (not followed)") from None
-    if not inside:
+    if not real.is_relative_to(top):
         raise AgentError(f"{rel!r}: leaves {name}/ (a symlink out is not followed)")
+    if hidden := next((p for p in real.relative_to(top).parts if p.startswith(".")), None):  # notes.txt -> .git/config
+        raise AgentError(f"{rel[:80]!r}: a link to {hidden[:40]!r}, which is hidden (as .git and .env are); not read")
     return norm
 
 

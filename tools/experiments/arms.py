@@ -72,7 +72,8 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
                 if p.rc is not None else  # a local process, killed; a remote job has no exit code to give
                 f"hung: no output for {p.hung_s:g} s; the job was cancelled")
     if p.timed_out:
-        quiet = p.wall_s - (p.clock[-1][0] if p.clock else 0.0)  # the runner's clock of its last output
+        # the runner's own clock of its last output (a remote job's is not watched so: never called silent)
+        quiet = p.wall_s - p.last_output_s if p.last_output_s is not None else 0.0
         if quiet >= max(2.0, 0.5 * p.wall_s):
             return f"timed out after {timeout:g} s (it printed nothing for its last {quiet:.0f} s)"
         return f"timed out after {timeout:g} s"

@@ -159,6 +159,7 @@ def classify(frames: list[Frame], run_dirs: tuple[str, ...] = ()) -> None:
 
 _WARNING = re.compile(r"^\s*(?:W\d{4} |WARNING\b)|not a failure", re.I)
 _GLOG_ERROR = re.compile(r"^\s*[EF]\d{4} ")
+_LAUNCHER = re.compile(r"^(?:\[[^\]\n]{1,40}\]:?|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)) ?")
 
 
 def oom_in(text: str) -> str | None:
@@ -167,7 +168,7 @@ def oom_in(text: str) -> str | None:
     allocator's warning ("ran out of memory trying to allocate 2.10GiB ... not a failure") or a banner naming OOM
     before an unrelated ``KeyError`` is no out-of-memory (filed ``oom``, it steered the loop off larger batches)."""
     tail = text[-20000:]
-    lines = tail.splitlines()
+    lines = [_LAUNCHER.sub("", ln) for ln in tail.splitlines()]  # torchrun's `[rank0]: `, Ray's `(pid=12) `
     if TRACEBACK in tail:
         lines = [ln for ln in lines if EXCEPTION.match(ln) or _GLOG_ERROR.match(ln)]
     for ln in lines:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from ..redact import SECRET_NAME
 from ..runners import Arm
+from .shellwords import script_words, with_script
 
 ENV_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
 FLAG_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS")   # a run's own flags are appended to these, never replace them
@@ -107,21 +107,24 @@ def record_side(project, rec: dict, cwd: Path | None, fallback_cwd: Path | None,
     notes = []
     copy, script = rec.get("script_copy"), script_of(cmd, cwd)
     env, unset, note = restored_env(rec)
-    word = next((a for a in _words_run(cmd) if a.endswith(".py")), None)
+    word = next(iter(script_words(cmd)), None)
     gone = script is None and word is not None  # moved or deleted since it ran
     if not checkout and copy and rec.get("script_sha256") and (gone or script and script_changed(script, rec)):
         saved = project.root / copy
         what = "is gone from where it ran" if gone else "changed since"
-        if saved.is_file():
+        swapped = with_script(cmd, word, str(saved)) if saved.is_file() else None
+        if swapped is not None:
             home = (script.parent if script else (cwd or Path.cwd()) / Path(word).parent).resolve()
-            cmd = with_script(cmd, word, str(saved))
+            cmd = swapped
             # the copy runs from its own folder: the script's sibling modules are found where the script was
             paths = [str(home), *filter(None, [env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))])]
             env = {**env, "PYTHONPATH": os.pathsep.join(paths)}
             notes.append(f"the script of `{rec['exp_id']}` {what}: its saved copy `{copy}` was rerun (the modules "
                          f"it imports from its own folder as they are now)")
         else:
-            notes.append(f"the script of `{rec['exp_id']}` {what} and its saved copy is missing: "
+            why = "its saved copy is missing" if not saved.is_file() else (
+                "its saved copy's path cannot be written into the command's shell script")
+            notes.append(f"the script of `{rec['exp_id']}` {what} and {why}: "
                          + ("the command was rerun as filed" if gone else "the current script was rerun"))
     if note:
         notes.append(note)
@@ -135,63 +138,14 @@ def script_changed(script: Path, rec: dict) -> bool:
     return bool(rec.get("script_sha256")) and code_commit(script)[1] != rec["script_sha256"]
 
 
-_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
-
-
 def script_of(cmd: list[str], cwd: Path | None) -> Path | None:
-    """The Python script ``cmd`` runs: its first ``.py`` argument that is a file, looked for inside a shell's
-    ``-c`` script too (`bash -c "ulimit -v ...; exec python train.py"`, as docs/crashes.md suggests), or None."""
-    for a in _words_run(cmd):
-        if a.endswith(".py"):
-            p = Path(a) if Path(a).is_absolute() else (cwd or Path.cwd()) / a
-            if p.is_file():
-                return p
+    """The Python script ``cmd`` runs (``shellwords.script_words``, a shell's ``-c`` script read too) that is a
+    file, or None."""
+    for a in script_words(cmd):
+        p = Path(a) if Path(a).is_absolute() else (cwd or Path.cwd()) / a
+        if p.is_file():
+            return p
     return None
-
-
-def with_script(cmd: list[str], word: str, new: str) -> list[str]:
-    """``cmd`` running ``new`` where it ran the script ``word`` (an argument, or a word of a shell's ``-c``)."""
-    if word in cmd:
-        i = cmd.index(word)
-        return [*cmd[:i], new, *cmd[i + 1:]]
-    at = re.compile(r"(?<![\w./-])['\"]?" + re.escape(word) + r"['\"]?(?![\w./-])")
-    return [at.sub(lambda _: shlex.quote(new), a, count=1) if i and _is_c(cmd[i - 1]) else a
-            for i, a in enumerate(cmd)]
-
-
-def _is_c(flag: str) -> bool:
-    return flag.startswith("-") and not flag.startswith("--") and flag.endswith("c")
-
-
-def _words_run(cmd: list[str], depth: int = 0) -> list[str]:
-    """``cmd``'s words, a shell's ``-c`` script split into its own words in its place (a shell in it too)."""
-    if not cmd or depth > 3 or Path(cmd[0]).name not in _SHELLS:
-        return list(cmd)
-    for i, a in enumerate(cmd[1:-1], 1):
-        if _is_c(a):  # -c, -ec, -lc
-            try:
-                words = shlex.split(cmd[i + 1], comments=True)
-            except ValueError:  # an unbalanced quote: the shell would refuse it too
-                return list(cmd)
-            inner = []
-            for part in _statements(words):
-                inner += _words_run(part, depth + 1)
-            return cmd[:i + 1] + inner + cmd[i + 2:]
-    return list(cmd)
-
-
-def _statements(words: list[str]) -> list[list[str]]:
-    """A shell script's words as its simple commands (split at ``;``, ``&&``, ``||``, ``|``), ``exec`` dropped."""
-    out, cur = [], []
-    for w in words:
-        for piece in re.split(r"(;|&&|\|\||\|)", w):
-            if piece in (";", "&&", "||", "|"):
-                out.append(cur)
-                cur = []
-            elif piece:
-                cur.append(piece)
-    out.append(cur)
-    return [c[1:] if c[:1] == ["exec"] else c for c in out if c]
 
 
 UNCOMMITTED_MAX = 50  # files named in a record; more are counted

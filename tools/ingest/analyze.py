@@ -19,7 +19,7 @@ from ..kernels import launch, light, names, rules
 from ..kernels.scan import root_package
 from ..treewalk import Entry, Skip, language_of, walk
 from ..writer import atomic_write, sweep_temps
-from . import dispatch, pyfacts
+from . import dispatch, pyfacts, yaml_settings
 
 CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 
@@ -36,7 +36,8 @@ def _worker_start() -> None:
 @functools.lru_cache(maxsize=1)
 def _cache_version() -> str:
     """Changes whenever the code that produces per-file facts changes, so stale facts are never reused."""
-    modules = [concepts, pysource, pyfacts, dispatch, treewalk, kernel_facts, launch, light, names, rules]
+    modules = [concepts, pysource, pyfacts, dispatch, yaml_settings, treewalk, kernel_facts, launch, light, names,
+               rules]
     h = hashlib.sha1(str(CACHE_VERSION).encode())
     for m in modules:
         h.update(Path(m.__file__).read_bytes())

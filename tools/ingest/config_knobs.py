@@ -39,7 +39,7 @@ def config_knobs(model: RepoModel) -> list[dict]:
         for st in rec.facts.get("settings") or ():
             k = knobs.get(st["key"])
             if k is not None:
-                _count(k, rel, st["line"], st["value"], empty_is_a_value=True)  # `quantization: ""`: off
+                _count(k, rel, st["line"], st["value"], empty_is_a_value=bool(st.get("empty")))  # `quantization: ""`
                 k["offered"].update(dict.fromkeys(st.get("offered") or ()))
     for k in knobs.values():
         for rel, line, value in k.pop("labels", []):  # lines no YAML reading gave (shell, TOML, a bad YAML file)
@@ -62,8 +62,8 @@ def config_knobs(model: RepoModel) -> list[dict]:
 
 
 def _count(k: dict, rel: str, line: int, value: str, empty_is_a_value: bool = False) -> None:
-    """``empty_is_a_value``: YAML's reading, where ``""`` is a string written as one (a line no YAML reading gave
-    with nothing after its key holds no value)."""
+    """``empty_is_a_value``: ``""`` written as one (``quantization: ""``, off); a key with nothing after it holds
+    no value (a block below it, or a line no YAML reading gave)."""
     if (rel, line) in k["seen"]:
         return
     k["seen"].add((rel, line))

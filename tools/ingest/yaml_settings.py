@@ -115,5 +115,8 @@ def settings(text: str) -> list[dict]:
             k -= 1
         trailing = rest.split("#", 1)[1] if "#" in rest and not inline.endswith("#") else ""
         offered = _offered(trailing, key) or _offered(" ".join(above), key)
-        out.append({"key": key, "line": n + 1, "value": value, "offered": offered})
+        # `key: ""` written so, or read so by the parser: a value (off), where `key:` with a block below is none
+        empty = value == "" and (rest.split("#", 1)[0].strip() in ('""', "''")
+                                 or isinstance(data, dict) and data.get(key) == "")
+        out.append({"key": key, "line": n + 1, "value": value, "offered": offered, **({"empty": True} if empty else {})})
     return out

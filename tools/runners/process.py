@@ -48,6 +48,7 @@ class Proc:
     # the next chunk holds was printed after it); ``experiments.clocks`` times step lines by it
     not_run: str | None = None     # a remote job that never ran the command (not started, not submitted): why
     stack: str = ""                # how a hung command's Python stack was taken (py-spy, faulthandler); "" none
+    last_output_s: float | None = None  # seconds from the start to its last output (0: none); None: not watched
 
 
 def _in_main_thread() -> bool:
@@ -183,7 +184,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
     env = dict(env, **{RUN_TOKEN: token})  # inherited by every process the command starts, whatever its session
     # a SIGABRT then prints every thread's stack (take_stack), and a segmentation fault where Python stood
     env.setdefault("PYTHONFAULTHANDLER", "1")
-    hung, stack = None, ""
+    hung, stack, last = None, "", [0.0]
     clock: list[tuple[float, int]] = []
     with open(log, "wb") as f:
         try:
@@ -195,7 +196,7 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             return Proc(127, False, 0.0, log, f"could not start {cmd[0]!r}: {why}")
         tree = leftovers.Tree(p.pid)
         try:
-            state = _pump(p, f, t0 + timeout, echo, hang_s, clock, t0, tree)
+            state = _pump(p, f, t0 + timeout, echo, hang_s, clock, t0, tree, last)
             timed_out = state == "timeout"
             if state == "hang":
                 hung = hang_s
@@ -223,7 +224,8 @@ def run_command(cmd: list[str], log: Path, env: dict, timeout: float, cwd: Path 
             f.write(f"\n[tools exp run] killed {left} process(es) the command left running in other sessions\n"
                     .encode())
     wall = time.perf_counter() - t0
-    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by, hung, clock=clock, stack=stack)
+    return Proc(rc, timed_out, wall, log, cap_tail(log_end(log)), stopped_by, hung, clock=clock, stack=stack,
+                last_output_s=last[0])
 
 
 def log_end(log: Path, size: int = TAIL_SCAN_BYTES) -> str:
@@ -264,10 +266,12 @@ def stop_all_runs(how: str) -> None:
 
 
 def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | None = None,
-          clock: list | None = None, t0: float = 0.0, tree: leftovers.Tree | None = None) -> str | None:
+          clock: list | None = None, t0: float = 0.0, tree: leftovers.Tree | None = None,
+          last: list | None = None) -> str | None:
     """Copy the child's output until it exits (None), the deadline passes ("timeout") or, with ``hang_s``, it has
-    printed nothing for that long ("hang"). ``clock`` gets (seconds since ``t0``, log bytes) as each chunk arrives;
-    ``tree`` notes the child's processes as it goes."""
+    printed nothing for that long ("hang"). ``clock`` gets (seconds since ``t0``, log bytes) as each chunk arrives
+    (its first ``CLOCK_ENTRIES``); ``last[0]``, the seconds since ``t0`` of the latest one; ``tree`` notes the
+    child's processes as it goes."""
     os.set_blocking(p.stdout.fileno(), False)
     heard = time.perf_counter()
     with selectors.DefaultSelector() as sel:
@@ -284,6 +288,8 @@ def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | N
                 chunk = p.stdout.read()
                 if chunk:
                     heard = time.perf_counter()
+                    if last is not None:
+                        last[0] = heard - t0
                 _copy(chunk, f, echo)
                 if chunk and clock is not None and len(clock) < CLOCK_ENTRIES:
                     clock.append((round(heard - t0, 6), f.tell(), round(asked - t0, 6)))
