@@ -118,5 +118,6 @@ def settings(text: str) -> list[dict]:
         # `key: ""` written so, or read so by the parser: a value (off), where `key:` with a block below is none
         empty = value == "" and (rest.split("#", 1)[0].strip() in ('""', "''")
                                  or isinstance(data, dict) and data.get(key) == "")
-        out.append({"key": key, "line": n + 1, "value": value, "offered": offered, **({"empty": True} if empty else {})})
+        out.append({"key": key, "line": n + 1, "value": value, "offered": offered,
+                    **({"empty": True} if empty else {})})
     return out
