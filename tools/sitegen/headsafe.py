@@ -14,7 +14,7 @@ import html
 from typing import Any
 
 CONTROL_KEYS = ("template", "location", "redirect", "redirect_url")
-KEEP_RAW = ("hide", "search", "tags")  # read by the theme as switches or lists it escapes itself
+KEEP_RAW = ("hide", "search")  # read by the theme as switches (tags are escaped: its search results print them raw)
 
 
 def _escape(value: Any) -> Any:
