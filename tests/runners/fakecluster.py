@@ -4,7 +4,9 @@ Installed on PATH by ``conftest.stub_bin`` as ``<name>`` wrappers that run ``fak
 A submitted job really runs, here, as a background process (its own session) writing its log under
 ``$FAKE_STATE``; every call is appended to ``$FAKE_STATE/calls.txt``. Knobs (environment variables):
 FAKE_SUBMIT_FAIL (the submit command fails), FAKE_PENDING (jobs never start), FAKE_CRASH_ON (a regex: when the
-job log matches it the job is killed as if its node died; kubectl then shows the pod OOMKilled).
+job log matches it the job is killed as if its node died; kubectl then shows the pod OOMKilled), FAKE_SUSPEND_ON (a
+regex: the job is stopped and squeue says SUSPENDED for FAKE_SUSPEND_S seconds, then it runs on: preempted and
+requeued), FAKE_SUBMIT_SLOW (seconds sbatch takes to answer after queueing the job).
 ``gs://bucket/path`` is the folder ``$FAKE_STATE/gcs/bucket/path``.
 """
 
@@ -16,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 STATE = Path(os.environ["FAKE_STATE"])
@@ -44,6 +47,15 @@ def state(job: str) -> str:
     pid = int(pid_file.read_text())
     crash = os.environ.get("FAKE_CRASH_ON")
     log = STATE / f"{job}.log"
+    suspend, suspended = os.environ.get("FAKE_SUSPEND_ON"), STATE / f"{job}.suspended"
+    if suspend and not suspended.exists() and log.exists() and re.search(suspend, log.read_text(errors="replace")):
+        kill(job, signal.SIGSTOP)  # preempted: back in the queue for FAKE_SUSPEND_S, then it runs on
+        suspended.write_text(str(time.time()))
+    if suspended.exists() and not (STATE / f"{job}.resumed").exists():
+        if time.time() - float(suspended.read_text()) < float(os.environ.get("FAKE_SUSPEND_S", "2")):
+            return "suspended"
+        kill(job, signal.SIGCONT)
+        (STATE / f"{job}.resumed").write_text("")
     if crash and log.exists() and re.search(crash, log.read_text(errors="replace")) and alive(pid):
         kill(job, signal.SIGKILL)
         (STATE / f"{job}.crashed").write_text("")
@@ -88,14 +100,19 @@ def sbatch(args: list[str]) -> int:
     script = Path(args[-1])
     text = script.read_text()
     out = re.search(r"^#SBATCH --output=(\S+)", text, re.M)
+    name = re.search(r"^#SBATCH --job-name=(\S+)", text, re.M)
     n = len(list(STATE.glob("*.pid"))) + len(list(STATE.glob("*.pending"))) + 1000
     job = str(n)
+    if name:
+        (STATE / f"{job}.name").write_text(name.group(1))
     launch(job, ["sh", str(script)])
     if out:  # Slurm writes the job's output to --output; here it is linked to the job log
-        Path(out.group(1)).parent.mkdir(parents=True, exist_ok=True)
-        Path(out.group(1)).unlink(missing_ok=True)
+        path = out.group(1).strip("\"'")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).unlink(missing_ok=True)
         (STATE / f"{job}.log").touch()
-        os.symlink(STATE / f"{job}.log", out.group(1))
+        os.symlink(STATE / f"{job}.log", path)
+    time.sleep(float(os.environ.get("FAKE_SUBMIT_SLOW", "0")))  # queued, and the answer is late
     print(f"{job};fake" if "--parsable" in args else f"Submitted batch job {job}")
     return 0
 
@@ -103,11 +120,19 @@ def sbatch(args: list[str]) -> int:
 def squeue(args: list[str]) -> int:
     job = args[args.index("-j") + 1]
     s = state(job)
-    print({"pending": "PENDING", "running": "RUNNING"}.get(s, ""), end="\n" if s in ("pending", "running") else "")
+    words = {"pending": "PENDING", "running": "RUNNING", "suspended": "SUSPENDED"}
+    print(words.get(s, ""), end="\n" if s in words else "")
     return 0
 
 
 def scancel(args: list[str]) -> int:
+    if args[0] == "--name":
+        for f in STATE.glob("*.name"):
+            if f.read_text() == args[1]:
+                kill(f.stem, signal.SIGCONT)
+                kill(f.stem, signal.SIGTERM)
+        return 0
+    kill(args[0], signal.SIGCONT)  # a suspended job is stopped: it must run to take the signal
     kill(args[0], signal.SIGTERM)
     return 0
 

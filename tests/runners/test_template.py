@@ -241,3 +241,27 @@ def test_a_remote_run_against_a_local_baseline_is_judged_not_invalid(fake_state,
     assert rec["verdict"] != "invalid", rec.get("reasons")
     assert "keeps no clock" in rec["integrity"]["checks"]["clock"] and not rec["integrity"].get("findings")
     assert rec["gain_pct"] > 50
+
+
+def test_a_job_preempted_back_into_the_queue_is_waited_for_not_called_hung(fake_state, tmp_path, monkeypatch):
+    """A job suspended or requeued mid-round (squeue: SUSPENDED, PENDING) was filed `hung: no output for 1 s`, kind
+    `hang`, its configuration blamed for the cluster's preemption."""
+    monkeypatch.setenv("FAKE_SUSPEND_ON", r"@@AR begin")
+    monkeypatch.setenv("FAKE_SUSPEND_S", "3")
+    raw = tmp_path / "raw"
+    (p,) = TemplateRunner(hang_s=600, **FAST).run_round([fake_arm(raw, "run-1", hang_s=1)])
+    assert p.rc == 0 and p.hung_s is None and result_of(p) is not None, p.tail
+    assert [json.loads(n.read_text())["state"] for n in (raw / "remote").glob("*.json")] == ["completed"]
+
+
+def test_a_submit_that_times_out_after_queueing_the_job_cancels_it_by_name(fake_state, tmp_path, monkeypatch):
+    """sbatch queued the job and answered after `call_timeout_s`: filed "not submitted", the job ran on, unseen,
+    on the node the next rounds measure on."""
+    monkeypatch.setenv("FAKE_SUBMIT_SLOW", "3")
+    raw = tmp_path / "raw"
+    (p,) = TemplateRunner(call_timeout_s=1, **FAST).run_round([fake_arm(raw, "run-1", "--steps", "400")])
+    assert p.rc is None and "not submitted" in p.tail and "cancelled by name" in p.tail, p.tail
+    name = next(c for c in calls(fake_state) if c.startswith("scancel --name ar-"))
+    job = next(f.stem for f in Path(fake_state).glob("*.name") if f.read_text() == name.split()[-1])
+    time.sleep(0.5)
+    _assert_gone([int((Path(fake_state) / f"{job}.pid").read_text())])

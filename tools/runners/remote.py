@@ -51,7 +51,15 @@ class Outcome:
 
 
 class SubmitError(ToolsError):
-    """The job could not be submitted; the message says why (the submit command's own error)."""
+    """The job could not be submitted; the message says why (the submit command's own error). ``maybe_queued``:
+    the submit command did not answer in time, so it may have queued the job all the same."""
+
+    def __init__(self, message: str, maybe_queued: bool = False):
+        super().__init__(message)
+        self.maybe_queued = maybe_queued
+
+
+TIMED_OUT = 124  # what ``call`` gives for a command that did not answer in time
 
 
 def call(cmd: list[str], timeout: float = 120.0, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -63,7 +71,7 @@ def call(cmd: list[str], timeout: float = 120.0, stdin: str | None = None) -> su
     except FileNotFoundError:
         raise ToolsError(f"{cmd[0]!r} not found: install it or give its path in the runner options") from None
     except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(cmd, 124, "", f"{cmd[0]} did not answer within {timeout:g} s")
+        return subprocess.CompletedProcess(cmd, TIMED_OUT, "", f"{cmd[0]} did not answer within {timeout:g} s")
 
 
 def strings(runner: str, key: str, value) -> list[str]:
@@ -193,7 +201,10 @@ class RemoteRunner:
                 try:
                     job = self.submit(script, name, arms, folder)
                 except ToolsError as e:  # SubmitError, or the submit command is missing
-                    outcome = Outcome("submit_failed", f"the {self.name} job was not submitted: {e}")
+                    # a submit that timed out may have queued the job all the same: cancelled by its unique name
+                    said = self._cancel_quietly(name) if getattr(e, "maybe_queued", False) else ""
+                    outcome = Outcome("submit_failed", f"the {self.name} job was not submitted: {e}"
+                                      + (f"; cancelled by name in case it was queued ({said})" if said else ""))
                 else:
                     self._note(folder, name, job, "submitted")
                     outcome = self._watch(job, arms, token, echo, w, folder)
@@ -207,12 +218,24 @@ class RemoteRunner:
     def _watch(self, job: str, arms: list[Arm], token: str, echo: bool, w: _Watch, folder: Path) -> Outcome:
         deadline_s = sum(a.timeout for a in arms) + self.grace_s
         hang_s = min([self.hang_s] + [float(a.hang_s) for a in arms if a.hang_s])  # a loop file's hang_s counts
-        started = None
+        started = requeued = None
         errors = 0
         while True:
             st = self._poll_quietly(job)
             self._read(job, w, echo, arms, token, folder)
             now = time.monotonic()
+            if started is not None and st.phase == "pending":  # preempted, requeued, suspended: no hang, no deadline
+                if requeued is None:
+                    requeued = now
+                    self._note(folder, w.name, job, f"back in the queue ({st.detail or st.phase})")
+                w.changed = started = now
+                if now - requeued > self.pending_s:
+                    return self._hang(job, w, "not_started", f"{self.name} job {job} went back to the queue "
+                                      f"({st.detail or st.phase}) and did not run again within {self.pending_s:g} s")
+                time.sleep(self.poll_s)
+                continue
+            if requeued is not None and st.phase == "running":
+                requeued, started, w.changed = None, now, now  # running again: its clocks start over
             errors = errors + 1 if st.phase == "unknown" else 0
             if errors >= self.max_poll_errors:
                 self._cancel_quietly(job)

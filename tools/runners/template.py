@@ -1,7 +1,7 @@
 """A runner made of command templates: submit the round script, poll the job's state, read its log, cancel it.
 
 The defaults drive Slurm on a shared filesystem (``sbatch --parsable``, ``squeue``, the ``--output`` file,
-``scancel``). Placeholders: ``{script}`` the script's path (leave it out of ``submit`` to pass the script on
+``scancel``, ``scancel --name`` for a job whose id never came back). Placeholders: ``{script}`` the script's path (leave it out of ``submit`` to pass the script on
 stdin, e.g. ``ssh login sbatch --parsable``), ``{log}`` the job's log path, ``{name}`` the job name, ``{dir}``
 the round's folder, ``{job}`` the id ``submit`` printed, ``{minutes}`` the round's time limit in minutes.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import ToolsError
 from . import Arm
-from .remote import JobState, RemoteRunner, SubmitError, call, mapping, strings
+from .remote import TIMED_OUT, JobState, RemoteRunner, SubmitError, call, mapping, strings
 
 SLURM_STATES = {
     **dict.fromkeys(("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
@@ -32,13 +32,13 @@ GONE_HINTS = ("invalid job id", "unknown job")
 class TemplateRunner(RemoteRunner):
     name = "template"
 
-    def __init__(self, submit: str = "sbatch --parsable {script}", poll: str = "squeue -h -j {job} -o %T",
-                 logs: str = "cat {log}", cancel: str = "scancel {job}",
-                 header: list | tuple = ("#SBATCH --job-name={name}", "#SBATCH --output={log}"),
+    def __init__(self, submit: str = "sbatch --parsable {script}", poll: str = "squeue -h -t all -j {job} -o %T",
+                 logs: str = "cat {log}", cancel: str = "scancel {job}", cancel_name: str = "scancel --name {name}",
+                 header: list | tuple = ("#SBATCH --job-name={name}", '#SBATCH --output="{log}"'),
                  states: dict | None = None, job_id: str = r"^\s*([^;\s]+)", prefix: str = "ar",
                  poll_s: float = 5.0, call_timeout_s: float = 60.0, **common):
         super().__init__(poll_s=poll_s, **common)
-        self.templates = {"submit": submit, "poll": poll, "logs": logs, "cancel": cancel}
+        self.templates = {"submit": submit, "poll": poll, "logs": logs, "cancel": cancel, "cancel_name": cancel_name}
         self.header_lines = strings(self.name, "header", header)
         given = mapping(self.name, "states", states)
         self.states = {**SLURM_STATES, **{str(k).upper(): str(v) for k, v in given.items()}}
@@ -87,7 +87,8 @@ class TemplateRunner(RemoteRunner):
         on_stdin = "{script}" not in self.templates["submit"]
         r = call(cmd, self.call_timeout_s, stdin=script if on_stdin else None)
         if r.returncode != 0:
-            raise SubmitError(f"`{shlex.join(cmd)}` exited {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}")
+            raise SubmitError(f"`{shlex.join(cmd)}` exited {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}",
+                              maybe_queued=r.returncode == TIMED_OUT)
         lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
         m = self.job_re.search(lines[-1]) if lines else None
         if not m:
@@ -118,8 +119,12 @@ class TemplateRunner(RemoteRunner):
         return r.stdout if r.returncode == 0 else None
 
     def cancel(self, job: str) -> str:
+        """Cancel by id; by the round's unique name where no id is known (stopped while submitting, a submit that
+        timed out after queueing it)."""
         if job not in self._jobs:
-            return f"no job id known for {job} (stopped while submitting): check the queue"
+            cmd = self._command("cancel_name", {**self._values_of(job), "name": job})
+            r = call(cmd, self.call_timeout_s)
+            return f"`{shlex.join(cmd)}` exited {r.returncode} {(r.stdout + r.stderr).strip()[-200:]}".strip()
         cmd = self._command("cancel", self._values_of(job))
         r = call(cmd, self.call_timeout_s)
         return f"`{shlex.join(cmd)}` exited {r.returncode} {(r.stdout + r.stderr).strip()[-200:]}".strip()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import ToolsError
 from . import Arm
-from .remote import Artefact, JobState, RemoteRunner, SubmitError, call, last_lines, strings
+from .remote import TIMED_OUT, Artefact, JobState, RemoteRunner, SubmitError, call, last_lines, strings
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME = 39
@@ -164,7 +164,8 @@ class XpkRunner(RemoteRunner):
         r = call(self.create_command(name, script), self.create_timeout_s)
         (folder / f"{name}.create.txt").write_text(r.stdout + r.stderr, encoding="utf-8")
         if r.returncode != 0:
-            raise SubmitError(f"`xpk workload create` exited {r.returncode}: {last_lines(r.stdout + r.stderr, 15)}")
+            raise SubmitError(f"`xpk workload create` exited {r.returncode}: {last_lines(r.stdout + r.stderr, 15)}",
+                              maybe_queued=r.returncode == TIMED_OUT)
         return name
 
     def _kubectl(self, *args: str) -> list[str]:
