@@ -265,3 +265,14 @@ def test_a_submit_that_times_out_after_queueing_the_job_cancels_it_by_name(fake_
     job = next(f.stem for f in Path(fake_state).glob("*.name") if f.read_text() == name.split()[-1])
     time.sleep(0.5)
     _assert_gone([int((Path(fake_state) / f"{job}.pid").read_text())])
+
+
+def test_a_job_log_the_runner_cannot_read_is_said_not_taken_for_silence(fake_state, tmp_path):
+    """`kubectl logs` forbidden (RBAC), a log path the login node cannot see: a running, printing job was filed
+    `hung: no output`, kind `hang`, the command's own error nowhere."""
+    raw = tmp_path / "raw"
+    runner = TemplateRunner(logs="sh -c 'echo Error from server: Forbidden: pods/log >&2; exit 1'", hang_s=1, **FAST)
+    (p,) = runner.run_round([fake_arm(raw, "run-1", "--hang")])
+    assert p.hung_s is None and "its log could not be read for 1 s" in p.tail and "Forbidden" in p.tail, p.tail
+    reason = crash_reason(p, 60)
+    assert reason.startswith("not run: ") and crash_facts.kind_of(reason, "", "", "") == "not_run", reason

@@ -253,9 +253,14 @@ class RemoteRunner:
             if started is None and now - w.t0 > self.pending_s:
                 return self._hang(job, w, "not_started", f"{self.name} job {job} did not start within "
                                                          f"{self.pending_s:g} s ({st.detail or st.phase})")
+            if started is not None and now - w.changed > hang_s and w.log_error and not w.raw:
+                return self._hang(job, w, "crashed", f"{self.name} job {job}: its log could not be read for "
+                                                     f"{hang_s:g} s ({w.log_error})")  # no fault of its arms
             if started is not None and now - w.changed > hang_s:
                 w.hung_s = hang_s
-                return self._hang(job, w, "hung", f"{self.name} job {job} made no log progress for {hang_s:g} s")
+                unread = f" (its log could not be read: {w.log_error})" if w.log_error else ""
+                return self._hang(job, w, "hung", f"{self.name} job {job} made no log progress for {hang_s:g} s"
+                                                  + unread)
             if started is not None and now - started > deadline_s:
                 return self._hang(job, w, "timeout", f"{self.name} job {job} still running {deadline_s:g} s after "
                                                      "it started (the arms' timeouts plus grace_s)")
@@ -340,10 +345,11 @@ class RemoteRunner:
         try:
             text = self.logs(job)
         except Exception as e:  # noqa: BLE001 -- logs not readable now: keep what we have
-            w.log_error = f"{type(e).__name__}: {e}"
+            w.log_error = str(e) if isinstance(e, ToolsError) else f"{type(e).__name__}: {e}"
             return w.text
         if text is None:
             return w.text
+        w.log_error = ""
         if w.raw and text.startswith(w.raw):  # the file as last read, grown (after a rotation too): what is new
             whole = w.text + text[len(w.raw):]
         else:

@@ -115,8 +115,11 @@ class TemplateRunner(RemoteRunner):
         return JobState(phase, word) if phase else JobState("unknown", f"state {word!r} not in the states map")
 
     def logs(self, job: str) -> str | None:
-        r = call(self._command("logs", self._values_of(job)), self.call_timeout_s)
-        return r.stdout if r.returncode == 0 else None
+        cmd = self._command("logs", self._values_of(job))
+        r = call(cmd, self.call_timeout_s)
+        if r.returncode != 0:  # not there yet (before the job starts), or not readable: said, then waited on
+            raise ToolsError(f"`{shlex.join(cmd)}` exited {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
+        return r.stdout
 
     def cancel(self, job: str) -> str:
         """Cancel by id; by the round's unique name where no id is known (stopped while submitting, a submit that

@@ -196,9 +196,11 @@ class XpkRunner(RemoteRunner):
         return pods or state
 
     def logs(self, job: str) -> str | None:
-        r = call(self._kubectl("logs", "-l", self.log_selector.format(name=job), "-c", self.docker_name,
-                               "--tail=-1"), 120)
-        return r.stdout if r.returncode == 0 else None
+        cmd = self._kubectl("logs", "-l", self.log_selector.format(name=job), "-c", self.docker_name, "--tail=-1")
+        r = call(cmd, 120)
+        if r.returncode != 0:  # no pod yet, or not allowed (RBAC: pods/log): said, then waited on
+            raise ToolsError(f"`{' '.join(cmd[:2])} logs` exited {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
+        return r.stdout
 
     def cancel(self, job: str) -> str:
         r = call(self._kubectl("delete", "jobset", job, "--ignore-not-found", "--wait=false"), 120)
