@@ -60,6 +60,9 @@ def test_a_job_that_dies_mid_round_is_a_crash_with_a_reason(fake_state, tmp_path
     assert first.rc == 0 and result_of(first) is not None  # what finished before the crash is kept
     assert second.rc is None and result_of(second) is None
     assert "before the round finished" in second.tail and "template job 1000 ended (gone" in second.tail
+    reason = crash_reason(second, 60)  # the runner's reason, not "no exit code": the cluster lost it
+    assert reason.startswith("lost by the runner: template job 1000 ended (gone"), reason
+    assert crash_facts.analyze(second.tail, reason, None).kind == "lost"
 
 
 def test_a_refused_submission_gives_every_arm_the_reason(fake_state, tmp_path, monkeypatch):

@@ -137,6 +137,10 @@ def test_a_pod_killed_mid_round_is_a_crash_naming_the_pod(fake_state, tmp_path, 
     first, second = stub_runner(tmp_path).run_round([fake_arm(raw, "baseline-1"), slow])
     assert first.rc == 0 and result_of(first) is not None
     assert second.rc is None and "OOMKilled exit 137" in second.tail and "before the round finished" in second.tail
+    from tools.experiments import crash_facts
+    from tools.experiments.arms import crash_reason
+
+    assert crash_facts.analyze(second.tail, crash_reason(second, 60), None).kind == "oom"  # over its memory
 
 
 def test_a_hung_workload_is_deleted(fake_state, tmp_path):

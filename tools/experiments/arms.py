@@ -66,6 +66,8 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
         return f"stopped by {p.stopped_by}: the command's process group was killed"
     if p.not_run:
         return f"not run: {p.not_run}"
+    if p.lost:  # the job failed, was cancelled or vanished under the arm: the runner says how, not "no exit code"
+        return f"lost by the runner: {p.lost}"
     if p.hung_s:
         taken = "its stack was taken" if p.stack else "no Python process in it gave a stack"
         return (f"hung: no output for {p.hung_s:g} s; {taken}, then its process group was killed"

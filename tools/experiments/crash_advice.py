@@ -52,7 +52,7 @@ def what_to_try(crash: dict, config: dict, env: dict, concept=lambda slug: None)
     kind = crash.get("kind") or "other"
     out = {"oom": _oom, "nan": _nan, "compile": _compile, "shape": _shape, "timeout": _timeout, "hang": _hang,
            "killed": _killed, "not_run": _not_run, "syntax": _syntax, "signal": _signal,
-           "stopped": _stopped}.get(kind, _other)(crash, config, env, see)
+           "stopped": _stopped, "lost": _lost}.get(kind, _other)(crash, config, env, see)
     return [f"- {line}" for line in out]
 
 
@@ -192,6 +192,12 @@ def _signal(crash, config, env, see) -> list[str]:
 def _stopped(crash, config, env, see) -> list[str]:
     return ["The runner was stopped (Ctrl-C or SIGTERM) while this ran: not a failure of the configuration. Run it "
             "again."]
+
+
+def _lost(crash, config, env, see) -> list[str]:
+    return ["The cluster lost the job under this arm (the reason above: a failed node, a cancel from outside, "
+            "expired credentials): nothing is known about the configuration. Look at the job's own record "
+            "(`sacct -j`, `kubectl describe`), then run it again."]
 
 
 def _other(crash, config, env, see) -> list[str]:

@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 KINDS = ("oom", "compile", "shape", "syntax", "nan", "timeout", "hang", "killed", "signal", "stopped", "not_run",
-         "other")
+         "lost", "other")
 TRACEBACK = "Traceback (most recent call last):"
 PY_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\s]+)\s*$')
 SYNTAX_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)\s*$')  # where a file does not parse
@@ -24,7 +24,8 @@ EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interr
                        r"[A-Za-z_][\w.]*\.[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
 XLA_LINE = re.compile(r"(RESOURCE_EXHAUSTED|INTERNAL|INVALID_ARGUMENT|UNIMPLEMENTED|FAILED_PRECONDITION|"
                       r"Mosaic|LLVM ERROR|Check failed|F\d{4} |E\d{4} )")
-OOM = re.compile(r"RESOURCE_EXHAUSTED|out of memory|OutOfMemory|\bOOM\b|MemoryError|std::bad_alloc", re.I)
+OOM = re.compile(r"RESOURCE_EXHAUSTED|out of memory|OutOfMemory|\bOOM\b|MemoryError|std::bad_alloc|OOMKilled"
+                 r"|OUT_OF_MEMORY", re.I)  # the last two: Kubernetes' and Slurm's word for a job over its memory
 COMPILE = re.compile(r"compil|Mosaic|LLVM ERROR|UNIMPLEMENTED|lowering|MLIR|HloModule|Check failed|"
                      r"Unknown flags? in XLA_FLAGS", re.I)  # the compiler refused its options: a bad XLA flag
 SHAPE = re.compile(r"shape|dtype|incompatible|broadcast|rank|dimension|reshape|equal division|TypeError|"
@@ -184,6 +185,8 @@ def kind_of(reason: str, text: str, exc_type: str, message: str, rc: int | None 
         return "not_run"
     if r.startswith("stopped by"):
         return "stopped"  # Ctrl-C or SIGTERM of the runner: nothing about the configuration
+    if r.startswith("lost by the runner") and not OOM.search(r):
+        return "lost"  # a node failed, an admin cancelled it, credentials expired: the cluster's, not the model's
     if r.startswith("hung") or "no output for" in r:
         return "hang"
     if r.startswith("timed out"):
@@ -240,7 +243,7 @@ def analyze(log_text: str, reason: str, rc: int | None = None, run_dirs: tuple[s
     errors = [ln.strip()[:300] for ln in log_text.splitlines()[-400:] if XLA_LINE.search(ln)][-8:]
     kind = kind_of(reason, log_text, exc_type, msg, rc)
     message = f"{exc_type}: {msg}" if exc_type else (errors[-1] if errors else reason)
-    if kind in ("timeout", "hang", "nan", "not_run", "stopped", "killed", "signal") and not exc_type:
+    if kind in ("timeout", "hang", "nan", "not_run", "stopped", "killed", "signal", "lost") and not exc_type:
         message = reason
     elif kind == "other" and not exc_type and not errors and (said := _last_said(log_text)):
         message = f"{said} ({reason})"  # `print("fatal: data dir missing"); sys.exit(1)`: its own words

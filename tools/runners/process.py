@@ -49,6 +49,7 @@ class Proc:
     not_run: str | None = None     # a remote job that never ran the command (not started, not submitted): why
     stack: str = ""                # how a hung command's Python stack was taken (py-spy, faulthandler); "" none
     last_output_s: float | None = None  # seconds from the start to its last output (0: none); None: not watched
+    lost: str | None = None        # a remote job lost mid-arm (failed, cancelled, vanished): the runner's reason
 
 
 def _in_main_thread() -> bool:

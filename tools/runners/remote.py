@@ -324,7 +324,8 @@ class RemoteRunner:
             procs.append(Proc(None, here and outcome.kind == "timeout", wall, arm.log, last_lines(text),
                               outcome.stopped_by if here else None,
                               hung_s=w.hung_s if here and outcome.kind == "hung" else None,
-                              not_run=reason if not_run else None))
+                              not_run=reason if not_run else None,
+                              lost=reason if here and outcome.kind == "crashed" and not not_run else None))
         if outcome.stopped_by and procs and not any(p.stopped_by for p in procs):
             procs[-1].stopped_by = outcome.stopped_by  # stopped after its last arm: the caller must still stop
         self._note(folder, name, job, outcome.kind, reason=outcome.reason, worker=parts.worker,
