@@ -452,3 +452,32 @@ def test_the_same_document_twice_is_one_page_and_a_renamed_one_keeps_its_summary
     c = json.loads(cache.read_text())
     assert c["docs"]["renamed.pdf"].get("summary") == paid, c["docs"]
     assert "Remat costs a quarter of the step." in (root / "wiki/sources/renamed.md").read_text()
+
+
+def test_claims_of_maxtext_s_docs_as_their_writers_meant_them():
+    """Shapes from MaxText's and xprof's docs (labelled facts): a bullet's `- ` read as a minus (`- 94.54%`), a
+    blockquote's `>` inside quotes, "capacity factor" taking a real MFU for a hardware spec, `peak 946,700 GFLOP/s`,
+    "achieving 100% is not practical" and "from 3x to 4x of the model dimension" filed as measurements, and two
+    figures cited "§ Gold" where each chip has a Gold tier."""
+    from tools.sources.claims import claims
+    from tools.sources.extract import _markdown
+
+    text = "\n".join([
+        "# Tiering", "", "## Trillium (v6e)", "", "### Gold", "", "Llama 2 70B reached 43.8% MFU on this tier.", "",
+        "## v5p", "", "### Gold", "", "Llama 2 70B reached 65.4% MFU on this tier.", "",
+        "## Notes", "", "- 94.54% of the FLOPs are matmuls, and step time fell by 12% after the change.", "",
+        "> Tracing with the profiler increases the measured step time of this model", "> by 20% at the default "
+        "sampling frequency.", "",
+        "The MoE model reached 43.1% MFU with a 1.0 capacity factor.", "",
+        "The chip has peak 946,700 GFLOP/s and peak HBM 1525.5 GiB/s.", "",
+        "Note that achieving 100% is not practical in real training.", "",
+        "We increased the MLP dimension from 3x to 4x of the model dimension.", ""])
+    found = {c.quote: c for c in claims(_markdown(text, Path("tiering.md"), "markdown"))}
+    wheres = {c.where for q, c in found.items() if "Llama 2 70B" in q}
+    assert wheres == {"§ Trillium (v6e) › Gold", "§ v5p › Gold"}, found
+    bullet = next(q for q in found if "94.54%" in q)
+    assert bullet.startswith("94.54%") and "-94.54" not in " ".join(found[bullet].numbers), found[bullet]
+    quoted = next(q for q in found if "Tracing" in q)
+    assert ">" not in quoted and "&gt;" not in quoted and "by 20%" in quoted, quoted
+    assert any("43.1% MFU" in q for q in found), found
+    assert not any(s in q for q in found for s in ("946,700", "not practical", "from 3x to 4x")), list(found)

@@ -16,6 +16,7 @@ from .extract import Document, Section
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[*_`])")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
+_QUOTED = re.compile(r"^\s{0,3}(?:>\s?)+")
 # Words that name each concept in prose (titles and common spellings).
 _PROSE = {slug: re.compile("|".join([re.escape(c.title.split(" (")[0].lower())] + extra), re.I)
           for slug, c in CONCEPTS.items()
@@ -57,8 +58,12 @@ def sentences(text: str) -> list[str]:
     # ends the block before it.
     lines = []
     for ln in text.split("\n"):
+        ln = _QUOTED.sub("", ln)  # a blockquote's `>` is no part of what it says
         short = len(ln.split()) <= 8 and not ln.rstrip().endswith((".", ",", ";", ":", "-"))
-        if _BULLET.match(ln) or (short and _NUMBERED.match(ln)):  # a numbered heading ends the block before it too
+        if bullet := _BULLET.match(ln):  # its marker goes: `- 94.54% of the FLOPs` is no -94.54 % change
+            lines.append("")
+            ln = ln[bullet.end():]
+        elif short and _NUMBERED.match(ln):  # a numbered heading ends the block before it too
             lines.append("")
         lines.append(ln + ("\n" if short else ""))
     out = []

@@ -279,6 +279,19 @@ class _Underlines:
         return level, title.strip(), 2 if over else 1
 
 
+def _where_names(paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
+    """Each heading's path -> where a claim under it is: its own title where no other heading has it, else the
+    fewest headings above it that tell it apart (MaxText's tiering page has a "Gold" under each chip)."""
+    out = {}
+    for p in paths:
+        for n in range(1, len(p) + 1):
+            tail = p[-n:]
+            if n == len(p) or sum(q[-n:] == tail for q in paths) == 1:
+                out[p] = "§ " + " › ".join(tail)
+                break
+    return out
+
+
 def _markdown(text: str, path: Path, kind: str) -> Document:
     sections: list[Section] = []
     outline: list[tuple[str, str]] = []
@@ -289,6 +302,9 @@ def _markdown(text: str, path: Path, kind: str) -> Document:
     lines = text.splitlines()
     rst = path.suffix.lower() == ".rst"
     underlined = _Underlines(lines, rst)
+    stack: list[tuple[int, str]] = []  # the headings above this line, outermost first
+    here: tuple[str, ...] = ()
+    paths: dict[str, tuple[str, ...]] = {}  # a heading's `where` as first made -> its path (one made per heading)
     for i, line in enumerate(lines):
         if not rst and line.lstrip().startswith(("```", "~~~")):  # "~~~" under a title is no fence in rst
             fence = not fence
@@ -300,13 +316,21 @@ def _markdown(text: str, path: Path, kind: str) -> Document:
             if buf:
                 sections.append(Section(current, where, "\n".join(buf)))
             current = heading
-            buf, where = [], f"§ {current}"
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, heading))
+            here = tuple(t for _, t in stack)
+            buf, where = [], f"§ {current}\0{len(paths)}"
+            paths[where] = here
             title = title or (current if level == 1 else "")
-            outline.append(("  " * (level - 1) + current, f"§ {current}"))
+            outline.append(("  " * (level - 1) + current, where))
             continue
         buf.append(line)
     if buf:
         sections.append(Section(current, where, "\n".join(buf)))
+    named = _where_names(list(paths.values()))  # "§ Gold" once, "§ v5p › Gold" where two sections are "Gold"
+    sections = [Section(s.title, named.get(paths.get(s.where), s.where), s.text) for s in sections]
+    outline = [(o, named.get(paths.get(w), w)) for o, w in outline]
     if not any(s.text.strip() for s in sections):
         raise Unreadable("no text")
     if sections and sections[0].where == PRE and any(h.strip().lower() == "introduction" for h, _ in outline):

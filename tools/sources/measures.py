@@ -43,8 +43,9 @@ UNITS = (
     ("percent", rf"{_RANGE_PCT}\s*%\s*(?:{_CHANGE})|{_VERB}[^.\n|]{{0,60}}?\b(?:by|of|to)\s+(?:up to |about |around |"
                 rf"over |more than |roughly |nearly |almost |only |just )?{_RANGE_PCT}\s*%|{_RANGE_PCT}\s*%\s+(?:of|in)\s+(?:the\s+)?"
                 rf"(?:[\w-]+\s+)?(?:step time|step|training time|run ?time|throughput|latency|memory|time)|(?:(?<=\s)|(?<=\()|^)[+-]\s?\d+(?:\.\d+)?\s?%"),
-    ("from-to", rf"from\s+{_NUM}\s*(?:{_TIME}|{_MEM}|%|{_X}|[TGP]FLOPS)?\s+(?:to|down to|up to)\s+{_NUM}\s*"
-                rf"(?:{_TIME}|{_MEM}|%|{_X}|[TGP]FLOPS)|{_NUM}\s*(?:{_TIME}|{_MEM}|%)\s*(?:→|->|=>)\s*{_NUM}\s*"
+    # a multiple alone (`from 3x to 4x of the model dimension`) is a configuration; a speed-up says so (above)
+    ("from-to", rf"from\s+{_NUM}\s*(?:{_TIME}|{_MEM}|%|[TGP]FLOPS)?\s+(?:to|down to|up to)\s+{_NUM}\s*"
+                rf"(?:{_TIME}|{_MEM}|%|[TGP]FLOPS)|{_NUM}\s*(?:{_TIME}|{_MEM}|%)\s*(?:→|->|=>)\s*{_NUM}\s*"
                 rf"(?:{_TIME}|{_MEM}|%)"),
     ("memory", rf"{_RANGE_MEM}\s*{_MEM}\s+(?:of\s+)?(?:less|more|lower|fewer|saved|savings?|reduction|smaller|"
                rf"(?:peak\s+)?(?:memory|VRAM|HBM|activation)\s+(?:usage|use|footprint|savings?|reduction|used))|"
@@ -82,7 +83,8 @@ UNIT_NEAR = re.compile(r"\d\s*(?:[kKMB]\s*)?(?:%|[x×]|-fold|times|ms|µs|μs|us
 # Shapes of a number that nobody measured. A spec: the hardware's own figures. A rule or target: a threshold to
 # compare against ("< 30 % of bandwidth", "aim for > 80 %"). A hypothetical or a projection ("would", "could").
 _SPEC = re.compile(r"\b(?:peak\s+(?:(?:bf16|fp16|fp8|fp32|tf32|int8|dense|sparse|tensor(?: core)?)\s+)?(?:[TPG]?FLOP|"
-                   r"compute|bandwidth|throughput|performance)|theoretical|spec(?:ification)?s?|capacity|nominal|rated|max(?:imum)? (?:bandwidth|"
+                   r"compute|bandwidth|throughput|performance)|peak\s+[~≈]?\d[\d.,]*\s?[TPG]?(?:FLOP|[GT]i?B/s)|theoretical|"
+                   r"spec(?:ification)?s?|(?:memory|HBM|DRAM|storage|disk)\s+capacity|capacity of \d|nominal|rated|max(?:imum)? (?:bandwidth|"
                    r"memory|threads)|\d+(?:\.\d+)?\s?[TPG]FLOP/?S?\s+peak|compute capability|GDDR\d|HBM\d\w*|per SM|/SM\b|"
                    r"\d+(?:\.\d+)?\s?(?:[GT]B/s|GiB/s|TiB/s)\**\s+(?:memory\s+)?bandwidth)", re.I)
 _RULE = re.compile(r"(?:^|[\s(:])[<>≤≥]\s?~?\d+(?:\.\d+)?\s?%(?!\s*(?:more|less|faster|slower|higher|"
@@ -91,7 +93,8 @@ _RULE = re.compile(r"(?:^|[\s(:])[<>≤≥]\s?~?\d+(?:\.\d+)?\s?%(?!\s*(?:more|l
                    r"is (?:good|bad|poor|fine|ok|excellent|acceptable|low|high))|\b(?:if|when|unless)\b[^.\n|]{0,50}?"
                    r"[<>≤≥]\s?\d|\b(?:aim(?:ing)? for|target(?:ing|s)?|goal|expect(?:ed)?|should (?:reach|get|see|"
                    r"achieve|be)|must|required?|rule of thumb|threshold|budget)\b", re.I)
-_HYPOTHETICAL = re.compile(r"\b(?:would|could|might|may be|suppose|assum\w+|imagine|hypothetical\w*|e\.g\.|"
+_HYPOTHETICAL = re.compile(r"\b(?:not (?:practical|possible|feasible|realistic|achievable)|impossible|"
+                           r"would|could|might|may be|suppose|assum\w+|imagine|hypothetical\w*|e\.g\.|"
                            r"for example|for instance|means that|means\b|say we|let's say|projected|projection|"
                            r"estimated?|in theory|ideally)\b", re.I)
 
