@@ -83,8 +83,9 @@ UNIT_NEAR = re.compile(r"\d\s*(?:[kKMB]\s*)?(?:%|[x×]|-fold|times|ms|µs|μs|us
 # Shapes of a number that nobody measured. A spec: the hardware's own figures. A rule or target: a threshold to
 # compare against ("< 30 % of bandwidth", "aim for > 80 %"). A hypothetical or a projection ("would", "could").
 _SPEC = re.compile(r"\b(?:peak\s+(?:(?:bf16|fp16|fp8|fp32|tf32|int8|dense|sparse|tensor(?: core)?)\s+)?(?:[TPG]?FLOP|"
-                   r"compute|bandwidth|throughput|performance)|peak\s+[~≈]?\d[\d.,]*\s?[TPG]?(?:FLOP|[GT]i?B/s)|theoretical|"
-                   r"spec(?:ification)?s?|(?:memory|HBM|DRAM|storage|disk)\s+capacity|capacity of \d|nominal|rated|max(?:imum)? (?:bandwidth|"
+                   r"compute|bandwidth|throughput|performance)|peak\s+[~≈]?\d[\d.,]*\s?[TPG]?(?:FLOP|[GT]i?B/s)|"
+                   r"theoretical|spec(?:ification)?s?|(?:memory|HBM|DRAM|storage|disk)\s+capacity|capacity of \d|"
+                   r"nominal|rated|max(?:imum)? (?:bandwidth|"
                    r"memory|threads)|\d+(?:\.\d+)?\s?[TPG]FLOP/?S?\s+peak|compute capability|GDDR\d|HBM\d\w*|per SM|/SM\b|"
                    r"\d+(?:\.\d+)?\s?(?:[GT]B/s|GiB/s|TiB/s)\**\s+(?:memory\s+)?bandwidth)", re.I)
 _RULE = re.compile(r"(?:^|[\s(:])[<>≤≥]\s?~?\d+(?:\.\d+)?\s?%(?!\s*(?:more|less|faster|slower|higher|"
