@@ -279,3 +279,26 @@ def test_a_job_log_the_runner_cannot_read_is_said_not_taken_for_silence(fake_sta
     assert p.hung_s is None and "its log could not be read for 1 s" in p.tail and "Forbidden" in p.tail, p.tail
     reason = crash_reason(p, 60)
     assert reason.startswith("not run: ") and crash_facts.kind_of(reason, "", "", "") == "not_run", reason
+
+
+def test_tools_exp_run_sends_its_rounds_through_a_runner_named_on_the_command_line(fake_state, tmp_path):
+    """`tools exp run` had no `--runner`: a remote runner was reached from a loop file or a library call only."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+    from tools.experiments import records
+
+    kb = tmp_path / "kb"
+    (kb / "wiki").mkdir(parents=True)
+    fake = fake_arm(tmp_path / "x", "x").command
+    base = ["--root", str(kb), "exp", "run", "--model", "m", "--lane", "l", "--variant", "s/cpu", "-q",
+            "--trust-step-times", "--runner", "template", "--runner-option", "poll_s=0.1",
+            "--runner-option", "header=['#SBATCH --job-name={name}', '#SBATCH --output={log}']"]
+    for extra in (["--baseline", "--", *fake, "--step-ms", "20"], ["--repeats", "2", "--", *fake, "--step-ms", "10"]):
+        r = CliRunner().invoke(cli, [*base, *extra])
+        assert r.exit_code == 0, r.output + repr(r.exception)
+    recs = records.lane_records(kb / "wiki", "m", "l")
+    assert [r.get("runs_on") for r in recs] == ["template", "template"] and recs[1]["verdict"] == "supported", recs
+    assert len([c for c in calls(fake_state) if c.startswith("sbatch")]) == 3  # one job a round: 1 + 2
+    bad = CliRunner().invoke(cli, [*base, "--runner-option", "poll_s", "--", *fake])
+    assert bad.exit_code != 0 and "not KEY=VALUE" in bad.output

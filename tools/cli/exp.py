@@ -75,11 +75,17 @@ def exp() -> None:
               help="A file (or one top-level function or class of a Python file, PATH::NAME) hashed with the run: "
                    "a change since the baseline files the run invalid (docs/integrity.md). Repeatable.")
 @click.option("--hlo-module-re", default=".*train_step.*", show_default=True, help="Which jitted modules to dump.")
+@click.option("--runner", default="local", show_default=True,
+              help="Where the rounds run: local, xpk, ray or template (Slurm by default), as a loop file's `runner:` "
+                   "(docs/runners.md).")
+@click.option("--runner-option", "runner_pairs", multiple=True, metavar="KEY=VALUE",
+              help="An option of the runner, its value read as YAML (poll_s=5, \"header=['#SBATCH -p tpu']\"). "
+                   "Repeatable.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not echo the command's output.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (implies --quiet).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_project
-def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
+def run(project, command, quiet, as_json, env_pairs, runner_pairs, **opts) -> None:
     """Run COMMAND (after `--`) and file the experiment. Exits 1 when the run crashed.
 
     \b
@@ -98,8 +104,9 @@ def run(project, command, quiet, as_json, env_pairs, **opts) -> None:
             raise InputError("--env", f"{pair!r} is not KEY=VALUE")
         k, v = pair.split("=", 1)
         env[k] = v
-    if not opts.get("calibrate"):  # a calibration reruns the baseline's own command
-        must_start(list(command), env)
+    opts["runner_options"] = runner_options(runner_pairs)
+    if not opts.get("calibrate") and opts["runner"] == "local":  # a calibration reruns the baseline's own command;
+        must_start(list(command), env)                              # a remote worker has its own programs
     opts["protected"] = list(opts.get("protected") or ())
     opts["pairs_rounds"] = opts.get("pairs_rounds") or 0
     opts["pairs"] = bool(opts.get("pairs") or opts["pairs_rounds"])
@@ -220,3 +227,21 @@ def _register() -> None:
 
 
 _register()
+
+
+def runner_options(pairs: tuple[str, ...]) -> dict:
+    """``--runner-option KEY=VALUE`` pairs as the runner's options, each value read as YAML."""
+    import yaml
+
+    from ..errors import InputError
+
+    out = {}
+    for pair in pairs:
+        k, eq, v = pair.partition("=")
+        if not eq or not k.strip():
+            raise InputError("--runner-option", f"{pair!r} is not KEY=VALUE")
+        try:
+            out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+        except yaml.YAMLError as e:
+            raise InputError("--runner-option", f"{k}: {v!r} is not a YAML value ({e})") from None
+    return out

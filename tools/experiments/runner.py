@@ -28,8 +28,8 @@ SLUG = re.compile(r"[^a-z0-9]+")
 # frontmatter the runner writes: ``RunSpec.extra`` may add keys, never set these
 RUNNER_KEYS = frozenset(
     "title type tags model lane variant hypothesis commit exp_id status version slug date description command "
-    "script_sha256 script_copy raw_dir cwd runner env repeats run_wall_s wall_s_total interleaved stop config shape "
-    "shape_key loss_trajectory loss_windows metrics compile_cache role baseline best gain_vs_best_pct semantics "
+    "script_sha256 script_copy raw_dir cwd runner runs_on env repeats run_wall_s wall_s_total interleaved stop config "
+    "shape shape_key loss_trajectory loss_windows metrics compile_cache role baseline best gain_vs_best_pct semantics "
     "runs_tokens_per_s calibration "
     "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
     "statistic_choice runs_tokens_per_s_best pairs "
@@ -299,6 +299,7 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
            "description": spec.description or None, "command": command_line, "script_sha256": sha or None,
            "raw_dir": rel(raw_dir, project.root), "cwd": rel(spec.cwd or Path.cwd(), project.root),
            "runner": abandoned.stamp(spec.timeout * n_runs, spec.timeout), "env": env,
+           "runs_on": spec.runner if spec.runner != "local" else None,  # the backend whose workers ran its rounds
            # a run asked to be the baseline says so while it runs: no run filed meanwhile takes its place
            "role": "calibration" if spec.calibrate else "baseline" if spec.baseline else None,
            "compile_cache": spec.compile_cache or None,

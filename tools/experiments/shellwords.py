@@ -81,21 +81,23 @@ _RUNS_BEFORE = re.compile(r"(?:^|[\s;&|('\"])(?:\S*/)?(?:python|pypy)[\d.]*(?:\s
 
 
 def _swap(script: str, word: str, new: str) -> str | None:
-    for m in re.finditer(re.escape(word), script):
+    """``script`` with every place a Python interpreter runs ``word`` running ``new`` (None: none, or one where
+    no quoting of ``new`` would survive)."""
+    runs = [m for m in re.finditer(re.escape(word), script) if _RUNS_BEFORE.search(script[:m.start()])
+            and re.match(r"$|[\s;&|)'\"]", script[m.end():m.end() + 1])]
+    for m in reversed(runs):  # from the last: earlier offsets stay right
         before, after = script[:m.start()], script[m.end():m.end() + 1]
-        if not _RUNS_BEFORE.search(before) or (after and not re.match(r"[\s;&|)'\"]", after)):
-            continue
         quote = _quote_at(before)
         if shlex.quote(new) == new or quote is None:
             text = shlex.quote(new)
         elif re.search(r"['\"$`\\]", new):
             return None  # no quoting of it survives both shells
-        elif before.endswith(quote):
-            text = new  # the word itself was quoted: the name inside the same quotes
+        elif before[-1:] in ("'", '"') and after == before[-1]:
+            text = new  # the word quoted on its own (`"train.py"`, at this shell's level or an inner one's)
         else:  # inside a nested script's quotes (`bash -c 'python3 train.py'`): quoted for the inner shell
             text = f'"{new}"' if quote == "'" else f"'{new}'"
-        return script[:m.start()] + text + script[m.end():]
-    return None
+        script = script[:m.start()] + text + script[m.end():]
+    return script if runs else None
 
 
 def _quote_at(text: str) -> str | None:
