@@ -302,3 +302,12 @@ def test_tools_exp_run_sends_its_rounds_through_a_runner_named_on_the_command_li
     assert len([c for c in calls(fake_state) if c.startswith("sbatch")]) == 3  # one job a round: 1 + 2
     bad = CliRunner().invoke(cli, [*base, "--runner-option", "poll_s", "--", *fake])
     assert bad.exit_code != 0 and "not KEY=VALUE" in bad.output
+    # the CI gate too: it always ran here, whatever ran the baseline
+    opts = base[base.index("--runner"):]
+    r = CliRunner().invoke(cli, ["--root", str(kb), "exp", "baseline", "tag", "main", recs[0]["exp_id"], "--model",
+                                 "m", "--lane", "l"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["--root", str(kb), "exp", "gate", "--baseline", "main", "-q", "--repeats", "2",
+                                 *opts, "--", *fake, "--step-ms", "20"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert records.lane_records(kb / "wiki", "m", "l")[-1].get("runs_on") == "template"

@@ -104,10 +104,14 @@ def _percent(v: float) -> float:
 @click.option("--quiet", "-q", is_flag=True, help="Do not echo the commands' output.")
 @click.option("--summary", "summary_path", default=None, type=click.Path(dir_okay=False),
               help="Also append the verdict as markdown to this file (in GitHub Actions: $GITHUB_STEP_SUMMARY).")
+@click.option("--runner", default="local", show_default=True,
+              help="Where the rounds run: local, xpk, ray or template (docs/runners.md).")
+@click.option("--runner-option", "runner_pairs", multiple=True, metavar="KEY=VALUE",
+              help="An option of the runner, its value read as YAML. Repeatable.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_project
 def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, statistic, timeout, baseline_cwd,
-         strict, quiet, summary_path, command) -> None:
+         strict, quiet, summary_path, runner, runner_pairs, command) -> None:
     """Run COMMAND (after `--`) interleaved against a named baseline and exit 0 (no regression), 1 (slower beyond
     --max-regression, or a crash), 3 (incomparable: another shape, changed loss, an integrity finding), 2 (usage)
     or 143/130 (stopped: nothing decided). Prints one JSON verdict on stdout (the commands' output goes to stderr);
@@ -119,6 +123,7 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
     from ..errors import InputError
     from ..experiments import baselines
     from ..experiments.gate import gate as run_gate
+    from .exp import runner_options
 
     project.require_wiki()
     try:  # a baseline that is not there is a usage error: exit 2, nothing run
@@ -127,13 +132,19 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
         raise click.UsageError(str(e)) from None
     if summary_path and not Path(summary_path).resolve().parent.is_dir():  # checked before anything runs
         raise click.UsageError(f"--summary {summary_path}: its folder does not exist")
-    must_start(list(command), {})  # a command that cannot start is usage (exit 2), not a crash read as a regression
+    try:
+        options = runner_options(runner_pairs)
+    except InputError as e:
+        raise click.UsageError(str(e)) from None
+    if runner == "local":  # a command that cannot start is usage (exit 2), not a crash read as a regression
+        must_start(list(command), {})
     try:  # what the run itself finds wrong with the arguments is usage too: exit 2, never read as a regression
         # the commands' echo goes to stderr: stdout holds the one JSON verdict (`tools exp gate ... | jq`)
         with contextlib.redirect_stdout(sys.stderr):
             out = run_gate(project, name, list(command), Path.cwd(), model, lane, max_regression_pct, repeats,
                            max_repeats, statistic, timeout, echo=not quiet, strict=strict,
-                           baseline_cwd=Path(baseline_cwd).resolve() if baseline_cwd else None)
+                           baseline_cwd=Path(baseline_cwd).resolve() if baseline_cwd else None, runner=runner,
+                           runner_options=options)
     except InputError as e:
         raise click.UsageError(str(e)) from None
     click.echo(json.dumps(out.verdict, sort_keys=True, default=str))

@@ -36,7 +36,8 @@ class GateResult:
 def gate(project: Project, name: str, command: list[str], cwd: Path, model: str | None = None,
          lane: str | None = None, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT, repeats: int = 3,
          max_repeats: int = 0, statistic: str = "median", timeout: float = 1800.0, echo: bool = False,
-         strict: bool = False, baseline_cwd: Path | None = None) -> GateResult:
+         strict: bool = False, baseline_cwd: Path | None = None, runner: str = "local",
+         runner_options: dict | None = None) -> GateResult:
     """``baseline_cwd``: a checkout of the baseline's code (in CI, the pull request's base commit) where the
     baseline's command runs; without it, it runs in this checkout, and only its script's saved copy (when there
     is one) is the baseline's own code."""
@@ -61,7 +62,8 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                    compare_cwd=_ran_in(baseline_cwd, prior, inside=project.root) if baseline_cwd else None,
                    compare_checkout=baseline_cwd is not None,
                    # what the baseline protected, hashed where it ran: a change to it makes the run invalid (exit 3)
-                   protected=sorted(prior.get("protected") or {}), protected_root=ran_in)
+                   protected=sorted(prior.get("protected") or {}), protected_root=ran_in,
+                   runner=runner, runner_options=dict(runner_options or {}))
     out = run_experiment(project, spec)
     rec = out.record
     timing = rec.get("timing") or {}
