@@ -86,3 +86,50 @@ def test_loop_start_status_resume_and_retrospective_over_mcp(tmp_path):
 
     asyncio.run(_session(build(Project(root), allow_write=True), stop))
     assert (root / "loops/fake-loop/STOP").is_file()
+
+
+def test_a_loop_started_over_the_registry_is_the_installed_driver_and_answers_at_once(tmp_path):
+    """A `tools/` package at the knowledge base's root ran instead of the driver (`python -m` searched the root
+    first) and `loop_start` said success; two starts at once both said success (one driver dead at once); right after
+    a start, `loop_status` and `loop_stop` said "has not started"; a patch to a protected file was filed, to be
+    refused by the loop later."""
+    import json
+    import threading
+
+    from tools.agent.registry import AgentError, call
+
+    root = tmp_path / "kb"
+    make_kb(root, budget={"runs": 3}, protected=["fake_model.py"])
+    (root / "wiki").mkdir(exist_ok=True)
+    marker = tmp_path / "HIJACKED"
+    (root / "tools").mkdir()
+    (root / "tools" / "__init__.py").write_text("")
+    (root / "tools" / "__main__.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    kb = Project(root)
+    answers: list = []
+
+    def start():
+        try:
+            answers.append(call(kb, "loop.start", {"name": "fake-loop", "iterations": 1}))
+        except AgentError as e:
+            answers.append(str(e))
+    threads = [threading.Thread(target=start) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    started = [a for a in answers if isinstance(a, dict)]
+    assert len(started) == 1 and any("already running" in str(a) for a in answers), answers
+    status = call(kb, "loop.status", {"name": "fake-loop"})  # at once: the driver holds the loop, its state is there
+    assert status["driver_running"] or status["state"]["iteration"] >= 1, status
+    end = time.monotonic() + 90
+    while call(kb, "loop.status", {"name": "fake-loop"})["driver_running"] and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not marker.exists() and call(kb, "loop.status", {"name": "fake-loop"})["state"]["iteration"] == 1
+    patch = "--- a/fake_model.py\n+++ b/fake_model.py\n@@ -1 +1 @@\n-a\n+b\n"
+    hyp = {"model": "fake", "lane": "loop", "loop": "fake-loop", "statement": "s", "mechanism": "m",
+           "predicted_signal": "p", "falsification": "f", "change": {"kind": "patch", "patch": patch},
+           "category": "kernel"}
+    spec = json.loads(json.dumps(hyp))
+    with pytest.raises(AgentError, match="touches protected files"):
+        call(kb, "hypotheses.file", spec)

@@ -138,3 +138,26 @@ def test_the_work_tree_asks_git_which_files_a_patch_touches_before_applying_it(t
     assert "tools/loop/x.py" in _refused_by_git(repo, rename, [])
     edit = "--- x/f.py\n+++ y/f.py\n@@ -1 +1 @@\n-a\n+b\n"
     assert "protected files (f.py)" in _refused_by_git(repo, edit, ["f.py"]) and _refused_by_git(repo, edit, []) == ""
+
+
+def test_a_link_in_the_code_folder_is_snapshot_as_a_link(tmp_path):
+    """A dangling link in the loop's code folder (a checkpoint path on another machine) crashed `loop start` with a
+    shutil traceback; a link leading out of the knowledge base had its target copied into the loop's repository."""
+    import os
+
+    from tools.loop.workspace import Workspace
+
+    code = tmp_path / "kb" / "model"
+    code.mkdir(parents=True)
+    (code / "train.py").write_text("print(1)\n")
+    os.symlink("/nonexistent/ckpt", code / "ckpt")
+    secret = tmp_path / "outside.txt"
+    secret.write_text("outside")
+    os.symlink(secret, code / "data.txt")
+    ws = Workspace(tmp_path / "kb", code, tmp_path / "kb" / "loops" / "l", "l")
+    ws.ensure()
+    repo = ws.repo()
+    assert (repo / "ckpt").is_symlink() and os.readlink(repo / "ckpt") == "/nonexistent/ckpt"
+    assert (repo / "data.txt").is_symlink() and "outside" not in subprocess.run(
+        ["git", "-C", str(repo), "show", "HEAD:data.txt"], capture_output=True, text=True).stdout.replace(
+        str(secret), "")

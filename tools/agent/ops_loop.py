@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -139,14 +140,25 @@ def _inside(project: Project, folder: Path) -> Path:
     return folder
 
 
+_LAUNCHING: dict[str, threading.Lock] = {}  # one launch of a loop at a time in this server (calls run in threads)
+
+
 def _launch(project: Project, paths, verb: str, extra: list[str]) -> dict:
-    from ..loop.state import driver_alive
+    with _LAUNCHING.setdefault(str(paths.folder), threading.Lock()):
+        return _launch_one(project, paths, verb, extra)
+
+
+def _launch_one(project: Project, paths, verb: str, extra: list[str]) -> dict:
+    """Start the driver; return once IT holds the loop's lock and has written the loop's state (a status or a stop
+    asked right after then finds it), or say why it ended."""
+    from ..loop.state import driver_alive, driver_pid
 
     if driver_alive(paths):
         raise AgentError(f"loop {paths.name!r} is already running (follow it with loop_status)")
     paths.folder.mkdir(parents=True, exist_ok=True)
     log = paths.folder / "driver.log"
-    cmd = [sys.executable, "-m", "tools", "--root", str(project.root), "loop", verb, paths.name, "-q", *extra]
+    # -P: the knowledge base's own folder is not searched first (a `tools/` package there would run instead)
+    cmd = [sys.executable, "-P", "-m", "tools", "--root", str(project.root), "loop", verb, paths.name, "-q", *extra]
     try:  # appended to, never followed: a link or a FIFO planted at driver.log is refused
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
@@ -155,22 +167,23 @@ def _launch(project: Project, paths, verb: str, extra: list[str]) -> dict:
         os.close(fd)
         raise AgentError(f"{log.relative_to(project.root)}: not a regular file; not written")
     with os.fdopen(fd, "ab") as out:
-        out.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd[2:])}\n".encode())
+        out.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd[3:])}\n".encode())
         out.flush()
         proc = subprocess.Popen(cmd, cwd=project.root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=dict(os.environ))
     end = time.monotonic() + DRIVER_WAIT_S
     while time.monotonic() < end:
-        if driver_alive(paths):
+        if driver_pid(paths) == proc.pid and paths.state.is_file():
             break
         if proc.poll() is not None:
             tail = safeio.read_bytes(log, 64 << 20).decode("utf-8", "replace").strip().splitlines()[-6:]
-            if proc.returncode:
-                raise AgentError(f"`tools loop {verb} {paths.name}` failed (exit {proc.returncode}): "
-                                 + " | ".join(tail))
+            if proc.returncode or not paths.state.is_file():
+                raise AgentError(f"`tools loop {verb} {paths.name}` failed (exit {proc.returncode}"
+                                 + ("" if proc.returncode else ", no loop state written") + "): " + " | ".join(tail))
             break  # it finished already (e.g. iterations=0 or a budget already spent)
         time.sleep(0.05)
-    return {"name": paths.name, "pid": proc.pid, "command": cmd[2:], "log": str(log.relative_to(project.root))}
+    threading.Thread(target=proc.wait, daemon=True).start()  # reaped when it ends: no zombie for the server's life
+    return {"name": paths.name, "pid": proc.pid, "command": cmd[3:], "log": str(log.relative_to(project.root))}
 
 
 @op("loop.start", StartIn, LaunchOut, runs=True, destructive=True)  # fresh=true discards the state

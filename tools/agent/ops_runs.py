@@ -229,7 +229,7 @@ def file_hypothesis(project: Project, a: HypothesisIn) -> dict:
     from types import SimpleNamespace
 
     from ..loop import spec as spec_mod
-    from ..loop.admission import check_fits
+    from ..loop.admission import check_fits, patch_refusal
     from ..loop.hypotheses import hypothesis_page
     from ..loop.proposal import Proposal, ProposalError
     from ..loop.state import LoopPaths
@@ -252,6 +252,8 @@ def file_hypothesis(project: Project, a: HypothesisIn) -> dict:
         check_fits(proposal, loop)
     except ProposalError as e:
         raise AgentError(f"hypothesis refused: {e}") from None
+    if proposal.change.kind == "patch" and (why := patch_refusal(proposal.change.patch, loop.protected)):
+        raise AgentError(f"hypothesis refused: {why}")  # as the loop's admission would refuse it
     spec = SimpleNamespace(model=_name(a.model, "model"), lane=_name(a.lane, "lane"), name=_name(a.loop, "loop"))
     # the same statement and change, however the change's keys are ordered or the statement's spaces fall
     digest = hashlib.sha1(f"{' '.join(a.statement.split())}|{json.dumps(a.change, sort_keys=True)}".encode()

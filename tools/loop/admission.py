@@ -25,6 +25,17 @@ def protected_touched(patch: str, protected: list[str]) -> list[str]:
     return patchfiles.covered(patch_files(patch), protected)
 
 
+def patch_refusal(patch: str, protected: list[str]) -> str | None:
+    """Why no loop runs ``patch`` (None: it may): a binary hunk, or a file the runner or the loop file protects.
+    Asked when a proposal is admitted and when an agent files one (the queue would refuse it later anyway)."""
+    if patchfiles.is_binary(patch):  # 885 KB of patch wrote a 150 MB file into the loop's repository
+        return "the patch holds a binary hunk (GIT binary patch): a proposal's code change is text"
+    if hit := protected_touched(patch, protected):
+        return (f"the patch touches protected files ({', '.join(hit)}): the metric code and the runner are not the "
+                "model's to change")
+    return None
+
+
 def check_fits(p: Proposal, spec: LoopSpec) -> None:
     """What a proposal's schema alone cannot enforce (raises ProposalError): the loop file's declared knobs and
     values, a code surface for patches."""
@@ -86,13 +97,8 @@ def refuse(spec: LoopSpec, state: LoopState, p: Proposal, priors: Priors, inflig
         p.change.knobs[k] = declared  # the declared value (2 for a proposed 2.0): its command and its fingerprint
     if p.repair_of and (why := repair_refusal(state.history, p)):
         return why
-    if p.change.kind == "patch":
-        if patchfiles.is_binary(p.change.patch):  # 885 KB of patch wrote a 150 MB file into the loop's repository
-            return "the patch holds a binary hunk (GIT binary patch): a proposal's code change is text"
-        hit = protected_touched(p.change.patch, spec.protected)
-        if hit:
-            return (f"the patch touches protected files ({', '.join(hit)}): the metric code and the runner are "
-                    "not the model's to change")
+    if p.change.kind == "patch" and (why := patch_refusal(p.change.patch, spec.protected)):
+        return why
     cfg, env = config_of(spec, state.trunk, p)
     key = key_of(spec, state.trunk, p, cfg, env)
     if key in inflight:

@@ -12,6 +12,7 @@ import datetime as _dt
 import fcntl
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -211,6 +212,17 @@ def driving(paths: LoopPaths) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def driver_pid(paths: LoopPaths) -> int | None:
+    """The pid of the process driving the loop now (its lock file says it), None when none is."""
+    if not driver_alive(paths):
+        return None
+    try:
+        m = re.match(r"pid (\d+)", paths.lock.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+    return int(m.group(1)) if m else None
 
 
 def driver_alive(paths: LoopPaths) -> bool:

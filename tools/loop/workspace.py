@@ -80,7 +80,11 @@ class Workspace:
             raise InputError(self.code, "the loop's `code` folder does not exist")
         repo = self.repo()
         if repo == self.private and not (repo / ".git").exists():
-            shutil.copytree(self.code, repo, ignore=IGNORE, dirs_exist_ok=True)
+            try:  # links are copied as links: a dangling one raised, one leading out had its target copied in
+                shutil.copytree(self.code, repo, ignore=IGNORE, dirs_exist_ok=True, symlinks=True)
+            except (shutil.Error, OSError) as e:
+                shutil.rmtree(repo, ignore_errors=True)  # a half copy would be committed by the next start
+                raise InputError(self.code, f"the loop's `code` folder could not be snapshot: {_first(e)}") from None
             git(repo, "init", "-q", "-b", "main")
             git(repo, "add", "-A")
             git(repo, "commit", "-q", "--allow-empty", "-m", f"loop {self.name}: snapshot of {self.code}")
@@ -247,3 +251,11 @@ def _refused_by_git(where: Path, patch: str, protected) -> str:
         return (f"the patch touches protected files ({', '.join(hit)}), as git reads it: the metric code and the "
                 "runner are not the model's to change")
     return ""
+
+
+def _first(e: Exception) -> str:
+    """The first file a copy failed on, and why (``shutil.Error`` carries a list of them)."""
+    if isinstance(e, shutil.Error) and e.args and isinstance(e.args[0], list) and e.args[0]:
+        src, _, why = e.args[0][0]
+        return f"{src}: {why}"
+    return str(e)
