@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from dataclasses import dataclass, field
@@ -187,6 +188,21 @@ def _install_one(root: Path, rel: str, text: str, force: bool, result: InitResul
         result.updated.append(rel)
 
 
+def _gitignore_merged(path: Path, result: InitResult) -> None:
+    """A repository's own ``.gitignore`` gets the knowledge base's rules it lacks, appended as a block (kept whole,
+    profiles, lock files and the loops' work trees were committed: 11 MB of ``raw/profiles`` after the demo)."""
+    current = path.read_text(encoding="utf-8", errors="replace")
+    have = {ln.strip() for ln in current.splitlines()}
+    missing = [ln for ln in GITIGNORE.splitlines() if ln.strip() and not ln.startswith("#") and ln.strip() not in have]
+    if not missing:
+        result.kept.append(".gitignore")
+        return
+    block = "# Added by `tools init`: the knowledge base's disposable state, lock files and profiles.\n"
+    write_if_changed(path, current.rstrip("\n") + ("\n\n" if current.strip() else "") + block + "\n".join(missing)
+                     + "\n")
+    result.updated.append(".gitignore")
+
+
 def _merged(rel: str, current: str, root: Path, force: bool) -> tuple[str | None, str]:
     """``current`` with this server's entry in it, or None and why the file is left as it is (unreadable, no
     room for the entry, ours already there, or ours differs and no ``force``)."""
@@ -289,8 +305,20 @@ CI_WORKFLOW = ".github/workflows/perf-gate.yml"
 DEFAULT_TOOLS_SPEC = "git+https://github.com/OWNER/autoresearch-wiki@COMMIT#egg=autoresearch-wiki[exp]"
 
 
+def _git_top(root: Path) -> Path | None:
+    """The top of the git repository ``root`` is in, None outside one."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 and out.stdout.strip() else None
+
+
 def ci_workflow(command: str, runner: str = "tpu", max_regression: float = 2.0,
-                tools_spec: str = DEFAULT_TOOLS_SPEC) -> str:
+                tools_spec: str = DEFAULT_TOOLS_SPEC, workdir: str = ".") -> str:
     """The GitHub Actions workflow of the performance gate (``tools init --ci github``): on a pull request, a
     self-hosted runner with label ``runner`` gates ``command`` against the baseline ``main``."""
     import shlex
@@ -308,7 +336,8 @@ def ci_workflow(command: str, runner: str = "tpu", max_regression: float = 2.0,
     import yaml
 
     flow = text.replace("{runner}", runner).replace("{max_regression}", f"{max_regression:g}") \
-        .replace("{tools_spec}", json.dumps(tools_spec)).replace("{command}", command)  # a JSON string is YAML
+        .replace("{tools_spec}", json.dumps(tools_spec)).replace("{workdir}", json.dumps(workdir)) \
+        .replace("{command}", command)  # a JSON string is YAML
     try:
         spec_back = yaml.safe_load(flow)["env"]["TOOLS_SPEC"]
     except yaml.YAMLError as e:
@@ -329,8 +358,11 @@ def init(root: Path, site_name: str | None = None, subject: str | None = None,
     name = site_name or root.name
     result = InitResult(root)
     files = layout(name, root)
-    if ci is not None:
-        files[CI_WORKFLOW] = ci_workflow(**ci)
+    if ci is not None:  # GitHub reads workflows at the repository's top only: there, run in the KB's folder
+        top = _git_top(root)
+        workdir = root.relative_to(top).as_posix() if top is not None and top != root else "."
+        files[os.path.relpath(top / CI_WORKFLOW, root) if workdir != "." else CI_WORKFLOW] = ci_workflow(
+            **ci, workdir=workdir)
     for rel in sorted(files):  # a folder of the layout that is a file here: refused before anything is written
         for parent in list(Path(rel).parents)[:-1]:
             p = root / parent
@@ -342,6 +374,8 @@ def init(root: Path, site_name: str | None = None, subject: str | None = None,
         path = root / rel
         if rel in agents and rel != "AGENTS.md":  # a harness config there already gets this server merged in
             _install_one(root, rel, text, False, result)
+        elif rel == ".gitignore" and path.is_file() and not path.is_symlink():
+            _gitignore_merged(path, result)
         elif path.exists() or path.is_symlink():
             result.kept.append(rel)
         elif write_if_changed(path, text) == CREATED:

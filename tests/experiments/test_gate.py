@@ -100,7 +100,8 @@ def test_init_writes_the_github_workflow(tmp_path):
     assert flow[True] == {"pull_request": None} and job["runs-on"] == ["self-hosted", "v5e-8"]
     run = job["steps"][-1]["run"]
     assert "tools exp gate --baseline main" in run and "$GITHUB_STEP_SUMMARY" in run
-    assert "--baseline-cwd .perf-gate-base" in run and job["steps"][1]["with"]["path"] == ".perf-gate-base"
+    assert '--baseline-cwd "$GITHUB_WORKSPACE/.perf-gate-base"' in run
+    assert job["steps"][1]["with"]["path"] == ".perf-gate-base" and job["steps"][-1]["working-directory"] == "."
     assert flow["permissions"] == {"contents": "read"} and "head.repo.full_name == github.repository" in job["if"]
     assert all(s_["with"]["persist-credentials"] is False for s_ in job["steps"][:2])
     assert run.strip().endswith("-- python experiments/llama_train.py --preset tiny --steps 30")
@@ -108,9 +109,26 @@ def test_init_writes_the_github_workflow(tmp_path):
     # runner's own packages; it was the runner's bare python, without what was just installed
     install = job["steps"][2]["run"]
     assert "python -m venv --system-site-packages .perf-gate-venv" in install
-    assert run.index('export PATH="$PWD/.perf-gate-venv/bin:$PATH"') < run.index("tools exp gate")
+    assert run.index('export PATH="$GITHUB_WORKSPACE/.perf-gate-venv/bin:$PATH"') < run.index("tools exp gate")
     bad = CliRunner().invoke(cli, ["init", str(tmp_path / "kb2"), "--ci", "github", "--ci-runner", "a b"])
     assert bad.exit_code == 2 and "runner label" in bad.output
+
+
+def test_a_knowledge_base_in_a_repository_s_subfolder_gets_its_workflow_at_the_repository_s_top(tmp_path):
+    """`tools init kb --ci github` from a repository's top wrote kb/.github/workflows/perf-gate.yml, which GitHub
+    never reads, and its gate ran at the checkout's top, where there is no wiki/."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    r = CliRunner().invoke(cli, ["init", str(repo / "team" / "kb"), "--ci", "github", "--ci-command",
+                                 "python ../train.py --steps 8"])
+    assert r.exit_code == 0, r.output
+    assert not (repo / "team/kb/.github").exists()
+    flow = yaml.safe_load((repo / ".github/workflows/perf-gate.yml").read_text())
+    step = flow["jobs"]["gate"]["steps"][-1]
+    assert step["working-directory"] == "team/kb" and '"$GITHUB_WORKSPACE/.perf-gate-base"' in step["run"]
 
 
 def test_the_baseline_runs_its_own_code_with_baseline_cwd(project, tmp_path):
@@ -296,3 +314,14 @@ def test_only_a_checkout_said_to_be_one_is_trusted_over_the_saved_copy(project, 
     assert side.command[-1] == str(saved) and "saved copy" in " ".join(notes)
     side, notes = record_side(project, rec, tree, None, checkout=True)
     assert side.command == ["python", "train.py"] and side.cwd == tree
+
+
+def test_a_gate_without_a_knowledge_base_is_a_usage_error_not_a_regression(tmp_path):
+    """`tools exp gate` where there is no wiki/ (a workflow run from the wrong folder) exited 1, a regression to CI,
+    with no verdict."""
+    from click.testing import CliRunner
+
+    from tools.cli import cli
+
+    r = CliRunner().invoke(cli, ["--root", str(tmp_path / "none"), "exp", "gate", "--baseline", "main", "--", *fake()])
+    assert r.exit_code == 2 and "no wiki/ folder" in r.output, (r.exit_code, r.output)

@@ -229,3 +229,24 @@ def test_a_config_that_cannot_take_the_server_is_kept_valid_and_the_reason_said(
     servers = json.loads((fresh / ".mcp.json").read_text())["mcpServers"]
     assert r.exit_code == 0 and servers["mine"] == {"command": "a"} and "autoresearch-wiki" in servers
     assert "updated .mcp.json" in r.output
+
+
+def test_a_repository_s_own_gitignore_gets_the_rules_it_lacks_and_git_then_ignores_the_state(tmp_path):
+    """`tools init .` in a repository whose .gitignore held `secret.txt` kept it whole: a run's profiles, its code
+    copy and the writers' lock files were staged by `git add -A` (11 MB of raw/profiles after the demo)."""
+    import subprocess
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    (root / ".gitignore").write_text("secret.txt\n")
+    first = scaffold.init(root)
+    text = (root / ".gitignore").read_text()
+    assert ".gitignore" in first.updated and text.startswith("secret.txt\n") and "raw/profiles/*" in text
+    (root / "raw/profiles/run1").mkdir(parents=True)
+    (root / "raw/profiles/run1/run.log").write_text("x")
+    (root / "wiki/.write.lock").write_text("")
+    staged = subprocess.run(["git", "add", "-A", "-n"], cwd=root, capture_output=True, text=True, check=True).stdout
+    assert "raw/profiles/run1" not in staged and ".write.lock" not in staged and "wiki/index.md" in staged, staged
+    again = scaffold.init(root)
+    assert ".gitignore" in again.kept and (root / ".gitignore").read_text() == text  # merged once

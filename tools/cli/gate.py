@@ -120,15 +120,15 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
     \b
     tools exp gate --baseline main -- python experiments/llama_train.py --preset tiny
     """
-    from ..errors import InputError
+    from ..errors import InputError, ProjectError
     from ..experiments import baselines
     from ..experiments.gate import gate as run_gate
     from .exp import runner_options
 
-    project.require_wiki()
-    try:  # a baseline that is not there is a usage error: exit 2, nothing run
+    try:  # no knowledge base, a baseline that is not there: usage errors, exit 2, nothing run (1 is a regression)
+        project.require_wiki()
         baselines.get(project, name, model, lane)
-    except InputError as e:
+    except (InputError, ProjectError) as e:
         raise click.UsageError(str(e)) from None
     if summary_path and not Path(summary_path).resolve().parent.is_dir():  # checked before anything runs
         raise click.UsageError(f"--summary {summary_path}: its folder does not exist")
