@@ -52,11 +52,15 @@ def init(ctx: click.Context, directory: str | None, site_name: str | None, as_js
     for rel in result.created:
         click.echo(f"created {rel}")
     for rel in result.updated:
-        click.echo(f"updated {rel} (the autoresearch-wiki MCP server added, the rest kept)")
+        click.echo(f"updated {rel} (" + ("the knowledge base's rules it lacked appended" if rel == ".gitignore" else
+                                        "the autoresearch-wiki MCP server added") + ", the rest kept)")
     for rel in result.kept:
         click.echo(f"kept    {rel}" + (f": {result.why[rel]}" if rel in result.why else ""))
     click.echo(f"{result.root}: {len(result.created)} created, {len(result.kept)} kept. "
                f"Next: clone a repo into raw/code/<slug>, then `tools ingest raw/code/<slug>`.")
+    if ci_args and not ci_tools:  # the job would fail at its install step
+        click.echo("note: the workflow's TOOLS_SPEC is a placeholder (OWNER, COMMIT): pin where the runner installs "
+                   "the tools from (--ci-tools, or edit TOOLS_SPEC at its top)", err=True)
     from ..scaffold import mcp_missing
 
     if why := mcp_missing():
