@@ -308,6 +308,7 @@ def _pump(p: subprocess.Popen, f, deadline: float, echo: bool, hang_s: float | N
 
 
 STACK_WAIT_S = 5.0
+MAX_DUMPS = 4  # Python processes of a hung command's tree dumped by py-spy, the nearest its leader first
 _SPY_FRAME = re.compile(rb"^\s+\S.*\(.+:\d+\)\s*$", re.M)  # py-spy's "    step (/w/train.py:200)"
 
 
@@ -321,7 +322,7 @@ def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
     pythons = _python_tree(p.pid)
     if spy and pythons:
         took = False
-        for pid in pythons:
+        for pid in pythons[:MAX_DUMPS]:  # data-loader workers by the dozen: the training script comes first
             try:
                 out = subprocess.run([spy, "dump", "--full-filenames", "--pid", str(pid)], capture_output=True,
                                      timeout=wait_s * 3)
@@ -346,8 +347,8 @@ def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
 
 
 def _python_tree(leader: int) -> list[int]:
-    """The Python processes among ``leader`` and everything under it, the deepest last (the training script a
-    launcher started is the stack worth reading)."""
+    """The Python processes among ``leader`` and everything under it, nearest it first (the training script a
+    launcher started, before the workers that script started)."""
     tree = leftovers.Tree(leader)
     tree.watch()
     out = []
