@@ -71,3 +71,21 @@ class _Finite(click.ParamType):
 
 
 POSITIVE, NON_NEGATIVE, SECONDS = _Finite(False), _Finite(True), _Finite(False, most=1e7)
+
+
+def runner_options(pairs: tuple[str, ...]) -> dict:
+    """``--runner-option KEY=VALUE`` pairs as the runner's options, each value read as YAML."""
+    import yaml
+
+    from ..errors import InputError
+
+    out = {}
+    for pair in pairs:
+        k, eq, v = pair.partition("=")
+        if not eq or not k.strip():
+            raise InputError("--runner-option", f"{pair!r} is not KEY=VALUE")
+        try:
+            out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+        except yaml.YAMLError as e:
+            raise InputError("--runner-option", f"{k}: {v!r} is not a YAML value ({e})") from None
+    return out

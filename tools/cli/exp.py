@@ -17,7 +17,7 @@ def _variant(value: str) -> str:
         raise click.BadParameter(f"{value!r}: expected <size>/<hardware>, e.g. tiny/cpu or 8b/v6e-8")
     return value
 
-from .common import must_start, pass_project, printable
+from .common import must_start, pass_project, printable, runner_options
 
 
 @click.group(name="exp")
@@ -228,20 +228,3 @@ def _register() -> None:
 
 _register()
 
-
-def runner_options(pairs: tuple[str, ...]) -> dict:
-    """``--runner-option KEY=VALUE`` pairs as the runner's options, each value read as YAML."""
-    import yaml
-
-    from ..errors import InputError
-
-    out = {}
-    for pair in pairs:
-        k, eq, v = pair.partition("=")
-        if not eq or not k.strip():
-            raise InputError("--runner-option", f"{pair!r} is not KEY=VALUE")
-        try:
-            out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
-        except yaml.YAMLError as e:
-            raise InputError("--runner-option", f"{k}: {v!r} is not a YAML value ({e})") from None
-    return out

@@ -123,7 +123,7 @@ def gate(project, name, model, lane, max_regression_pct, repeats, max_repeats, s
     from ..errors import InputError, ProjectError
     from ..experiments import baselines
     from ..experiments.gate import gate as run_gate
-    from .exp import runner_options
+    from .common import runner_options
 
     try:  # no knowledge base, a baseline that is not there: usage errors, exit 2, nothing run (1 is a regression)
         project.require_wiki()
