@@ -481,3 +481,16 @@ def test_claims_of_maxtext_s_docs_as_their_writers_meant_them():
     assert ">" not in quoted and "&gt;" not in quoted and "by 20%" in quoted, quoted
     assert any("43.1% MFU" in q for q in found), found
     assert not any(s in q for q in found for s in ("946,700", "not practical", "from 3x to 4x")), list(found)
+
+
+def test_a_table_whose_rows_name_the_measurement_gives_its_figures():
+    """MaxText's custom_model.md tabulates `| **MFU (1 pod Trillium)** | 43.1% | 49.8% |` with the models as columns:
+    no claim came of it (0 of its 5 MFU figures); a row of the devices' memory stays no measurement."""
+    from tools.sources.claims import claims
+    from tools.sources.extract import _markdown
+
+    text = ("# Results\n\n| | Llama 2 70B | Mixtral |\n|---|---|---|\n| **MFU (1 pod Trillium)** | 43.1% | 49.8% |\n"
+            "| **Tokens/s/chip** | 1,200 | 980 |\n| Memory (GB) | 16 | 32 |\n| Chips | 256 | 256 |\n")
+    found = [(c.quote, c.numbers) for c in claims(_markdown(text, Path("t.md"), "markdown"))]
+    assert found == [("MFU (1 pod Trillium) — Llama 2 70B: 43.1%; Mixtral: 49.8%", ["43.1%", "49.8%"]),
+                     ("Tokens/s/chip — Llama 2 70B: 1,200; Mixtral: 980", ["1,200", "980"])], found

@@ -117,6 +117,8 @@ _MEASURED_HEADER = re.compile(r"\b(?:time|ms|µs|us|sec|seconds?|latency|speed-?
                               r"savings?|faster|improvement|context length)\b|\((?:ms|s|us|µs|GB|MB|x|%)\)", re.I)
 
 
+_MEASURED_ROW = re.compile(r"\b(?:MFU|HFU|utili[sz]ation|tokens?/s|tok/s|throughput|step time|latency|speed-?ups?|"
+                           r"TFLOP/?s|samples?/s)\b", re.I)  # performance a run measured, never a device's spec
 _HW_PROPERTY = re.compile(r"^(?:memory\s+)?(?:bandwidth|bw)|^(?:l1|l2)\b|shared memory|^smem|registers|^sms?\b|"
                           r"cores\b|shared mem|/sm\b|per sm\b|compute capability|max threads|warp size|^memory$|^hbm|^vram$|^tdp|clock",
                           re.I)
@@ -138,6 +140,8 @@ def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
     for row in table.rows:
         plain = [_plain(c) for c in row]
         spec_row = bool(plain and _HW_PROPERTY.search(plain[0]))
+        # a transposed table: the row's first cell names the measurement (`| **MFU (1 pod)** | 43.1% | 49.8% |`)
+        row_measure = bool(plain and not spec_row and _MEASURED_ROW.search(plain[0]))
         measured, naming = [], []
         for j, cell in enumerate(plain):
             head = header[j] if j < len(header) else ""
@@ -145,7 +149,7 @@ def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
             if spec_row and figs and not re.search(r"achiev|measured|observed|reach", cell, re.I):
                 figs = []
             if not figs and j and not spec_row and _NUMBER.search(cell) and _BARE.match(cell) and \
-                    (measured or _MEASURED_HEADER.search(head) or _UNIT_CELL.search(cell)) and \
+                    (measured or row_measure or _MEASURED_HEADER.search(head) or _UNIT_CELL.search(cell)) and \
                     measures.unmeasured(head) != "spec":
                 figs = [cell]
             elif not figs and measured and not row[j].lstrip().startswith("`"):  # a note beside the figures
