@@ -70,6 +70,26 @@ def test_a_python_process_hung_under_a_launcher_gives_its_stack(project, tmp_pat
     assert ("hang.py", 5, "wait_forever") in frames, frames
 
 
+def test_a_python_process_slower_to_dump_than_its_launcher_to_die_still_gives_its_stack(project, tmp_path,
+                                                                                       monkeypatch):
+    """CI: bash died of the SIGABRT at once and the runner stopped reading when its leader ended, before the Python
+    process under it had written its dump ("its stack was taken", no frame). Here the dump comes a second late."""
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                               if not (Path(d) / "py-spy").exists()))
+    (tmp_path / "hang.py").write_text(
+        "import faulthandler, os, signal, sys, time\n\n"
+        "def late_dump(*_):\n    time.sleep(1)\n    faulthandler.dump_traceback(sys.stdout, all_threads=True)\n"
+        "    sys.stdout.flush()\n    os._exit(134)\n\n"
+        "signal.signal(signal.SIGABRT, late_dump)\nprint('loading', flush=True)\n\n"
+        "def wait_forever():\n    time.sleep(600)\n\nwait_forever()\n")
+    (tmp_path / "launch.sh").write_text(f"{PY} hang.py\n")
+    exp_run(project, "--hang-after", "2", "--timeout", "60", "-m", "late", command=["bash", "launch.sh"], code=1)
+    (rec,) = _crashes(project)
+    assert rec["crash"]["kind"] == "hang", rec["crash"]
+    frames = [(f.get("rel"), f["line"], f["func"]) for f in rec["crash"].get("frames", [])]
+    assert ("hang.py", 13, "wait_forever") in frames, frames
+
+
 def test_a_shell_hung_with_no_python_in_it_does_not_claim_a_stack(project, tmp_path):
     exp_run(project, "--hang-after", "2", "--timeout", "60", "-m", "sleepy",
             command=["bash", "-c", "echo start; sleep 600"], code=1)

@@ -336,13 +336,18 @@ def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
             return "py-spy"
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(p.pid, signal.SIGABRT)  # its own session: the launcher and every Python process it started
+    # until every process holding the log's pipe has closed it: a launcher dies of SIGABRT at once, the Python
+    # processes under it are still writing their dumps (waiting for the leader alone lost them)
     end = time.monotonic() + wait_s
-    while time.monotonic() < end and p.poll() is None:
-        with contextlib.suppress(BlockingIOError, ValueError, OSError):
-            _copy(p.stdout.read(), f, False)
+    while time.monotonic() < end:
+        try:
+            chunk = p.stdout.read()
+        except (BlockingIOError, ValueError, OSError):
+            chunk = None
+        if chunk == b"":
+            break
+        _copy(chunk, f, False)
         time.sleep(0.05)
-    with contextlib.suppress(ValueError, OSError):
-        _copy(p.stdout.read(), f, False)
     return "faulthandler" if pythons else ""
 
 
