@@ -227,13 +227,18 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout)["regression"] is False and "fake training" in p.stderr
     summary = tmp_path / "summary.md"
+    logs = project.root / "raw/profiles"
+    earlier = set(logs.glob("*gate-main*/run*.log"))  # the gates above left theirs: wait for this one's
     gate_p = subprocess.Popen([sys.executable, "-m", "tools", "exp", "gate", "--baseline", "main", "-q",
                                "--summary", str(summary), "--", *fake("--hang")], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    end = time.monotonic() + 60
-    while not list((project.root / "raw/profiles").glob("*gate-main*/run*.log")) and time.monotonic() < end:
+    end = time.monotonic() + 120  # the command printing: the gate is inside its signal handling by then
+
+    def training() -> bool:
+        return any("fake training" in p.read_text(errors="replace") for p in set(logs.glob("*gate-main*/run*.log"))
+                   - earlier)
+    while not training() and time.monotonic() < end:
         time.sleep(0.2)
-    time.sleep(1.0)
     gate_p.send_signal(signal.SIGTERM)
     out, err = gate_p.communicate(timeout=60)
     assert gate_p.returncode == 143, (out, err[-2000:])

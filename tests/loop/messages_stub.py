@@ -73,8 +73,11 @@ class Stub:
                     return
                 step = max(1, len(data) // 20)  # 20 pieces, ``trickle`` seconds apart: each read is quick
                 for i in range(0, len(data), step):
-                    self.wfile.write(data[i:i + step])
-                    self.wfile.flush()
+                    try:
+                        self.wfile.write(data[i:i + step])
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):  # the client gave up on the answer
+                        return
                     time.sleep(trickle)
 
             def log_message(self, *args):

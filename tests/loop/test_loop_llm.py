@@ -124,7 +124,8 @@ def test_an_overloaded_or_trickling_endpoint_is_waited_out_and_the_loop_runs_to_
         body, status, headers = overloaded()
         stub.push(MESSAGES, body, status, headers)
     stub.push(MESSAGES, tool_use(BF16, n=1))
-    stub.push(MESSAGES, tool_use(FAST, n=2), headers={TRICKLE: "1"})  # 20 s of trickle: abandoned after 1 s
+    # 6 s of trickle, each piece well inside the SDK's 1 s read timeout: only the whole-call deadline can end it
+    stub.push(MESSAGES, tool_use(FAST, n=2), headers={TRICKLE: "0.3"})
     stub.push(MESSAGES, tool_use(FAST, n=3))
     s = start(Project(root), "fake-loop")
     assert s["stop_reason"].startswith("budget: runs 2 of 2"), s["stop_reason"]

@@ -75,8 +75,9 @@ def crash_reason(p: Proc, timeout: float, bad_field: str | None = None, result: 
                 f"hung: no output for {p.hung_s:g} s; the job was cancelled")
     if p.timed_out:
         # the runner's own clock of its last output (a remote job's is not watched so: never called silent)
-        quiet = p.wall_s - p.last_output_s if p.last_output_s is not None else 0.0
-        if quiet >= max(2.0, 0.5 * p.wall_s):
+        ran = min(p.wall_s, timeout or p.wall_s)  # wall_s also holds the kill and cleanup after it (a busy host)
+        quiet = ran - p.last_output_s if p.last_output_s is not None else 0.0
+        if quiet >= max(2.0, 0.5 * ran):
             return f"timed out after {timeout:g} s (it printed nothing for its last {quiet:.0f} s)"
         return f"timed out after {timeout:g} s"
     rc = p.rc
