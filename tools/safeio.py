@@ -139,19 +139,29 @@ def try_text(path: str | Path, limit: int = DEFAULT_LIMIT) -> str | None:
         return None
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int | None = None) -> None:
     """Worker initializer: the kernel kills this process when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a
-    ``kill -9`` of a command leaves no parser workers behind."""
+    ``kill -9`` of a command leaves no parser workers behind. ``parent``: the pool's maker (``pool_parent()``)."""
     try:
         import ctypes
         import signal
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent died before the call
+        # the parent died before the call: its orphans went to init, or to a subreaper (tini -s, systemd --user,
+        # a command run by `tools exp run`), whose pid is no sign
+        if os.getppid() == 1 or parent is not None and os.getppid() != parent:
             os._exit(1)
     except (OSError, AttributeError):
         pass
+
+
+def pool_parent() -> tuple[int, ...]:
+    """``initargs`` for a pool of ``die_with_parent`` workers: this process, where workers are its forks (not
+    under a fork server, whose children's parent it is not)."""
+    import multiprocessing
+
+    return (os.getpid(),) if multiprocessing.get_start_method() == "fork" else ()
 
 
 def _size(n: int) -> str:

@@ -221,11 +221,15 @@ def test_streamable_http_on_loopback(kb):
     proc = subprocess.Popen([sys.executable, "-m", "tools", "--root", str(kb), "mcp", "--http", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        for _ in range(200):
+        end = time.monotonic() + 120  # importing the MCP SDK alone took 7-8 s on a loaded CI machine
+        while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
+                if proc.poll() is not None or time.monotonic() > end:
+                    proc.kill()
+                    pytest.fail(f"the server never listened: {proc.communicate()[1][-2000:]!r}")
                 time.sleep(0.1)
 
         async def body(c):

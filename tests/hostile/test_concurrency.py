@@ -142,3 +142,18 @@ def test_parser_workers_die_with_a_killed_ingest(tmp_path):
             break
         time.sleep(0.1)
     assert not alive, f"workers outlived their killed parent: {alive}"
+
+
+def test_a_worker_whose_pool_maker_died_first_ends_even_under_a_subreaper():
+    """The worker checked its parent's death by `getppid() == 1`: under a subreaper (tini -s, systemd --user, a
+    command of `tools exp run`) the orphan's new parent is not pid 1, and a worker that lost the race lived on."""
+    code = ("import os, sys; from tools import safeio; safeio.die_with_parent(int(sys.argv[1])); "
+            "print('alive')")
+    reaped = subprocess.run([sys.executable, "-c", code, str(os.getpid() + 1_000_000)], capture_output=True,
+                            text=True, timeout=60)  # its parent is not the pool maker it was given: the maker died
+    assert reaped.returncode == 1 and "alive" not in reaped.stdout, reaped
+    kept = subprocess.run([sys.executable, "-c", code, str(os.getpid())], capture_output=True, text=True, timeout=60)
+    assert kept.returncode == 0 and "alive" in kept.stdout, kept
+    from tools import safeio
+
+    assert safeio.pool_parent() in ((os.getpid(),), ())

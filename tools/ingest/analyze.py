@@ -24,12 +24,12 @@ from . import dispatch, pyfacts, yaml_settings
 CACHE_VERSION = 4  # bump when the shape of ingest facts changes
 
 
-def _worker_start() -> None:
+def _worker_start(*parent: int) -> None:
     """A pool worker ends with the ingest and leaves Ctrl-C to it (a SIGINT to the group would otherwise leave
     workers waiting on a queue the ingest no longer feeds, and the ingest joining them forever)."""
     import signal
 
-    safeio.die_with_parent()
+    safeio.die_with_parent(*parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -176,7 +176,7 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
     package = root_package(root)
     args = [(str(root), e.rel, e.role, package) for e in todo]
     jobs = jobs or (min(os.cpu_count() or 1, 4) if len(args) > 200 else 1)
-    pool = ProcessPoolExecutor(jobs, initializer=_worker_start) if jobs > 1 else None
+    pool = ProcessPoolExecutor(jobs, initializer=_worker_start, initargs=safeio.pool_parent()) if jobs > 1 else None
     results = pool.map(_analyze_path, args, chunksize=16) if pool else map(_analyze_path, args)
     analyzed = 0
     if progress:

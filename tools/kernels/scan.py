@@ -264,7 +264,8 @@ def scan_facts(root: Path, jobs: int = 1) -> dict[str, dict]:
         return dict(map(_analyze_path, work))
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=jobs, initializer=safeio.die_with_parent) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=safeio.die_with_parent,
+                             initargs=safeio.pool_parent()) as pool:
         return dict(pool.map(_analyze_path, work, chunksize=32))
 
 

@@ -23,6 +23,7 @@ import time
 RUN_TOKEN = "AUTORESEARCH_RUN_TOKEN"
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 WATCH_EVERY_S = 0.25
+MAX_WATCH_EVERY_S = 2.0  # however slow /proc is to read, a process living longer than this is seen
 
 
 def _stat(pid: int | str) -> tuple[int, int, int] | None:
@@ -63,9 +64,12 @@ class Tree:
         if now - self._last < self._every:
             return
         self._last = now
+        cpu = time.thread_time()
         table = _table()
-        # a host of thousands of processes is read less often: the watch takes at most ~2 % of one core
-        self._every = max(WATCH_EVERY_S, 50 * (time.monotonic() - now))
+        # a host of thousands of processes is read less often: the watch takes at most ~2 % of one core. Its CPU
+        # time, not its wall time: on a busy host the wall time is mostly waiting for a core, and a read every
+        # 0.6 s missed short-lived helpers that left the command's session
+        self._every = min(MAX_WATCH_EVERY_S, max(WATCH_EVERY_S, 50 * (time.thread_time() - cpu)))
         kids: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in table.items():
             kids.setdefault(ppid, []).append(pid)
