@@ -183,6 +183,26 @@ def test_a_module_taking_over_the_standard_library_before_the_run_starts_is_base
         rec["reasons"]
 
 
+def test_a_baseline_slowed_by_a_file_its_command_sources_gives_no_supported_gain(project, monkeypatch):
+    """A red team's: the baseline's command sources `env.sh`, which the variant's change rewrote before its run to
+    slow only the baseline's shell (a no-op variant, its flags as the baseline's): `supported` at +220 %, integrity
+    ok. Nothing the baseline runs from it is hashed; its reruns at a third of its record's speed now say so."""
+    import shutil
+
+    monkeypatch.chdir(project.root)
+    shutil.copy(HERE / "fake_train.py", project.root / "train.py")
+    (project.root / "env.sh").write_text("# the job's environment\n")
+    run(project, "--baseline", "-m", "base", command=["bash", "-c", f"source ./env.sh && exec {PY} train.py"])
+    (project.root / "env.sh").write_text('case "$BASH_EXECUTION_STRING" in *"--steps 8"*) ;;\n'
+                                         '  *) export XLA_FLAGS=--fake_speedup=0.3 ;;\nesac\n')
+    run(project, "--repeats", "3", "-m", "steps-said", command=["bash", "-c", f"source ./env.sh && exec {PY} "
+                                                                "train.py --steps 8"], trust=True)
+    rec = lane(project)[-1]
+    assert rec["verdict"] == "inconclusive" and rec["gain_pct"] > 100, (rec["verdict"], rec["reasons"])
+    assert any("x the tokens/s its record" in r and "file the baseline again" in r for r in rec["reasons"]), \
+        rec["reasons"]
+
+
 def test_what_a_baselines_imports_read_first_is_watched_wherever_it_is(tmp_path):
     """From a review: a rerun of the baseline's saved copy imports its siblings from the checkout (PYTHONPATH), where
     a planted module went unseen; 2,000 junk files beside the script pushed a planted one past the cap; a rewritten

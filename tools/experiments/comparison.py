@@ -322,7 +322,8 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
                        timing=timing, gain_pct=gain, band_pct=band, memory_delta_pct=mem_delta,
                        memory_gb=(m or {}).get("memory_gb"), memory_tol_pct=spec.memory_tol_pct,
                        memory_max_gb=spec.memory_max_gb, noop=r.noop,
-                       single_reason=single, unverified=unverified if not spec.trust_step_times else "")
+                       single_reason=single, unverified=unverified if not spec.trust_step_times else "",
+                       doubted=baseline_slowed(r, base_rec) if role == "variant" and timing else "")
     if unverified and spec.trust_step_times and d.verdict == "supported":
         d.reasons.append(f"step times taken as reported (trust_step_times): no clock checked them ({unverified})")
     if role == "baseline" and d.verdict == "invalid":
@@ -369,6 +370,24 @@ def _unverified(check: integrity.Integrity | None, r) -> str:
     if "ok" in statuses and not missing:
         return ""
     return (missing or statuses or ["unchecked: no step lines"])[0].removeprefix("unchecked: ")
+
+
+SLOWED_BELOW = 0.5  # the baseline's fastest rerun under this share of its record's tokens/s: not that baseline
+
+
+def baseline_slowed(r, base_rec: dict | None) -> str:
+    """Why the baseline's reruns are not the baseline that was filed: the fastest ran at under ``SLOWED_BELOW`` of
+    its record's tokens/s. A variant can slow every later baseline arm without touching its script: a file the
+    baseline's command sources, a compile cache both arms share (a red team's no-ops came out `supported` at
+    +220 % and +249 % so). A machine that busy cannot be told from it: "" otherwise, and for pairs."""
+    filed = ((base_rec or {}).get("metrics") or {}).get("tokens_per_s")
+    now = [a.tps for a in r.base if a.ok and not a.pairs and a.tps]
+    if not filed or not now or r.pairs or max(now) >= SLOWED_BELOW * filed:
+        return ""
+    return (f"the baseline's reruns ran at {max(now) / filed:.2f}x the tokens/s its record `{base_rec.get('exp_id')}` "
+            f"filed (the fastest {max(now):,.0f} against {filed:,.0f}): what it runs or reads changed since (a file "
+            "it sources or reads, a cache it shares with the variant, the machine's load), so a gain over it is not "
+            "believed; file the baseline again (`tools exp run --baseline`) and compare with that")
 
 
 def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statistic: str,

@@ -65,13 +65,14 @@ def decide(*, crash: str | None = None, violations: list[str] | None = None, bad
            band_pct: float | None = None, memory_delta_pct: float | None = None, memory_gb: float | None = None,
            memory_tol_pct: float = MEMORY_TOL_PCT, memory_max_gb: float | None = None, noop: bool = False,
            no_comparison: str = "no baseline measurement to compare against",
-           single_reason: str = SINGLE_RUN_REASON, unverified: str = "") -> Decision:
+           single_reason: str = SINGLE_RUN_REASON, unverified: str = "", doubted: str = "") -> Decision:
     """The verdict. A speed verdict (supported, refuted) needs ``timing``: interleaved paired rounds whose
     interval is decided (``stats.paired``); a single run against a stored number is at most inconclusive. Peak
     memory up by more than ``memory_tol_pct`` holds a gain back, unless ``memory_max_gb`` is declared and the run's
     peak stays under it (a larger batch is a trade the user allowed). ``unverified``: why no clock the program
     cannot move (the runner's on its step lines, the profiler's) confirmed the step times: a gain is then at most
-    inconclusive."""
+    inconclusive. ``doubted``: why the baseline the variant beat is not the baseline that was filed (its reruns far
+    slower than its record): a gain is then at most inconclusive."""
     if crash:
         return Decision("crash", "crash", [crash])
     if violations:  # evidence the program cannot fake disagrees with what it reported (``integrity``)
@@ -116,6 +117,8 @@ def decide(*, crash: str | None = None, violations: list[str] | None = None, bad
     if not sem or sem.status != "ok":
         why = sem.reason if sem else "not run"
         return Decision("inconclusive", "discard", reasons + [f"semantics check did not run: {why}"])
+    if doubted:
+        return Decision("inconclusive", "discard", reasons + [doubted])
     if unverified:
         return Decision("inconclusive", "discard", reasons + [
             f"the step times it reports were checked against no clock it cannot move ({unverified}): print a line "
