@@ -31,6 +31,7 @@ class Stub:
         self._replies: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self._closing = threading.Event()  # set on exit: a trickled answer stops, its connection closes
 
     def push(self, path: str, body: dict | bytes, status: int = 200, headers: dict[str, str] | None = None) -> Stub:
         """The next reply to ``path``; ``bytes`` go out as they are (a malformed answer)."""
@@ -73,12 +74,15 @@ class Stub:
                     return
                 step = max(1, len(data) // 20)  # 20 pieces, ``trickle`` seconds apart: each read is quick
                 for i in range(0, len(data), step):
+                    if stub._closing.is_set():  # the test is over: the client's read ends now, not in 20 pieces
+                        self.close_connection = True
+                        return
                     try:
                         self.wfile.write(data[i:i + step])
                         self.wfile.flush()
                     except (BrokenPipeError, ConnectionResetError):  # the client gave up on the answer
                         return
-                    time.sleep(trickle)
+                    stub._closing.wait(trickle)
 
             def log_message(self, *args):
                 pass
@@ -90,8 +94,14 @@ class Stub:
 
     def __exit__(self, *exc):
         assert self._server is not None
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
+        # a call the provider abandoned at its deadline reads on in a thread of its own: it ends with its answer cut,
+        # here, not while the next test imports (two threads compiling at once crash Python 3.11.7)
+        end = time.monotonic() + 10
+        for t in [t for t in threading.enumerate() if t.name == "llm-request"]:
+            t.join(max(0.0, end - time.monotonic()))
 
 
 def tool_use(inp: dict, *, name: str = "propose", input_tokens: int = 1200, output_tokens: int = 300,

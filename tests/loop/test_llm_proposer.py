@@ -251,37 +251,3 @@ def test_a_nan_gain_or_a_change_of_the_wrong_type_is_sent_back_for_repair(stub, 
     assert p.expected_gain_pct == good()["expected_gain_pct"] and len(stub.bodies()) == 2
     assert stub.bodies()[1]["messages"][-1]["content"][0]["is_error"] is True
 
-
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_a_call_past_its_deadline_is_ended_not_left_reading(stub, rec, monkeypatch, provider):
-    """A trickled answer abandoned at the deadline kept reading for its 20 pieces in a thread of its own, then
-    parsed and imported beside the loop's next steps (two threads compiling at once crashed a worker once)."""
-    import threading
-    import time
-
-    from messages_stub import CHAT, TRICKLE, chat_tool_call
-
-    from tools.llm import LLMUnavailable, get
-
-    pytest.importorskip(provider)
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    path, body = (MESSAGES, tool_use(good())) if provider == "anthropic" else (CHAT, chat_tool_call(good()))
-    stub.push(path, body, headers={TRICKLE: "0.5"})  # 10 s of answer, read a piece at a time under the timeout
-    llm = get(provider, model="m", base_url=stub.url + ("" if provider == "anthropic" else "/v1"),
-                       max_retries=0, timeout_s=1)
-    before = set(threading.enumerate())
-    with pytest.raises(LLMUnavailable, match="no whole answer within 1 s"):
-        llm.call(*_ask())
-    left = [t for t in threading.enumerate() if t not in before and t.name == "llm-request"]
-    end = time.monotonic() + 4
-    while any(t.is_alive() for t in left) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert not any(t.is_alive() for t in left), "the abandoned call still reads its answer"
-    stub.push(path, body)  # the provider still answers the next call
-    assert llm.call(*_ask()).call is not None
-
-
-def _ask():
-    from tools.llm import Conversation, Tool
-
-    return Conversation(system="s", cached=[], ask="propose"), Tool("propose", "a change", {"type": "object"}, strict=False), 100

@@ -37,11 +37,10 @@ def deadline(timeout_s: float, max_retries: int) -> float:
     return timeout_s * (max_retries + 1) + 10.0 * max_retries
 
 
-def within(seconds: float, fn, what: str, abandon=None):
+def within(seconds: float, fn, what: str):
     """``fn()`` given ``seconds`` in all: an endpoint trickling its answer a byte at a time keeps each read under
-    the SDK's timeout, which bounds reads, not requests. Past it, ``what`` is unavailable and ``abandon()`` (the
-    provider closing the client the call reads from) ends the call, whose answer is dropped: left to trickle on in
-    its thread, it parsed and imported beside the loop's next steps (two threads compiling at once crash 3.11)."""
+    the SDK's timeout, which bounds reads, not requests. Past it, ``what`` is unavailable (the call is left to
+    finish in its own thread; its answer is dropped)."""
     import threading
 
     out: dict = {}
@@ -56,9 +55,6 @@ def within(seconds: float, fn, what: str, abandon=None):
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        if abandon is not None:
-            abandon()
-            worker.join(min(seconds, 5.0))  # its read fails at once: let it unwind before the caller goes on
         raise LLMUnavailable(f"{what}: no whole answer within {seconds:g} s (timeout_s per attempt, its retries "
                              "included)")
     if "error" in out:

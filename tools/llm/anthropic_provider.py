@@ -25,9 +25,8 @@ class AnthropicProvider:
         self.base_url = base_url
         self._sdk = require("anthropic")
         self._key = api_key(api_key_env)
-        self._options = {"api_key": self._key, "base_url": base_url, "max_retries": int(max_retries),
-                         "timeout": float(timeout_s)}
-        self._client = self._sdk.Anthropic(**self._options)
+        self._client = self._sdk.Anthropic(api_key=self._key, base_url=base_url,
+                                           max_retries=int(max_retries), timeout=float(timeout_s))
         self._deadline = deadline(float(timeout_s), int(max_retries))
 
     def request(self, conv: Conversation, tool: Tool) -> dict[str, Any]:
@@ -84,7 +83,7 @@ class AnthropicProvider:
     def _send(self, fn):
         sdk = self._sdk
         try:
-            return within(self._deadline, fn, self._said("the request"), self._abandon)
+            return within(self._deadline, fn, self._said("the request"))
         except sdk.APIStatusError as e:
             raise (LLMUnavailable if retryable(e.status_code) else LLMError)(
                 self._said(f"HTTP {e.status_code}: {e.message}")) from None
@@ -92,12 +91,6 @@ class AnthropicProvider:
             raise LLMUnavailable(f"anthropic {self.model}: cannot reach {self._client.base_url}: {e}") from None
         except (sdk.APIError, ValueError, TypeError, AttributeError) as e:  # an answer that is not the API's JSON
             raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
-
-    def _abandon(self) -> None:
-        """Close the client a call past its deadline still reads from (its read fails, its thread ends) and take a
-        new one for the next call."""
-        old, self._client = self._client, self._sdk.Anthropic(**self._options)
-        old.close()
 
     def _said(self, what: str) -> str:
         return scrubbed(f"anthropic {self.model} at {self._client.base_url}: {what}", self._key)

@@ -28,9 +28,8 @@ class OpenAIProvider:
         self.max_tokens_field = max_tokens_field
         self._sdk = require("openai")
         self._key = api_key(api_key_env)
-        self._options = {"api_key": self._key, "base_url": base_url, "max_retries": int(max_retries),
-                         "timeout": float(timeout_s)}
-        self._client = self._sdk.OpenAI(**self._options)
+        self._client = self._sdk.OpenAI(api_key=self._key, base_url=base_url,
+                                        max_retries=int(max_retries), timeout=float(timeout_s))
         self._deadline = deadline(float(timeout_s), int(max_retries))
 
     def request(self, conv: Conversation, tool: Tool) -> dict[str, Any]:
@@ -57,7 +56,7 @@ class OpenAIProvider:
         body = {**self.request(conv, tool), self.max_tokens_field: int(max_tokens)}
         try:
             resp = within(self._deadline, lambda: self._client.chat.completions.create(model=self.model, **body),
-                          self._said("the request"), self._abandon)
+                          self._said("the request"))
         except sdk.APIStatusError as e:
             raise (LLMUnavailable if retryable(e.status_code) else LLMError)(
                 self._said(f"HTTP {e.status_code}: {e.message}")) from None
@@ -69,12 +68,6 @@ class OpenAIProvider:
             return self._reply(resp)
         except (ValueError, TypeError, AttributeError, KeyError) as e:  # an answer not shaped as the API's
             raise LLMError(self._said(f"a malformed answer ({type(e).__name__}: {e})")) from None
-
-    def _abandon(self) -> None:
-        """Close the client a call past its deadline still reads from (its read fails, its thread ends) and take a
-        new one for the next call."""
-        old, self._client = self._client, self._sdk.OpenAI(**self._options)
-        old.close()
 
     def _said(self, what: str) -> str:
         return scrubbed(f"openai-compatible {self.model} at {self._client.base_url}: {what}", self._key)
