@@ -161,7 +161,9 @@ def pool_parent() -> tuple[int, ...]:
     under a fork server, whose children's parent it is not)."""
     import multiprocessing
 
-    return (os.getpid(),) if multiprocessing.get_start_method() == "fork" else ()
+    # allow_none: asking must not fix the start method for the whole process (the platform's default comes first)
+    method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+    return (os.getpid(),) if method == "fork" else ()
 
 
 def _size(n: int) -> str:

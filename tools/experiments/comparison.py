@@ -372,22 +372,27 @@ def _unverified(check: integrity.Integrity | None, r) -> str:
     return (missing or statuses or ["unchecked: no step lines"])[0].removeprefix("unchecked: ")
 
 
-SLOWED_BELOW = 0.5  # the baseline's fastest rerun under this share of its record's tokens/s: not that baseline
+SLOWED_BELOW = 0.5  # the baseline's fastest rerun under this share of its record's tokens/s ...
+VARIANT_AS_FILED = 0.8  # ... while the variant's runs keep this share of it: the baseline alone was slowed
 
 
 def baseline_slowed(r, base_rec: dict | None) -> str:
     """Why the baseline's reruns are not the baseline that was filed: the fastest ran at under ``SLOWED_BELOW`` of
-    its record's tokens/s. A variant can slow every later baseline arm without touching its script: a file the
-    baseline's command sources, a compile cache both arms share (a red team's no-ops came out `supported` at
-    +220 % and +249 % so). A machine that busy cannot be told from it: "" otherwise, and for pairs."""
+    its record's tokens/s while the variant's ran near it. A variant can slow every later baseline arm without
+    touching its script: a file the baseline's command sources, a compile cache both arms share (a red team's
+    no-ops came out `supported` at +220 % and +249 % so). A loaded machine (a loop's parallel iterations) slows
+    both sides: not said then, nor for pairs. "" when not slowed."""
     filed = ((base_rec or {}).get("metrics") or {}).get("tokens_per_s")
-    now = [a.tps for a in r.base if a.ok and not a.pairs and a.tps]
-    if not filed or not now or r.pairs or max(now) >= SLOWED_BELOW * filed:
+    base = [a.tps for a in r.base if a.ok and not a.pairs and a.tps]
+    var = [a.tps for a in r.var if a is not None and a.ok and not a.pairs and a.tps]
+    if not filed or not base or not var or r.pairs or max(base) >= SLOWED_BELOW * filed \
+            or _median(var) < VARIANT_AS_FILED * filed:
         return ""
-    return (f"the baseline's reruns ran at {max(now) / filed:.2f}x the tokens/s its record `{base_rec.get('exp_id')}` "
-            f"filed (the fastest {max(now):,.0f} against {filed:,.0f}): what it runs or reads changed since (a file "
-            "it sources or reads, a cache it shares with the variant, the machine's load), so a gain over it is not "
-            "believed; file the baseline again (`tools exp run --baseline`) and compare with that")
+    return (f"the baseline's reruns ran at {max(base) / filed:.2f}x the tokens/s its record `{base_rec.get('exp_id')}` "
+            f"filed (the fastest {max(base):,.0f} against {filed:,.0f}) while the variant's kept "
+            f"{_median(var) / filed:.2f}x: something the baseline alone runs or reads changed since (a file its "
+            "command sources or reads, a cache it shares with the variant), so a gain over it is not believed; find "
+            "what changed before filing the baseline again (a baseline filed while it is there is slowed too)")
 
 
 def current_noise(prior: list[dict], variant: str, base_rec: dict | None, statistic: str,
