@@ -347,8 +347,24 @@ def take_stack(p: subprocess.Popen, f, wait_s: float = STACK_WAIT_S) -> str:
         if chunk == b"":
             break
         _copy(chunk, f, False)
+        if chunk is None and p.poll() is not None and not _group_alive(p.pid):
+            # nothing of the group left to write a dump: what holds the pipe now (a helper in a session of its own,
+            # killed later with the leftovers) has no stack to give; one last read
+            with contextlib.suppress(BlockingIOError, ValueError, OSError):
+                _copy(p.stdout.read(), f, False)
+            break
         time.sleep(0.05)
     return "faulthandler" if pythons else ""
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _python_tree(leader: int) -> list[int]:
