@@ -250,9 +250,9 @@ def test_a_job_preempted_back_into_the_queue_is_waited_for_not_called_hung(fake_
     """A job suspended or requeued mid-round (squeue: SUSPENDED, PENDING) was filed `hung: no output for 1 s`, kind
     `hang`, its configuration blamed for the cluster's preemption."""
     monkeypatch.setenv("FAKE_SUSPEND_ON", r"@@AR begin")
-    monkeypatch.setenv("FAKE_SUSPEND_S", "3")
-    raw = tmp_path / "raw"
-    (p,) = TemplateRunner(hang_s=600, **FAST).run_round([fake_arm(raw, "run-1", hang_s=1)])
+    monkeypatch.setenv("FAKE_SUSPEND_S", "5")
+    raw = tmp_path / "raw"  # hang_s 2: the resumed fake's next line comes within it even on a loaded machine
+    (p,) = TemplateRunner(hang_s=600, **FAST).run_round([fake_arm(raw, "run-1", hang_s=2)])
     assert p.rc == 0 and p.hung_s is None and result_of(p) is not None, p.tail
     assert [json.loads(n.read_text())["state"] for n in (raw / "remote").glob("*.json")] == ["completed"]
 
@@ -260,9 +260,9 @@ def test_a_job_preempted_back_into_the_queue_is_waited_for_not_called_hung(fake_
 def test_a_submit_that_times_out_after_queueing_the_job_cancels_it_by_name(fake_state, tmp_path, monkeypatch):
     """sbatch queued the job and answered after `call_timeout_s`: filed "not submitted", the job ran on, unseen,
     on the node the next rounds measure on."""
-    monkeypatch.setenv("FAKE_SUBMIT_SLOW", "3")
-    raw = tmp_path / "raw"
-    (p,) = TemplateRunner(call_timeout_s=1, **FAST).run_round([fake_arm(raw, "run-1", "--steps", "400")])
+    monkeypatch.setenv("FAKE_SUBMIT_SLOW", "5")
+    raw = tmp_path / "raw"  # 2 s: the stub sbatch has queued the job (its .name and .pid written) by then, loaded
+    (p,) = TemplateRunner(call_timeout_s=2, **FAST).run_round([fake_arm(raw, "run-1", "--steps", "400")])
     assert p.rc is None and "not submitted" in p.tail and "cancelled by name" in p.tail, p.tail
     name = next(c for c in calls(fake_state) if c.startswith("scancel --name ar-"))
     job = next(f.stem for f in Path(fake_state).glob("*.name") if f.read_text() == name.split()[-1])
