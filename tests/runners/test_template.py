@@ -230,8 +230,9 @@ def test_a_remote_run_against_a_local_baseline_is_judged_not_invalid(fake_state,
     project = Project(tmp_path / "kb")
     honest = tmp_path / "honest.py"  # a step line as each step ends, flushed; then the result
     honest.write_text("import json, sys, time\nms = float(sys.argv[1])\ntimes, losses = [], []\n"
+                      "scale = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0  # a timer that lies, below\n"
                       "for i in range(8):\n    t = time.perf_counter()\n    time.sleep(ms / 1000)\n"
-                      "    times.append(time.perf_counter() - t)\n    losses.append(5.0 - 0.1 * i)\n"
+                      "    times.append(scale * (time.perf_counter() - t))\n    losses.append(5.0 - 0.1 * i)\n"
                       "    print(json.dumps({'step': i, 'loss': losses[-1]}), flush=True)\n"
                       "print(json.dumps({'step_times_s': times, 'tokens_per_step': 512, 'losses': losses}))\n")
     cmd = [sys.executable, str(honest)]
@@ -242,8 +243,14 @@ def test_a_remote_run_against_a_local_baseline_is_judged_not_invalid(fake_state,
                                           runner="template", runner_options=FAST))
     rec = var.record
     assert rec["verdict"] != "invalid", rec.get("reasons")
-    assert "keeps no clock" in rec["integrity"]["checks"]["clock"] and not rec["integrity"].get("findings")
+    # each line the job printed came back with the worker's time on it: its step lines are timed as a local run's
+    assert rec["integrity"]["checks"]["clock"] == "ok" and not rec["integrity"].get("findings"), rec["integrity"]
     assert rec["gain_pct"] > 50
+    # a red team's: the timed arms' timer at 0.35x (the profiled arm honest) on a template runner whose "cluster"
+    # was this machine: `supported` at +207 %, "the runner keeps no clock"
+    lie = run_experiment(project, RunSpec("m", "l", "s/cpu", [*cmd, "40", "0.35"], repeats=2, cwd=tmp_path,
+                                          runner="template", runner_options=FAST)).record
+    assert lie["verdict"] == "invalid" and any("clock" in r for r in lie["reasons"]), lie["reasons"]
 
 
 def test_a_job_preempted_back_into_the_queue_is_waited_for_not_called_hung(fake_state, tmp_path, monkeypatch):

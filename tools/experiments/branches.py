@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -184,22 +185,60 @@ def edit_config(tree: Path, config_file: str, knobs: dict) -> list[str]:
 
 
 def with_knobs(text: str, yaml_file: bool, knobs: dict) -> tuple[str, list[str]]:
-    """``text`` with each knob set (``knob: value`` in YAML, ``--knob value`` else), and the knobs not found."""
+    """``text`` with each knob set, and the knobs not found (or not settable without guessing). YAML: ``knob: value``
+    where exactly one line holds the key with a value. A launch script: a knob's value is the arguments that set it
+    (``Knob.args``: ``["--pad-sleep-ms", "0"]``, ``["--no-scan"]``), or a value set as ``--knob-name value``
+    (booleans: ``--knob`` / ``--no-knob``); each flag's value replaced where it is a plain word, never shell syntax
+    (``"$@"``, a line's continuation ``\\``, ``&&``)."""
     missing = []
     for key, value in knobs.items():
-        v = str(value).lower() if isinstance(value, bool) else str(value)
         if yaml_file:
-            rx = re.compile(rf"^(\s*{re.escape(key)}\s*:\s*)[^#\n]*", re.M)
-            new, n = rx.subn(lambda m: m.group(1) + v, text)
+            new = None if isinstance(value, (dict, list)) else _yaml_set(text, key, value)
         else:
-            flag = "--" + key.replace("_", "-")
-            rx = re.compile(rf"({re.escape(flag)}|--{re.escape(key)})(=|\s+)(?!-)\S+")
-            new, n = rx.subn(lambda m: f"{m.group(1)}{m.group(2)}{v}", text)
-        if n:
-            text = new
-        else:
+            new = _script_set(text, value if isinstance(value, list) else flag_args(key, value))
+        if new is None:
             missing.append(key)
+        else:
+            text = new
     return text, missing
+
+
+def flag_args(key: str, value) -> list[str]:
+    flag = "--" + key.replace("_", "-")
+    if isinstance(value, bool):
+        return [flag] if value else ["--no-" + flag[2:]]
+    return [flag, str(value)]
+
+
+_WORD = r"[^\s\\;&|$'\"`<>()]+"  # a plain value word: not "$@", a continuation, an operator or a quote
+
+
+def _yaml_set(text: str, key: str, value) -> str | None:
+    v = str(value).lower() if isinstance(value, bool) else str(value)
+    rx = re.compile(rf"^([ \t]*{re.escape(key)}[ \t]*:[ \t]*)(?![\s#])[^#\n]*?([ \t]*(?:#[^\n]*)?)$", re.M)
+    if len(rx.findall(text)) != 1:  # absent, a block, or at two places (model.dtype and optimizer.dtype): which?
+        return None
+    return rx.sub(lambda m: m.group(1) + v + m.group(2), text)
+
+
+def _script_set(text: str, args: list[str]) -> str | None:
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else None
+        i += 1 if value is None else 2
+        if value is None:  # a switch: --flag and --no-flag are one setting, the token swapped
+            base = flag[2:].removeprefix("no-")
+            rx = re.compile(rf"(?<![\w-])--(?:no-)?{re.escape(base)}(?![\w=-])")
+            if not rx.search(text):
+                return None
+            text = rx.sub(lambda m: flag, text)
+            continue
+        rx = re.compile(rf"(?<![\w-])({re.escape(flag)})(=|[ \t]+)(?!--){_WORD}")
+        if not rx.search(text):
+            return None
+        text = rx.sub(lambda m: m.group(1) + m.group(2) + shlex.quote(value), text)
+    return text
 
 
 def worktree(repo: Path, where: Path, commit: str) -> None:
@@ -243,7 +282,7 @@ def combine(repo: Path, tree: Path, start: str, branches: list[dict], combined: 
     for b in branches:  # a stacked branch's tip is its own change alone: its parent is already in
         if git_ok(tree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", b["commit"], env=when):
             continue
-        knobs = b.get("knobs") if config_file else None
+        knobs = (b.get("edits") or b.get("knobs")) if config_file else None  # the arguments it wrote
         clash = git(tree, "diff", "--name-only", "--diff-filter=U").splitlines()
         if knobs and clash == [Path(config_file).as_posix()] and _only_knobs(tree, b["commit"], config_file, knobs):
             git(tree, "checkout", "--ours", "--", config_file)  # the file as combined so far, then its flags

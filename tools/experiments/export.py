@@ -208,7 +208,7 @@ def _measured_order(pairs: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
     return out
 
 
-def _flags(command: str) -> dict[str, str]:
+def _flags(command: str) -> dict[str, str | bool]:
     try:
         argv = shlex.split(command)
     except ValueError:
@@ -220,8 +220,8 @@ def _flags(command: str) -> dict[str, str]:
             key, eq, value = arg[2:].partition("=")
             if not eq:
                 nxt = argv[i + 1] if i + 1 < len(argv) else None
-                value = "true" if nxt is None or nxt.startswith("--") else nxt
-                i += 0 if value == "true" else 1
+                value = True if nxt is None or nxt.startswith("--") else nxt  # a switch: written back as one
+                i += 0 if value is True else 1
             out[key.replace("-", "_")] = value
         i += 1
     return out

@@ -141,8 +141,12 @@ def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Pa
             flags = {k: v for k, v in knobs.items() if k not in by_env}
             if flags and config_file:
                 br.worktree(repo, tree, start)
-                missing = br.edit_config(tree, config_file, flags)
+                # a launch script takes the knob's own flags (`flag: --pad-sleep-ms`, a `flags:` mapping, --no-x)
+                edits = flags if config_file.endswith((".yml", ".yaml")) else {
+                    k: spec.knobs[k].args(v) if k in spec.knobs else v for k, v in flags.items()}
+                missing = br.edit_config(tree, config_file, edits)
                 written = {k: v for k, v in flags.items() if k not in missing}
+                edits = {k: v for k, v in edits.items() if k in written}
             rest = {k: v for k, v in knobs.items() if k not in written}
             if rest or env or not written:
                 flags_left = [k for k in rest if k not in by_env]
@@ -161,7 +165,7 @@ def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Pa
         tips.append(tip)
         out["branches"].append({"n": c["n"], "branch": branch, "commit": tip, "exp_id": row["exp_id"],
                                 "kind": ch.get("kind"), "stacked_on": parent if parent != start else None,
-                                "note": note, **({"knobs": written} if written else {})})
+                                "note": note, **({"knobs": written, "edits": edits} if written else {})})
 
 
 def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict, work: Path) -> dict:
@@ -174,10 +178,16 @@ def _verify(project: Project, spec, state: dict, repo: Path, start: str, b: dict
     br.worktree(repo, base_tree, start)
     br.worktree(repo, tree, b["commit"])
     baseline = state["frontier"][0]
+    # the branch alone: the knobs it wrote into the config file; never the ones it could not write, nor the
+    # environment (measuring those made an empty branch "hold"). Where the command runs or reads that file, the
+    # knobs are left off the command (the loop's command gives every knob's flag: given there, the flag was
+    # measured, not the edit, and an edit that did nothing held); else, as the loop's command takes them
     cfg = spec.start_config()
-    # the branch alone: the knobs it writes into the config file, as the loop's command takes them; never the ones
-    # it could not write, nor the environment (measuring those made an empty branch "hold")
-    cfg.update(b.get("knobs") or {})
+    written = b.get("knobs") or {}
+    if spec.config_file and any(Path(w).name == Path(spec.config_file).name for w in spec.command):
+        cfg = {k: v for k, v in cfg.items() if k not in written}
+    else:
+        cfg.update(written)
     env: dict[str, str] = {}
     rs = runs.runspec(spec, cfg, env, (tree / spec.cwd).resolve(), description=f"verify {b['branch']} alone",
                       slug=f"verify-{b['n']}", hypothesis=f"{b['branch']} alone is faster than the baseline",

@@ -307,7 +307,7 @@ class RemoteRunner:
                 trailer.append(f"[tools runner] {where}, arm {i + 1}/{len(arms)} on {parts.worker or '?'}: "
                                f"exit {a.rc} after {a.seconds:g} s")
                 text = _write(arm.log, body + "\n".join(trailer) + "\n")
-                procs.append(Proc(a.rc, timed_out, a.seconds, arm.log, last_lines(text)))
+                procs.append(Proc(a.rc, timed_out, a.seconds, arm.log, last_lines(text), clock=a.clock))
                 continue
             if outcome.kind == "stopped" and current is not None and i > current:
                 break  # like the local runner: nothing after the arm that was stopped

@@ -6,10 +6,14 @@ The token is random per round and the literal marker text never appears in the s
 by ``printf`` at run time), so a log that also echoes the script (Ray prints its entrypoint) cannot fake one.
 An arm runs in a subshell: ``cd`` to its folder, its variables exported, the command under ``timeout`` (a shell
 watchdog where ``timeout`` is missing). A TERM, INT or HUP to the script stops the running arm and exits 143.
+Where the worker has a Python, each line the arm prints goes through a FIFO to a stamper that writes
+``@@T<token> <epoch seconds> `` before it: the worker's clock on every line, which the program cannot move (it is
+another process), so step lines are timed as the local runner times them (``ArmOutput.clock``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import shlex
@@ -40,6 +44,10 @@ class ArmOutput:
     ended: bool = False
     rc: int | None = None
     seconds: float = 0.0
+    start: float | None = None  # epoch seconds on the worker when the arm began (its end marker says)
+    # (seconds from the arm's start, byte offset in ``text`` after the line, the same seconds) for each stamped line:
+    # the shape of the local runner's clock (``process.Proc.clock``)
+    clock: list[tuple[float, int, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -69,6 +77,18 @@ _ar_leftover() {  # pgid: TERM what is left of the arm's group, KILL what is sti
   fi; return 0
 }
 _ar_now() { _ar_t=$(date +%s.%N 2>/dev/null); case $_ar_t in *[!0-9.]*|'') date +%s ;; *) echo "$_ar_t" ;; esac; }
+_ar_py=$(command -v python3 2>/dev/null || true)  # a stamper that dies would take its arm with it (SIGPIPE)
+"${_ar_py:-false}" -c 'import sys; sys.stdout.buffer.flush()' 2>/dev/null || _ar_py=
+_ar_stamper='import sys, time
+pre, out = b"@@T" + sys.argv[1].encode(), sys.stdout.buffer
+for line in sys.stdin.buffer:
+    out.write(b"%s %.6f %s" % (pre, time.time(), line))
+    out.flush()'
+_ar_pipe() {  # i: a FIFO arm i writes to and a stamper reads ($_ar_sp its pid), where the worker allows one
+  _ar_sp=; _ar_q="${TMPDIR:-/tmp}/ar-$_ar_tok-$1"
+  [ -n "$_ar_py" ] && rm -f "$_ar_q" && mkfifo "$_ar_q" 2>/dev/null || return 0
+  "$_ar_py" -u -c "$_ar_stamper" "$_ar_tok" < "$_ar_q" & _ar_sp=$!
+}
 _ar_mark worker "$(uname -n)"
 """.replace("%(kill)d", str(KILL_AFTER_S))
 
@@ -91,7 +111,8 @@ def render(plans: list[ArmPlan], token: str, header: list[str] | None = None, up
 def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
     if not p.command:
         raise ToolsError(f"arm {p.name}: empty command")
-    lines = [f"# arm {i + 1}/{n}: {p.name}", f"_ar_mark begin {i}", "_ar_t0=$(_ar_now)", "("]
+    # a function run as the background job: that job is the process `timeout` replaces (its group the arm's)
+    lines = [f"# arm {i + 1}/{n}: {p.name}", f"_ar_arm{i}() {{"]
     if p.cwd:
         lines.append(f"  cd -- {shlex.quote(p.cwd)} || exit 127")
     for k, v in p.env.items():
@@ -99,12 +120,17 @@ def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
             raise ToolsError(f"arm {p.name}: {k!r} is not a valid environment variable name")
         lines.append(f"  export {k}={shlex.quote(str(v))}")
     seconds = max(1, math.ceil(p.timeout))
-    lines += [f"  _ar_limit {seconds} {shlex.join(p.command)}",
-              ") </dev/null 2>&1 &",
+    lines += [f"  _ar_limit {seconds} {shlex.join(p.command)}", "}",
+              f"_ar_mark begin {i}", f"_ar_pipe {i}", "_ar_t0=$(_ar_now)",
+              f'if [ -n "$_ar_sp" ]; then _ar_arm{i} </dev/null >"$_ar_q" 2>&1 & else _ar_arm{i} </dev/null 2>&1 & fi',
               '_ar_pid=$!; wait "$_ar_pid"; _ar_rc=$?; _ar_t1=$(_ar_now)',
               # what the arm left running (`helper &`) would take the machine from the next arm, and print into its
               # log: `timeout` made the arm a process group of its own, and the group goes with the arm
               '_ar_leftover "$_ar_pid"; _ar_pid=',
+              # the stamper has written every line; a helper the arm moved out of its group holds the FIFO open:
+              # its lines go unstamped after 5 s rather than the round waiting on it
+              '[ -n "$_ar_sp" ] && { ( sleep 5; kill "$_ar_sp" ) >/dev/null 2>&1 & _ar_k=$!; wait "$_ar_sp"; '
+              'kill "$_ar_k" 2>/dev/null; rm -f "$_ar_q"; }',
               f'_ar_mark end "{i} $_ar_rc $_ar_t0 $_ar_t1"']
     for src, dst in p.uploads:
         cmd = upload.format(src=shlex.quote(src), dst=shlex.quote(dst))
@@ -116,26 +142,34 @@ def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
 def split(text: str, token: str, n: int) -> SplitLog:
     """Cut a job log into the output of each of ``n`` arms, by the round's markers."""
     marker = re.compile(rf"@@AR (begin|end|done|stopped|worker) {re.escape(token)}(?: ([^\r\n]*))?\r?$")
+    stamp = re.compile(rf"^@@T{re.escape(token)} (\d+(?:\.\d+)?) ")
     out = SplitLog([ArmOutput() for _ in range(n)])
     pre: list[str] = []
     target: list[str] = pre
     bufs: dict[tuple[int, str], list[str]] = {}
+    stamps: dict[int, list[tuple[float, int]]] = {}  # arm -> (worker epoch seconds, pieces of its text so far)
+    arm = None
     for line in text.splitlines(keepends=True):
+        stamped = None
+        if arm is not None and target is bufs.get((arm, "text")) and (t := stamp.match(line)):
+            line, stamped = line[t.end():], float(t[1])
         m = marker.search(line)
-        if not m:
-            target.append(line)
-            continue
-        if m.start():
-            target.append(line[:m.start()] + "\n")  # output without a final newline, then the marker
+        if not m or m.start():
+            target.append(line[:m.start()] + "\n" if m else line)  # output without a final newline, the marker
+            if stamped is not None:
+                stamps.setdefault(arm, []).append((stamped, len(target)))
+            if not m:
+                continue
         kind, arg = m.group(1), (m.group(2) or "").split()
         if kind == "begin" and arg and arg[0].isdigit() and int(arg[0]) < n:
-            i = int(arg[0])
+            i = arm = int(arg[0])
             out.arms[i].begun = True
             target = bufs.setdefault((i, "text"), [])
         elif kind == "end" and len(arg) == 4 and int(arg[0]) < n:
             i = int(arg[0])
             a = out.arms[i]
             a.ended, a.rc, a.seconds = True, int(arg[1]), round(max(0.0, float(arg[3]) - float(arg[2])), 3)
+            a.start = float(arg[2])
             target = bufs.setdefault((i, "after"), [])
         elif kind == "done":
             out.done = True
@@ -147,4 +181,8 @@ def split(text: str, token: str, n: int) -> SplitLog:
     out.preamble = "".join(pre)
     for (i, part), buf in bufs.items():
         setattr(out.arms[i], part, "".join(buf))
+    for i, marks in stamps.items():
+        a, ends = out.arms[i], list(itertools.accumulate(len(x.encode("utf-8", "replace")) for x in bufs[(i, "text")]))
+        t0 = a.start if a.start is not None else marks[0][0]
+        a.clock = [(round(t - t0, 6), ends[k - 1], round(t - t0, 6)) for t, k in marks]
     return out
