@@ -18,6 +18,9 @@ class _Group(click.Group):
         except Stop as e:  # SIGTERM outside a run (waiting for a lock): nothing was filed
             click.echo(f"stopped by {e.how}: nothing was run or filed", err=True)
             raise SystemExit(143 if e.how == "SIGTERM" else 130) from None
+        except KeyboardInterrupt:  # a Ctrl-C held back until a filing was done, raised after it: 130, not click's 1
+            click.echo("stopped by Ctrl-C", err=True)
+            raise SystemExit(130) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -226,6 +226,14 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
             raw_dir = project.root / rec["raw_dir"]
             rounds.Schedule(project, spec, raw_dir, prior, var_side, base_side, lo, hi, runs,
                             on_profile=_fingerprint, runner=backend).run()
+            # the profile read while signals still stop the run (after this block SIGTERM killed the process with
+            # the page left in_progress, and a Ctrl-C went out as click's "Aborted!", exit 1)
+            if spec.profile and runs.error is None and runs.stopped_by is None:
+                _profile(project, raw_dir, ctx, runs)
+                from ..gap.facts import run_facts
+
+                runs.hlo_facts = (run_facts(raw_dir / "hlo") if (raw_dir / "hlo").is_dir()
+                                  else {"stage": "none", "modules": []})
         except (KeyboardInterrupt, Stop) as e:  # between two commands: nothing to kill, file what we have
             if not rec:
                 raise
@@ -235,11 +243,6 @@ def run_experiment(project: Project, spec: RunSpec, writer: Writer | None = None
                 raise
             runs.error = e
     raw_dir = project.root / rec["raw_dir"]
-    if spec.profile and runs.error is None and runs.stopped_by is None:
-        _profile(project, raw_dir, ctx, runs)
-        from ..gap.facts import run_facts
-
-        runs.hlo_facts = run_facts(raw_dir / "hlo") if (raw_dir / "hlo").is_dir() else {"stage": "none", "modules": []}
 
     # 3. metrics, verdict, page, ledger row, model page: under the lane lock, signals held back until filed
     failure = None
