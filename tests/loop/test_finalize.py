@@ -89,6 +89,7 @@ def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tm
     assert set(git(repo, "diff", "--name-only", start, combined).split()) == {"SPEED", "launch.sh", "PERF.md"}
     perf = git(repo, "show", f"{combined}:PERF.md")
     assert kept[0]["exp_id"] in perf and kept[1]["exp_id"] in perf and patch_b["branch"] in perf
+    assert "each branch verified alone: all 2 hold" in perf, perf  # the total is said with what held alone
     # a format-patch series, and draft PRs through gh, each branch pushed first
     assert len(out["patches"]) == 3 and all(p.endswith(".patch") for p in out["patches"])
     sent = [json.loads(x) for x in calls.read_text().splitlines()]
@@ -229,6 +230,9 @@ def test_a_kept_flag_the_config_file_does_not_hold_is_said_so_not_that_there_is_
     assert any(h["kept"] for h in state["history"]), state["history"]  # accum 2: 1.2x faster, by construction
     said = tools(kb, "loop", "finalize", "fake-loop", "--no-verify")
     assert "(not in launch.sh: see PERF.md)" in said and "no config_file" not in said, said
+    perf = (kb / "loops/fake-loop/PERF.md").read_text()  # as it is typed (`accum=2` is no flag), the total unverified
+    setting = perf.split("## Settings to apply")[1]
+    assert "`--accum 2`" in setting and "accum=2" not in setting and "not verified alone (--no-verify)" in perf, perf
 
 
 def test_a_knob_named_otherwise_than_its_flag_and_a_switch_are_written_as_their_flags(tmp_path):

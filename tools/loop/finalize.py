@@ -11,6 +11,7 @@ a draft pull request with the ``gh`` on PATH (nothing is pushed without it)."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from ..errors import InputError, ToolsError
@@ -212,8 +213,9 @@ def _kept_commit(repo: Path, trunk: str, exp_id: str) -> str:
 
 
 def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: dict) -> str:
-    rows = ["| # | change | kind | tokens/s before → after | step gain | alone vs baseline | branch | experiment |",
-            "|---|---|---|---|---|---|---|---|"]
+    stat = spec.statistic if spec.statistic != "median" else "median step"
+    rows = ["| # | change | kind | tokens/s before → after (each run's median) | step gain (interleaved rounds, "
+            f"{stat}) | alone vs baseline | branch | experiment |", "|---|---|---|---|---|---|---|---|"]
     branch_of = {b["exp_id"]: b["branch"] for b in out["branches"]}
     alone = {b["exp_id"]: b.get("verified") for b in out["branches"]}
     for c in changes:
@@ -224,14 +226,21 @@ def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: d
                     f"wiki/{row.get('page')} |")
     total = (state.get("frontier") or [{}])[-1].get("gain_pct") or 0.0
     refuted = [h for h in state.get("history") or [] if h.get("verdict") == "refuted"]
+    checked = [v for v in alone.values() if v]
+    held = sum(1 for v in checked if v.get("holds"))
+    # the loop's total counts every kept change; said with how many of them were measured alone, and held
+    verified = ("not verified alone (--no-verify)" if not checked else
+                f"each branch verified alone: all {held} hold" if held == len(checked) == len(out["branches"]) else
+                f"verified alone, {held} of {len(out['branches'])} branches hold: the total is the loop's, not a "
+                "verified whole")
     text = [f"# Performance changes from loop {spec.name}", "",
             f"{spec.model} / {spec.lane} / {spec.variant}: {len(changes)} kept change(s), "
-            f"{total:+.2f} % tokens/s over the baseline (gains chained from each interleaved comparison).", "",
-            *rows, ""]
+            f"{total:+.2f} % tokens/s over the baseline in the loop (gains chained from each interleaved "
+            f"comparison); {verified}.", "", *rows, ""]
     if out.get("settings"):
-        text += ["## Settings to apply", "", "Knob and environment changes with no `config_file:` to edit:", ""]
-        text += [f"- #{s['n']} ({s['exp_id']}): " + ", ".join(f"`{k}={v}`" for k, v in {**s['knobs'], **s['env']}.items())
-                 for s in out["settings"]]
+        text += ["## Settings to apply", "", "Kept changes the config file does not hold: give them on the launch "
+                 "command or in the environment.", ""]
+        text += [f"- #{s['n']} ({s['exp_id']}): {_as_typed(spec, s)}" for s in out["settings"]]
         text += [""]
     if refuted:
         text += ["## Tried and refuted", ""] + [f"- {h.get('describe')}: {h.get('gain_pct')} % (wiki/{h.get('page')})"
@@ -239,6 +248,14 @@ def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: d
     perf = redact("\n".join(text))
     atomic_write(paths.folder / "PERF.md", perf)
     return perf
+
+
+def _as_typed(spec, setting: dict) -> str:
+    """A setting as a user types it: a knob's own flags (`--pad-sleep-ms 0`, not `pad_sleep=0`), then the
+    environment (which holds the knobs the loop sets through it)."""
+    flags = [shlex.join(spec.knobs[k].args(v)) if k in spec.knobs else f"{k}={v}"
+             for k, v in setting["knobs"].items() if not (k in spec.knobs and spec.knobs[k].env)]
+    return " ".join([f"`{f}`" for f in flags] + [f"`{k}={shlex.quote(str(v))}`" for k, v in setting["env"].items()])
 
 
 def _alone(v: dict | None) -> str:
