@@ -214,7 +214,7 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
     exp_id = _baseline(project)
     assert tools(project, "exp", "baseline", "tag", "main", exp_id, "--model", "m", "--lane", "l").exit_code == 0
     code, v = gate(project, *fake("--hang"), extra=("--timeout", "2"))  # a timeout is said as one, not a crash
-    assert code == 1 and v["why"] == "the command did not finish: timed out after 2 s", v
+    assert code == 1 and v["why"] == "the command did not finish: timed out after 2 s" and v["decided"] is True, v
     before = len(records.lane_records(project.wiki, "m", "l"))
     r = tools(project, "exp", "gate", "--baseline", "main", "-q", "--", "pythn-no-such", "train.py")
     assert r.exit_code == 2 and "cannot start 'pythn-no-such'" in r.output, r.output
@@ -244,6 +244,7 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
     assert gate_p.returncode == 143, (out, err[-2000:])
     v = json.loads(out)
     assert v["regression"] is None and v["comparable"] is False and "stopped by SIGTERM" in v["why"], v
+    assert v["decided"] is False, v  # every answer carries the same keys: `jq .decided` never reads null
     # the job summary says so (it read "## Performance gate 143" and "tokens/s None")
     text = summary.read_text()
     assert "## Performance gate stopped (SIGTERM): nothing was decided" in text and "None" not in text, text

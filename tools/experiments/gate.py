@@ -78,17 +78,17 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                "calibrated": bool(rec.get("calibrated_by"))}
     if out.stopped_by:  # a cancelled CI job is no regression: exit as a stopped process does, as `exp run` does
         return GateResult(143 if out.stopped_by == "SIGTERM" else 130,
-                          {**verdict, "comparable": False, "regression": None,
+                          {**verdict, "comparable": False, "regression": None, "decided": False,
                            "why": f"stopped by {out.stopped_by} before a verdict: nothing was decided"})
     if out.verdict == "crash":
         late = next((r for r in out.reasons if "timed out" in r), "")
-        return GateResult(1, {**verdict, "comparable": True, "regression": True,
+        return GateResult(1, {**verdict, "comparable": True, "regression": True, "decided": True,
                               "why": f"the command did not finish: {late}" if late else
                               "the command crashed (its page says how)"})
     apart = _incomparable(project, base, rec)
     if out.verdict == "invalid" or not interval or apart:
         why = "no speed verdict holds: " + ("; ".join(apart or out.reasons) or "no interleaved timing")
-        return GateResult(3, {**verdict, "comparable": False, "regression": None, "why": why,
+        return GateResult(3, {**verdict, "comparable": False, "regression": None, "decided": False, "why": why,
                               "reasons": apart + verdict["reasons"]})
     slower = interval[1] < -max_regression_pct
     decided = slower or interval[0] >= -max_regression_pct  # the interval lies wholly on one side of the limit
