@@ -96,3 +96,62 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not stat.exists() or stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def _raw(script: str) -> str:
+    """The job log as the runner reads it: bytes decoded, a lone "\\r" kept."""
+    return subprocess.run(["sh", "-c", script], capture_output=True, check=False, timeout=60).stdout.decode()
+
+
+ARM_TOKEN = ("import os\n"  # what an arm can learn of the round's token: its own stdout is the stamper's FIFO
+             "tok = os.path.basename(os.readlink('/proc/self/fd/1')).split('-')[1]\n")
+
+
+def test_a_stamp_the_program_prints_after_a_carriage_return_is_no_stamp():
+    """A reviewer's: a timer at 0.35x printed each step line as `\\r@@T<token> <time> ...` with times of its own
+    choosing; the log was cut at `\\r` too, and the clock check read its made-up times: `ok`."""
+    lie = ARM_TOKEN + ("import json, time\nfor i in range(5):\n    time.sleep(0.05)\n"
+                       "    print(f'\\r@@T{tok} 1.0 1.0 ' + json.dumps({'step': i, 'loss': 1.0}), flush=True)\n")
+    (a,) = split(_raw(render([ArmPlan("a", [sys.executable, "-c", lie], None, {}, 30)], TOKEN)), TOKEN, 1).arms
+    assert a.stamped and a.rc == 0 and a.text.count(f"\r@@T{TOKEN} 1.0 1.0 ") == 5, a.text
+    assert len(a.clock) >= 2 and all(t >= 0 and asked >= -1 for t, _, asked in a.clock), a.clock
+
+
+def test_step_lines_written_past_the_stamper_are_not_timed():
+    """A reviewer's: an arm that wrote its step lines into the job log itself (its shell's stdout, found through
+    /proc) left no stamp, and with no clock at all the check was `unchecked` and the gain trusted. The script says
+    the arm was stamped: its clock is there, holding no step line."""
+    from tools.experiments import clocks
+
+    past = ("import json, os\npid = os.getpid()\nwhile 'ar-' in os.readlink(f'/proc/{pid}/fd/1'):\n"
+            "    pid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+            "with open(f'/proc/{pid}/fd/1', 'a') as log:\n    for i in range(5):\n"
+            "        log.write(json.dumps({'step': i, 'loss': 1.0}) + '\\n')\n")
+    (a,) = split(_raw(render([ArmPlan("a", [sys.executable, "-c", past], None, {}, 30)], TOKEN)), TOKEN, 1).arms
+    assert a.stamped and '{"step": 4' in a.text and a.clock == [(0.0, 0, 0.0)], (a.text, a.clock)
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"past-{os.getpid()}.log"
+    log.write_text(a.text)
+    try:
+        assert clocks.step_lines(log, a.clock) == []
+    finally:
+        log.unlink()
+
+
+def test_output_with_no_newline_yet_reaches_the_log_as_it_is_printed():
+    """A reviewer's: the stamper held a progress bar's `\\r`-only output until a newline came, and the remote
+    runner, seeing no log progress, cancelled the arm as hung."""
+    bar = "import sys, time\nsys.stdout.write('50%'); sys.stdout.flush(); time.sleep(3); print(' done')\n"
+    p = subprocess.Popen(["sh", "-c", render([ArmPlan("a", [sys.executable, "-c", bar], None, {}, 30)], TOKEN)],
+                         stdout=subprocess.PIPE)
+    try:
+        seen = b""
+        while b"50%" not in seen:
+            line = p.stdout.readline()
+            assert line, seen
+            seen += line
+        assert b" done" not in seen and b"@@AR end" not in seen, seen  # before the rest of its line
+        rest = p.communicate(timeout=60)[0]
+    finally:
+        p.kill()
+    (a,) = split((seen + rest).decode(), TOKEN, 1).arms
+    assert a.text == "50% done\n" and a.rc == 0, a.text

@@ -214,14 +214,21 @@ _WORD = r"[^\s\\;&|$'\"`<>()]+"  # a plain value word: not "$@", a continuation,
 
 
 def _yaml_set(text: str, key: str, value) -> str | None:
-    v = str(value).lower() if isinstance(value, bool) else str(value)
-    rx = re.compile(rf"^([ \t]*{re.escape(key)}[ \t]*:[ \t]*)(?![\s#])[^#\n]*?([ \t]*(?:#[^\n]*)?)$", re.M)
+    import yaml
+
+    # as YAML writes the scalar: the string "yes" stays a string, "#fff" is quoted, not a comment
+    v = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).removesuffix("\n...\n").strip()
+    rx = re.compile(rf"^([ \t]*{re.escape(key)}[ \t]*:[ \t]*)(?![\s#])[^\n]*?((?:[ \t]+#[^\n]*)?)$", re.M)
     if len(rx.findall(text)) != 1:  # absent, a block, or at two places (model.dtype and optimizer.dtype): which?
         return None
     return rx.sub(lambda m: m.group(1) + v + m.group(2), text)
 
 
 def _script_set(text: str, args: list[str]) -> str | None:
+    """``text`` with each flag of ``args`` set, or None where one is not on exactly one line outside comments (a
+    comment's example, an `echo` of it, a second command's flag: which one launches the run?)."""
+    if not args:  # a knob whose value gives no argument: nothing to write, and no empty edit counted as one
+        return None
     i = 0
     while i < len(args):
         flag = args[i]
@@ -230,14 +237,16 @@ def _script_set(text: str, args: list[str]) -> str | None:
         if value is None:  # a switch: --flag and --no-flag are one setting, the token swapped
             base = flag[2:].removeprefix("no-")
             rx = re.compile(rf"(?<![\w-])--(?:no-)?{re.escape(base)}(?![\w=-])")
-            if not rx.search(text):
-                return None
-            text = rx.sub(lambda m: flag, text)
-            continue
-        rx = re.compile(rf"(?<![\w-])({re.escape(flag)})(=|[ \t]+)(?!--){_WORD}")
-        if not rx.search(text):
+            put = (lambda m, flag=flag: flag)
+        else:
+            rx = re.compile(rf"(?<![\w-])({re.escape(flag)})(=|[ \t]+)(?!--){_WORD}")
+            put = (lambda m, value=value: m.group(1) + m.group(2) + shlex.quote(value))
+        lines = text.splitlines(keepends=True)
+        hits = [n for n, line in enumerate(lines) if not line.lstrip().startswith("#") for _ in rx.finditer(line)]
+        if len(hits) != 1:
             return None
-        text = rx.sub(lambda m: m.group(1) + m.group(2) + shlex.quote(value), text)
+        lines[hits[0]] = rx.sub(put, lines[hits[0]])
+        text = "".join(lines)
     return text
 
 

@@ -65,9 +65,12 @@ TIMED_OUT = 124  # what ``call`` gives for a command that did not answer in time
 def call(cmd: list[str], timeout: float = 120.0, stdin: str | None = None) -> subprocess.CompletedProcess:
     """Run an external command (xpk, kubectl, gsutil, sbatch...), output captured; a missing one is a ToolsError."""
     try:
-        # a job's log is other people's bytes: one that is not UTF-8 is shown replaced, never a lost round
-        return subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="replace",
-                              timeout=timeout, input=stdin, check=False)
+        # a job's log is other people's bytes: one that is not UTF-8 is shown replaced, never a lost round; a lone
+        # "\r" stays one (text mode made it a new line, on which an arm could start a stamp of its own)
+        p = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False,
+                           input=stdin.encode() if stdin is not None else None)
+        return subprocess.CompletedProcess(cmd, p.returncode, p.stdout.decode("utf-8", "replace"),
+                                           p.stderr.decode("utf-8", "replace"))
     except FileNotFoundError:
         raise ToolsError(f"{cmd[0]!r} not found: install it or give its path in the runner options") from None
     except subprocess.TimeoutExpired:

@@ -6,9 +6,11 @@ The token is random per round and the literal marker text never appears in the s
 by ``printf`` at run time), so a log that also echoes the script (Ray prints its entrypoint) cannot fake one.
 An arm runs in a subshell: ``cd`` to its folder, its variables exported, the command under ``timeout`` (a shell
 watchdog where ``timeout`` is missing). A TERM, INT or HUP to the script stops the running arm and exits 143.
-Where the worker has a Python, each line the arm prints goes through a FIFO to a stamper that writes
-``@@T<token> <epoch seconds> `` before it: the worker's clock on every line, which the program cannot move (it is
-another process), so step lines are timed as the local runner times them (``ArmOutput.clock``).
+Where the worker has a ``python3``, an arm's output goes through a FIFO to a stamper (another process than the
+program) that reads it as the local runner reads a pipe and writes each piece as ``@@T<token> <asked> <heard> ``
+and a line (``@@T<token>+`` for a piece with no newline yet, which the next continues): when its read began and
+when it returned, on the worker's clock. Step lines are then timed as a local run's (``ArmOutput.clock``); the log
+is cut at ``\n`` only, so a stamp after a ``\r`` in the program's own line is no stamp.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ class ArmOutput:
     rc: int | None = None
     seconds: float = 0.0
     start: float | None = None  # epoch seconds on the worker when the arm began (its end marker says)
-    # (seconds from the arm's start, byte offset in ``text`` after the line, the same seconds) for each stamped line:
-    # the shape of the local runner's clock (``process.Proc.clock``)
+    stamped: bool = False       # a stamper read its output (the script says so, not the program)
+    # (seconds from the arm's start when a read returned, byte offset in ``text`` after it, when it began), from
+    # (0, 0, 0) on: the shape of the local runner's clock (``process.Proc.clock``); empty where nothing was stamped
     clock: list[tuple[float, int, float]] = field(default_factory=list)
 
 
@@ -61,7 +64,10 @@ class SplitLog:
 
 _PRELUDE = r"""_ar_pid=
 _ar_mark() { printf '@@AR %s %s %s\n' "$1" "$_ar_tok" "$2"; }
-_ar_stop() { [ -n "$_ar_pid" ] && kill -TERM "$_ar_pid" 2>/dev/null; _ar_mark stopped signal; exit 143; }
+_ar_stop() {
+  [ -n "$_ar_pid" ] && kill -TERM "$_ar_pid" 2>/dev/null; rm -f "${_ar_q:-}" 2>/dev/null; _ar_mark stopped signal
+  exit 143
+}
 trap _ar_stop TERM INT HUP
 _ar_limit() {  # seconds command...: TERM at the limit, KILL later; GNU/busybox timeout kills the whole group
   _ar_s=$1; shift
@@ -77,17 +83,27 @@ _ar_leftover() {  # pgid: TERM what is left of the arm's group, KILL what is sti
   fi; return 0
 }
 _ar_now() { _ar_t=$(date +%s.%N 2>/dev/null); case $_ar_t in *[!0-9.]*|'') date +%s ;; *) echo "$_ar_t" ;; esac; }
-_ar_py=$(command -v python3 2>/dev/null || true)  # a stamper that dies would take its arm with it (SIGPIPE)
-"${_ar_py:-false}" -c 'import sys; sys.stdout.buffer.flush()' 2>/dev/null || _ar_py=
-_ar_stamper='import sys, time
-pre, out = b"@@T" + sys.argv[1].encode(), sys.stdout.buffer
-for line in sys.stdin.buffer:
-    out.write(b"%s %.6f %s" % (pre, time.time(), line))
+_ar_stamper='import os, sys, time
+tok, out = sys.argv[1].encode(), sys.stdout.buffer
+while True:
+    asked = time.time()
+    data = os.read(0, 65536)
+    if not data:
+        break
+    heard = time.time()
+    *whole, part = data.split(b"\n")
+    for line in whole:
+        out.write(b"@@T%s %.6f %.6f %s\n" % (tok, asked, heard, line))
+    if part:
+        out.write(b"@@T%s+ %.6f %.6f %s\n" % (tok, asked, heard, part))
     out.flush()'
+_ar_py=$(command -v python3 2>/dev/null || true)  # the stamper itself tried: one that died would take its arm along
+printf 'x\n' | "${_ar_py:-false}" -c "$_ar_stamper" 0 >/dev/null 2>&1 || _ar_py=
 _ar_pipe() {  # i: a FIFO arm i writes to and a stamper reads ($_ar_sp its pid), where the worker allows one
   _ar_sp=; _ar_q="${TMPDIR:-/tmp}/ar-$_ar_tok-$1"
   [ -n "$_ar_py" ] && rm -f "$_ar_q" && mkfifo "$_ar_q" 2>/dev/null || return 0
   "$_ar_py" -u -c "$_ar_stamper" "$_ar_tok" < "$_ar_q" & _ar_sp=$!
+  _ar_mark stamped "$1"
 }
 _ar_mark worker "$(uname -n)"
 """.replace("%(kill)d", str(KILL_AFTER_S))
@@ -140,36 +156,43 @@ def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
 
 
 def split(text: str, token: str, n: int) -> SplitLog:
-    """Cut a job log into the output of each of ``n`` arms, by the round's markers."""
-    marker = re.compile(rf"@@AR (begin|end|done|stopped|worker) {re.escape(token)}(?: ([^\r\n]*))?\r?$")
-    stamp = re.compile(rf"^@@T{re.escape(token)} (\d+(?:\.\d+)?) ")
+    """Cut a job log into the output of each of ``n`` arms, by the round's markers; a stamped arm's pieces
+    unstamped into its text, their times into its clock."""
+    marker = re.compile(rf"@@AR (begin|end|done|stopped|worker|stamped) {re.escape(token)}(?: ([^\r\n]*))?\r?$")
+    stamp = re.compile(rf"@@T{re.escape(token)}(\+?) (\d+(?:\.\d+)?) (\d+(?:\.\d+)?) ")
     out = SplitLog([ArmOutput() for _ in range(n)])
     pre: list[str] = []
     target: list[str] = pre
     bufs: dict[tuple[int, str], list[str]] = {}
-    stamps: dict[int, list[tuple[float, int]]] = {}  # arm -> (worker epoch seconds, pieces of its text so far)
+    reads: dict[int, list[list]] = {}  # arm -> [asked, heard, pieces of its text so far] per read of the stamper
     arm = None
-    for line in text.splitlines(keepends=True):
-        stamped = None
-        if arm is not None and target is bufs.get((arm, "text")) and (t := stamp.match(line)):
-            line, stamped = line[t.end():], float(t[1])
+    for line in _lines(text):
+        if arm is not None and out.arms[arm].stamped and target is bufs.get((arm, "text")) and \
+                (t := stamp.match(line)):
+            target.append(line[t.end():-1] if t[1] and line.endswith("\n") else line[t.end():])
+            when, seen = [float(t[2]), float(t[3])], reads.setdefault(arm, [])
+            if seen and seen[-1][:2] == when:  # the lines of one read: one entry at its end
+                seen[-1][2] = len(target)
+            else:
+                seen.append([*when, len(target)])
+            continue
         m = marker.search(line)
         if not m or m.start():
             target.append(line[:m.start()] + "\n" if m else line)  # output without a final newline, the marker
-            if stamped is not None:
-                stamps.setdefault(arm, []).append((stamped, len(target)))
             if not m:
                 continue
         kind, arg = m.group(1), (m.group(2) or "").split()
-        if kind == "begin" and arg and arg[0].isdigit() and int(arg[0]) < n:
+        if kind in ("begin", "stamped") and arg and arg[0].isdigit() and int(arg[0]) < n:
             i = arm = int(arg[0])
-            out.arms[i].begun = True
+            out.arms[i].begun, out.arms[i].stamped = True, out.arms[i].stamped or kind == "stamped"
             target = bufs.setdefault((i, "text"), [])
         elif kind == "end" and len(arg) == 4 and int(arg[0]) < n:
             i = int(arg[0])
             a = out.arms[i]
             a.ended, a.rc, a.seconds = True, int(arg[1]), round(max(0.0, float(arg[3]) - float(arg[2])), 3)
             a.start = float(arg[2])
+            if (text_of := bufs.get((i, "text"))) and not text_of[-1].endswith("\n"):
+                text_of.append("\n")  # a stamped piece with no newline, then the arm's end
             target = bufs.setdefault((i, "after"), [])
         elif kind == "done":
             out.done = True
@@ -181,8 +204,22 @@ def split(text: str, token: str, n: int) -> SplitLog:
     out.preamble = "".join(pre)
     for (i, part), buf in bufs.items():
         setattr(out.arms[i], part, "".join(buf))
-    for i, marks in stamps.items():
-        a, ends = out.arms[i], list(itertools.accumulate(len(x.encode("utf-8", "replace")) for x in bufs[(i, "text")]))
-        t0 = a.start if a.start is not None else marks[0][0]
-        a.clock = [(round(t - t0, 6), ends[k - 1], round(t - t0, 6)) for t, k in marks]
+    for i, a in enumerate(out.arms):
+        if not a.stamped:
+            continue
+        seen = reads.get(i, [])
+        ends = list(itertools.accumulate(len(x.encode("utf-8", "replace")) for x in bufs.get((i, "text"), [])))
+        t0 = a.start if a.start is not None else (seen[0][0] if seen else 0.0)
+        a.clock = [(0.0, 0, 0.0)] + [(round(heard - t0, 6), ends[k - 1], round(asked - t0, 6))
+                                     for asked, heard, k in seen]
     return out
+
+
+def _lines(text: str):
+    """The log's lines, cut at ``\n`` alone (``str.splitlines`` also cuts at ``\r``, ``\x0c``, U+2028...: where
+    the program's own line could start a stamp)."""
+    parts = text.split("\n")
+    for p in parts[:-1]:
+        yield p + "\n"
+    if parts[-1]:
+        yield parts[-1]

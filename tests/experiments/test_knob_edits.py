@@ -1,0 +1,48 @@
+"""Knob edits of a launch script or a YAML config (`tools loop finalize`, `tools exp export`): the cases that wrote
+a broken or a wrong file, from a demanding user's and a reviewer's hunts."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tools.experiments.branches import with_knobs
+
+LAUNCH = 'exec python train.py --preset tiny --pad-sleep-ms 20 --tile --no-fuse "$@"\n'
+
+
+@pytest.mark.parametrize("knobs, line", [
+    ({"pad_sleep": ["--pad-sleep-ms", "0"]}, '--pad-sleep-ms 0 --tile --no-fuse "$@"'),  # the knob's own flag
+    ({"fused": ["--fuse"]}, '--pad-sleep-ms 20 --tile --fuse "$@"'),                    # a switch: the token swapped
+    ({"tiled": False}, '--pad-sleep-ms 20 --no-tile --no-fuse "$@"'),                   # by name: --no-<name>
+])
+def test_a_launch_script_gets_the_knob_s_own_tokens(knobs, line):
+    text, missing = with_knobs(LAUNCH.replace("--tile", "--tiled") if "tiled" in knobs else LAUNCH, False, knobs)
+    assert missing == [] and text.rstrip().endswith(line.replace("--no-tile", "--no-tiled")), text
+
+
+@pytest.mark.parametrize("script, knobs", [
+    ('python train.py \\\n --batch \\\n --seq 8\n', {"batch": 8}),                      # a continuation is no value
+    ('python train.py --batch "$B"\n', {"batch": 8}),                                     # nor a quoted expansion
+    ('python train.py --batch "$@"\n', {"batch": 8}),
+    ('# example: sh launch.sh --batch 5\nexec python train.py --batch "${B:-5}"\n', {"batch": 8}),  # a comment
+    ('echo "with --no-scan"\nexec python train.py --scan "$@"\n', {"scan": ["--no-scan"]}),       # an echo of it
+    ('python prep.py --batch 64\nexec python train.py --batch 64\n', {"batch": 8}),        # which command's?
+    ('exec python train.py --remat full\n', {"remat": []}),                                # nothing to write
+])
+def test_what_cannot_be_set_without_guessing_is_left_and_said(script, knobs):
+    text, missing = with_knobs(script, False, knobs)
+    assert text == script and missing == list(knobs), text
+
+
+@pytest.mark.parametrize("value", ["bfloat16", True, "yes", 1e-05, "#fff", "a: b", 8])
+def test_a_yaml_value_reads_back_as_it_was_kept(value):
+    text, missing = with_knobs("dtype: float32   # the math\nbatch: 8\n", True, {"dtype": value})
+    assert missing == [] and yaml.safe_load(text) == {"dtype": value, "batch": 8} and "# the math" in text, text
+
+
+def test_a_yaml_key_at_two_places_or_holding_a_block_is_no_edit():
+    two = "model:\n  dtype: float32\noptimizer:\n  dtype: float32\n"
+    assert with_knobs(two, True, {"dtype": "bfloat16"}) == (two, ["dtype"])
+    block = "mesh:\n  data: 4\n"
+    assert with_knobs(block, True, {"mesh": 8}) == (block, ["mesh"])
