@@ -46,3 +46,5 @@ def test_a_yaml_key_at_two_places_or_holding_a_block_is_no_edit():
     assert with_knobs(two, True, {"dtype": "bfloat16"}) == (two, ["dtype"])
     block = "mesh:\n  data: 4\n"
     assert with_knobs(block, True, {"mesh": 8}) == (block, ["mesh"])
+    literal = "dtype: |\n  float32\n"  # was written `dtype: bf16` over the `|`: read back "bf16 float32"
+    assert with_knobs(literal, True, {"dtype": "bf16"}) == (literal, ["dtype"])

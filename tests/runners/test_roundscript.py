@@ -155,3 +155,16 @@ def test_output_with_no_newline_yet_reaches_the_log_as_it_is_printed():
         p.kill()
     (a,) = split((seen + rest).decode(), TOKEN, 1).arms
     assert a.text == "50% done\n" and a.rc == 0, a.text
+
+
+def test_a_log_read_through_a_terminal_splits_as_the_same_arms():
+    """Read through a tty (a pod with `tty: true`, `ssh -t`), every line of the job log ends in \\r\\n: a step line
+    the stamper read in two pieces came back as `{"step": 1, "lo\\rss": ...}`, no JSON, the step lost."""
+    halves = ("import json, sys, time\nfor i in range(2):\n    line = json.dumps({'step': i, 'loss': 1.0})\n"
+              "    sys.stdout.write(line[:12]); sys.stdout.flush(); time.sleep(0.2)\n"
+              "    sys.stdout.write(line[12:] + '\\n'); sys.stdout.flush()\n")
+    raw = _raw(render([ArmPlan("a", [sys.executable, "-c", halves], None, {}, 30)], TOKEN))
+    (plain,) = split(raw, TOKEN, 1).arms
+    (tty,) = split(raw.replace("\n", "\r\n"), TOKEN, 1).arms
+    assert plain.text == tty.text == '{"step": 0, "loss": 1.0}\n{"step": 1, "loss": 1.0}\n', (plain.text, tty.text)
+    assert tty.clock == plain.clock and len(plain.clock) >= 3

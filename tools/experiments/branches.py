@@ -218,7 +218,7 @@ def _yaml_set(text: str, key: str, value) -> str | None:
 
     # as YAML writes the scalar: the string "yes" stays a string, "#fff" is quoted, not a comment
     v = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).removesuffix("\n...\n").strip()
-    rx = re.compile(rf"^([ \t]*{re.escape(key)}[ \t]*:[ \t]*)(?![\s#])[^\n]*?((?:[ \t]+#[^\n]*)?)$", re.M)
+    rx = re.compile(rf"^([ \t]*{re.escape(key)}[ \t]*:[ \t]*)(?![\s#|>])[^\n]*?((?:[ \t]+#[^\n]*)?)$", re.M)
     if len(rx.findall(text)) != 1:  # absent, a block, or at two places (model.dtype and optimizer.dtype): which?
         return None
     return rx.sub(lambda m: m.group(1) + v + m.group(2), text)

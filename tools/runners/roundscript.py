@@ -83,13 +83,18 @@ _ar_leftover() {  # pgid: TERM what is left of the arm's group, KILL what is sti
   fi; return 0
 }
 _ar_now() { _ar_t=$(date +%s.%N 2>/dev/null); case $_ar_t in *[!0-9.]*|'') date +%s ;; *) echo "$_ar_t" ;; esac; }
-_ar_stamper='import os, sys, time
+_ar_stamper='import os, select, sys, time
 tok, out = sys.argv[1].encode(), sys.stdout.buffer
 while True:
     asked = time.time()
     data = os.read(0, 65536)
     if not data:
         break
+    while len(data) % 65536 == 0 and len(data) < 1 << 24 and select.select([0], [], [], 0)[0]:
+        more = os.read(0, 65536)
+        if not more:
+            break
+        data += more
     heard = time.time()
     *whole, part = data.split(b"\n")
     for line in whole:
@@ -102,7 +107,7 @@ printf 'x\n' | "${_ar_py:-false}" -c "$_ar_stamper" 0 >/dev/null 2>&1 || _ar_py=
 _ar_pipe() {  # i: a FIFO arm i writes to and a stamper reads ($_ar_sp its pid), where the worker allows one
   _ar_sp=; _ar_q="${TMPDIR:-/tmp}/ar-$_ar_tok-$1"
   [ -n "$_ar_py" ] && rm -f "$_ar_q" && mkfifo "$_ar_q" 2>/dev/null || return 0
-  "$_ar_py" -u -c "$_ar_stamper" "$_ar_tok" < "$_ar_q" & _ar_sp=$!
+  "$_ar_py" -c "$_ar_stamper" "$_ar_tok" < "$_ar_q" & _ar_sp=$!
   _ar_mark stamped "$1"
 }
 _ar_mark worker "$(uname -n)"
@@ -166,7 +171,9 @@ def split(text: str, token: str, n: int) -> SplitLog:
     bufs: dict[tuple[int, str], list[str]] = {}
     reads: dict[int, list[list]] = {}  # arm -> [asked, heard, pieces of its text so far] per read of the stamper
     arm = None
-    for line in _lines(text):
+    # a log read through a tty (a pod with tty: true, `ssh -t`) has every \n as \r\n: the script's first marker says
+    first = re.search(rf"@@AR (?:worker|begin) {re.escape(token)}[^\n]*\n", text)
+    for line in _lines(text, first is not None and first.group().endswith("\r\n")):
         if arm is not None and out.arms[arm].stamped and target is bufs.get((arm, "text")) and \
                 (t := stamp.match(line)):
             target.append(line[t.end():-1] if t[1] and line.endswith("\n") else line[t.end():])
@@ -215,11 +222,11 @@ def split(text: str, token: str, n: int) -> SplitLog:
     return out
 
 
-def _lines(text: str):
+def _lines(text: str, crlf: bool = False):
     """The log's lines, cut at ``\n`` alone (``str.splitlines`` also cuts at ``\r``, ``\x0c``, U+2028...: where
-    the program's own line could start a stamp)."""
+    the program's own line could start a stamp); ``crlf``: each line's ``\r\n`` as ``\n``."""
     parts = text.split("\n")
     for p in parts[:-1]:
-        yield p + "\n"
+        yield (p[:-1] if crlf and p.endswith("\r") else p) + "\n"
     if parts[-1]:
         yield parts[-1]
