@@ -228,10 +228,12 @@ def test_a_remote_run_against_a_local_baseline_is_judged_not_invalid(fake_state,
 
     (tmp_path / "kb" / "wiki").mkdir(parents=True)
     project = Project(tmp_path / "kb")
-    honest = tmp_path / "honest.py"  # a step line as each step ends, flushed; then the result
+    # a step line as each step ends, flushed; then the result. 24 steps: a read late on a loaded machine (the suite
+    # beside it) is shared among enough steps not to look like a timer that sees less of each
+    honest = tmp_path / "honest.py"
     honest.write_text("import json, sys, time\nms = float(sys.argv[1])\ntimes, losses = [], []\n"
                       "scale = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0  # a timer that lies, below\n"
-                      "for i in range(8):\n    t = time.perf_counter()\n    time.sleep(ms / 1000)\n"
+                      "for i in range(24):\n    t = time.perf_counter()\n    time.sleep(ms / 1000)\n"
                       "    times.append(scale * (time.perf_counter() - t))\n    losses.append(5.0 - 0.1 * i)\n"
                       "    print(json.dumps({'step': i, 'loss': losses[-1]}), flush=True)\n"
                       "print(json.dumps({'step_times_s': times, 'tokens_per_step': 512, 'losses': losses}))\n")

@@ -7,7 +7,8 @@ by ``printf`` at run time), so a log that also echoes the script (Ray prints its
 An arm runs in a subshell: ``cd`` to its folder, its variables exported, the command under ``timeout`` (a shell
 watchdog where ``timeout`` is missing). A TERM, INT or HUP to the script stops the running arm and exits 143.
 Where the worker has a ``python3``, an arm's output goes through a FIFO to a stamper (another process than the
-program) that reads it as the local runner reads a pipe and writes each piece as ``@@T<token> <asked> <heard> ``
+program) that reads it as the local runner reads a pipe (waits for output, then reads all there is) and writes each
+piece as ``@@T<token> <asked> <heard> ``
 and a line (``@@T<token>+`` for a piece with no newline yet, which the next continues): when its read began and
 when it returned, on the worker's clock. Step lines are then timed as a local run's (``ArmOutput.clock``); the log
 is cut at ``\n`` only, so a stamp after a ``\r`` in the program's own line is no stamp.
@@ -86,6 +87,7 @@ _ar_now() { _ar_t=$(date +%s.%N 2>/dev/null); case $_ar_t in *[!0-9.]*|'') date 
 _ar_stamper='import os, select, sys, time
 tok, out = sys.argv[1].encode(), sys.stdout.buffer
 while True:
+    select.select([0], [], [])
     asked = time.time()
     data = os.read(0, 65536)
     if not data:
