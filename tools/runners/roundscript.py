@@ -8,9 +8,8 @@ An arm runs in a subshell: ``cd`` to its folder, its variables exported, the com
 watchdog where ``timeout`` is missing). A TERM, INT or HUP to the script stops the running arm and exits 143.
 Where the worker has a ``python3``, an arm's output goes through a FIFO to a stamper (another process than the
 program) that reads it as the local runner reads a pipe (waits for output, then reads all there is) and writes each
-piece as ``@@T<token> <asked> <heard> ``
-and a line (``@@T<token>+`` for a piece with no newline yet, which the next continues): when its read began and
-when it returned, on the worker's clock. Step lines are then timed as a local run's (``ArmOutput.clock``); the log
+piece as ``@@T<token> <asked> <heard> `` and a line (``@@T<token>+`` for a piece with no newline yet, which the
+next continues): when its read began and when it returned, on the worker's clock. Step lines are then timed as a local run's (``ArmOutput.clock``); the log
 is cut at ``\n`` only, so a stamp after a ``\r`` in the program's own line is no stamp.
 """
 
@@ -151,7 +150,7 @@ def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
               # log: `timeout` made the arm a process group of its own, and the group goes with the arm
               '_ar_leftover "$_ar_pid"; _ar_pid=',
               # the stamper has written every line; a helper the arm moved out of its group holds the FIFO open:
-              # its lines go unstamped after 5 s rather than the round waiting on it
+              # the stamper is stopped after 5 s (the helper's later writes fail) rather than the round waiting
               '[ -n "$_ar_sp" ] && { ( sleep 5; kill "$_ar_sp" ) >/dev/null 2>&1 & _ar_k=$!; wait "$_ar_sp"; '
               'kill "$_ar_k" 2>/dev/null; rm -f "$_ar_q"; }',
               f'_ar_mark end "{i} $_ar_rc $_ar_t0 $_ar_t1"']
