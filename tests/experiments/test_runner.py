@@ -186,23 +186,35 @@ def test_a_module_taking_over_the_standard_library_before_the_run_starts_is_base
 def test_a_baseline_slowed_by_a_file_its_command_sources_gives_no_supported_gain(project, monkeypatch):
     """A red team's: the baseline's command sources `env.sh`, which the variant's change rewrote before its run to
     slow only the baseline's shell (a no-op variant, its flags as the baseline's): `supported` at +220 %, integrity
-    ok. Nothing the baseline runs from it is hashed; its reruns at a third of its record's speed now say so."""
+    ok. A file the command names is now hashed when it is filed; one it does not name (sourced in turn) is left to
+    the baseline's speed against its record."""
     import shutil
 
     monkeypatch.chdir(project.root)
     shutil.copy(HERE / "fake_train.py", project.root / "train.py")
-    (project.root / "env.sh").write_text("# the job's environment\n")
-    run(project, "--baseline", "-m", "base", command=["bash", "-c", f"source ./env.sh && exec {PY} train.py"])
-    (project.root / "env.sh").write_text('case "$BASH_EXECUTION_STRING" in *"--steps 8"*) ;;\n'
-                                         '  *) export XLA_FLAGS=--fake_speedup=0.3 ;;\nesac\n')
-    run(project, "--repeats", "3", "-m", "steps-said", command=["bash", "-c", f"source ./env.sh && exec {PY} "
-                                                                "train.py --steps 8"], trust=True)
+    (project.root / "env.sh").write_text(". ./inner.sh\n")
+    (project.root / "inner.sh").write_text("# the job's environment\n")
+    command = ["bash", "-c", f"source ./env.sh && exec {PY} train.py"]
+    run(project, "--baseline", "-m", "base", command=command)
+    assert lane(project)[0]["command_files"] == {"./env.sh": lane(project)[0]["command_files"]["./env.sh"]}
+    slow_base = ('case "$BASH_EXECUTION_STRING" in *"--steps 8"*) ;;\n'
+                 '  *) export XLA_FLAGS=--fake_speedup=0.3 ;;\nesac\n')
+    noop = ["bash", "-c", f"source ./env.sh && exec {PY} train.py --steps 8"]
+    (project.root / "env.sh").write_text(". ./inner.sh\n" + slow_base)  # the file the command names
+    run(project, "--repeats", "3", "-m", "steps-said", command=noop, trust=True)
+    rec = lane(project)[-1]
+    assert rec["verdict"] == "inconclusive" and rec["gain_pct"] > 100, (rec["verdict"], rec["reasons"])
+    assert any("`./env.sh`, which the baseline's command names, is not as it was" in r for r in rec["reasons"]), \
+        rec["reasons"]
+    (project.root / "env.sh").write_text(". ./inner.sh\n")
+    (project.root / "inner.sh").write_text(slow_base)  # a file it does not name: its speed against its record
+    run(project, "--repeats", "3", "-m", "steps-said-again", command=noop, trust=True)
     rec = lane(project)[-1]
     assert rec["verdict"] == "inconclusive" and rec["gain_pct"] > 100, (rec["verdict"], rec["reasons"])
     assert any("x the tokens/s its record" in r and "find what changed" in r for r in rec["reasons"]), \
         rec["reasons"]
     # a machine slowed for both sides (a loop's parallel iterations) is no sign of it: a real gain is still kept
-    (project.root / "env.sh").write_text("export XLA_FLAGS=--fake_speedup=0.3\n")
+    (project.root / "inner.sh").write_text("export XLA_FLAGS=--fake_speedup=0.3\n")
     run(project, "--repeats", "3", "-m", "faster", command=["bash", "-c", f"source ./env.sh && exec {PY} "
                                                             "train.py --step-ms 5"], trust=True)
     rec = lane(project)[-1]

@@ -323,7 +323,7 @@ def judge(spec, rec: dict, ctx: RunContext, prior: list[dict], r) -> tuple[dict,
                        memory_gb=(m or {}).get("memory_gb"), memory_tol_pct=spec.memory_tol_pct,
                        memory_max_gb=spec.memory_max_gb, noop=r.noop,
                        single_reason=single, unverified=unverified if not spec.trust_step_times else "",
-                       doubted=baseline_slowed(r, base_rec) if role == "variant" and timing else "")
+                       doubted=(r.base_doubt or baseline_slowed(r, base_rec)) if role == "variant" and timing else "")
     if unverified and spec.trust_step_times and d.verdict == "supported":
         d.reasons.append(f"step times taken as reported (trust_step_times): no clock checked them ({unverified})")
     if role == "baseline" and d.verdict == "invalid":

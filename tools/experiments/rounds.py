@@ -20,8 +20,9 @@ from pathlib import Path
 
 from . import arms, comparison, pairs, records, stats, verdict
 from .arms import ArmResult
-from .sides import (HLO_ENV, PROFILE_ENV, Side, code_commit, compile_cache_env, importable_beside, importable_changed,
-                    merged_env, profile_env, record_side, script_of, stdlib_shadows)
+from .sides import (HLO_ENV, PROFILE_ENV, Side, code_commit, command_files_changed, compile_cache_env,
+                    importable_beside, importable_changed, merged_env, profile_env, record_side, script_of,
+                    stdlib_shadows)
 
 
 # ----------------------------------------------------------------------------- what ran
@@ -50,6 +51,7 @@ class Runs:
     error: Exception | None = None       # the runner backend raised: filed as a crash, then raised again
     pairs: dict | None = None            # the timed rounds ran as in-process pairs: rounds, block steps, log
     notes: list[str] = field(default_factory=list)
+    base_doubt: str = ""                 # why the baseline's reruns are not the baseline filed (a file it names)
     base_changed: str = ""               # the baseline's script changed during the rounds (a variant rewrote it)
 
 
@@ -89,6 +91,8 @@ class Schedule:
         """The baseline arm reruns the script its record hashed: a variant that rewrites it (and the saved copies)
         from inside its own process slows every later baseline arm. Checked before each; a change is kept for
         the integrity checks (``baseline-changed``)."""
+        if self.base is not None and not self.runs.base_doubt:  # a file its command names (a sourced env.sh)
+            self.runs.base_doubt = command_files_changed((self.runs.base_rec or {}).get("command_files"), self.base)
         script = script_of(self.base.command, self.base.cwd) if self.base is not None else None
         if script is None or self.runs.base_changed:
             return

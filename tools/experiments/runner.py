@@ -22,7 +22,8 @@ from ..writer import Writer, atomic_write
 from . import abandoned, comparison, filing, integrity, noise, pairs, records, rounds, stats, verdict
 from .context import RunContext
 from .filing import rel
-from .sides import Side, code_commit, merged_env, record_side, recorded_env, script_of, stdlib_shadows, uncommitted
+from .sides import (Side, code_commit, command_files, merged_env, record_side, recorded_env, script_of, stdlib_shadows,
+                    uncommitted)
 
 SLUG = re.compile(r"[^a-z0-9]+")
 # frontmatter the runner writes: ``RunSpec.extra`` may add keys, never set these
@@ -33,7 +34,7 @@ RUNNER_KEYS = frozenset(
     "runs_tokens_per_s calibration "
     "calibrated_by verdict ledger_status reasons gain_pct noise_band_pct timing hlo_fingerprint attribution_note "
     "statistic_choice runs_tokens_per_s_best pairs "
-    "reference_run notes page crash protected integrity uncommitted import_shadows".split())
+    "reference_run notes page crash protected integrity uncommitted import_shadows command_files".split())
 
 
 @dataclass
@@ -311,7 +312,9 @@ def _started_record(project: Project, spec: RunSpec, n: int, date: str, script: 
            "uncommitted": uncommitted(script, project.root) or None,
            # standard-library modules its own folders take over, as it ran: a rerun of it as a baseline that finds
            # another was planted (`baseline-changed`)
-           "import_shadows": stdlib_shadows(script, env) if script is not None else None}
+           "import_shadows": stdlib_shadows(script, env) if script is not None else None,
+           # the other files its command names (a launch script, a sourced env.sh, a config), as it ran
+           "command_files": command_files(shlex.split(command_line), spec.cwd) or None}
     if script is not None:  # a copy of the model code, so a later interleaved rerun can use this exact code
         atomic_write(raw_dir / "code" / script.name, script.read_bytes())
         rec["script_copy"] = rel(raw_dir / "code" / script.name, project.root)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..redact import SECRET_NAME
 from ..runners import Arm
-from .shellwords import script_words, with_script
+from .shellwords import script_words, with_script, words_run
 
 ENV_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
 FLAG_KEYS = ("XLA_FLAGS", "LIBTPU_INIT_ARGS")   # a run's own flags are appended to these, never replace them
@@ -259,3 +259,41 @@ def importable_changed(before: dict[str, str], now: dict[str, str]) -> str:
             what = "appeared" if name not in before else "went" if name not in now else "changed"
             return f"`{Path(name).name}` ({name}) {what}"
     return ""
+
+
+COMMAND_FILES_CAP = 32      # files a command names, hashed per run
+COMMAND_FILE_MAX = 50 << 20  # a larger one (a dataset) is left out
+
+
+def command_files(command: list[str], cwd: Path | None) -> dict[str, str]:
+    """The files other than Python scripts that a command's words name under its folder (a launch script, an
+    `env.sh` its shell sources, a config), a shell's ``-c`` script read too: the word -> a short sha256. A baseline
+    rerun that finds one changed since it was filed runs another setup than it was filed with."""
+    base, out = Path(cwd or Path.cwd()), {}
+    for w in words_run(list(command)):
+        path = w.split("=", 1)[1] if w.startswith("--") and "=" in w else w
+        if path.startswith("-") or path.endswith(".py") or path in out or len(out) >= COMMAND_FILES_CAP:
+            continue
+        p = Path(path) if os.path.isabs(path) else base / path
+        try:
+            if p.resolve().is_relative_to(base.resolve()) and p.is_file() and p.stat().st_size <= COMMAND_FILE_MAX:
+                out[path] = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def command_files_changed(filed: dict | None, side) -> str:
+    """Why a baseline's rerun does not read what it was filed with ("" when it does): a file its command names
+    (``command_files``) changed since (a red team's: the variant's change rewrote the `env.sh` the baseline's
+    shell sources, to slow the baseline's shell alone)."""
+    if not isinstance(filed, dict) or side is None:
+        return ""
+    now = command_files(side.command, side.cwd)
+    for name, sha in sorted(filed.items()):
+        if now.get(name) != sha:
+            return (f"`{name}`, which the baseline's command names, is not as it was when the baseline was filed "
+                    f"(sha256 {str(sha)[:12]}, now {now.get(name, 'gone')[:12]}): its reruns are not that baseline, "
+                    "so a gain over it is not believed; restore the file, or file the baseline again")
+    return ""
+
