@@ -218,17 +218,23 @@ def test_flags_on_a_line_of_thousands_of_characters_are_all_read(tmp_path):
         assert sorted(rows) == [f"{i:02d}" for i in range(60)], (kind, rows)
 
 
-def test_a_setting_written_empty_is_its_default(tmp_path):
-    """MaxText's base.yml holds `quantization: ""` (off): the knob had no default and `""` was no value seen."""
+def _config_knobs(tmp_path, configs: dict[str, str]):
+    """A knowledge base whose codebase `cfg` holds ``configs`` under configs/, ingested: its root, its knobs by key."""
     import json
 
     kb = new_kb(tmp_path)
-    repo = kb / "raw/code/cfg"
-    (repo / "configs").mkdir(parents=True)
-    (repo / "configs/base.yml").write_text('remat_policy: full\nquantization: ""\n')
-    (repo / "configs/int8.yml").write_text("quantization: 'int8'\n")
+    folder = kb / "raw/code/cfg/configs"
+    folder.mkdir(parents=True)
+    for name, text in configs.items():
+        (folder / name).write_text(text)
     assert run(kb, "ingest", "raw/code/cfg", "-q").exit_code in (0, 3)
-    knobs = {k["key"]: k for k in json.loads((kb / "wiki/codebases/cfg/knobs.json").read_text())}
+    return kb, {k["key"]: k for k in json.loads((kb / "wiki/codebases/cfg/knobs.json").read_text())}
+
+
+def test_a_setting_written_empty_is_its_default(tmp_path):
+    """MaxText's base.yml holds `quantization: ""` (off): the knob had no default and `""` was no value seen."""
+    kb, knobs = _config_knobs(tmp_path, {"base.yml": 'remat_policy: full\nquantization: ""\n',
+                                         "int8.yml": "quantization: 'int8'\n"})
     q = knobs["quantization"]
     assert q["default"] == "" and q["default_at"] == "configs/base.yml:2" and sorted(q["values"]) == ["", "int8"]
     row = next(ln for ln in (kb / "wiki/codebases/cfg/overview.md").read_text().splitlines()
@@ -239,13 +245,6 @@ def test_a_setting_written_empty_is_its_default(tmp_path):
 def test_a_key_with_a_block_below_in_a_file_yaml_cannot_read_whole_has_no_empty_default(tmp_path):
     """A base.yml of two documents (`---`) is read line by line: `quantization:` with `mode: int8` below it was taken
     for `quantization: ""` and shown as its default (off)."""
-    import json
-
-    kb = new_kb(tmp_path)
-    repo = kb / "raw/code/cfg"
-    (repo / "configs").mkdir(parents=True)
-    (repo / "configs/base.yml").write_text("quantization:\n  mode: int8\nremat_policy: full\n---\nextra: 1\n")
-    (repo / "configs/fp8.yml").write_text("quantization: 'fp8'\n")
-    assert run(kb, "ingest", "raw/code/cfg", "-q").exit_code in (0, 3)
-    knobs = {k["key"]: k for k in json.loads((kb / "wiki/codebases/cfg/knobs.json").read_text())}
+    _, knobs = _config_knobs(tmp_path, {"base.yml": "quantization:\n  mode: int8\nremat_policy: full\n---\nextra: 1\n",
+                                        "fp8.yml": "quantization: 'fp8'\n"})
     assert knobs["quantization"]["default"] is None and "" not in knobs["quantization"]["values"], knobs

@@ -262,7 +262,7 @@ def importable_changed(before: dict[str, str], now: dict[str, str]) -> str:
 
 
 COMMAND_FILES_CAP = 32      # files a command names, hashed per run
-COMMAND_FILE_MAX = 50 << 20  # a larger one (a dataset) is left out
+COMMAND_FILE_MAX = 4 << 20  # a larger one (a dataset) is left out: hashed before every baseline arm
 
 
 def command_files(command: list[str], cwd: Path | None) -> dict[str, str]:
