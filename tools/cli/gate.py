@@ -91,9 +91,12 @@ def _percent(v: float) -> float:
 @click.option("--max-regression", "max_regression_pct", default=2.0, show_default=True, type=float,
               callback=lambda ctx, param, v: _percent(v),
               help="Percent slower the change may be: the gate fails when the whole 95 % interval lies below it.")
-@click.option("--repeats", default=3, show_default=True, type=click.IntRange(2, 50),
-              help="Interleaved rounds (each runs the baseline's command and COMMAND, the order alternating).")
-@click.option("--max-repeats", default=0, type=click.IntRange(0, 50), help="Adaptive: up to this many rounds.")
+@click.option("--repeats", default=4, show_default=True, type=click.IntRange(2, 50),
+              help="Interleaved rounds before the first look (each runs the baseline's command and COMMAND, the "
+                   "order alternating).")
+@click.option("--max-repeats", default=12, show_default=True, type=click.IntRange(0, 50),
+              help="While the interval is undecided and the estimate is slower than --max-regression (with --strict: "
+                   "while undecided), two more rounds at a time up to this many; 0: exactly --repeats.")
 @click.option("--statistic", type=click.Choice(["median", "min", "auto"]), default="median", show_default=True)
 @click.option("--timeout", default=1800.0, show_default=True, type=SECONDS, help="Seconds per run.")
 @click.option("--baseline-cwd", type=click.Path(file_okay=False, exists=True), default=None,

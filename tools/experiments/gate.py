@@ -20,11 +20,13 @@ from pathlib import Path
 from ..errors import InputError
 from ..gitrun import git
 from ..project import Project
-from . import baselines, records
+from . import baselines, records, stats
 from .runner import RunSpec, run_experiment
 from .sides import script_changed, script_of
 
 DEFAULT_MAX_REGRESSION_PCT = 2.0
+DEFAULT_REPEATS = 4       # rounds before the gate's first look (an even count: the arm order has alternated evenly)
+DEFAULT_MAX_REPEATS = 12  # rounds it may add while its estimate is a regression its interval does not yet decide
 
 
 @dataclass
@@ -34,13 +36,18 @@ class GateResult:
 
 
 def gate(project: Project, name: str, command: list[str], cwd: Path, model: str | None = None,
-         lane: str | None = None, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT, repeats: int = 3,
-         max_repeats: int = 0, statistic: str = "median", timeout: float = 1800.0, echo: bool = False,
+         lane: str | None = None, max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT,
+         repeats: int = DEFAULT_REPEATS, max_repeats: int = DEFAULT_MAX_REPEATS, statistic: str = "median",
+         timeout: float = 1800.0, echo: bool = False,
          strict: bool = False, baseline_cwd: Path | None = None, runner: str = "local",
          runner_options: dict | None = None) -> GateResult:
     """``baseline_cwd``: a checkout of the baseline's code (in CI, the pull request's base commit) where the
     baseline's command runs; without it, it runs in this checkout, and only its script's saved copy (when there
-    is one) is the baseline's own code."""
+    is one) is the baseline's own code. ``repeats`` rounds, then (``max_repeats`` above them) more at every second
+    round while the interval is undecided and the estimate lies below the limit (``strict``: while undecided), up
+    to ``max_repeats``: a slowdown the first rounds could not decide on a noisy lane is measured until they do,
+    not passed as undecided; ``max_repeats`` 0: exactly ``repeats`` rounds."""
+    hi = max(max_repeats, repeats) if max_repeats else 0
     base = baselines.get(project, name, model, lane)
     prior = records.find(records.lane_records(project.wiki, base["model"], base["lane"]), base["exp_id"])
     if prior is None:  # the page was removed, or the entry edited by hand
@@ -55,7 +62,8 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                               "baseline_tokens_per_s": base.get("tokens_per_s"), "comparable": False,
                               "regression": None, "why": lost, "reasons": [lost]})
     spec = RunSpec(model=base["model"], lane=base["lane"], variant=base["variant"], command=list(command),
-                   compare_to=base["exp_id"], repeats=max(2, repeats), max_repeats=max_repeats, statistic=statistic,
+                   compare_to=base["exp_id"], repeats=max(2, repeats), max_repeats=hi, statistic=statistic,
+                   settled=_settled(max_regression_pct, strict),
                    description=f"gate against {name}", slug=f"gate-{name}",
                    hypothesis=f"no slower than baseline {name} ({base['exp_id']}) by more than {max_regression_pct:g} %",
                    timeout=timeout, echo=echo, cwd=cwd,
@@ -103,6 +111,16 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                                                                           "; passed without --strict"))
     code = 1 if slower or (strict and not decided) else 0
     return GateResult(code, {**verdict, "comparable": True, "regression": slower, "decided": decided, "why": why})
+
+
+def _settled(limit: float, strict: bool):
+    """When the gate may stop adding rounds: its interval lies wholly on one side of ``-limit``, or (not
+    ``strict``) its estimate does not lie below it: it passes, undecided, as a fixed count of rounds would. Stopping
+    there never makes a regression verdict more likely, and every look has its share of the error (``stats.looks``)."""
+    def settled(t: stats.Timing) -> bool:
+        lo, hi = t.interval_pct
+        return hi < -limit or lo >= -limit or (not strict and t.gain_pct >= -limit)
+    return settled
 
 
 def _ran_in(checkout: Path, rec: dict, inside: Path | None = None) -> Path:

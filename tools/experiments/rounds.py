@@ -147,8 +147,9 @@ class Schedule:
             if r.interleaved and self.lo < self.hi and len(r.var) in stats.look_points(self.lo, self.hi):
                 b, v = comparison.pairs(r, self.spec.statistic)
                 r.timing = stats.paired(b, v, self.noise(), r.looks)
-                if r.timing and r.timing.decision != "undecided":
-                    r.stop = f"decided ({r.timing.decision}) after {len(r.var)} rounds"
+                if r.timing and (spec.settled or (lambda t: t.decision != "undecided"))(r.timing):
+                    d = r.timing.decision  # undecided: the caller's rule (the gate's) settled it
+                    r.stop = f"{'decided' if d != 'undecided' else 'settled'} ({d}) after {len(r.var)} rounds"
                     return r
         if r.interleaved and not r.calibration:
             r.stop = f"{len(r.var)} rounds" + (" (the cap)" if self.lo < self.hi else "")

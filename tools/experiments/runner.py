@@ -63,6 +63,8 @@ class RunSpec:
     env: dict[str, str] = field(default_factory=dict)   # the variant's own environment (XLA_FLAGS: appended)
     min_repeats: int = 0                 # adaptive: at least this many rounds (0: ``repeats``)
     max_repeats: int = 0                 # adaptive: at most this many (0: ``max(repeats, min_repeats)``)
+    settled: Callable[[stats.Timing], bool] | None = None  # adaptive: stop at a look when this holds (default:
+                                         # when the verdict is decided); the gate asks its own question
     compare_to: str | None = None        # exp_id to compare against instead of the variant's latest baseline
     compare_cwd: Path | None = None      # where to rerun that record's command (default: its recorded cwd)
     compare_checkout: bool = False       # compare_cwd is a checkout of that record's own code: run as it is there
