@@ -168,3 +168,16 @@ def test_a_log_read_through_a_terminal_splits_as_the_same_arms():
     (tty,) = split(raw.replace("\n", "\r\n"), TOKEN, 1).arms
     assert plain.text == tty.text == '{"step": 0, "loss": 1.0}\n{"step": 1, "loss": 1.0}\n', (plain.text, tty.text)
     assert tty.clock == plain.clock and len(plain.clock) >= 3
+
+
+def test_a_character_split_between_two_reads_of_the_stamper_reaches_the_log_whole():
+    """A character's bytes written in two pieces (a progress bar flushing mid-character) were read in two pieces
+    and stamped apart: the log held two replacement characters where one character was."""
+    split_char = ("import os, time\nb = 'caf\\u00e9 \\u2713 \\U0001f600'.encode()\n"
+                  "for piece in (b[:4], b[4:7], b[7:10], b[10:13], b[13:]):\n"
+                  "    os.write(1, piece); time.sleep(0.2)\nos.write(1, b'\\n')\n")
+    script = render([ArmPlan("a", [sys.executable, "-c", split_char], None, {}, 30)], TOKEN)
+    raw = subprocess.run(["sh", "-c", script], capture_output=True, check=False, timeout=60).stdout
+    (a,) = split(raw.decode("utf-8", "replace"), TOKEN, 1).arms  # as the remote runner reads a job log
+    assert a.stamped and a.text == "caf\u00e9 \u2713 \U0001f600\n", a.text
+    assert len(a.clock) >= 3, a.clock  # still read as it came

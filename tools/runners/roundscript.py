@@ -84,12 +84,14 @@ _ar_leftover() {  # pgid: TERM what is left of the arm's group, KILL what is sti
 }
 _ar_now() { _ar_t=$(date +%s.%N 2>/dev/null); case $_ar_t in *[!0-9.]*|'') date +%s ;; *) echo "$_ar_t" ;; esac; }
 _ar_stamper='import os, select, sys, time
-tok, out = sys.argv[1].encode(), sys.stdout.buffer
+tok, out, held = sys.argv[1].encode(), sys.stdout.buffer, b""
 while True:
     select.select([0], [], [])
     asked = time.time()
     data = os.read(0, 65536)
     if not data:
+        if held:
+            out.write(b"@@T%s+ %.6f %.6f %s\n" % (tok, asked, asked, held))
         break
     while len(data) % 65536 == 0 and len(data) < 1 << 24 and select.select([0], [], [], 0)[0]:
         more = os.read(0, 65536)
@@ -97,7 +99,11 @@ while True:
             break
         data += more
     heard = time.time()
-    *whole, part = data.split(b"\n")
+    *whole, part = (held + data).split(b"\n")
+    lead = next((i for i in range(1, min(4, len(part)) + 1) if part[-i] & 192 != 128), 0)
+    cut = len(part) - lead if lead and part[-lead] >= 192 and lead < 2 + (part[-lead] >= 224) + (part[-lead] >= 240) \
+        else len(part)  # a character whose last bytes are still to come waits for them
+    part, held = part[:cut], part[cut:]
     for line in whole:
         out.write(b"@@T%s %.6f %.6f %s\n" % (tok, asked, heard, line))
     if part:
