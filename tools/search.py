@@ -27,7 +27,7 @@ from . import wikiscan
 from .errors import InputError
 from .project import Project
 
-SCHEMA = 6
+SCHEMA = 7  # 7: indexes built by parallel searches could hold a page twice
 TYPE_WEIGHT = {"concept": 1.6, "source": 1.5, "analysis": 1.3, "kernel": 1.2, "hypothesis": 1.1, "model": 1.1,
                "experiment": 1.0, "observation": 1.0, "codebase": 0.9, "loop": 1.0, "index": 0.3, "log": 0.2}
 STOP = frozenset("a an and are as at be by can do does for from how i in is it of on or that the this to what when "
@@ -68,16 +68,20 @@ def _connect(project: Project) -> sqlite3.Connection:
 
 
 def _open(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=30)
-    (version,) = db.execute("PRAGMA user_version").fetchone()
-    if version != SCHEMA:
-        db.executescript("DROP TABLE IF EXISTS pages; DROP TABLE IF EXISTS docs;")
-        db.execute("CREATE TABLE pages (rel TEXT PRIMARY KEY, mtime INTEGER, size INTEGER, type TEXT, "
-                   "title TEXT, weight REAL)")
-        db.execute("CREATE VIRTUAL TABLE docs USING fts5(rel UNINDEXED, title, meta, body, paths, text UNINDEXED, "
-                   "tokenize='unicode61')")
-        db.execute(f"PRAGMA user_version = {SCHEMA}")
-        db.commit()
+    """The index, its tables made under a write lock (agents search in parallel: two processes that both found
+    no tables once dropped each other's). Transactions are explicit (``isolation_level=None``)."""
+    db = sqlite3.connect(path, timeout=120, isolation_level=None)
+    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:  # another process may have made them
+                db.execute("DROP TABLE IF EXISTS pages")
+                db.execute("DROP TABLE IF EXISTS docs")
+                db.execute("CREATE TABLE pages (rel TEXT PRIMARY KEY, mtime INTEGER, size INTEGER, type TEXT, "
+                           "title TEXT, weight REAL)")
+                db.execute("CREATE VIRTUAL TABLE docs USING fts5(rel UNINDEXED, title, meta, body, paths, "
+                           "text UNINDEXED, tokenize='unicode61')")
+                db.execute(f"PRAGMA user_version = {SCHEMA}")
     return db
 
 
@@ -104,11 +108,14 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
     db = db or _connect(project)
     root = project.wiki
     md, _, _ = wikiscan.walk(root, [])
-    known = {rel: (m, s) for rel, m, s in db.execute("SELECT rel, mtime, size FROM pages")}
     counts = {"added": 0, "updated": 0, "removed": 0, "unchanged": 0}
     seen = set()
     base = os.fspath(root) + os.sep  # a string join per page: pathlib's costs more than the stat itself
     with db:
+        # what the index holds, read under the write lock: parallel searches each added the pages they had not
+        # seen indexed, and the index held them twice, for good
+        db.execute("BEGIN IMMEDIATE")
+        known = {rel: (m, s) for rel, m, s in db.execute("SELECT rel, mtime, size FROM pages")}
         for rel in md:
             try:
                 st = os.stat(base + rel)
@@ -347,6 +354,10 @@ def search(project: Project, query: str, type: str | None = None, limit: int = 1
     db = _connect(project)
     try:
         refresh(project, db)
+    except sqlite3.DatabaseError as e:  # locked past the timeout, a disk error: said, not a traceback
+        db.close()
+        raise InputError(_index(project), f"the search index cannot be brought up to date ({e})") from None
+    try:
         where = "docs MATCH ?" + (" AND p.type = ?" if type else "")
         args: list = [q] + ([type] if type else [])
         (total,) = db.execute(f"SELECT count(*) FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where}",

@@ -212,3 +212,39 @@ def test_a_pages_kebab_case_title_names_it(kb):
     for q in ("ec2 describe-instances", "describe-instances"):
         _, hits = search.search(kb, q)
         assert hits[0].path == "sources/ec2/describe-instances.md", (q, [h.path for h in hits[:5]])
+
+
+def test_searches_in_parallel_processes_build_one_index_each_page_once(kb):
+    """An agent's parallel tool calls: four `tools search` processes on a fresh index raced to make its tables
+    (one failed: "table pages already exists") and each added the pages it had not seen indexed, so the index held
+    every page several times, for good ("total": 56 where 14 pages match). Then one new page, four searches again."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    write_wiki(kb.wiki, synthetic_wiki(600, seed=5))
+
+    def parallel(n=4):
+        procs = [subprocess.Popen([sys.executable, "-m", "tools", "--root", str(kb.root), "search", "attention",
+                                   "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(n)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+        return [json.loads(o) for o, _ in outs]
+
+    def rows():
+        db = sqlite3.connect(kb.root / ".tools-cache" / "search.sqlite")
+        try:
+            return (db.execute("SELECT count(*) FROM docs").fetchone()[0],
+                    db.execute("SELECT count(*) FROM pages").fetchone()[0])
+        finally:
+            db.close()
+
+    answers = parallel()
+    docs, pages = rows()
+    assert docs == pages > 500, (docs, pages)
+    assert len({json.dumps(a, sort_keys=True) for a in answers}) == 1, answers
+    write(kb.wiki, "concepts/new-attention.md", page("New attention", "concept", "# New attention\n\nattention\n"))
+    again = parallel()
+    assert rows()[0] == rows()[1] == pages + 1
+    assert all(a["total"] == answers[0]["total"] + 1 for a in again), (answers[0]["total"], again)
