@@ -18,13 +18,28 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH(?!OR)", re.I) 
 _SHAPED = re.compile(
     r"\b(?:sk-ant-[A-Za-z0-9_-]{6,}|sk-(?:proj-)?[A-Za-z0-9_-]{20,}|hf_(?=[A-Za-z0-9]*[A-Z0-9])[A-Za-z0-9]{30,}\b|gh[pousr]_[A-Za-z0-9]{16,}"
     r"|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|ya29\.[A-Za-z0-9_-]{20,})")
+# a value: a word, or quoted ("..." or '...': a shell's or a repr's quoting), never one already redacted
+_VALUE = r"""("(?!\[redacted\])[^"\n]+"|'(?!\[redacted\])[^'\n]+'|(?!\[redacted\])[^\s'"`]+)"""
+_SECRET_WORD = r"[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)"
 _FLAG = re.compile(  # --hf-token=X, --api-key X, --password=X (not --max-tokens, --tokenizer, nor the prose
     # "per-token latency": a flag's dashes start a word)
-    r"(?i)((?<![\w-])--?(?=[A-Za-z0-9])[A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)(?:=|[ \t]+))"
-    r"(?!\[redacted\])([^\s'\"`]+)")
+    r"(?i)((?<![\w-])--?(?=[A-Za-z0-9])" + _SECRET_WORD + r"(?:=|[ \t]+))" + _VALUE)
 _VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing, hf-token=X in a run's config (not
     # MAX_TOKENS=5)
-    r"(?i)(?<![\w-])([A-Za-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)=)(?!\[redacted\])([^\s'\"`]+)")
+    r"(?i)(?<![\w-])(" + _SECRET_WORD + r"=)" + _VALUE)
+_MAPPED = re.compile(  # WANDB_API_KEY: X on a line of its own (a page's frontmatter, a YAML listing)
+    r"(?im)^([ \t]*(?:- )?(" + _SECRET_WORD + r"|[A-Z0-9_]*(?:KEY|PASSW\w*|CREDENTIALS?|AUTH))[ \t]*:[ \t]+)" + _VALUE)
+
+
+def _quoted_or_word(m: re.Match, always: bool) -> str:
+    """The match with its value redacted, quotes kept; a quoted value (``pad_token="<pad>"``) or a mapping's
+    (``eos_token: </s>``) only where it looks like a secret, as a word after a secret's name always is."""
+    head, value = m.group(1), m.group(m.lastindex)
+    quote = value[0] if value[0] in "'\"" else ""
+    inner = value[1:-1] if quote else value
+    if not (always and not quote) and not _looks_secret(head, inner):
+        return m.group(0)
+    return head + quote + MARK + quote
 
 
 _HELD: set[str] = set()  # secrets this process passed on to a run (``hold``): a crash it files may quote them
@@ -60,8 +75,9 @@ def redact(text: str) -> str:
         if value in text:  # a key the environment holds, quoted on its own (a crash's "auth rejected: <key>")
             text = text.replace(value, MARK)
     text = _SHAPED.sub(MARK, text)
-    text = _FLAG.sub(lambda m: m.group(1) + MARK, text)
-    return _VAR.sub(lambda m: m.group(1) + MARK, text)
+    text = _FLAG.sub(lambda m: _quoted_or_word(m, True), text)
+    text = _VAR.sub(lambda m: _quoted_or_word(m, True), text)
+    return _MAPPED.sub(lambda m: _quoted_or_word(m, False), text)
 
 
 def redact_added(text: str, before: str | None) -> str:

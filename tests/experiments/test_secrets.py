@@ -53,3 +53,32 @@ def test_a_crash_that_quotes_a_secret_variable_s_value_files_it_redacted(project
     assert [p for p, t in written.items() if wandb in t or own in t] == []
     answer = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "crashes", "--json"]).output
     assert wandb not in answer and own not in answer and "[redacted]" in answer
+
+
+def test_a_key_after_a_secret_flag_or_in_an_env_change_never_names_a_run_nor_reaches_a_page(project, tmp_path):
+    """A user's report: a run with no description was named after its command's last word, so `--wandb-api-key K`
+    filed the page, its raw folder and every ledger line under the key; a hypothesis whose change sets
+    WANDB_API_KEY wrote the value into its frontmatter (`WANDB_API_KEY: K`) and its body (`WANDB_API_KEY='K'`,
+    quoted, which the redaction did not read as a value)."""
+    import json
+
+    from _shared import queue_loop
+
+    key, other = "a951b3ca9cfd672ce9eb01cd7f3e", "zq9secretvalue28174"
+    r = CliRunner().invoke(cli, ["--root", str(project.root), "exp", "run", "--model", "m", "--lane", "l",
+                                 "--variant", "s/cpu", "-q", "--baseline", "--trust-step-times", "--",
+                                 "sh", "-c", f"exec {sys.executable} {FAKE} --step-ms 5", "sh", "--wandb-api-key", key])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    hyp = {"model": "m", "lane": "l", "loop": "m-l", "statement": "wandb off speeds the step",
+           "mechanism": "less logging", "predicted_signal": "tokens/s up", "falsification": "no change",
+           "change": {"kind": "env", "env": {"WANDB_API_KEY": other}}, "category": "compiler"}
+    queue_loop(project.root)
+    r = CliRunner().invoke(cli, ["--root", str(project.root), "hypotheses", "file", "--args", json.dumps(hyp)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["--root", str(project.root), "search", "wandb", "--json"])  # indexed as written
+    assert r.exit_code == 0 and json.loads(r.output)["total"] >= 1, r.output
+    everything = [p for p in project.root.rglob("*")]
+    assert any("fake-train" in p.name for p in everything), sorted(p.name for p in everything)  # named by its script
+    for secret in (key, other):
+        assert not [p for p in everything if secret in str(p)]
+        assert not [p for p in everything if p.is_file() and secret.encode() in p.read_bytes()], secret

@@ -284,7 +284,11 @@ def _dry_run(project: Project, spec: RunSpec, backend) -> str:
 
 
 def _slug(spec: RunSpec) -> str:
-    return slugify(spec.slug or spec.description or ("calibration" if spec.calibrate else Path(spec.command[-1]).stem))
+    """The run's name in its id, redacted first (a key slugified is no longer a key's shape): the slug given, the
+    description, else the script the command runs (not its last word: `--api-key K` named the run K)."""
+    script = script_of(spec.command, spec.cwd)
+    return slugify(redact.redact(spec.slug or spec.description or ("calibration" if spec.calibrate else Path(
+        script or spec.command[0]).stem)))
 
 
 def exp_id_for(spec: RunSpec, n: int, date: str) -> str:
