@@ -258,3 +258,17 @@ def test_a_hand_kept_page_with_a_list_where_text_goes_leaves_the_listings_answer
     assert [(k["title"], k["backend"]) for k in listed] == [("k1", '["tpu", "gpu"]')]
     assert call(kb, "kernels.get", {"path": "kernels/x/k1.md"})["backend"] == '["tpu", "gpu"]'
     assert call(kb, "hypotheses.list", {})["hypotheses"][0]["author"] == '["alice", "bob"]'
+
+
+def test_an_export_to_a_repository_outside_says_nothing_of_what_is_there(kb, tmp_path):
+    """A user's report: `exp_export` ran git on the path an agent gave before it checked the path, and its errors
+    told what lay outside: "not a git repository", or a repository's top folder."""
+    import subprocess
+
+    repo = outside(kb) / "code" / "model"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(outside(kb) / "code")], check=True)
+    for given in (str(repo), "../outside/code/model", "/root/.ssh", "../outside/nothing-here"):
+        with pytest.raises(InputError, match="outside the knowledge base") as e:
+            call(kb, "exp.export", {"exp_ids": ["2026-01-01-v001-x"], "name": "x", "repo": given})
+        assert "git" not in str(e.value) and str(outside(kb) / "code") + ":" not in str(e.value), str(e.value)

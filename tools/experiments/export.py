@@ -38,6 +38,9 @@ def export(project: Project, exp_ids: list[str], name: str, repo: Path | None = 
     if not exp_ids:
         raise InputError("EXP", "name at least one experiment to export")
     br.check_name(name)
+    if confine is not None and repo is not None and not (confine / repo).resolve().is_relative_to(confine.resolve()):
+        # before any look at it: the answer to a path outside would say what is there (a repository, its top)
+        raise InputError(str(repo), "outside the knowledge base: an agent may export only code kept in it")
     every = records.load_experiments(project.wiki)
     runs = [_record(every, e) for e in exp_ids]
     keys = [_key(r) for r in runs]
