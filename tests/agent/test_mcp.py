@@ -140,10 +140,20 @@ def test_resource_template_reads_pages_and_refuses_traversal(kb):
             await c.read_resource("wiki://../mkdocs.yml")
         except Exception as e:  # noqa: BLE001 - the SDK raises MCPError for a refused resource
             bad = str(e)
-        return page.contents[0].text, bad
-    text, bad = run(_session(build(Project(kb)), body))
+        long = (await c.read_resource("wiki://concepts/long-resource.md")).contents[0].text
+        return page.contents[0].text, bad, long
+    # a page of 3 MB: a resource brought 3.5 MB into an agent's context at once (a user's report); it is cut
+    # where it says, and wiki_read goes on from there
+    (kb / "wiki/concepts/long-resource.md").write_text(
+        "---\ntype: concept\ntitle: Long\n---\n# Long\n\n" + "".join(f"line {i} of a long page\n" for i in range(130_000)))
+    try:
+        text, bad, long = run(_session(build(Project(kb)), body))
+    finally:
+        (kb / "wiki/concepts/long-resource.md").unlink()
     assert '"type": "concept"' in text and "Rematerialization" in text
     assert bad is not None
+    assert len(long) < 250_000 and "line 1000 of" in long and "line 129999 of" not in long, len(long)
+    assert "the tool wiki_read with path=concepts/long-resource.md offset=" in long[-300:], long[-300:]
 
 
 def test_stdio_server_and_filing_a_hypothesis_with_writes_allowed(kb):

@@ -270,3 +270,28 @@ def test_a_selection_map_of_another_shape_and_a_start_past_a_symbol_are_clear_er
     assert call(project, "raw.read", {"path": "code/t/m.py", "symbol": "A", "start": 2})["text"] == "    return 1\n"
     with pytest.raises(AgentError, match="past the end of A's definition"):
         call(project, "raw.read", {"path": "code/t/m.py", "symbol": "A", "start": 9})
+
+
+def test_a_minified_bundle_is_read_in_answers_of_bounded_size(kb, tmp_path):
+    """A user's report: `raw_read` of one line of a minified bundle answered 1.8 MB (its limit was lines, not
+    characters). The real bundle of the installed mkdocs-material (one line of 95 kB), and the lines after it."""
+    from tools.agent.ops_raw import MAX_CHARS
+
+    material = pytest.importorskip("material")
+    bundle = next(Path(material.__file__).parent.rglob("bundle*.min.js"))
+    text = bundle.read_text(encoding="utf-8")
+    longest = max(range(len(text.split("\n"))), key=lambda i: len(text.split("\n")[i])) + 1
+    dest = kb.raw / "code/site/bundle.min.js"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    short = "".join(f"var x{i} = {i};\n" for i in range(4000))
+    dest.write_text(text.rstrip("\n") + "\n" + short)
+    one = call(kb, "raw.read", {"path": "code/site/bundle.min.js", "line": longest, "context": 0})
+    assert one["cut"] == longest and len(one["text"]) < MAX_CHARS + 200 and one["end"] == longest, one["cut"]
+    assert one["text"].startswith(text.split("\n")[longest - 1][:1000]) and "cut at" in one["text"]
+    start, seen = len(text.rstrip("\n").split("\n")) + 1, []
+    while start:  # the short lines after it, page after page, every one once
+        out = call(kb, "raw.read", {"path": "code/site/bundle.min.js", "start": start, "lines": 1000})
+        assert len(out["text"]) <= MAX_CHARS and out["cut"] is None
+        seen.append(out["text"])
+        start = out["next_line"]
+    assert "".join(seen) == short

@@ -18,6 +18,7 @@ from .registry import AgentError, op
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_LINES = 1000
+MAX_CHARS = 40_000  # of text an answer returns (a minified bundle is one line of megabytes); a line past it is cut
 
 
 class RawReadIn(BaseModel):
@@ -42,6 +43,8 @@ class RawReadOut(BaseModel):
                                                      "here)")
     symbol: str | None = Field(None, description="the definition found, as Class.method")
     matches: list[str] = Field(default_factory=list, description="every definition of that name, as qualname:line")
+    cut: int | None = Field(None, description="a line longer than an answer holds: this line, cut (its first "
+                                              f"{MAX_CHARS:,} characters returned)")
 
 
 def raw_path(project: Project, rel: str) -> tuple[str, Path]:
@@ -150,6 +153,13 @@ def raw_read(project: Project, a: RawReadIn) -> dict:
             what = f"{found}'s definition" if a.symbol else "the range"
             raise AgentError(f"raw/{rel}: start {a.start} is past the end of {what} (line {stop})")
     end = min(stop, begin + a.lines - 1, total)
-    return {"path": rel, "start": begin, "end": end, "total_lines": total,
-            "text": "\n".join(lines[begin - 1:end]) + ("\n" if end >= begin else ""),
-            "next_line": end + 1 if end < stop else None, "symbol": found, "matches": matches}
+    size, cut = 0, None
+    for n in range(begin, end + 1):  # at most MAX_CHARS: the lines that fit, or the first one cut
+        size += len(lines[n - 1]) + 1
+        if size > MAX_CHARS:
+            end, cut = (n - 1, None) if n > begin else (n, n)
+            break
+    text = "\n".join(lines[begin - 1:end]) + ("\n" if end >= begin else "")
+    return {"path": rel, "start": begin, "end": end, "total_lines": total, "cut": cut,
+            "text": text[:MAX_CHARS] + f"\n[line {cut} cut at {MAX_CHARS:,} of {len(lines[cut - 1]):,} characters]\n"
+            if cut else text, "next_line": end + 1 if end < stop else None, "symbol": found, "matches": matches}

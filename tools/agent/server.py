@@ -15,8 +15,9 @@ from ..project import Project
 from ..errors import ToolsError
 from .registry import Op, call, load
 
-READ_PART = 400_000          # characters of one wiki.read (its most)
-RESOURCE_CHARS = 4_000_000   # a resource carries a page up to this much, then says where to read on
+READ_PART = 100_000          # characters of one wiki.read
+RESOURCE_CHARS = 200_000     # a resource carries a page up to this much, then says where to read on (a client
+                             # puts it whole into an agent's context: 4 MB, as before, crowded out the rest)
 
 
 def _tool(project: Project, o: Op):
@@ -76,8 +77,8 @@ def build(project: Project, allow_write: bool = False, allow_run: bool = False):
         try:
             d = call(project, "wiki.read", {"path": path, "limit": READ_PART})
             parts, nxt = [d["body"]], d.get("next_offset")
-            while nxt is not None and sum(map(len, parts)) < RESOURCE_CHARS:
-                more = call(project, "wiki.read", {"path": path, "limit": READ_PART, "offset": nxt})
+            while nxt is not None and (left := RESOURCE_CHARS - sum(map(len, parts))) >= 200:
+                more = call(project, "wiki.read", {"path": path, "limit": min(READ_PART, left), "offset": nxt})
                 parts.append(more["body"])
                 nxt = more.get("next_offset")
         except ToolsError as e:  # its message reaches the client (any other error became "Error creating resource")
