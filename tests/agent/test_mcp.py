@@ -145,7 +145,8 @@ def test_resource_template_reads_pages_and_refuses_traversal(kb):
     # a page of 3 MB: a resource brought 3.5 MB into an agent's context at once (a user's report); it is cut
     # where it says, and wiki_read goes on from there
     (kb / "wiki/concepts/long-resource.md").write_text(
-        "---\ntype: concept\ntitle: Long\n---\n# Long\n\n" + "".join(f"line {i} of a long page\n" for i in range(130_000)))
+        "---\ntype: concept\ntitle: Long\n---\n# Long\n\n"
+        + "".join(f"line {i} of a long page\n" for i in range(130_000)))
     try:
         text, bad, long = run(_session(build(Project(kb)), body))
     finally:
