@@ -373,6 +373,8 @@ def test_gap_says_a_run_s_trace_is_unreadable_instead_of_no_tokens(tmp_path):
                                  "--json"])
     out = json.loads(r.output)
     assert "no gap measured (ours: " in out["verdict"] and "vm.xplane.pb" in out["verdict"], out["verdict"]
+    from tools.agent.ops_gap import GapOut  # one shape: the CLI's --json is the registry's answer, as over MCP
+    assert set(out) == set(GapOut.model_fields) and "config_items" in out, set(out) ^ set(GapOut.model_fields)
     assert "the reference: " in out["verdict"] and "an empty file" in out["verdict"], out["verdict"]
 
 

@@ -46,6 +46,11 @@ class GapOut(BaseModel):
     retired: list[str] = Field(default_factory=list, description="open hypotheses an earlier run of this analysis "
                                                                  "filed and this one no longer lists: now abandoned")
     seconds: float
+    ours_page: str | None = Field(None, description="our run's experiment page (wiki-relative), null for a folder")
+    ref_page: str | None = Field(None, description="the reference's experiment page, null for a folder")
+    stages: dict[str, Any] = Field(default_factory=dict, description="the HLO stage read per side (ours, ref)")
+    config_items: list[str] = Field(default_factory=list, description="the items whose evidence is configuration "
+                                                                      "(flags, environment), as `what`")
 
 
 def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file: bool = True,

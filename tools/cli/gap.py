@@ -36,8 +36,10 @@ def gap(project, ours, ref, loop_name, no_file, ref_codebase, ours_codebase, as_
                       ours_codebase=ours_codebase)
     except AgentError as e:
         raise click.ClickException(str(e)) from None
-    if as_json:
-        click.echo(json.dumps(out, indent=1, default=str))
+    if as_json:  # the shape the registry's gap.analyze answers (its output model), as over MCP
+        from ..agent.ops_gap import GapOut
+
+        click.echo(json.dumps(GapOut.model_validate(out).model_dump(mode="json"), indent=1, default=str))
     else:
         _print(out)
     if out["gap_pct"] is None:  # a side without tokens/s (its trace unreadable, no record): nothing was compared
