@@ -261,3 +261,30 @@ def test_a_knob_named_otherwise_than_its_flag_and_a_switch_are_written_as_their_
         assert b["verified"]["holds"], b["verified"]
         command = filed[b["verified"]["exp_id"]]["command"]
         assert "--fuse" not in command and "bf16" not in command, command
+
+
+def test_a_finalize_that_kept_nothing_removes_the_earlier_branches_and_patch_series(tmp_path):
+    """A user's report: a loop run again (`start --fresh`) that kept nothing printed "0 kept change(s)" and left the
+    earlier finalize's perf/<name>/* branches, its PERF.md claiming +79 %, and its patch series in place."""
+    kb = tmp_path / "kb"
+    make_kb(kb, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 2}, config_file="launch.sh")
+    (kb / "model" / "launch.sh").write_text("#!/bin/sh\nexec python fake_model.py --dtype f32 --steps 14\n")
+    subprocess.run(["git", "init", "-q", str(kb / "model")], check=True)  # the user's own repository
+    git(kb / "model", "add", "-A")
+    git(kb / "model", "-c", "user.name=ada", "-c", "user.email=ada@example.com", "commit", "-qm", "model")
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    patches = tmp_path / "patches"
+    (patches).mkdir()
+    (patches / "0001-mine.patch").write_text("From: ada <ada@example.com>\nmy own patch\n")  # a person's: kept
+    first = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--patches", str(patches), "--json", "--no-verify"))
+    repo = kb / "model"
+    made = git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/perf/").split()
+    assert first["kept"] == 1 and len(made) == 2 and len(first["patches"]) >= 1, (first, made)
+    assert (patches / "0001-mine.patch").is_file()
+
+    make_kb(kb, knobs={"remat": KNOBS["remat"]}, budget={"runs": 2}, config_file="launch.sh")  # nothing to keep
+    tools(kb, "loop", "start", "fake-loop", "--fresh", "-q")
+    again = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--patches", str(patches), "--json"))
+    assert again["kept"] == 0 and sorted(again["removed"]) == sorted(made), again
+    assert git(repo, "for-each-ref", "refs/heads/perf/") == ""
+    assert sorted(p.name for p in patches.iterdir()) == ["0001-mine.patch"]

@@ -211,4 +211,6 @@ def finalize(project, name, patches_dir, pr, remote, base, verify, as_json) -> N
         click.echo(f"  draft PR {p['url']}  ({p['branch']})")
     if out["patches"]:
         click.echo(f"  {len(out['patches'])} patches in {patches_dir}")
+    for gone in out.get("removed") or []:
+        click.echo(f"  {gone}  deleted (an earlier finalize's, not made again)")
     click.echo(f"  loops/{name}/PERF.md")

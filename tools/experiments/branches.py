@@ -319,15 +319,24 @@ def _only_knobs(tree: Path, commit: str, config_file: str, knobs: dict) -> bool:
 PATCH = re.compile(r"\d{4}-.*\.patch")
 
 
-def format_patches(repo: Path, start: str, combined: str, patches_dir: Path) -> list[str]:
-    """A ``git format-patch`` series of ``start..combined`` in ``patches_dir``; an earlier series of the tools'
-    there (a numbered patch whose commits the tools made) is removed first, so the folder holds one series."""
+def clear_patches(patches_dir: Path) -> list[str]:
+    """Remove an earlier series of the tools' from ``patches_dir`` (a numbered patch whose commits the tools
+    made; a person's patches stay); the names removed."""
     patches_dir.mkdir(parents=True, exist_ok=True)
-    for old in patches_dir.iterdir():
+    gone = []
+    for old in sorted(patches_dir.iterdir()):
         if PATCH.fullmatch(old.name) and old.is_file() and not old.is_symlink() and \
                 f"From: {GIT_ENV['GIT_AUTHOR_NAME']} <{GIT_ENV['GIT_AUTHOR_EMAIL']}>" in \
                 old.read_text(encoding="utf-8", errors="replace")[:4000]:
             old.unlink()
+            gone.append(old.name)
+    return gone
+
+
+def format_patches(repo: Path, start: str, combined: str, patches_dir: Path) -> list[str]:
+    """A ``git format-patch`` series of ``start..combined`` in ``patches_dir``; an earlier series of the tools'
+    there (a numbered patch whose commits the tools made) is removed first, so the folder holds one series."""
+    clear_patches(patches_dir)
     made = git(repo, "format-patch", "-o", str(patches_dir.resolve()), f"{start}..{combined}")
     return sorted(Path(p).name for p in made.splitlines() if p.strip())
 

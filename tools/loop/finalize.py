@@ -59,7 +59,9 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
     spec = load_spec(paths.spec)
     changes = kept_changes(state)
     out: dict = {"loop": name, "kept": len(changes), "branches": [], "settings": [], "prs": [], "patches": []}
-    if not changes:
+    if not changes:  # an earlier finalize's branches and patch series no longer say what this loop kept
+        if spec.code:
+            out["removed"] = _clear_earlier(project, spec, paths, patches_dir)
         out["perf_md"] = _perf_md(paths, spec, state, changes, out)
         return out
     if not spec.code:
@@ -113,6 +115,18 @@ def finalize(project: Project, name: str, patches_dir: Path | None = None, pr: b
     finally:
         br.drop_worktrees(repo, work)
     return out
+
+
+def _clear_earlier(project: Project, spec, paths: st.LoopPaths, patches_dir: Path | None) -> list[str]:
+    """Nothing kept: the branches an earlier finalize of this loop made (perf/<name>/..., its own commits on top)
+    deleted and its patch series in ``patches_dir`` removed, as a finalize that makes branches replaces them."""
+    repo = Workspace(project.root, (project.root / spec.code).resolve(), paths.folder, spec.name, spec.cwd).repo()
+    old = br.owned_tips(repo, [], f"perf/{spec.name}/", MAKER)
+    br.check_not_checked_out(repo, list(old))
+    if patches_dir is not None:
+        br.check_patches_dir(patches_dir)
+        br.clear_patches(patches_dir)
+    return br.set_branches(repo, {}, old) if old else []
 
 
 def _branches(project: Project, spec, state: dict, changes: list[dict], repo: Path, ws, start: str, work: Path,
