@@ -418,6 +418,15 @@ def test_the_sweep_does_not_undo_a_supported_keep_until_a_keep_it_may_depend_on(
                     kept=True, config=dict(bf16, scan=True, remat="full"), run_key="k3", trunk_exp="e2")
     got, refused = moves([kept, scan, remat], dict(bf16, scan=True, remat="full"))
     assert "compute_dtype=float32" in got and "compute_dtype=float32" not in refused
+    # ... expected as its keep measured it, backwards (a user's loops ran such undos as "no prior: exploratory",
+    # +2 %, tied with moves never tried, and refuted them at -16 %): after every move with no prior
+    sweep = SweepProposer()
+    ranked = sweep.candidates(Priors(SPEC, dict(bf16, scan=True, remat="full"), {}, "", {"exp_id": "e3"},
+                                     [kept, scan, remat], [], [], {}, [], None, [], [], "", ""))
+    undo = next(c for c in ranked if c.change.describe() == "compute_dtype=float32")
+    assert undo.expected_gain_pct == pytest.approx(100 * (1 / 1.11 - 1), abs=0.05), undo.expected_gain_pct
+    assert ranked.index(undo) == len(ranked) - 1 and "before a keep it may depend on" in undo.notes, \
+        [(c.change.describe(), c.expected_gain_pct) for c in ranked]
     # only a supported single-knob keep is undone by its reversal: an inconclusive one kept nothing to undo
     got, _ = moves([Attempt("e1", "precision", kept.change, "f1", "inconclusive", 2.0, config=bf16, run_key="k1",
                             trunk_exp="base")], START)

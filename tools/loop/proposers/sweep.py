@@ -142,6 +142,10 @@ class SweepProposer(Proposer):
         stale = self._stale_attempts(priors, knob.category)
         own = self._evidence([a for a in priors.attempts if a.exp_id not in stale], knob.name, value)
         moved = self._evidence([a for a in priors.attempts if a.exp_id in stale], knob.name, value)
+        if (undone := self._undoes(priors).get((knob.name, value_key(value)))) is not None:
+            # the keep that moved the trunk away from this value measured this move backwards: its gain reversed,
+            # discounted as a move since made stale (the move is offered only after a keep it may depend on)
+            moved.append(100 * (100 / (100 + float(undone.gain_pct)) - 1))
         other = self._evidence(priors.other_lanes, knob.name, value)
         if own or moved or other:
             w = [OWN_WEIGHT] * len(own) + [OTHER_WEIGHT] * (len(moved) + len(other))
