@@ -228,11 +228,13 @@ def test_a_kept_flag_the_config_file_does_not_hold_is_said_so_not_that_there_is_
     tools(kb, "loop", "start", "fake-loop", "-q")
     state = json.loads((kb / "loops/fake-loop/state.json").read_text())
     assert any(h["kept"] for h in state["history"]), state["history"]  # accum 2: 1.2x faster, by construction
-    said = tools(kb, "loop", "finalize", "fake-loop", "--no-verify")
+    said = tools(kb, "loop", "finalize", "fake-loop")
     assert "(not in launch.sh: see PERF.md)" in said and "no config_file" not in said, said
-    perf = (kb / "loops/fake-loop/PERF.md").read_text()  # as it is typed (`accum=2` is no flag), the total unverified
+    perf = (kb / "loops/fake-loop/PERF.md").read_text()  # as it is typed (`accum=2` is no flag)
     setting = perf.split("## Settings to apply")[1]
-    assert "`--accum 2`" in setting and "accum=2" not in setting and "not verified alone (--no-verify)" in perf, perf
+    assert "`--accum 2`" in setting and "accum=2" not in setting, perf
+    # verification was on, with no branch to verify: said so (it said "--no-verify", a user's report)
+    assert "no branch to verify: every kept change is a setting" in perf and "--no-verify" not in perf, perf
 
 
 def test_a_knob_named_otherwise_than_its_flag_and_a_switch_are_written_as_their_flags(tmp_path):

@@ -97,6 +97,7 @@ def test_status_json_and_resume_after_a_pause(tmp_path):
     s = json.loads(tools(kb, "loop", "status", "fake-loop", "--json"))
     assert s["iteration"] == 2 and s["status"] == "stopped" and "paused" in s["stop_reason"]
     assert s["driver_running"] is False and len(s["history"]) == 2
+    assert s["usage"]["runs"] == 2 and isinstance(s["usage"]["runs"], int), s["usage"]  # counted, not 2.0
     tools(kb, "loop", "resume", "fake-loop", "-q")
     s = loop_state(kb)
     # on to the budget of 8: every move with a gain to expect first (four keeps), then the undos a later keep may

@@ -38,7 +38,7 @@ class LoopOut(BaseModel):
     status: str = Field(description="running | stopped")
     stop_reason: str | None
     iteration: int
-    usage: dict[str, float] = Field(description="runs, wall_s, llm_tokens, cost_usd, device_s")
+    usage: dict[str, int | float] = Field(description="runs, wall_s, llm_tokens, cost_usd, device_s (counts whole)")
     trunk: dict[str, Any] = Field(description="the configuration every change is compared with")
     frontier: list[dict[str, Any]] | None
     pending: list[str] = Field(description="the phase of each iteration in flight")

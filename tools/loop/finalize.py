@@ -243,7 +243,9 @@ def _perf_md(paths: st.LoopPaths, spec, state: dict, changes: list[dict], out: d
     checked = [v for v in alone.values() if v]
     held = sum(1 for v in checked if v.get("holds"))
     # the loop's total counts every kept change; said with how many of them were measured alone, and held
-    verified = ("not verified alone (--no-verify)" if not checked else
+    verified = ("nothing kept" if not changes else
+                "no branch to verify: every kept change is a setting" if not out["branches"] else
+                "not verified alone (--no-verify)" if not checked else
                 f"each branch verified alone: all {held} hold" if held == len(checked) == len(out["branches"]) else
                 f"verified alone, {held} of {len(out['branches'])} branches hold: the total is the loop's, not a "
                 "verified whole")

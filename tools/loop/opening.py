@@ -102,4 +102,7 @@ def calibrate(loop) -> None:
     state.calibration = {"exp_id": rec["exp_id"], **{k: cal.get(k) for k in ("pair_sd_pct", "band_pct")}}
     state.usage["device_s"] += runs.device_seconds(rec)
     loop.save()
-    loop.say(f"  → σ {cal.get('pair_sd_pct')} % per round, band ±{cal.get('band_pct')} %  wiki/{rec['page']}")
+    by_min = spec.statistic == "min" and cal.get("pair_sd_min_pct") is not None  # the σ this loop's runs see
+    loop.say(f"  → σ {cal.get('pair_sd_min_pct' if by_min else 'pair_sd_pct')} % per round"
+             + (" (each run read by its fastest step)" if by_min else "")
+             + f", band ±{cal.get('band_pct')} %  wiki/{rec['page']}")

@@ -57,7 +57,7 @@ import yaml
 from ..errors import InputError
 from ..experiments.stats import STATISTICS
 from .proposal import CATEGORIES
-from .spec_values import _count, _positive, _protected, _rounds, _target, _unknown, _yes_no
+from .spec_values import _budget, _count, _positive, _protected, _rounds, _target, _unknown, _yes_no
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 BUDGET_KEYS = ("runs", "wall_s", "llm_tokens", "cost_usd", "device_s")
@@ -267,8 +267,10 @@ def _parse(data: Any, path: Path) -> LoopSpec:
     for key in ("model", "lane"):
         if not NAME.fullmatch(str(data[key])):
             raise InputError(path, f"`{key}` must be letters, digits, '.', '_' or '-'")
-    if not NAME.fullmatch(name):
-        raise InputError(path, "the loop name must be letters, digits, '.', '_' or '-'")
+    if not NAME.fullmatch(name) or ".." in name or name.endswith((".", ".lock")):  # it names git branches too
+        raise InputError(path, f"the loop name {name!r} must be letters, digits, '.', '_' or '-', with no '..' and "
+                               "no '.' or '.lock' at its end (it names the branches loop/<name>/... and "
+                               "perf/<name>/...)")
     cmd = data["command"]
     command = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
     knobs = {}
@@ -303,7 +305,7 @@ def _parse(data: Any, path: Path) -> LoopSpec:
         raise InputError(path, "`target` is a mapping ({tokens_per_s: N}, {mfu_percent: N}, {reference: PCT}) or "
                                "`reference`")
     target = {str(k): _target(path, str(k), v) for k, v in raw_target.items()}
-    budget = {str(k): float(v) for k, v in (data.get("budget") or {}).items()}
+    budget = _budget(path, data.get("budget"))
     for k in target:
         if k not in TARGET_KEYS:
             raise InputError(path, f"target `{k}`: expected one of {', '.join(TARGET_KEYS)}")

@@ -63,3 +63,22 @@ def _protected(path: Path, value) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise InputError(path, f"`protected` is a list of paths (path or path::function), not {value!r}")
     return [v.strip() for v in value]
+
+
+WHOLE_BUDGETS = ("runs", "llm_tokens")  # counted things: 2.5 runs ran 3
+
+
+def _budget(path: Path, raw) -> dict[str, float]:
+    """``budget:``: a mapping of limit to a number (a whole one for runs and tokens); a wrong one named."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError(path, f"`budget` is a mapping such as {{runs: 10, wall_s: 3600}}, not {raw!r}")
+    out = {}
+    for k, v in raw.items():
+        whole = str(k) in WHOLE_BUDGETS
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and isinstance(v, float)
+                                                                       and not v.is_integer()):
+            raise InputError(path, f"budget `{k}` is a positive {'whole ' if whole else ''}number, not {v!r}")
+        out[str(k)] = float(v)
+    return out
