@@ -153,8 +153,10 @@ def _best(spec: LoopSpec, state: dict, src: str) -> str:
     line = (f"{_link(src, trunk['exp_id'], _exp_page(spec, trunk['exp_id'], state))} at "
             f"**{_num(trunk.get('tokens_per_s'))} tokens/s**{mfu}")
     if base and base.get("exp_id") != trunk["exp_id"]:
+        # the gain is chained from the interleaved comparisons, not the two runs' own medians (which drift apart)
         line += (f", **{_pct(gain)}** over the baseline {_link(src, base['exp_id'], _exp_page(spec, base['exp_id'], state))}"
-                 f" ({_num(base.get('tokens_per_s'))} tokens/s) after {len(frontier) - 1} frontier moves")
+                 f" ({_num(base.get('tokens_per_s'))} tokens/s in its own run) after {len(frontier) - 1} frontier "
+                 "moves, chained from each move's interleaved comparison")
     else:
         line += ": the baseline, no change has beaten it yet"
     out = ["## Best so far", "", line + ".", "", f"- configuration: {_config(trunk.get('config') or {})}"]
