@@ -547,3 +547,25 @@ def test_near_misses_are_tried_together_and_the_interaction_is_recorded(tmp_path
     assert c["interaction_pct"] == pytest.approx(together["gain_pct"] - chained, abs=1e-3) and c["interaction_pct"] > 5
     page = (kb / "wiki" / "loops" / "fake-loop.md").read_text()
     assert "## Near-misses combined" in page and "fuse=True, tile=True" in page
+
+
+def test_an_env_change_and_the_env_knob_setting_the_same_variable_are_one_run(tmp_path):
+    """A user's report: a queued hypothesis set FAKE_FAST=1 as an `env` change and was kept; the sweep then proposed
+    the knob `fast=1`, the very same run, and spent a budget run measuring the trunk against itself."""
+    import yaml
+
+    kb = tmp_path / "kb"
+    knobs = {"dtype": KNOBS["dtype"], "fast": KNOBS["fast"]}
+    make_kb(kb, proposer="queue", budget={"runs": 1}, knobs=knobs)
+    meta = {"title": "fast path on", "type": "hypothesis", "model": "fake", "lane": "loop", "status": "open",
+            "author": "ada", "priority": 1, "category": "compiler", "statement": "the fast path speeds the step",
+            "change": {"kind": "env", "env": {"FAKE_FAST": "1"}}}
+    page = kb / "wiki" / "hypotheses" / "fake" / "fast.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# fast path on\n")
+    tools(kb, "loop", "start", "fake-loop", "-q")
+    assert [h["kept"] for h in loop_state(kb)["history"]] == [True], loop_state(kb)["history"]
+    make_kb(kb, proposer="sweep", budget={"runs": 3}, knobs=knobs)
+    tools(kb, "loop", "resume", "fake-loop", "-q")
+    said = [h["describe"] for h in loop_state(kb)["history"]]
+    assert "fast=1" not in said and "dtype=bf16" in said, said

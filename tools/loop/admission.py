@@ -80,7 +80,7 @@ def config_of(spec: LoopSpec, trunk: dict, p: Proposal) -> tuple[dict, dict]:
 
 def key_of(spec: LoopSpec, trunk: dict, p: Proposal, cfg: dict, env: dict) -> str:
     """What makes two runs the same run: knobs, environment, the trunk's code and the patch."""
-    return run_key(cfg, spec.env_for(cfg, env), trunk.get("commit", ""),
+    return run_key(spec, cfg, env, trunk.get("commit", ""),
                    p.change.fingerprint() if p.change.kind == "patch" else "")
 
 

@@ -43,7 +43,7 @@ def frontier_row(spec: LoopSpec, n: int, rec: dict, cfg: dict, env: dict, commit
            "gain_pct": round(gain_pct, 3)}
     if n:
         row["step_gain_pct"] = step_gain_pct
-    return dict(row, description=description, run_key=run_key(cfg, spec.env_for(cfg, env), commit))
+    return dict(row, description=description, run_key=run_key(spec, cfg, env, commit))
 
 
 def learn(spec: LoopSpec, state: LoopState, pend: dict) -> Lesson:

@@ -11,11 +11,13 @@ from typing import Any
 from .spec import LoopSpec
 
 
-def run_key(config: dict, env: dict, commit: str, patch_fingerprint: str = "") -> str:
-    """What a run executes: the full knob configuration, the environment, the code. Two runs with the same key
-    are duplicates, whatever the proposal said."""
-    body = json.dumps({"config": config, "env": env, "commit": commit, "patch": patch_fingerprint},
-                      sort_keys=True, default=str)
+def run_key(spec: LoopSpec, config: dict, extra_env: dict | None, commit: str, patch_fingerprint: str = "") -> str:
+    """What a run executes: its flag knobs, its environment (env knobs and ``extra_env``), the code. Two runs with
+    the same key are duplicates, whatever the proposal said: an env knob counts by the variable it sets, so an `env`
+    change setting FAKE_FAST=1 and the knob `fast: 1` are one run (each was tried once, the trunk measured twice)."""
+    flags = {k: v for k, v in config.items() if not (k in spec.knobs and spec.knobs[k].env)}
+    body = json.dumps({"config": flags, "env": spec.env_for(config, extra_env), "commit": commit,
+                       "patch": patch_fingerprint}, sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 

@@ -176,7 +176,7 @@ class SweepProposer(Proposer):
                 if value_key(value) == value_key(trunk.get(knob.name)):
                     continue
                 cfg = dict(trunk, **{knob.name: value})
-                key = run_key(cfg, spec.env_for(cfg, priors.trunk_env), priors.trunk_commit)
+                key = run_key(spec, cfg, priors.trunk_env, priors.trunk_commit)
                 change = Change("knobs", knobs={knob.name: value})
                 if key in tried or key in refuted_here or change.fingerprint() in refuted_changes:
                     continue
@@ -261,7 +261,7 @@ class SweepProposer(Proposer):
         spec = priors.spec
         cfg = dict(priors.trunk, **knobs)
         change = Change("knobs", knobs=knobs)
-        if run_key(cfg, spec.env_for(cfg, priors.trunk_env), priors.trunk_commit) in skip \
+        if run_key(spec, cfg, priors.trunk_env, priors.trunk_commit) in skip \
                 or change.fingerprint() in refuted_changes:
             return None
         # every difference found maps to a knob: expect the whole measured gap; else the mapped items' estimates
@@ -290,7 +290,7 @@ class SweepProposer(Proposer):
         for knobs, a in crash_lessons.memory_moves(priors):
             cfg = dict(priors.trunk, **knobs)
             change = Change("knobs", knobs=knobs)
-            if run_key(cfg, priors.spec.env_for(cfg, priors.trunk_env), priors.trunk_commit) in skip or \
+            if run_key(priors.spec, cfg, priors.trunk_env, priors.trunk_commit) in skip or \
                     change.fingerprint() in refuted_changes or crash_lessons.refusal(priors, cfg):
                 continue
             moved = Change("knobs", knobs=(a.change or {}).get("knobs") or {}).describe()
@@ -328,7 +328,7 @@ class SweepProposer(Proposer):
             return []
         cfg = dict(priors.trunk, **knobs)
         change = Change("knobs", knobs=knobs)
-        if run_key(cfg, priors.spec.env_for(cfg, priors.trunk_env), priors.trunk_commit) in skip \
+        if run_key(priors.spec, cfg, priors.trunk_env, priors.trunk_commit) in skip \
                 or change.fingerprint() in refuted_changes or crash_lessons.refusal(priors, cfg):
             return []
         gain = reduce(chained_gain, [a.gain_pct for a in parts], 0.0)
