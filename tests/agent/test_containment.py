@@ -272,3 +272,52 @@ def test_an_export_to_a_repository_outside_says_nothing_of_what_is_there(kb, tmp
         with pytest.raises(InputError, match="outside the knowledge base") as e:
             call(kb, "exp.export", {"exp_ids": ["2026-01-01-v001-x"], "name": "x", "repo": given})
         assert "git" not in str(e.value) and str(outside(kb) / "code") + ":" not in str(e.value), str(e.value)
+
+
+def test_a_long_kernel_page_and_retrospective_are_answered_in_parts_that_say_where_to_go_on(kb):
+    """A user's report: `kernels_get` on a 526 KB page answered 399,951 characters, cut with no word of it, and
+    `loop_retrospective` cut a 40 KB page at 20,000 characters, losing its "Untried ideas" with no `next_offset`."""
+    import json
+
+    body = "".join(f"- launch site {i}: `kernels/x/k.py:{i}`\n" for i in range(14_000))
+    (kb.wiki / "kernels/x").mkdir(parents=True)
+    (kb.wiki / "kernels/x/long.md").write_text(f"---\ntype: kernel\ntitle: long\nrepo: x\n---\n# long\n\n{body}")
+    got = call(kb, "kernels.get", {"path": "kernels/x/long.md"})
+    assert len(got["body"]) <= 20_000 and got["total_chars"] > 500_000 and got["next_offset"], got["total_chars"]
+    more = call(kb, "wiki.read", {"path": "kernels/x/long.md", "offset": got["next_offset"]})
+    assert (got["body"] + more["body"]).startswith("# long\n\n- launch site 0:")
+    assert "- launch site 1000:" in got["body"] + more["body"]
+
+    retro = "analyses/l-retrospective-1.md"
+    (kb.wiki / "analyses").mkdir(exist_ok=True)
+    (kb.wiki / retro).write_text("---\ntype: analysis\ntitle: r\n---\n# r\n\n" + "x " * 15_000
+                                 + "\n\n## Untried ideas, best first\n\n- bf16\n")
+    (kb.root / "loops/l").mkdir(parents=True)
+    (kb.root / "loops/l.yml").write_text("model: m\nlane: l\nvariant: v\ncommand: x\nbudget: {runs: 1}\n")
+    (kb.root / "loops/l/state.json").write_text(json.dumps({"name": "l", "model": "m", "lane": "l", "variant": "v",
+                                                            "history": [], "retrospectives": [{"page": retro}]}))
+    r = call(kb, "loop.retrospective", {"name": "l"})
+    assert r["next_offset"] and r["total_chars"] > 30_000 and "Untried ideas" not in r["body"], r["next_offset"]
+    rest = call(kb, "wiki.read", {"path": retro, "offset": r["next_offset"]})
+    assert "## Untried ideas, best first" in rest["body"]
+
+
+def test_the_status_of_a_long_loop_is_its_last_iterations_and_the_state_file_only_when_asked(kb):
+    """A user's report: `loop_status` of a loop of 800 iterations answered 2.2 MB: the whole state file beside its
+    history, twice, with no way to ask for less."""
+    import json
+
+    hist = [{"iteration": i, "exp_id": f"e{i}", "category": "shape", "describe": f"batch={i}", "verdict": "refuted",
+             "gain_pct": -1.0, "kept": False, "change": {"kind": "knobs", "knobs": {"batch": i}},
+             "statement": "s" * 1000} for i in range(1, 801)]
+    (kb.root / "loops/big").mkdir(parents=True)
+    (kb.root / "loops/big.yml").write_text("model: m\nlane: l\nvariant: v\ncommand: x\nbudget: {runs: 900}\n")
+    (kb.root / "loops/big/state.json").write_text(json.dumps(
+        {"name": "big", "model": "m", "lane": "l", "variant": "v", "iteration": 800, "status": "stopped",
+         "usage": {"runs": 800}, "history": hist}))
+    got = call(kb, "loop.status", {"name": "big"})
+    assert got["state"] is None and got["history_total"] == 800 and len(got["history"]) == 50
+    assert [h["iteration"] for h in got["history"]] == list(range(751, 801))
+    assert len(json.dumps(got)) < 100_000, len(json.dumps(got))
+    whole = call(kb, "loop.status", {"name": "big", "history": 0, "state": True})
+    assert len(whole["history"]) == 800 and len(whole["state"]["history"]) == 800

@@ -65,14 +65,14 @@ def test_loop_start_status_resume_and_retrospective_over_mcp(tmp_path):
         launched = r.structured_content
         assert launched["log"] == "loops/fake-loop/driver.log" and "--iterations=1" in launched["command"]
         first = await _wait_idle(c, "fake-loop")
-        assert first["state"]["iteration"] == 1 and len(first["state"]["history"]) == 1
+        assert first["iteration"] == 1 and len(first["history"]) == first["history_total"] == 1
         r = await c.call_tool("loop_resume", {"name": "fake-loop"})  # to the budget: 3 runs, then a retrospective
         assert not r.is_error, r.content
         done = await _wait_idle(c, "fake-loop")
-        assert done["state"]["status"] == "stopped" and "budget" in done["state"]["stop_reason"]
-        assert len(done["state"]["history"]) == 3
+        assert done["status"] == "stopped" and "budget" in done["stop_reason"] and done["state"] is None
+        assert len(done["history"]) == 3
         retro = (await c.call_tool("loop_retrospective", {"name": "fake-loop"})).structured_content
-        assert retro["page"] == done["state"]["retrospectives"][-1]["page"]
+        assert retro["page"] == done["retrospectives"][-1]
         assert retro["meta"]["type"] == "analysis" and "untried" in retro["body"].lower()
         return launched
 
@@ -121,11 +121,11 @@ def test_a_loop_started_over_the_registry_is_the_installed_driver_and_answers_at
     started = [a for a in answers if isinstance(a, dict)]
     assert len(started) == 1 and any("already running" in str(a) for a in answers), answers
     status = call(kb, "loop.status", {"name": "fake-loop"})  # at once: the driver holds the loop, its state is there
-    assert status["driver_running"] or status["state"]["iteration"] >= 1, status
+    assert status["driver_running"] or status["iteration"] >= 1, status
     end = time.monotonic() + 90
     while call(kb, "loop.status", {"name": "fake-loop"})["driver_running"] and time.monotonic() < end:
         time.sleep(0.2)
-    assert not marker.exists() and call(kb, "loop.status", {"name": "fake-loop"})["state"]["iteration"] == 1
+    assert not marker.exists() and call(kb, "loop.status", {"name": "fake-loop"})["iteration"] == 1
     patch = "--- a/fake_model.py\n+++ b/fake_model.py\n@@ -1 +1 @@\n-a\n+b\n"
     hyp = {"model": "fake", "lane": "loop", "loop": "fake-loop", "statement": "s", "mechanism": "m",
            "predicted_signal": "p", "falsification": "f", "change": {"kind": "patch", "patch": patch},

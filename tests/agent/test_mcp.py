@@ -287,8 +287,10 @@ def test_a_misspelt_argument_over_mcp_is_refused_as_the_cli_refuses_it(kb):
     assert not good.is_error and good.structured_content["pages"]
 
 
-def test_a_page_resource_longer_than_one_read_comes_whole(tmp_path):
-    """`wiki://` of a 530 kB page gave its first 400,000 characters, the rest silently gone."""
+def test_a_page_resource_longer_than_it_carries_says_where_the_rest_is(tmp_path):
+    """`wiki://` of a 530 kB page gave its first 400,000 characters, the rest silently gone. A resource carries
+    200,000 characters at most (4 MB whole crowded out an agent's context): it says where `wiki_read` goes on, and
+    the rest read from there ends the page."""
     from tools import scaffold
     from tools.agent.server import build
 
@@ -300,7 +302,16 @@ def test_a_page_resource_longer_than_one_read_comes_whole(tmp_path):
     async def read(c):
         return (await c.read_resource("wiki://concepts/big.md")).contents[0].text
     text = run(_session(build(Project(root)), read))
-    assert len(body) > 400_000 and text.endswith(body)
+    head, note = text.rsplit("\n\n[cut at ", 1)
+    offset = int(note.split("offset=")[1].split()[0])
+    assert len(body) > 400_000 and body.startswith(head.split("---\n", 2)[2]) and len(head) < 210_000
+    from tools.agent.registry import call
+
+    rest, nxt = "", offset
+    while nxt is not None:
+        part = call(Project(root), "wiki.read", {"path": "concepts/big.md", "offset": nxt, "limit": 400_000})
+        rest, nxt = rest + part["body"], part["next_offset"]
+    assert head.split("---\n", 2)[2] + rest == body
 
 
 def test_mcp_list_names_a_cli_command_that_runs(kb):

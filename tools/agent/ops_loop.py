@@ -43,7 +43,8 @@ class LoopOut(BaseModel):
     frontier: list[dict[str, Any]] | None
     pending: list[str] = Field(description="the phase of each iteration in flight")
     categories: dict[str, Any] = Field(description="per category: tried, supported, refuted, best gain, closed")
-    history: list[dict[str, Any]]
+    history: list[dict[str, Any]] = Field(description="the last `history` iterations, oldest first")
+    history_total: int = Field(0, description="iterations in the whole history")
     retrospectives: list[str]
     device_time: dict[str, Any] = Field(description="device-seconds in all, per experiment, per verdict, per kept "
                                                     "gain and per frontier move (docs/loop.md)")
@@ -52,7 +53,13 @@ class LoopOut(BaseModel):
     screens: list[dict[str, Any]] = Field([], description="screen waves: per trunk, each flag move measured in one "
                                                           "process against it, and whether it was ruled out or left "
                                                           "to confirm (docs/loop.md)")
-    state: dict[str, Any] = Field(description="the whole state file (loops/<name>/state.json)")
+    state: dict[str, Any] | None = Field(None, description="the whole state file (loops/<name>/state.json), when "
+                                                        "asked for (`state: true`): it grows with every iteration")
+
+
+class LoopStatusIn(LoopIn):
+    history: int = Field(50, ge=0, le=1_000_000, description="the last this many iterations of the history (0: all)")
+    state: bool = Field(False, description="also the whole state file (megabytes for a long loop)")
 
 
 def _paths(project: Project, name: str):
@@ -70,16 +77,20 @@ def _state(paths) -> dict:
     return state
 
 
-@op("loop.status", LoopIn, LoopOut)
-def loop_status(project: Project, a: LoopIn) -> dict:
-    """A loop's state (trunk, frontier, history with verdicts, usage, stop reason) and whether its driver runs."""
+@op("loop.status", LoopStatusIn, LoopOut)
+def loop_status(project: Project, a: LoopStatusIn) -> dict:
+    """A loop's state (trunk, frontier, the last iterations with verdicts, usage, stop reason) and whether its
+    driver runs; the whole state file only when asked for."""
     from ..loop.state import driver_alive
 
     from ..loop.status import summary
 
     paths = _paths(project, a.name)
     state = _state(paths)
-    return {**summary(state), "name": a.name, "driver_running": driver_alive(paths), "state": state}
+    out = summary(state)
+    history = out["history"]
+    return {**out, "history": history[-a.history:] if a.history else history, "history_total": len(history),
+            "name": a.name, "driver_running": driver_alive(paths), "state": state if a.state else None}
 
 
 class RetroOut(BaseModel):
@@ -88,6 +99,9 @@ class RetroOut(BaseModel):
     retrospectives: list[str]
     meta: dict[str, Any] = {}
     body: str = ""
+    total_chars: int = Field(0, description="characters of the page's body")
+    next_offset: int | None = Field(None, description="where wiki_read (path=page, offset=...) goes on; null when "
+                                                      "the body is whole")
 
 
 @op("loop.retrospective", LoopIn, RetroOut)
@@ -98,7 +112,8 @@ def loop_retrospective(project: Project, a: LoopIn) -> dict:
     if not pages:
         return {"name": a.name, "page": None, "retrospectives": []}
     page = call(project, "wiki.read", {"path": pages[-1]})
-    return {"name": a.name, "page": pages[-1], "retrospectives": pages, "meta": page["meta"], "body": page["body"]}
+    return {"name": a.name, "page": pages[-1], "retrospectives": pages, "meta": page["meta"], "body": page["body"],
+            "total_chars": page["total_chars"], "next_offset": page["next_offset"]}
 
 
 class StopOut(BaseModel):

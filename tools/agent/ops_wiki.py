@@ -161,6 +161,9 @@ class KernelIn(BaseModel):
 class KernelOut(Kernel):
     meta: dict[str, Any]
     body: str
+    total_chars: int = Field(0, description="characters of the page's body")
+    next_offset: int | None = Field(None, description="where wiki_read (path, offset=...) goes on; null when the "
+                                                      "body is whole")
 
 
 # ---------------------------------------------------------------- helpers
@@ -383,9 +386,10 @@ def kernels_list(project: Project, a: KernelsIn) -> dict:
 @op("kernels.get", KernelIn, KernelOut)
 def kernels_get(project: Project, a: KernelIn) -> dict:
     """One kernel page: its catalog fields, frontmatter and body (launch sites, signature, callers)."""
-    page = read(project, PageReadIn(path=a.path, limit=400_000))
+    page = read(project, PageReadIn(path=a.path))  # a first part, as wiki_read gives it; the rest by offset
     if page["meta"].get("type") != "kernel":
         raise AgentError(f"{page['path']}: not a kernel page (type {page['meta'].get('type')!r})")
     m = page["meta"]
     return {"path": page["path"], "title": page["title"], "type": "kernel", **_kernel_fields(m),
-            "source": f"{m.get('path')}:{m.get('line')}" if m.get("path") else None, "meta": m, "body": page["body"]}
+            "source": f"{m.get('path')}:{m.get('line')}" if m.get("path") else None, "meta": m, "body": page["body"],
+            "total_chars": page["total_chars"], "next_offset": page["next_offset"]}

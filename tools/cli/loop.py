@@ -90,12 +90,17 @@ def resume(project, name, iterations, as_json, quiet) -> None:
 @loop.command(name="status")
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--history", "last", default=None, type=click.IntRange(0), help="The last N iterations (0: all; "
+              "default: all as text, 50 as JSON, as the registry answers).")
+@click.option("--state", "whole", is_flag=True, help="With --json: also the whole state file.")
 @pass_project
-def status(project, name, as_json) -> None:
+def status(project, name, as_json, last, whole) -> None:
     """Where loop NAME stands: trunk, frontier, each iteration's verdict, budgets used."""
     from ..agent.registry import call
 
-    s = call(project, "loop.status", {"name": name})  # the registry's answer, the same for an agent
+    args = {"name": name, "state": whole or not as_json,  # the registry's answer, the same for an agent
+            **({"history": last} if last is not None else {} if as_json else {"history": 0})}
+    s = call(project, "loop.status", args)
     if as_json:
         click.echo(json.dumps(s, sort_keys=True))
         return
