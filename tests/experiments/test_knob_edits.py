@@ -48,3 +48,16 @@ def test_a_yaml_key_at_two_places_or_holding_a_block_is_no_edit():
     assert with_knobs(block, True, {"mesh": 8}) == (block, ["mesh"])
     literal = "dtype: |\n  float32\n"  # was written `dtype: bf16` over the `|`: read back "bf16 float32"
     assert with_knobs(literal, True, {"dtype": "bf16"}) == (literal, ["dtype"])
+
+
+def test_a_shape_knob_sets_each_of_its_keys_in_yaml_or_none():
+    """A user's report: a kept `flags:` knob (`shape: {batch: 8, seq: 64}`) was listed "not in config.yaml" with
+    both `batch:` and `seq:` in the file, while a launch script got `--batch 8 --seq 64`."""
+    flat = "dtype: f32\nbatch: 4\nseq: 128   # tokens\n"
+    text, missing = with_knobs(flat, True, {"shape": {"batch": 8, "seq": 64}})
+    assert missing == [] and text == "dtype: f32\nbatch: 8\nseq: 64   # tokens\n", text
+    nested = "model:\n  dtype: f32\ndata:\n  batch: 4\n  seq: 128\n"
+    assert with_knobs(nested, True, {"shape": {"batch": 8, "seq": 64}})[0].endswith("  batch: 8\n  seq: 64\n")
+    # one key the file does not hold: nothing of the shape is written (half a shape is another shape)
+    assert with_knobs(flat.replace("seq", "length"), True, {"shape": {"batch": 8, "seq": 64}}) == \
+        (flat.replace("seq", "length"), ["shape"])

@@ -192,8 +192,12 @@ def with_knobs(text: str, yaml_file: bool, knobs: dict) -> tuple[str, list[str]]
     (``"$@"``, a line's continuation ``\\``, ``&&``)."""
     missing = []
     for key, value in knobs.items():
-        if yaml_file:
-            new = None if isinstance(value, (dict, list)) else _yaml_set(text, key, value)
+        if yaml_file and isinstance(value, dict):  # a `flags:` knob (a shape): each of its keys set, or none
+            new = text
+            for k, v in value.items():
+                new = None if new is None or isinstance(v, (dict, list)) else _yaml_set(new, str(k), v)
+        elif yaml_file:
+            new = None if isinstance(value, list) else _yaml_set(text, key, value)
         else:
             new = _script_set(text, value if isinstance(value, list) else flag_args(key, value))
         if new is None:
