@@ -420,6 +420,15 @@ def test_sigterm_stops_the_loop_and_resume_runs_the_cut_off_experiment_again(tmp
     assert all(h["verdict"] != "crash" for h in s["history"]) and s["usage"]["runs"] == 2
     stopped = [r for r in lane(root) if r.get("verdict") == "crash"]
     assert len(stopped) == 3 and all("SIGTERM" in " ".join(r["reasons"]) for r in stopped)
+    # their device time is counted apart, in the loop's total (it was left out), never against the budget
+    from tools.loop.device_time import device_time
+    from tools.loop.runs import device_seconds
+
+    cut = sum(device_seconds(r) for r in stopped)
+    dt = device_time(s)
+    assert cut > 0 and s["usage"]["interrupted_s"] == pytest.approx(cut, abs=0.01), (s["usage"], cut)
+    assert dt["interrupted_s"] == pytest.approx(cut, abs=0.1) and dt["total_s"] == pytest.approx(
+        s["usage"]["device_s"] + cut, abs=0.1) and dt["overhead_s"] >= 0, dt
 
 
 def test_stop_request_ends_the_loop_after_the_iteration_in_flight_with_a_retrospective(tmp_path):

@@ -10,7 +10,8 @@ def device_time(state: dict) -> dict:
     """Per experiment, per verdict, per kept gain and per frontier move, from the state document. States saved
     before experiments carried their cost give ``None`` where it is not known."""
     history = state.get("history") or []
-    total = float((state.get("usage") or {}).get("device_s") or 0.0)
+    cut = float((state.get("usage") or {}).get("interrupted_s") or 0.0)  # runs a stop cut off, run again since
+    total = float((state.get("usage") or {}).get("device_s") or 0.0) + cut
     known = [float(h["device_s"]) for h in history if isinstance(h.get("device_s"), (int, float))]
     verdicts: dict[str, dict] = {}
     for h in history:
@@ -34,8 +35,8 @@ def device_time(state: dict) -> dict:
     screens_s = sum(float(w.get("device_s") or 0.0) for w in waves)
     return {"total_s": round(total, 1), "experiments": len(history),
             "experiments_s": round(spent, 1) if complete else None,
-            "screens": len(waves), "screens_s": round(screens_s, 1),
-            "overhead_s": round(total - spent - screens_s, 1) if complete else None,
+            "screens": len(waves), "screens_s": round(screens_s, 1), "interrupted_s": round(cut, 1),
+            "overhead_s": round(total - spent - screens_s - cut, 1) if complete else None,
             "per_experiment_s": round(spent / len(known), 1) if known and complete else None,
             # what a kept gain cost: the experiments and the screens that ranked them (the search, not the set-up)
             "per_kept_gain_s": round((spent + screens_s) / kept, 1) if kept and complete else None,
@@ -54,6 +55,7 @@ def markdown(dt: dict) -> list[str]:
            f"{_s(dt['total_s'])} device-seconds in all (every arm of every run, by the runner's clock)"
            + (f": {_s(dt['experiments_s'])} s on {dt['experiments']} experiments, "
               + (f"{_s(dt['screens_s'])} s on {dt['screens']} screen(s), " if dt.get("screens") else "")
+              + (f"{_s(dt['interrupted_s'])} s on runs a stop cut off (run again), " if dt.get("interrupted_s") else "")
               + f"{_s(dt['overhead_s'])} s on the "
               f"baseline, calibration and reference checks; **{_s(dt['per_experiment_s'])} s per experiment**"
               if dt.get("experiments_s") is not None and dt["experiments"] else "")

@@ -31,6 +31,7 @@ def filed(loop, role: str) -> dict | None:
 
 def _interrupted(loop, out, what: str) -> None:
     if out.stopped_by:  # Ctrl-C or SIGTERM: filed as a crash; the resume runs it again
+        runs.count_interrupted(loop.state, out.record)
         loop._stopped(f"interrupted by {out.stopped_by} during the {what}: `tools loop resume` runs it again")
         raise LoopInterrupted(out.stopped_by, f"the {what} was filed as a crash")
 

@@ -81,6 +81,7 @@ def run(loop, pend: dict) -> None:
         loop.save()
         return
     if out.stopped_by:  # Ctrl-C or SIGTERM: the run is filed as a crash; resume runs this proposal again
+        runs.count_interrupted(loop.state, out.record)
         loop._stopped(f"interrupted by {out.stopped_by}: `tools loop resume` runs the cut-off experiment again")
         raise LoopInterrupted(out.stopped_by)
     pend.update(phase="filed", exp_id=out.exp_id, record=dict(out.record, page=out.page))

@@ -112,6 +112,12 @@ def device_seconds(rec: dict) -> float:
     return float(rec.get("wall_s_total") or sum(rec.get("run_wall_s") or []))
 
 
+def count_interrupted(state, rec: dict) -> None:
+    """A run cut off by a stop: its device time counted apart (``usage.interrupted_s``), not against a budget;
+    the resume runs it again and counts that run as any other."""
+    state.usage["interrupted_s"] = round(float(state.usage.get("interrupted_s") or 0.0) + device_seconds(rec), 3)
+
+
 def interrupted(rec: dict) -> bool:
     """A run cut off by a kill or a signal (not a verdict on its hypothesis)."""
     return rec.get("verdict") == "crash" and any("runner process" in str(r) or "stopped by" in str(r)

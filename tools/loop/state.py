@@ -78,7 +78,8 @@ def _under(real: str, top: str, itself: bool = False) -> bool:
 
 
 def _usage() -> dict[str, float]:
-    return {"runs": 0, "wall_s": 0.0, "llm_tokens": 0, "cost_usd": 0.0, "device_s": 0.0}
+    # interrupted_s: device time of runs cut off by a stop (run again on resume): spent, said, not a budget's
+    return {"runs": 0, "wall_s": 0.0, "llm_tokens": 0, "cost_usd": 0.0, "device_s": 0.0, "interrupted_s": 0.0}
 
 
 @dataclass
