@@ -45,11 +45,24 @@ def as_text(obj) -> str:
 
 def text_or_none(obj) -> str | None:
     """A frontmatter value for an answer's text field: ``None`` stays, anything else is its text (a hand-kept
-    page's ``backend: [tpu, gpu]`` is the text ``["tpu", "gpu"]``, not a failed answer for the whole catalog)."""
-    return None if obj is None else as_text(obj)
+    page's ``backend: [tpu, gpu]`` is the text ``["tpu", "gpu"]``, not a failed answer for the whole catalog), cut
+    to ``MAX_TEXT`` characters."""
+    return None if obj is None else short_text(as_text(obj))
 
 
 MAX_TEXT = 2_000    # characters of one text (a key or a value) in a bounded answer
+
+
+def short_text(text: str) -> str:
+    """``text`` cut to ``MAX_TEXT`` characters, saying so (a hand-kept page's 1 MB title answered every listing
+    of the wiki whole)."""
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}[... cut: {len(text):,} characters]"
+
+
+def bounded_values(value) -> tuple[object, bool]:
+    """``value`` (plain JSON) with each text cut to ``MAX_TEXT`` characters and each list or mapping to
+    ``MAX_ITEMS`` entries, all its entries kept otherwise (a record); whether anything was cut."""
+    return _cut(value)
 MAX_ITEMS = 200     # entries of one list or mapping in it
 MAX_TOTAL = 20_000  # characters of the whole mapping in it (as JSON): entries past it are left out
 
@@ -58,9 +71,7 @@ def _cut(value) -> tuple[object, bool]:
     """``value`` (plain JSON) with each text cut to ``MAX_TEXT`` characters and each list or mapping to
     ``MAX_ITEMS`` entries; whether anything was cut."""
     if isinstance(value, str):
-        if len(value) <= MAX_TEXT:
-            return value, False
-        return f"{value[:MAX_TEXT]}[... cut: {len(value):,} characters]", True
+        return short_text(value), len(value) > MAX_TEXT
     if isinstance(value, list):
         parts = [_cut(v) for v in value[:MAX_ITEMS]]
         return [v for v, _ in parts], len(value) > MAX_ITEMS or any(c for _, c in parts)

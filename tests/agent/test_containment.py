@@ -321,3 +321,26 @@ def test_the_status_of_a_long_loop_is_its_last_iterations_and_the_state_file_onl
     assert len(json.dumps(got)) < 100_000, len(json.dumps(got))
     whole = call(kb, "loop.status", {"name": "big", "history": 0, "state": True})
     assert len(whole["history"]) == 800 and len(whole["state"]["history"]) == 800
+
+
+def test_a_hand_edited_huge_value_or_title_is_cut_in_every_answer(kb):
+    """A user's report: a 3 MB `notes:` on an experiment page made `exp_get` answer 3 MB, and a 1 MB title made
+    `wiki_list`, `wiki_search` and `hypotheses_list` answer 1 MB each (only `wiki_read` bounded frontmatter)."""
+    import json
+
+    import yaml
+
+    big = "slow " * 200_000
+    exp = {"type": "experiment", "title": "run", "exp_id": "2026-01-01-v001-x", "model": "m", "lane": "l",
+           "variant": "v", "version": 1, "status": "filed", "verdict": "inconclusive", "notes": big,
+           "metrics": {"tokens_per_s": 10.0}, "losses": list(range(5000))}
+    (kb.wiki / "experiments/m/l").mkdir(parents=True)
+    (kb.wiki / "experiments/m/l/2026-01-01-v001-x.md").write_text(f"---\n{yaml.safe_dump(exp)}---\n# run\n")
+    got = call(kb, "exp.get", {"model": "m", "lane": "l", "exp_id": "2026-01-01-v001-x"})
+    assert got["cut"] and len(json.dumps(got)) < 20_000, len(json.dumps(got))
+    assert got["record"]["metrics"] == {"tokens_per_s": 10.0} and got["record"]["notes"].startswith("slow slow")
+    (kb.wiki / "hypotheses/m/l").mkdir(parents=True)
+    (kb.wiki / "hypotheses/m/l/h.md").write_text(
+        f"---\ntype: hypothesis\ntitle: {'slow ' * 200_000}\nstatus: open\nmodel: m\nlane: l\n---\n# slow\n")
+    for op, args in (("wiki.list", {}), ("wiki.search", {"query": "slow"}), ("hypotheses.list", {})):
+        assert len(json.dumps(call(kb, op, args))) < 50_000, op

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from .. import pages
 from ..errors import ToolsError
-from ..jsonvalues import text_or_none
+from ..jsonvalues import bounded_values, plain, short_text, text_or_none
 from ..experiments import records
 from ..project import Project
 from .registry import AgentError, op
@@ -65,6 +65,8 @@ class ExpIn(BaseModel):
 
 class ExpOut(BaseModel):
     record: dict[str, Any]
+    cut: bool = Field(False, description="a text of the record was cut to 2,000 characters, or a list to 200 "
+                                         "entries (a hand-edited page; wiki_read reads the page itself)")
 
 
 class BestOut(BaseModel):
@@ -128,7 +130,8 @@ def get(project: Project, a: ExpIn) -> dict:
     r = records.find(_lane(project, a.model, a.lane), a.exp_id)
     if r is None:
         raise AgentError(f"no experiment {a.exp_id!r} in {a.model}/{a.lane}")
-    return {"record": r}
+    record, cut = bounded_values(plain(r))
+    return {"record": record, "cut": cut}
 
 
 @op("exp.best", LaneIn, BestOut)
@@ -301,7 +304,7 @@ def list_hypotheses(project: Project, a: HypothesesIn) -> dict:
                 or a.status and m.get("status") != a.status:
             continue
         prio = m.get("priority")
-        out.append({"path": p.rel, "title": p.title, "status": text_or_none(m.get("status")),
+        out.append({"path": p.rel, "title": short_text(p.title), "status": text_or_none(m.get("status")),
                     "category": text_or_none(m.get("category")),
                     "priority": float(prio) if isinstance(prio, (int, float)) else None,
                     "author": text_or_none(m.get("author"))})

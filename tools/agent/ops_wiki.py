@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from .. import safeio, wikiscan
 from .. import mdscan
-from ..jsonvalues import as_text, bounded_mapping, plain, text_or_none
+from ..jsonvalues import as_text, bounded_mapping, plain, short_text, text_or_none
 from ..project import Project
 from .registry import AgentError, op
 
@@ -223,7 +223,8 @@ def _scan(project: Project, links: bool = True) -> wikiscan.Wiki:
 
 def _ref(p: wikiscan.WikiPage) -> dict:
     meta = p.meta or {}
-    return {"path": p.rel, "title": p.title, "type": meta.get("type") if isinstance(meta.get("type"), str) else None}
+    return {"path": p.rel, "title": short_text(p.title),
+            "type": short_text(meta["type"]) if isinstance(meta.get("type"), str) else None}
 
 
 # ---------------------------------------------------------------- wiki
@@ -237,7 +238,7 @@ def search(project: Project, a: SearchIn) -> dict:
     if fts.fts_query(a.query) is None:
         raise AgentError("query holds no words")
     total, hits = fts.search(project, a.query, a.type, a.limit)
-    return {"query": a.query, "total": total, "hits": [h.as_dict() for h in hits]}
+    return {"query": a.query, "total": total, "hits": [dict(h.as_dict(), title=short_text(h.title)) for h in hits]}
 
 
 @op("wiki.read", PageReadIn, ReadOut)
