@@ -344,3 +344,10 @@ def test_a_hand_edited_huge_value_or_title_is_cut_in_every_answer(kb):
         f"---\ntype: hypothesis\ntitle: {'slow ' * 200_000}\nstatus: open\nmodel: m\nlane: l\n---\n# slow\n")
     for op, args in (("wiki.list", {}), ("wiki.search", {"query": "slow"}), ("hypotheses.list", {})):
         assert len(json.dumps(call(kb, op, args))) < 50_000, op
+
+
+def test_a_misspelt_hypothesis_status_is_refused_not_answered_with_nothing(kb):
+    """A user's report: `hypotheses_list status=opne` answered an empty list, as if no hypothesis were open."""
+    with pytest.raises(AgentError, match="'opne' is no hypothesis status: open, testing"):
+        call(kb, "hypotheses.list", {"status": "opne"})
+    assert call(kb, "hypotheses.list", {"status": None})["total"] == 0

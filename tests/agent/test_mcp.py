@@ -318,8 +318,13 @@ def test_mcp_list_names_a_cli_command_that_runs(kb):
     """`tools mcp --list` said gap_analyze is `tools gap analyze`, which is no command (`tools gap OURS REF` is)."""
     r = tools(kb, "mcp", "--list")
     assert r.returncode == 0, r.stderr
-    listed = {d["tool"]: d["cli"] for d in map(json.loads, r.stdout.splitlines())}
+    rows = list(map(json.loads, r.stdout.splitlines()))
+    listed = {d["tool"]: d["cli"] for d in rows}
     assert listed["gap_analyze"] == "tools gap" and listed["wiki_read"] == "tools wiki read"
+    # and how each is called: `tools loop status name=x` failed ("loop 'name=x': letters..."), the name is its own
+    usage = {d["tool"]: d["usage"] for d in rows}
+    assert usage["loop_status"] == "tools loop status [OPTIONS] NAME" and usage["gap_analyze"].endswith("OURS REF")
+    assert usage["wiki_read"] == "tools wiki read [OPTIONS] [PAIRS]..."
     for tool, cli in listed.items():  # each names a command whose --help answers
         h = tools(kb, *cli.split()[1:], "--help")
         assert h.returncode == 0 and "Usage:" in h.stdout, (tool, cli, h.stderr)

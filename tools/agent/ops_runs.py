@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from .. import pages
 from ..errors import ToolsError
@@ -208,7 +208,15 @@ class HypothesisOut(BaseModel):
 class HypothesesIn(BaseModel):
     model: str | None = None
     lane: str | None = None
-    status: str | None = Field("open", description="open, testing, supported, refuted, abandoned; null for all")
+    status: str | None = Field("open", description=f"{', '.join(pages.HYPOTHESIS_STATUS)}; null for all")
+
+    @field_validator("status")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:  # a typo ("opne") answered an empty list, as if none were open
+        if v is not None and v not in pages.HYPOTHESIS_STATUS:
+            raise ValueError(f"{v!r} is no hypothesis status: {', '.join(pages.HYPOTHESIS_STATUS)} "
+                             "(or null for all)")
+        return v
 
 
 class Hypothesis(BaseModel):

@@ -121,7 +121,11 @@ def mcp(project, http, port, allow_write, allow_run, list_):
             # a group that is one command of its own (`tools gap OURS REF` is gap.analyze) has no subcommand
             cli = f"tools {o.group}" if face is not None and not isinstance(face, click.Group) else \
                 f"tools {o.group} {o.command}"
-            click.echo(json.dumps({"tool": o.tool_name, "cli": cli, "writes": o.writes,
+            cmd = face.commands.get(o.command) if isinstance(face, click.Group) else face
+            # how it is called: `tools loop status [OPTIONS] NAME` takes its name as it is, not `name=...`
+            pieces = cmd.collect_usage_pieces(click.Context(cmd, info_name=cli)) if cmd is not None else []
+            click.echo(json.dumps({"tool": o.tool_name, "cli": cli, "usage": " ".join([cli, *pieces]),
+                                   "writes": o.writes,
                                    "runs": o.runs, "input": o.input.model_json_schema()}, ensure_ascii=False))
         return
     project.require_wiki()
