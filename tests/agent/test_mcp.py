@@ -391,3 +391,19 @@ def test_a_huge_argument_is_refused_in_a_short_answer_and_a_long_query_is_bounde
     assert [g[0] for g in search.query_groups(words)] == [f"w{i}" for i in range(search.MAX_WORDS)]
     r = tools(kb, "search", words[:1_999], "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["query"] == words[:1_999], r.stderr
+
+
+def test_a_text_argument_over_mcp_is_the_text_given_as_on_the_command_line(kb):
+    """A user's report: the SDK read a text argument as JSON when its field was optional text: `wiki_list
+    {"type": "null"}` listed every page and `{"type": "[1]"}` was a validation error, where `--args` with the same
+    JSON answered 0 pages (no page has the type "null")."""
+    from tools.agent.server import build
+
+    args = ({"type": "null"}, {"type": "[1]"}, {"type": '{"a": 1}'}, {"type": "concept"})
+
+    async def body(c):
+        return [await c.call_tool("wiki_list", a) for a in args]
+    for a, r in zip(args, run(_session(build(Project(kb)), body))):
+        cli = tools(kb, "wiki", "list", "--args", json.dumps(a), "--json")
+        assert not r.is_error and cli.returncode == 0, (a, r.content, cli.stderr)
+        assert r.structured_content["total"] == json.loads(cli.stdout)["total"], a

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import typing
 
 from ..project import Project
 from ..errors import ToolsError
@@ -51,6 +52,16 @@ def _refuse_unknown_arguments(server, name: str) -> None:
     tool.fn_metadata.arg_model = type(loose.__name__, (loose,),
                                       {"model_config": ConfigDict(**loose.model_config, extra="forbid")})
     tool.parameters = {**tool.parameters, "additionalProperties": False}
+    # The SDK also reads a text argument as JSON when its field is not exactly `str`: `status: "null"` became None
+    # (every hypothesis) and `type: "[1]"` a list, where the CLI takes both as the text given. A field that takes
+    # text keeps the text.
+    texts = {k for k, f in tool.fn_metadata.arg_model.model_fields.items()
+             if f.annotation is not str and str in typing.get_args(f.annotation)}
+    parse = tool.fn_metadata.pre_parse_json
+
+    def pre_parse_json(data: dict) -> dict:
+        return {**parse(data), **{k: v for k, v in data.items() if k in texts and isinstance(v, str)}}
+    object.__setattr__(tool.fn_metadata, "pre_parse_json", pre_parse_json)
 
 
 def build(project: Project, allow_write: bool = False, allow_run: bool = False):
