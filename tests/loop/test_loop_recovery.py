@@ -232,6 +232,15 @@ def test_a_fresh_start_keeps_the_earlier_runs_retrospectives_and_hypotheses(tmp_
     for name, text in first.items():
         assert after[name] == text, name
     assert len([n for n in after if "retrospective" in n]) > len([n for n in first if "retrospective" in n])
+    # ... and linked from the loop page, which was made from the new run alone: lint called them orphans
+    page = (root / "wiki" / "loops" / "fake-loop.md").read_text()
+    assert "## Earlier runs of this loop" in page and "retrospective 1" in page, page[-2000:]
+    from tools.agent.registry import call
+    from tools.project import Project
+
+    found = call(Project(root), "wiki.lint", {})
+    orphans = [f for f in found.get("findings") or found.get("problems") or [] if "orphan" in json.dumps(f)]
+    assert not [f for f in orphans if "retrospective" in json.dumps(f) or "observations/" in json.dumps(f)], orphans
 
 
 def test_the_calibration_says_the_sigma_of_the_loops_own_reading(tmp_path):

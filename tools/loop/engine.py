@@ -104,8 +104,10 @@ class Loop:
                 if fresh:  # start over: the old state, work trees and any stop asked of the old run go
                     self.workspace.start_over()
                     st.start_over(self.paths)
-                    source, self.state = self.state.spec_source, LoopState.new(self.spec)
-                    self.state.spec_source = source  # the loop file its copy in loops/ came from
+                    old = self.state
+                    self.state = LoopState.new(self.spec)
+                    self.state.spec_source = old.spec_source  # the loop file its copy in loops/ came from
+                    self.state.earlier = old.as_earlier() if old.started else list(old.earlier)
                 self._drive(max_iterations)
                 return self.state.to_dict()
         except process.Stop as e:  # SIGTERM between two runs (a run in flight files its own crash)

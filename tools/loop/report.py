@@ -272,6 +272,24 @@ def _retros(state: dict, src: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _earlier(spec: LoopSpec, state: dict, src: str) -> str:
+    """The runs a ``--fresh`` start replaced: their retrospectives and observations stay in the wiki, linked
+    from here (they were orphans once the page was made from the new run alone)."""
+    out = ["## Earlier runs of this loop", ""]
+    for e in state.get("earlier") or []:
+        if not isinstance(e, dict):
+            continue
+        best = f", best {e['best']} ({_pct(e['gain_pct'])})" if e.get("best") and e.get("gain_pct") is not None else ""
+        out.append(f"- started {e.get('started') or '—'}: {e.get('experiments', 0)} experiment(s){best}; "
+                   f"{_prose(str(e.get('stop_reason') or 'no stop recorded'))}")
+        out += [f"    - {_link(src, f'retrospective {n}', str(page))}"
+                for n, page in enumerate(e.get("retrospectives") or [], 1)]
+        obs = [_link(src, str(x), observation_path(spec.model, spec.lane, str(x))) for x in e.get("observations") or []]
+        if obs:
+            out.append("    - observations: " + ", ".join(obs))
+    return "\n".join(out) + "\n"
+
+
 def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Page:
     """``loops/<name>.md``: the loop's status, best, frontier, hypotheses, categories, knobs, retrospectives."""
     name = str(state.get("name") or spec.name)
@@ -287,7 +305,8 @@ def loop_page(spec: LoopSpec, state: dict, memory: dict[str, dict]) -> pages.Pag
             + "\n" + pages.region("loop-hypotheses", _hypotheses(spec, state, src))
             + "\n" + pages.region("loop-categories", _categories(state, memory))
             + "\n" + pages.region("loop-knobs", _knobs(spec, state))
-            + "\n" + pages.region("loop-retrospectives", _retros(state, src)))
+            + "\n" + pages.region("loop-retrospectives", _retros(state, src))
+            + ("\n" + pages.region("loop-earlier", _earlier(spec, state, src)) if state.get("earlier") else ""))
     meta = {"title": f"Loop: {name}", "type": "loop", "tags": _tags("loop", spec.model, spec.lane),
             "model": spec.model, "lane": spec.lane, "variant": spec.variant,
             "status": str(state.get("status") or "running"), "stop_reason": state.get("stop_reason") or None,

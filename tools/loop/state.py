@@ -115,6 +115,17 @@ class LoopState:
     error_stop: str | None = None
     last_stop: dict | None = None          # the stop filed last (reason, iteration, runs): a resume files it once
     spec_source: str | None = None         # the loop file it was started from, when not loops/<name>.yml
+    earlier: list[dict] = field(default_factory=list)  # the runs a `--fresh` start replaced: their pages stay linked
+
+    def as_earlier(self) -> list[dict]:
+        """This run, and the ones before it, as a fresh start's ``earlier``: when it ran, where it stopped, its
+        best and the pages it filed (retrospectives, one observation per run), which stay in the wiki."""
+        best = (self.frontier or [{}])[-1]
+        return [*self.earlier, {"started": self.started, "stop_reason": self.stop_reason,
+                                "experiments": len(self.history), "best": best.get("exp_id"),
+                                "gain_pct": best.get("gain_pct"),
+                                "retrospectives": [r.get("page") for r in self.retrospectives if r.get("page")],
+                                "observations": [h["exp_id"] for h in self.history if h.get("exp_id")]}]
 
     @classmethod
     def new(cls, spec) -> LoopState:
@@ -165,7 +176,7 @@ def load(paths: LoopPaths) -> dict | None:
 _KINDS = {"trunk": (dict,), "calibration": (dict,), "reference": (dict,), "frontier": (list,), "history": (list,),
           "retrospectives": (list,), "screens": (list,), "usage": (dict,), "pending": (list, dict), "iteration": (int,),
           "proposer_failures": (int,), "proposer_waits": (int,), "status": (str,), "last_stop": (dict,),
-          "spec_source": (str,)}
+          "spec_source": (str,), "earlier": (list,)}
 
 
 def read(paths: LoopPaths) -> LoopState | None:
