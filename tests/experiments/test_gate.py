@@ -80,6 +80,8 @@ def test_a_slowdown_its_first_rounds_cannot_decide_is_measured_until_they_do(pro
     code, v = gate(project, *fake("--step-ms", "100"), extra=("--repeats", "2"))
     assert code == 1 and v["regression"] and v["decided"] and v["interval_pct"][1] < -2.0, v
     assert v["rounds"] > 2, v
+    # its looks shared the 5 %: each interval wider, and the answer says how wide (it said "95 %" whatever it was)
+    assert v["confidence_pct"] > 95 and f"{v['confidence_pct']:g} % interval" in v["why"], v
     code, v = gate(project, *fake("--step-ms", "20"), extra=("--repeats", "2"))
     assert code == 0 and v["regression"] is False and v["rounds"] == 2, v
     # --max-repeats 0: exactly the rounds asked for, as before

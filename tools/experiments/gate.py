@@ -78,6 +78,7 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
     interval = timing.get("interval_pct")
     verdict = {"baseline": name, "baseline_exp": base["exp_id"], "exp_id": out.exp_id, "page": f"wiki/{out.page}",
                "verdict": out.verdict, "gain_pct": rec.get("gain_pct"), "interval_pct": interval,
+               "confidence_pct": timing.get("confidence_pct"),
                "rounds": timing.get("rounds"), "max_regression_pct": max_regression_pct,
                "tokens_per_s": out.metrics.get("tokens_per_s"), "baseline_tokens_per_s": base.get("tokens_per_s"),
                "reasons": list(out.reasons), "notes": list(rec.get("notes") or []),
@@ -100,15 +101,17 @@ def gate(project: Project, name: str, command: list[str], cwd: Path, model: str 
                               "reasons": apart + verdict["reasons"]})
     slower = interval[1] < -max_regression_pct
     decided = slower or interval[0] >= -max_regression_pct  # the interval lies wholly on one side of the limit
-    shown = f"[{interval[0]:+.2f}, {interval[1]:+.2f}] %"
+    # an adaptive gate's looks share the 5 %: each look's interval is wider (99 % at 5 looks), and says so
+    conf = timing.get("confidence_pct") or 95.0
+    shown = f"{conf:g} % interval [{interval[0]:+.2f}, {interval[1]:+.2f}] %"
     if slower:
-        why = f"slower: the whole 95 % interval {shown} lies below -{max_regression_pct:g} %"
+        why = f"slower: the whole {shown} lies below -{max_regression_pct:g} %"
     elif decided:
-        why = f"no regression: the whole 95 % interval {shown} lies above -{max_regression_pct:g} %"
+        why = f"no regression: the whole {shown} lies above -{max_regression_pct:g} %"
     else:
-        why = (f"undecided: the 95 % interval {shown} straddles -{max_regression_pct:g} % (more rounds, "
-               f"--max-repeats, or a calibrated lane would decide it)" + ("; --strict fails it" if strict else
-                                                                          "; passed without --strict"))
+        why = (f"undecided after {timing.get('rounds')} rounds: the {shown} straddles -{max_regression_pct:g} % "
+               f"(more rounds, --max-repeats, or a calibrated lane would decide it)"
+               + ("; --strict fails it" if strict else "; passed without --strict"))
     code = 1 if slower or (strict and not decided) else 0
     return GateResult(code, {**verdict, "comparable": True, "regression": slower, "decided": decided, "why": why})
 
@@ -176,7 +179,7 @@ def summary_markdown(result: GateResult) -> str:
     v = result.verdict
     lo_hi = v.get("interval_pct") or [None, None]
     rows = [("verdict", v["verdict"]), ("gain", _pct(v.get("gain_pct"))),
-            ("95 % interval", f"[{_pct(lo_hi[0])}, {_pct(lo_hi[1])}]" if lo_hi[0] is not None else "—"),
+            ("interval", f"[{_pct(lo_hi[0])}, {_pct(lo_hi[1])}]" if lo_hi[0] is not None else "—"),
             ("rounds", v.get("rounds") or "—"), ("tokens/s", f"{_or_dash(v.get('tokens_per_s'))} (baseline "
                                                              f"{_or_dash(v.get('baseline_tokens_per_s'))})"),
             ("allowed", f"-{v['max_regression_pct']:g} %"), ("baseline", f"{v['baseline']} ({v['baseline_exp']})"),
