@@ -174,3 +174,16 @@ def test_an_identical_program_is_a_no_op(loop_like):
     if note is not None:  # both runs were profiled: the page carries the note when there is one
         bs, vs = (json.loads((project.root / r.record["raw_dir"] / "summary.json").read_text()) for r in (base, noop))
         assert noop.record.get("attribution_note") == (note(bs, vs, noop.record["gain_pct"]) or None)
+
+
+def test_the_reference_model_counts_the_devices_its_step_runs_on():
+    """A user's report: on a host of 4 devices the unsharded step ran on one, the model said `n_devices: 4`, and
+    MFU and tokens/s per chip came out divided by 4 (on a v5e-8 host, 8x too low)."""
+    import subprocess
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    out = subprocess.run([PY, LLAMA, "--preset", "tiny", "--steps", "2"], capture_output=True, text=True, env=env,
+                         timeout=300, check=True).stdout
+    probe = subprocess.run([PY, "-c", "import jax; print(jax.device_count())"], capture_output=True, text=True,
+                           env=env, timeout=120, check=True).stdout
+    assert int(probe) == 4 and json.loads(out.strip().splitlines()[-1])["n_devices"] == 1

@@ -366,6 +366,16 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
+def devices_used(compiled) -> int:
+    """The devices the compiled step runs on (its shardings'), not every device the host has: an unsharded step
+    on an 8-chip host runs on one, and MFU per chip divided by 8 was 8x too low."""
+    try:
+        shardings = jax.tree_util.tree_leaves((compiled.input_shardings, compiled.output_shardings))
+        return max(1, len({d for s in shardings for d in s.device_set}))
+    except (AttributeError, TypeError):  # an older JAX without shardings on the compiled step
+        return 1
+
+
 def report(cfg: Config, compiled, flops_xla, compile_s: float, step_times: list[float], losses: list[float]) -> dict:
     """The JSON line's fields (experiments/README.md): what ran, how long each step took, the losses, FLOPs and
     memory. The metric code: a loop file protects it (``protected: [experiments/llama_train.py::report]``)."""
@@ -379,7 +389,7 @@ def report(cfg: Config, compiled, flops_xla, compile_s: float, step_times: list[
         "params": param_counts(cfg)["total"],
         "platform": jax.default_backend(),
         "device_kind": dev.device_kind,
-        "n_devices": jax.device_count(),
+        "n_devices": devices_used(compiled),
         "tokens_per_step": cfg.tokens_per_step,
         # What fixes the math: runs with the same shape must trace the same early loss trajectory.
         "shape": {**{k: getattr(cfg, k) for k in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab",
