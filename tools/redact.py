@@ -27,18 +27,25 @@ _FLAG = re.compile(  # --hf-token=X, --api-key X, --password=X (not --max-tokens
 _VAR = re.compile(  # HF_TOKEN=X, MY_API_KEY=X in a command or a listing, hf-token=X in a run's config (not
     # MAX_TOKENS=5)
     r"(?i)(?<![\w-])(" + _SECRET_WORD + r"=)" + _VALUE)
-_MAPPED = re.compile(  # WANDB_API_KEY: X on a line of its own (a page's frontmatter, a YAML listing)
-    r"(?im)^([ \t]*(?:- )?(" + _SECRET_WORD + r"|[A-Z0-9_]*(?:KEY|PASSW\w*|CREDENTIALS?|AUTH))[ \t]*:[ \t]+)" + _VALUE)
+_MAPPED = re.compile(  # WANDB_API_KEY: X on a line of its own (a page's frontmatter, a YAML listing): a variable's
+    # name in capitals (not `cache_key:`, `rng_key:`, a frontmatter's `unexplained_us_per_token:`), or a key naming
+    # an api key, a secret or a password
+    r"(?m)^([ \t]*(?:- )?(?:(?:[A-Z0-9_]*_)?(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH)"
+    r"|(?i:[a-z0-9_-]*(?:api[-_]?key|secret|password|passwd)))[ \t]*:[ \t]+)" + _VALUE)
+_NOT_A_KEY = re.compile(r"[-+]?\d[\d_.eE+-]*|<[^>]*>|.*[\[\]|{}].*")  # a number, a <token>, YAML or type syntax
 
 
 def _quoted_or_word(m: re.Match, always: bool) -> str:
     """The match with its value redacted, quotes kept; a quoted value (``pad_token="<pad>"``) or a mapping's
-    (``eos_token: </s>``) only where it looks like a secret, as a word after a secret's name always is."""
+    (``eos_token: </s>``) only where it looks like a secret, as a word after a secret's name always is. A mapping's
+    mark is quoted: YAML reads a bare ``[redacted]`` back as a list."""
     head, value = m.group(1), m.group(m.lastindex)
     quote = value[0] if value[0] in "'\"" else ""
     inner = value[1:-1] if quote else value
-    if not (always and not quote) and not _looks_secret(head, inner):
+    syntax = _NOT_A_KEY.fullmatch(inner) and not (inner.isdigit() and _NUMBER_SECRET.search(head))
+    if not (always and not quote) and (not _looks_secret(head, inner) or syntax):
         return m.group(0)
+    quote = quote or ("" if always else "'")
     return head + quote + MARK + quote
 
 

@@ -75,6 +75,10 @@ def test_a_key_after_a_secret_flag_or_in_an_env_change_never_names_a_run_nor_rea
     queue_loop(project.root)
     r = CliRunner().invoke(cli, ["--root", str(project.root), "hypotheses", "file", "--args", json.dumps(hyp)])
     assert r.exit_code == 0, r.output
+    import yaml
+
+    (page,) = (project.wiki / "hypotheses").rglob("*.md")  # the mark, a string YAML reads back (not a list)
+    assert yaml.safe_load(page.read_text().split("---")[1])["change"]["env"] == {"WANDB_API_KEY": "[redacted]"}
     r = CliRunner().invoke(cli, ["--root", str(project.root), "search", "wandb", "--json"])  # indexed as written
     assert r.exit_code == 0 and json.loads(r.output)["total"] >= 1, r.output
     everything = [p for p in project.root.rglob("*")]
@@ -82,3 +86,20 @@ def test_a_key_after_a_secret_flag_or_in_an_env_change_never_names_a_run_nor_rea
     for secret in (key, other):
         assert not [p for p in everything if secret in str(p)]
         assert not [p for p in everything if p.is_file() and secret.encode() in p.read_bytes()], secret
+
+
+def test_what_only_looks_like_a_secret_is_kept_and_a_mapping_s_mark_reads_back_as_text():
+    """A reviewer's: the mapping rule redacted a gap page's `unexplained_us_per_token: 12.34567` (YAML then read the
+    bare mark back as a list), `key: jax.Array`, `cache_key:` and special tokens such as `<|endoftext|>`."""
+    import yaml
+
+    from tools.redact import redact
+
+    kept = ["unexplained_us_per_token: 12.34567", "    key: jax.Array", "    token: Optional[str] = None",
+            "    use_auth_token: Optional[Union[bool, str]]", 'eos_token="<|endoftext|>"',
+            "bos_token: <|begin_of_text|>", "cache_key: abcdefghijk", "rng_key: prngkey_0123", "MONKEY: bananas_ok"]
+    assert [redact(x) for x in kept] == kept
+    for line, name in (("WANDB_API_KEY: zq9secretvalue123495", "WANDB_API_KEY"),
+                       ("MY_SERVICE_PASSWORD: 12345678", "MY_SERVICE_PASSWORD"), ("  api_key: abcdefghijk", "api_key")):
+        out = redact(line)
+        assert yaml.safe_load(out) == {name: "[redacted]"} and redact(out) == out, out

@@ -168,3 +168,20 @@ def add(x):
     sites = scan_files({"pkg/ops/k.py": lib, "notebooks/try.ipynb": _json.dumps(cells)})
     (site,) = [s for s in sites if s.path == "pkg/ops/k.py"]
     assert not any("try" in c for c in site.callers), site.callers
+
+
+def test_names_unpacked_from_a_tuple_each_get_their_own_part():
+    """A user's report: splash attention's `bq, bkv = block_sizes.block_q, block_sizes.block_kv` showed both names
+    as the whole tuple `(block_sizes.block_q, block_sizes.block_kv)` on three kernel pages."""
+    text = src(BODY + """
+def _impl(x, block_sizes, tiling):
+  bq, bkv = block_sizes.block_q, block_sizes.block_kv
+  tm, tn = tiling
+  return pl.pallas_call(
+      _body, out_shape=x, in_specs=[pl.BlockSpec((bq, bkv, tm, tn), lambda i: (i, 0, 0, 0))],
+  )(x)
+""")
+    (site,) = scan({"pkg/ops/s.py": text})
+    assert ["bq", "block_sizes.block_q", ""] in site.block_sources, site.block_sources
+    assert ["bkv", "block_sizes.block_kv", ""] in site.block_sources, site.block_sources
+    assert not [row for row in site.block_sources if row[0] == "tm" and "block_sizes" in row[1]]

@@ -108,6 +108,14 @@ def test_admission_defers_a_category_streak_without_closing_the_page():
     assert "three runs in a row from category 'memory'" in why and admission.closes_page(why) is None
 
 
+def test_admission_refuses_an_env_change_whose_secret_a_page_could_not_hold():
+    """A reviewer's: a hypothesis page's `WANDB_API_KEY` was redacted when it was written; the queue then ran the
+    experiment with the variable set to the mark itself, and filed it as a test of the hypothesis."""
+    p = Proposal("s", "m", "p", "f", Change("env", env={"WANDB_API_KEY": "[redacted]"}), "compiler")
+    why = admission.refuse(SPEC, loop_state([]), p, priors())
+    assert why.startswith("the value of WANDB_API_KEY was redacted") and "environment the loop runs in" in why
+
+
 def test_flag_variables_are_appended_to_the_trunks():
     p = Proposal("s", "m", "p", "f", Change("env", env={"XLA_FLAGS": "--xla_b", "OTHER": "1"}), "compiler")
     _, env = admission.config_of(SPEC, {"config": BF16, "env": {"XLA_FLAGS": "--xla_a", "OTHER": "0"}}, p)

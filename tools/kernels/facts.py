@@ -223,11 +223,15 @@ class _Visitor(NameResolution, LaunchDetails, ast.NodeVisitor):
         value = node.value
         scope = self.stack[-1]
         for t in node.targets:  # tm, tk, tn = tiling: each name is bound to (a part of) the value
-            for n in ([t] if isinstance(t, ast.Name) else t.elts if isinstance(t, ast.Tuple) else []):
+            names = [t] if isinstance(t, ast.Name) else t.elts if isinstance(t, (ast.Tuple, ast.List)) else []
+            # bq, bkv = sizes.block_q, sizes.block_kv: each name its own part (both were shown as the whole tuple)
+            parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(names) > 1 \
+                and len(value.elts) == len(names) else [value] * len(names)
+            for n, part in zip(names, parts):
                 if isinstance(n, ast.Name):
                     seen = scope.branches.setdefault(n.id, [])
                     if len(seen) < self._MAX_BRANCHES:
-                        seen.append((scope.conds[-1] if scope.conds else None, value))
+                        seen.append((scope.conds[-1] if scope.conds else None, part))
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
             scope.assigns[name] = value

@@ -4,6 +4,7 @@ Pure: spec, state and priors in, a reason (or None) out."""
 
 from __future__ import annotations
 
+from .. import redact
 from . import patchfiles
 from .priors import Priors, run_key
 from .proposal import Proposal, ProposalError
@@ -95,6 +96,10 @@ def refuse(spec: LoopSpec, state: LoopState, p: Proposal, priors: Priors, inflig
         if not found:
             return f"value {v!r} of knob {k!r} is outside the declared space {knobs[k].values}"
         p.change.knobs[k] = declared  # the declared value (2 for a proposed 2.0): its command and its fingerprint
+    for k, v in p.change.env.items():  # a page never holds a secret: the writer put the mark in its place
+        if redact.MARK in str(v):
+            return (f"the value of {k} was redacted from the page it came from (a secret is never written): set "
+                    f"{k} in the environment the loop runs in instead")
     if p.repair_of and (why := repair_refusal(state.history, p)):
         return why
     if p.change.kind == "patch" and (why := patch_refusal(p.change.patch, spec.protected)):
