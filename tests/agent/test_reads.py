@@ -288,6 +288,10 @@ def test_a_minified_bundle_is_read_in_answers_of_bounded_size(kb, tmp_path):
     one = call(kb, "raw.read", {"path": "code/site/bundle.min.js", "line": longest, "context": 0})
     assert one["cut"] == longest and len(one["text"]) < MAX_CHARS + 200 and one["end"] == longest, one["cut"]
     assert one["text"].startswith(text.split("\n")[longest - 1][:1000]) and "cut at" in one["text"]
+    exact = kb.raw / "code/site/exact.txt"  # a line of exactly MAX_CHARS fits: it was said to be cut
+    exact.write_text("x" * MAX_CHARS + "\n")
+    whole = call(kb, "raw.read", {"path": "code/site/exact.txt"})
+    assert whole["cut"] is None and whole["text"] == "x" * MAX_CHARS + "\n"
     start, seen = len(text.rstrip("\n").split("\n")) + 1, []
     while start:  # the short lines after it, page after page, every one once
         out = call(kb, "raw.read", {"path": "code/site/bundle.min.js", "start": start, "lines": 1000})

@@ -103,3 +103,18 @@ def test_what_only_looks_like_a_secret_is_kept_and_a_mapping_s_mark_reads_back_a
                        ("MY_SERVICE_PASSWORD: 12345678", "MY_SERVICE_PASSWORD"), ("  api_key: abcdefghijk", "api_key")):
         out = redact(line)
         assert yaml.safe_load(out) == {name: "[redacted]"} and redact(out) == out, out
+
+
+def test_a_run_is_named_by_its_script_or_the_file_its_shell_runs(tmp_path):
+    """Named by the command's last word, `--api-key K` named the run K; named by the program alone, every launch
+    script's run was `bash`."""
+    from tools.experiments.runner import RunSpec, _slug
+
+    (tmp_path / "launch.sh").write_text("python train.py\n")
+    (tmp_path / "train.py").write_text("print(1)\n")
+
+    def slug(*command):
+        return _slug(RunSpec(model="m", lane="l", variant="s/cpu", command=list(command), cwd=tmp_path))
+    assert slug("bash", "launch.sh", "--api-key", "a951b3ca9cfd672ce9eb") == "launch"
+    assert slug(sys.executable, "train.py", "--hf-token", "hf_abc") == "train"
+    assert slug("sh", "-c", "exec python train.py", "sh", "--wandb-api-key", "a951b3ca9cfd672ce9eb") == "train"

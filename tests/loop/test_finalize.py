@@ -284,9 +284,14 @@ def test_a_finalize_that_kept_nothing_removes_the_earlier_branches_and_patch_ser
     assert first["kept"] == 1 and len(made) == 2 and len(first["patches"]) >= 1, (first, made)
     assert (patches / "0001-mine.patch").is_file()
 
+    from tools.experiments.branches import GIT_ENV
+
+    other = patches / "0009-perf-other.patch"  # another loop's series in the same folder, made by the tools too
+    other.write_text(f"From 0 Mon Sep 17 00:00:00 2001\nFrom: {GIT_ENV['GIT_AUTHOR_NAME']} "
+                     f"<{GIT_ENV['GIT_AUTHOR_EMAIL']}>\nSubject: [PATCH 1/1] perf(other-loop): x\n\n")
     make_kb(kb, knobs={"remat": KNOBS["remat"]}, budget={"runs": 2}, config_file="launch.sh")  # nothing to keep
     tools(kb, "loop", "start", "fake-loop", "--fresh", "-q")
     again = json.loads(tools(kb, "loop", "finalize", "fake-loop", "--patches", str(patches), "--json"))
     assert again["kept"] == 0 and sorted(again["removed"]) == sorted(made), again
     assert git(repo, "for-each-ref", "refs/heads/perf/") == ""
-    assert sorted(p.name for p in patches.iterdir()) == ["0001-mine.patch"]
+    assert sorted(p.name for p in patches.iterdir()) == ["0001-mine.patch", "0009-perf-other.patch"]

@@ -98,6 +98,7 @@ def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
                       ({"budget": {"runs": True}}, "budget `runs` is a positive whole number, not True"),
                       ({"budget": {"wall_s": "10m"}}, "budget `wall_s` is a positive number, not '10m'"),
                       ({"budget": 5}, "`budget` is a mapping such as {runs: 10, wall_s: 3600}, not 5"),
+                      ({"budget": {"runs": "2.5"}}, "budget `runs` is a positive whole number, not 2.5"),
                       ({"calibrate": -1}, "`calibrate` is a whole number of at least 0"),
                       ({"trust_step_times": "yes"}, "`trust_step_times` is true or false, not 'yes'"),
                       ({"repeats": "lots"}, "`repeats` is a whole number or a mapping"),

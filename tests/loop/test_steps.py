@@ -258,3 +258,20 @@ def test_a_fresh_runs_pages_take_new_names_not_the_earlier_runs(tmp_path):
     (wiki / "hypotheses/m/l").mkdir(parents=True)
     (wiki / rel).write_text("x")
     assert page_names.free(wiki, rel) == "hypotheses/m/l/001-bf16-r2.md"
+
+
+def test_a_budget_written_as_yaml_text_still_counts_and_an_env_knob_of_0_is_exported(tmp_path):
+    """A reviewer's: PyYAML reads `1e6` (no dot) and `'10'` as text, which loop files held and the stricter budget
+    check refused; an env knob's value 0 was never exported (`0 in (None, "", False)` is true)."""
+    import yaml
+
+    from tools.loop.spec import load as load_spec
+
+    path = tmp_path / "l.yml"
+    path.write_text("model: m\nlane: l\nvariant: s/cpu\ncommand: python x.py\n"
+                    "budget: {runs: '10', llm_tokens: 1e6, wall_s: 3e3}\n"
+                    "knobs:\n  pre: {env: PREALLOC, values: [1, 0], category: memory}\n")
+    assert yaml.safe_load(path.read_text())["budget"]["llm_tokens"] == "1e6"  # text, as YAML 1.1 reads it
+    spec = load_spec(path)
+    assert spec.budget == {"runs": 10.0, "llm_tokens": 1e6, "wall_s": 3000.0}
+    assert spec.env_for({"pre": 0}) == {"PREALLOC": "0"} and spec.env_for({"pre": ""}) == {}

@@ -156,7 +156,7 @@ def raw_read(project: Project, a: RawReadIn) -> dict:
     size, cut = 0, None
     for n in range(begin, end + 1):  # at most MAX_CHARS: the lines that fit, or the first one cut
         size += len(lines[n - 1]) + 1
-        if size > MAX_CHARS:
+        if size > MAX_CHARS + 1:  # each line's newline, the last one's too, beside MAX_CHARS of the file's text
             end, cut = (n - 1, None) if n > begin else (n, n)
             break
     text = "\n".join(lines[begin - 1:end]) + ("\n" if end >= begin else "")

@@ -323,15 +323,16 @@ def _only_knobs(tree: Path, commit: str, config_file: str, knobs: dict) -> bool:
 PATCH = re.compile(r"\d{4}-.*\.patch")
 
 
-def clear_patches(patches_dir: Path) -> list[str]:
+def clear_patches(patches_dir: Path, name: str | None = None) -> list[str]:
     """Remove an earlier series of the tools' from ``patches_dir`` (a numbered patch whose commits the tools
-    made; a person's patches stay); the names removed."""
+    made; a person's patches stay), only ``perf(<name>)``'s when ``name`` is given; the names removed."""
     patches_dir.mkdir(parents=True, exist_ok=True)
     gone = []
     for old in sorted(patches_dir.iterdir()):
-        if PATCH.fullmatch(old.name) and old.is_file() and not old.is_symlink() and \
-                f"From: {GIT_ENV['GIT_AUTHOR_NAME']} <{GIT_ENV['GIT_AUTHOR_EMAIL']}>" in \
-                old.read_text(encoding="utf-8", errors="replace")[:4000]:
+        head = old.read_text(encoding="utf-8", errors="replace")[:4000] if PATCH.fullmatch(old.name) \
+            and old.is_file() and not old.is_symlink() else ""
+        if f"From: {GIT_ENV['GIT_AUTHOR_NAME']} <{GIT_ENV['GIT_AUTHOR_EMAIL']}>" in head and \
+                (name is None or re.search(rf"^Subject: (?:\[PATCH[^\]]*\] )?perf\({re.escape(name)}\):", head, re.M)):
             old.unlink()
             gone.append(old.name)
     return gone

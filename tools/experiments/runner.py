@@ -286,7 +286,9 @@ def _dry_run(project: Project, spec: RunSpec, backend) -> str:
 def _slug(spec: RunSpec) -> str:
     """The run's name in its id, redacted first (a key slugified is no longer a key's shape): the slug given, the
     description, else the script the command runs (not its last word: `--api-key K` named the run K)."""
-    script = script_of(spec.command, spec.cwd)
+    script = script_of(spec.command, spec.cwd) or next(  # else a file it runs: `bash launch.sh` is "launch"
+        (Path(a) for a in spec.command[1:] if not a.startswith("-") and ((spec.cwd or Path.cwd()) / a).is_file()),
+        None)
     return slugify(redact.redact(spec.slug or spec.description or ("calibration" if spec.calibrate else Path(
         script or spec.command[0]).stem)))
 

@@ -125,7 +125,7 @@ def _clear_earlier(project: Project, spec, paths: st.LoopPaths, patches_dir: Pat
     br.check_not_checked_out(repo, list(old))
     if patches_dir is not None:
         br.check_patches_dir(patches_dir)
-        br.clear_patches(patches_dir)
+        br.clear_patches(patches_dir, spec.name)  # this loop's series: another's in the folder stays
     return br.set_branches(repo, {}, old) if old else []
 
 

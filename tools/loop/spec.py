@@ -192,7 +192,7 @@ class LoopSpec:
         env: dict[str, str] = {}
         for name, knob in self.knobs.items():
             v = config.get(name)
-            if knob.env and v not in (None, "", False):
+            if knob.env and not (v is None or v is False or v == ""):  # 0 is a value (`0 in (False,)` dropped it)
                 env[knob.env] = f"{env.get(knob.env, '')} {v}".strip()
         for k, v in (extra or {}).items():
             env[k] = f"{env.get(k, '')} {v}".strip() if k in env and k.endswith("_FLAGS") else v

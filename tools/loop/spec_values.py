@@ -76,9 +76,14 @@ def _budget(path: Path, raw) -> dict[str, float]:
         raise InputError(path, f"`budget` is a mapping such as {{runs: 10, wall_s: 3600}}, not {raw!r}")
     out = {}
     for k, v in raw.items():
+        if isinstance(v, str):  # YAML reads `1e6` (no dot) and `'10'` as text: a number written so is one
+            try:
+                v = int(v) if v.strip().lstrip("+").isdigit() else float(v)
+            except ValueError:
+                pass
         whole = str(k) in WHOLE_BUDGETS
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and isinstance(v, float)
-                                                                       and not v.is_integer()):
+                                                                       and not v.is_integer()):  # 2.5 runs ran 3
             raise InputError(path, f"budget `{k}` is a positive {'whole ' if whole else ''}number, not {v!r}")
         out[str(k)] = float(v)
     return out
