@@ -277,3 +277,17 @@ def test_a_choice_tested_twice_in_a_file_points_at_the_test_that_reaches_the_ker
     chosen = json.loads((kb / "wiki/codebases/lib/selection.json").read_text())
     (c,) = [c for c in chosen["choices"] if c["selector"] == "quantization"]
     assert c["kernels"] and c["where"] == "lib/model.py:9", c
+
+
+def test_a_script_guard_and_a_membership_test_are_no_settings():
+    """A user's report on tpu-inference: the kernel selection table opened with five `__name__` = `__main__` rows,
+    eight kernel pages said "Chosen by: `__name__` = `__main__`", and `'dcp' in mesh.shape` read as `shape` = `dcp`."""
+    import ast
+
+    from tools.ingest.dispatch import _selector
+
+    def sel(src):
+        return _selector(ast.parse(src, mode="eval").body)
+    assert sel('__name__ == "__main__"') is None and sel("'dcp' in mesh.shape") is None
+    assert sel('"flash" == cfg.attention') == ("attention", ["flash"])
+    assert sel('cfg.attention in ("a", "b")') == ("attention", ["a", "b"])

@@ -57,10 +57,10 @@ def _selector(test: ast.AST) -> tuple[str, list[str]] | None:
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In))):
         return None
     left, right = test.left, test.comparators[0]
-    if isinstance(left, ast.Constant):
+    if isinstance(left, ast.Constant) and isinstance(test.ops[0], ast.Eq):  # "flash" == x; never `'dcp' in mesh.shape`
         left, right = right, left
     name = pysource.dotted_name(left)
-    if not name:
+    if not name or name.rsplit(".", 1)[-1].startswith("__"):  # `__name__ == "__main__"`: a script guard, no setting
         return None
     if isinstance(right, ast.Constant) and isinstance(right.value, str):
         values = [right.value]
