@@ -152,3 +152,22 @@ def test_two_models_may_name_their_lanes_alike(project):
     a, b = records.lane_records(project.wiki, "m", "l"), records.lane_records(project.wiki, "m2", "l")
     assert a[0]["exp_id"] == b[0]["exp_id"]  # ids are unique per lane of a model only
     assert [i for i in lint.run(project).issues if i.code == "duplicate-exp-id"] == []
+
+
+def test_integers_too_large_for_a_float_are_filed_not_a_runner_traceback(project, tmp_path):
+    """A user's report: a loss of 10**400 (in `losses` or on a step line) and `n_devices` of 10**400 crashed the
+    runner with "OverflowError: int too large to convert to float" instead of naming what was wrong."""
+    script = tmp_path / "huge.py"
+    script.write_text(
+        "import json, sys\nwhich = sys.argv[1]\nbig = 10 ** 400\n"
+        "for i in range(4):\n"
+        "    print(json.dumps({'step': i, 'loss': big if which == 'step' else 1.0, 'step_time_s': 0.01}))\n"
+        "print(json.dumps({'schema': 'autoresearch-exp/1', 'model': 'm', 'tokens_per_step': 64,\n"
+        "                  'step_times_s': [0.01] * 4, 'losses': [big if which == 'losses' else 1.0] * 4,\n"
+        "                  'n_devices': big if which == 'devices' else 1}))\n")
+    for which, said in (("losses", "non-finite loss"), ("devices", "`n_devices`: expected a whole number"),
+                        ("step", "")):
+        r = run(project.root, "--trust-step-times", "--", sys.executable, str(script), which)
+        assert "Traceback" not in r.stdout + r.stderr and "OverflowError" not in r.stdout + r.stderr, r.stderr
+        page = max((project.wiki / "experiments/m/l").glob("*.md"), key=lambda p: p.stat().st_mtime).read_text()
+        assert said in page, (which, page[:3000])

@@ -110,7 +110,7 @@ def check(name: str, p: Proc, timeout: float, peak_flops: float | None) -> ArmRe
         return ArmResult(name, p, None, crash)
     a = ArmResult(name, p, result)
     losses = result.get("losses") or []
-    nonfinite = next((i for i, x in enumerate(losses) if not math.isfinite(float(x))), None)
+    nonfinite = next((i for i, x in enumerate(losses) if not math.isfinite(metrics.as_float(x))), None)
     if nonfinite is not None:
         a.bad_loss = f"non-finite loss ({losses[nonfinite]}) at step {nonfinite}: the math broke"
     a.metrics = metrics.compute(result, peak_flops)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .integrity import Finding, Integrity
+from .metrics import as_float
 
 LOG_READ_BYTES = 32_000_000
 CLOCK_SLOW = 0.8          # reported / runner-seen step time below this: the step timer runs slow
@@ -60,7 +61,7 @@ def step_lines(log: Path, clock: list[tuple[float, int]], arm: str | None = None
                 k = bisect.bisect_left(offsets, end - 1)
                 if k < len(clock):
                     loss = obj.get("loss")
-                    out.append(StepLine(obj["step"], float(loss) if isinstance(loss, (int, float)) else None,
+                    out.append(StepLine(obj["step"], as_float(loss) if isinstance(loss, (int, float)) else None,
                                         clock[k][0], _began(clock[k - 1]) if k else 0.0))
         pos = end
     return out

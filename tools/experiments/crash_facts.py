@@ -265,5 +265,5 @@ def _last_said(text: str) -> str:
 def _finite(x) -> bool:
     try:
         return float(x) == float(x) and abs(float(x)) != float("inf")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False

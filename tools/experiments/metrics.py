@@ -34,6 +34,18 @@ def parse_result(text: str) -> dict | None:
     return None
 
 
+MAX_DEVICES = 1 << 20  # the devices a run can report (10**400 crashed the runner dividing tokens/s by it)
+
+
+def as_float(v) -> float:
+    """A reported number as a float; an integer too large for one (a loss of 10**400) is infinite, as it is
+    for every purpose here (a non-finite loss), where ``float`` raised and crashed the runner."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -87,8 +99,8 @@ def validate(r: dict) -> str | None:
         if v is not None and not (finite_number(v) and v >= 0):
             return f"`{k}`: expected a finite number >= 0 or null, got {_short(v)}"
     n = r.get("n_devices")
-    if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
-        return f"`n_devices`: expected a whole number >= 1, got {_short(n)}"
+    if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_DEVICES):
+        return f"`n_devices`: expected a whole number from 1 to {MAX_DEVICES:,}, got {_short(n)}"
     for k in ("shape", "config"):
         if r.get(k) is not None and not isinstance(r[k], dict):
             return f"`{k}`: expected an object, got {_short(r[k])}"
@@ -144,7 +156,7 @@ def compute(result: dict, peak_flops: float | None = None) -> dict:
         # six significant digits, not four decimals: a CPU run's 0.2 MB is not 0.0 GB
         "memory_gb": float(f"{result['peak_memory_bytes'] / 1e9:.6g}") if result.get("peak_memory_bytes") else None,
         "memory_source": result.get("peak_memory_source"),
-        "loss_final": finite(float((result.get("losses") or [math.nan])[-1])),
+        "loss_final": finite(as_float((result.get("losses") or [math.nan])[-1])),
     }
     flops = _flops(result)
     for b in BASES:
