@@ -67,6 +67,11 @@ def test_slowest_op_source_diff_and_hypothesis_over_mcp(profiled):
         last = src["rows"][0]["source"][-1]
         with pytest.raises(AgentError, match=f"no op time is credited to '{last}'"):
             call(Project(root), "profile.line_ops", {"exp": second, "location": last})
+        # the longer forms the tools print for it (a crash page's `experiments/...`, hlo-op's absolute path)
+        where = src["rows"][0]["source"]
+        for longer in (f"experiments/{where}", f"/any/checkout/experiments/{where}"):
+            got = call(Project(root), "profile.line_ops", {"exp": second, "location": longer})
+            assert got["location"] == where, (longer, got["location"])
     d = diff["diff"]
     assert d["lines"] and d["ops"] and d["categories"] and d["matched"]  # deltas by line, op and category
     assert all(x is not None for x in d["step_ms"])

@@ -113,8 +113,11 @@ def line_ops(project: Project, a: LineIn) -> dict:
     s = _summary(project, a.exp)
     # the location as written, or ending it at a path boundary (`train.py:199` for `model/train.py:199`): never
     # any suffix (`9` was taken for `llama_train.py:199`)
+    # also a longer path the tools print for it (`experiments/llama_train.py:201` on a crash page, an absolute one
+    # from hlo-op) when it ends with the summary's own at a path boundary
     hits = [r for r in s["source_lines"] if r["location"] == a.location
-            or (":" in a.location and r["location"].endswith("/" + a.location.lstrip("/")))]
+            or (":" in a.location and r["location"].endswith("/" + a.location.lstrip("/")))
+            or (":" in r["location"] and a.location.endswith("/" + r["location"].lstrip("/")))]
     if len({r["location"] for r in hits}) > 1:
         raise AgentError(f"{a.exp}: {a.location!r} names several lines: "
                          + ", ".join(sorted({r['location'] for r in hits})[:5]) + " (give more of the path)")
