@@ -196,3 +196,19 @@ def test_a_secret_variable_s_value_is_redacted_whatever_it_starts_with_and_a_pat
     hold({"DB_PASSWORD": pin})
     text = f"denied: {aws} pin {pin} key {key_file} after 100000000 tokens"
     assert redact(text) == f"denied: [redacted] pin [redacted] key {key_file} after 100000000 tokens"
+
+
+def test_a_generated_key_that_no_longer_holds_leaves_the_page_and_a_hand_added_one_stays(tmp_path):
+    """A user's report: a kernel's `vendored_from` stayed on its page (and the directory) after the copy it named
+    changed or its repository was removed: the writer kept every old key the new frontmatter left out."""
+    from tools.pages import Page
+
+    w = Writer(tmp_path / "wiki")
+    owned = ("type", "title", "vendored_from")
+    w.write_page(Page("kernels/x/k.md", {"type": "kernel", "title": "k", "vendored_from": "jax:a.py"}, "# k\n",
+                      owned_meta=owned))
+    page = tmp_path / "wiki/kernels/x/k.md"
+    page.write_text(page.read_text().replace("title: k\n", "title: k\nnotes: mine\n"))  # a person's own key
+    w.write_page(Page("kernels/x/k.md", {"type": "kernel", "title": "k"}, "# k\n", owned_meta=owned))
+    meta = pages.split(page.read_text())[0]
+    assert "vendored_from" not in meta and meta["notes"] == "mine", meta

@@ -243,6 +243,8 @@ class Page:
     body: str
     preserve_meta: tuple[str, ...] = ("created",)  # keys an existing page keeps
     keep_regions: bool = False  # keep regions of an existing page that this generator did not produce
+    owned_meta: tuple[str, ...] = ()  # keys only the generator writes: one it leaves out is gone from the page (a
+    #                                   hand-added key stays; a `vendored_from` that no longer holds went stale)
 
     @property
     def type(self) -> str:

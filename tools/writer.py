@@ -225,7 +225,7 @@ class Writer:
                 old_meta, old_body = None, old_text
             old_meta = old_meta or {}
             # Keys people added by hand survive; generated keys win.
-            merged = {k: v for k, v in old_meta.items() if k not in meta}
+            merged = {k: v for k, v in old_meta.items() if k not in meta and k not in page.owned_meta}
             merged.update(meta)
             for k in page.preserve_meta:
                 if k in old_meta:

@@ -259,9 +259,11 @@ def kernel_pages(sites: list, repo: str, commit: str | None, link: Callable[[str
             "vendored_from": next((_get(s, "vendored_from") for s in group if _get(s, "vendored_from")), None),
             "kernel": kernel,
         }
+        owned = tuple(meta)  # every key above is the catalog's: one that no longer holds is dropped from the page
         meta = {k: v for k, v in meta.items() if v is not None}
         path = f"{folder}/{slugs[key]}.md"
-        out.append(Page(path, meta, _body(kernel, group, meta, link, knobs, (chosen_by or {}).get(path))))
+        out.append(Page(path, meta, _body(kernel, group, meta, link, knobs, (chosen_by or {}).get(path)),
+                        owned_meta=owned))
     return out
 
 
