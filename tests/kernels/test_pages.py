@@ -104,3 +104,21 @@ def test_page_paths_map_every_site_to_its_page():
     sites, out = make_pages()
     where = page_paths(sites, "my-repo")
     assert set(where.values()) == {p.path for p in out} and len(where) == len(sites)
+
+
+def test_a_kernel_s_page_name_never_depends_on_the_others_of_its_name():
+    """A user's report on tpu-inference: five kernels named `generate_rpa_metadata` were numbered `-2`, `-3`...
+    in order, so a kernel added or removed beside them moved the others' pages, and the notes written on one, to
+    another kernel. Each is named by the shortest end of its module path no other shares."""
+    from tools.kernels.pages import _slugs
+
+    where = "tpu_inference.kernels.stacked_rpa.{}.schedule.generate_rpa_metadata"
+    keys = [("generate_rpa_metadata", where.format(d)) for d in ("decode.nsw", "prefill.nsw", "sliding")]
+    before = _slugs(keys)
+    assert before[keys[0]] == "generate_rpa_metadata--decode-nsw-schedule", before
+    assert len(set(before.values())) == 3
+    added = _slugs(keys + [("generate_rpa_metadata", where.format("aaa.nsw"))])
+    assert all(added[k] == before[k] for k in keys)  # a kernel added beside them renames none
+    # one removed: the others may take a shorter name, never one another kernel had (its notes stay its own)
+    removed = _slugs(keys[1:])
+    assert not [k for k in keys[1:] if removed[k] in before.values() and removed[k] != before[k]], removed

@@ -33,21 +33,36 @@ def _group(sites: Iterable) -> dict[tuple[str, str], list]:
 
 
 def _slugs(keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """File names for kernels; a name shared by several kernels gets its module (or path) appended."""
-    base = Counter(mdtext.slugify(k) for k, _ in keys)
+    """File names for kernels; a name shared by several kernels gets the shortest end of its module path (at least
+    two parts) that no other kernel of that name shares: `rpa--decode-non_sliding_window-schedule`. A name never
+    depends on the order of the others (numbered, a kernel added or removed beside it moved every later one's page,
+    and the notes a person wrote on it, to another kernel)."""
+    def parts(where: str) -> tuple[list[str], list[str]]:  # "pkg.module.kernel" or a path: (module, all)
+        module, _, fn = where.rpartition(".") if "/" not in where else (where.rsplit(".", 1)[0], "", "")
+        mod = module.replace("/", ".").split(".") if module else []
+        return mod or [fn], [*mod, *([fn] if fn else [])]
+
+    by_name: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for k in keys:
+        by_name[mdtext.slugify(k[0])].append(k)
     out: dict[tuple[str, str], str] = {}
-    used: set[str] = set()
-    for kernel, where in keys:
-        slug = mdtext.slugify(kernel)
-        if base[slug] > 1:  # where: "pkg.module.kernel" (or a path): keep the module's last two parts
-            parts = where.rsplit(".", 1)[0].replace("/", ".").split(".") if "/" not in where \
-                else where.rsplit(".", 1)[0].split("/")
-            slug = mdtext.slugify(f"{kernel}--{'-'.join(parts[-2:])}")
-        n, cand = 2, slug
-        while cand in used:
-            cand, n = f"{slug}-{n}", n + 1
-        used.add(cand)
-        out[(kernel, where)] = cand
+    for slug, group in by_name.items():
+        if len(group) == 1:
+            out[group[0]] = slug
+            continue
+        split = {k: parts(k[1]) for k in group}
+        for k in group:
+            (mod, full), others = split[k], [split[o] for o in group if o != k]
+            # the module's end first; with the function too where modules tie (two kernels of one file)
+            ends = [mod[-n:] for n in range(min(2, len(mod)), len(mod) + 1)] + [full[-len(mod) - 1:]]
+            mine = next((e for e in ends if all(om[-len(e):] != e and of[-len(e):] != e for om, of in others)),
+                        ends[-1])
+            out[k] = mdtext.slugify(f"{k[0]}--{'-'.join(mine)}")
+    used: dict[str, int] = Counter(out.values())  # the same path twice (two launches of one name in one function)
+    for k in sorted(out, key=lambda k: k[1]):
+        if used[out[k]] > 1:
+            used[out[k]] -= 1
+            out[k] = f"{out[k]}-{used[out[k]] + 1}"
     return out
 
 
