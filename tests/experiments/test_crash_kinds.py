@@ -127,3 +127,17 @@ def test_a_run_printing_until_its_timeout_or_a_remote_one_is_not_called_silent(p
     assert rec["reasons"][0] == "timed out after 3 s" and "still printing" in _tips(project, rec), rec["reasons"]
     remote = Proc(None, True, 600.0, Path("x.log"), "step 599\n")  # as tools/runners/remote.py builds it
     assert crash_reason(remote, 600) == "timed out after 600 s"
+
+
+def test_a_crash_without_a_traceback_is_advised_from_what_it_said():
+    """A user's report: `bash -c "echo failing; exit 3"` got "Read the innermost frames below" and no frame table
+    followed; a program that does not exist (exit 127) was not said to be missing."""
+    from tools.experiments.crash_advice import what_to_try
+
+    said = what_to_try({"kind": "other", "message": "failing (exit code 3)", "frames": []}, {}, {})
+    assert said == ["- It printed no traceback; the last it said was `failing (exit code 3)`: start from there."]
+    missing = what_to_try({"kind": "other", "frames": [],
+                           "message": "bash: line 1: no_such_prog: command not found (exit code 127)"}, {}, {})
+    assert "was not found" in missing[0] and "PATH" in missing[0]
+    framed = what_to_try({"kind": "other", "message": "x", "frames": [{"role": "framework", "file": "f.py"}]}, {}, {})
+    assert framed[0].startswith("- Read the innermost frames below")

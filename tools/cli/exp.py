@@ -122,8 +122,9 @@ def run(project, command, quiet, as_json, env_pairs, runner_pairs, **opts) -> No
     if as_json:
         click.echo(json.dumps(out.summary(), sort_keys=True, default=str))
     else:
+        basis = m.get("mfu_basis") or m.get("mfu_note")
         click.echo(f"{out.exp_id}: {out.verdict} ({out.status})  tokens/s {m.get('tokens_per_s', '—')}  "
-                   f"MFU {m.get('mfu_percent', '—')} ({m.get('mfu_basis') or m.get('mfu_note', '')})")
+                   f"MFU {m.get('mfu_percent', '—')}" + (f" ({basis})" if basis else ""))
         for r in out.reasons:
             click.echo(f"  - {r}")
         click.echo(f"  page wiki/{out.page}\n  raw  {out.raw_dir}")

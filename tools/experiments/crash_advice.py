@@ -202,8 +202,15 @@ def _lost(crash, config, env, see) -> list[str]:
 
 def _other(crash, config, env, see) -> list[str]:
     frame = _inner(crash, "model")
-    return [f"It was raised at {frame}, the innermost frame of the model's code." if frame else
-            "Read the innermost frames below: no frame of the model's own code was in the traceback."]
+    if frame:
+        return [f"It was raised at {frame}, the innermost frame of the model's code."]
+    if crash.get("frames"):
+        return ["Read the innermost frames below: no frame of the model's own code was in the traceback."]
+    said = str(crash.get("message") or "")[:200]  # no traceback at all (a shell's exit 3): there were no frames
+    if "exit code 127" in said or "command not found" in said or "not found" in said.lower():
+        return [f"A program the command runs was not found ({code(said)}): check its name, and that it is on the "
+                "worker's PATH."]
+    return [f"It printed no traceback; the last it said was {code(said)}: start from there."]
 
 
 def _inner(crash: dict, role: str) -> str:
