@@ -92,9 +92,16 @@ def _faster(s: dict, text: str, factor: float) -> dict:
 def test_attribution_note_says_where_a_gain_came_from(summaries):
     base = summaries["fp32"]
     same = copy.deepcopy(base)  # the same op times (timings of real reruns are noise on a shared machine)
-    # Op time did not move, so a +20 % gain must be idle/host time.
-    note = diff.attribution_note(base, same, 20.0)
+    # Op time did not move while the traced step shortened: a +20 % gain is idle/host time.
+    shorter = copy.deepcopy(base)
+    shorter["steps"]["median_ms"] = base["steps"]["median_ms"] / 1.2
+    note = diff.attribution_note(base, shorter, 20.0)
     assert note and "idle/host time" in note and "ms" in note and "+20.0 %" in note
+    # A user's report: the note took the step change from the timed gain, so traces that went the other way (or did
+    # not move) were read as explaining it; and runs of the same optimized HLO got lines that "moved most".
+    assert diff.attribution_note(base, same, 20.0).startswith("The traced runs do not show the +20.0 % tokens/s gain")
+    assert diff.attribution_note(shorter, base, 20.0).startswith("The traced runs do not show")
+    assert diff.attribution_note(base, shorter, 20.0, same_hlo=True).startswith("Both runs compiled the same")
     # A line made much faster: op time explains the gain, and the note names that line.
     var = _faster(base, GATE, 0.1)
     saved_ms = (base["total_op_self_us"] - var["total_op_self_us"]) / base["n_steps"] / 1e3

@@ -348,7 +348,8 @@ def _attribution(project: Project, base_rec: dict | None, rec: dict, ctx: RunCon
     base_summary = project.root / str(base_rec.get("raw_dir") or "") / "summary.json"
     if note_fn is None or not base_rec.get("raw_dir") or not base_summary.is_file():
         return
-    note = note_fn(json.loads(base_summary.read_text(encoding="utf-8")), ctx.profile_summary, rec["gain_pct"])
+    same = bool(rec.get("hlo_fingerprint")) and rec.get("hlo_fingerprint") == base_rec.get("hlo_fingerprint")
+    note = note_fn(json.loads(base_summary.read_text(encoding="utf-8")), ctx.profile_summary, rec["gain_pct"], same)
     if note:
         rec["attribution_note"] = ctx.attribution_note = str(note)
 

@@ -153,12 +153,15 @@ def _delta(a: dict[str, float], b: dict[str, float]) -> list[dict]:
 
 # ----------------------------------------------------------------------------- where did a gain come from?
 
-def attribution_note(base_summary: dict, var_summary: dict, gain_pct: float) -> str | None:
-    """One sentence on where a tokens/s change (``gain_pct``, + is faster) came from: idle/host time when the
-    per-step op self time moved by less than a third of the step-time change, else the lines and categories
-    whose op time moved most. None without a gain or without step and op times in both summaries."""
+def attribution_note(base_summary: dict, var_summary: dict, gain_pct: float, same_hlo: bool = False) -> str | None:
+    """One sentence on where a tokens/s change (``gain_pct``, + is faster: the timed, interleaved one) came from,
+    read from the two traced runs: idle/host time when the per-step op self time moved by less than a third of the
+    traced step-time change, else the lines and categories whose op time moved most. Said so when the traces
+    moved the other way, or both runs compiled the same optimized HLO (``same_hlo``). None without a gain or
+    without step and op times in both summaries."""
     try:
         step_a = float(base_summary["steps"]["median_ms"])
+        step_b = float(var_summary["steps"]["median_ms"])
         op_a = base_summary["total_op_self_us"] / _per_step(base_summary) / 1e3
         op_b = var_summary["total_op_self_us"] / _per_step(var_summary) / 1e3
         g = float(gain_pct)
@@ -166,12 +169,20 @@ def attribution_note(base_summary: dict, var_summary: dict, gain_pct: float) -> 
         return None
     if not g or g <= -100 or step_a <= 0 or not base_summary.get("n_steps") or not var_summary.get("n_steps"):
         return None
-    d_step = step_a * (1 - 1 / (1 + g / 100))  # step time saved per step, implied by the gain (ms)
+    what = f"the {g:+.1f} % tokens/s {'gain' if g > 0 else 'loss'}"
+    if same_hlo:
+        return (f"Both runs compiled the same optimized HLO: no op of it explains {what} (the traced step went "
+                f"{step_a:.3f} → {step_b:.3f} ms); look at the host side (dispatch, Python, data) or the noise.")
+    # the change the traces measured (a gain implies the step time it would save; the profiles are their own runs)
+    d_step = step_a - step_b
+    if not d_step or (d_step > 0) != (g > 0):
+        return (f"The traced runs do not show {what}: their median step went {step_a:.3f} → {step_b:.3f} ms "
+                "(the profiled run is one run, the timed gain the interleaved rounds'): nothing in the traces to "
+                "attribute it to.")
     d_op = op_a - op_b  # op self time saved per step (ms)
     faster = g > 0
-    what = f"the {g:+.1f} % tokens/s {'gain' if faster else 'loss'}"
     ops_line = (f"XLA op self time per traced step went {op_a:.3f} → {op_b:.3f} ms ({-d_op:+.3f} ms) against a "
-                f"step-time change of {-d_step:+.3f} ms (from {step_a:.3f} ms)")
+                f"traced step-time change of {-d_step:+.3f} ms ({step_a:.3f} → {step_b:.3f} ms)")
     if d_op * (1 if faster else -1) < abs(d_step) / 3:
         return (f"{what[0].upper()}{what[1:]} came from idle/host time (dispatch, Python, data) rather than from "
                 f"{'faster' if faster else 'slower'} ops: {ops_line}.")
