@@ -37,7 +37,15 @@ def remove(project, slugs, as_json):
         reports.append(r.to_dict())
         if not as_json:
             click.echo(f"{printable(slug)}: removed {len(r.removed)} files, its region on {len(r.regions)} concept pages")
+    refreshed = []
+    if reports:  # codebases whose overview linked a removed kernel (a vendored copy's upstream): written again
+        from ..ingest.batch import refresh_linking
+
+        refreshed, lost = refresh_linking(project, {r["slug"] for r in reports})
+        failed += [{"slug": printable(x["target"]), "error": printable(x["error"])} for x in lost]
+        for slug in refreshed if not as_json else []:
+            click.echo(f"{printable(slug)}: ingested again (it linked a kernel page removed with them)")
     if as_json:  # one shape however many slugs: a list of what was removed, a list of what could not be
-        click.echo(json.dumps({"removed": reports, "failed": failed}, indent=2))
+        click.echo(json.dumps({"removed": reports, "failed": failed, "refreshed": refreshed}, indent=2))
     if failed:
         sys.exit(1)

@@ -113,16 +113,28 @@ def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int =
         if on_repo:
             on_repo(report)
     done = {r.slug for r in batch.repos}
-    for slug in linking_to_missing(project, done | broken) if done else []:  # an upstream lost a kernel these link
+    if done:  # an upstream lost a kernel these link
+        refreshed, failed = refresh_linking(project, done | broken, jobs)
+        batch.refreshed += refreshed
+        batch.failed += failed
+    return batch
+
+
+def refresh_linking(project: Project, skip: set[str], jobs: int = 0) -> tuple[list[str], list[dict]]:
+    """The codebases (not in ``skip``) whose kernel selection links a kernel page that is gone (a codebase
+    removed, an upstream re-ingested without it), ingested again from their trees so no link breaks: (refreshed,
+    failed)."""
+    refreshed, failed = [], []
+    for slug in linking_to_missing(project, skip):
         writer = Writer(project.wiki)
         try:
             ingest_repo(project, str(project.raw_code / slug), writer, jobs=jobs)
         except InputError as e:
-            batch.failed.append({"target": f"raw/code/{slug}", "error": str(e)})
+            failed.append({"target": f"raw/code/{slug}", "error": str(e)})
             continue
         _finish(project, writer, slug)
-        batch.refreshed.append(slug)
-    return batch
+        refreshed.append(slug)
+    return refreshed, failed
 
 
 def linking_to_missing(project: Project, skip: set[str]) -> list[str]:
