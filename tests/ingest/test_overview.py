@@ -248,3 +248,16 @@ def test_a_key_with_a_block_below_in_a_file_yaml_cannot_read_whole_has_no_empty_
     _, knobs = _config_knobs(tmp_path, {"base.yml": "quantization:\n  mode: int8\nremat_policy: full\n---\nextra: 1\n",
                                         "fp8.yml": "quantization: 'fp8'\n"})
     assert knobs["quantization"]["default"] is None and "" not in knobs["quantization"]["values"], knobs
+
+
+def test_a_comment_s_prose_is_no_list_of_offered_values():
+    """A user's report on MaxText's base.yml: "between" in a comment's prose made every later word of it an offered
+    value (56 words for `num_layers_per_pipeline_stage`)."""
+    from tools.ingest.yaml_settings import _offered
+
+    prose = ("Number of layers per stage: the more layers between stages, the less the bubble is, which trades "
+             "memory for time")
+    assert _offered(prose, "num_layers_per_pipeline_stage") == []
+    assert _offered("Choose between a, b, or c.", "k") == ["a", "b", "c"]
+    assert _offered("Supported attention: autoselected, dot_product, flash", "attention") == [
+        "autoselected", "dot_product", "flash"]

@@ -84,9 +84,15 @@ def _offered(comment: str, key: str) -> list[str]:
     quoted = [w for w in _QUOTED.findall(comment) if w != key]
     if len(quoted) >= 2:
         return list(dict.fromkeys(quoted))
-    tail = comment.split(":", 1)[1] if ":" in comment else _OFFER.split(comment, 1)[-1]
-    words = [w for w in _WORD.findall(tail) if w.lower() not in ("or", "and", "etc", key.lower())]
-    return list(dict.fromkeys(words)) if "," in tail and len(words) >= 2 else []
+    tail = comment.split(":", 1)[1] if ":" in comment else _OFFER.split(comment)[-1]
+    # one sentence's comma list of single words (`a, b or c`): prose after "between" offered 56 of its words
+    tail = re.split(r"[.;](?:\s|$)", tail, maxsplit=1)[0]
+    items = [re.sub(r"^(?:or|and)\s+", "", x.strip(), flags=re.I).strip(" '\"`") for x in re.split(r",|\bor\b",
+                                                                                               tail)]
+    items = [x for x in items if x and x.lower() not in ("etc", key.lower())]
+    if "," not in tail or len(items) < 2 or not all(_WORD.fullmatch(x) for x in items):
+        return []
+    return list(dict.fromkeys(items))
 
 
 def settings(text: str) -> list[dict]:
