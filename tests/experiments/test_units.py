@@ -379,3 +379,18 @@ def test_one_disturbed_ab_round_does_not_set_the_lanes_noise_floor():
     disturbed = stats.calibration([100, 101, 99, 100, 125], [100.5, 100.2, 99.6, 100.4, 99.9])
     plain_sd = statistics.stdev(disturbed["log_ratios_pct"])
     assert plain_sd > 9 and disturbed["pair_sd_pct"] < 2 and quiet["pair_sd_pct"] < 2
+
+
+def test_a_multi_run_page_gives_the_medians_of_the_per_run_figures_beside_the_median_step():
+    """A user's report: "5.482 ms (p10-p90 spread 63.95 %, 11 steps)": the spread was run 1's, whose median was
+    11.9 ms, beside the median step of all runs."""
+    from tools.experiments.arms import ArmResult
+    from tools.experiments.comparison import aggregate
+
+    def arm(step_ms, spread, steps):
+        a = ArmResult("r", None, {})
+        a.metrics = {"tokens_per_s": 1000 / step_ms, "n_chips": 1, "step_time_ms": step_ms, "tokens_per_step": 1.0,
+                     "step_time_spread_pct": spread, "steady_steps": steps, "compile_s": 1.0, "n_devices": 1}
+        return a
+    m = aggregate([arm(11.9, 64.0, 11), arm(5.5, 5.0, 11), arm(5.4, 4.0, 11), arm(5.6, 6.0, 11)])
+    assert m["step_time_spread_pct"] == 5.5 and m["steady_steps"] == 11 and m["compile_s"] == 1.0, m

@@ -26,9 +26,12 @@ def aggregate(good: list[ArmResult]) -> dict:
     m["tokens_per_s"] = round(_median([x["tokens_per_s"] for x in per_run]), 2)
     m["tokens_per_s_per_chip"] = round(m["tokens_per_s"] / m["n_chips"], 2)
     m["step_time_ms"] = round(_median([x["step_time_ms"] for x in per_run]), 4)
-    for k, nd in (("tokens_per_s_best", 2), ("step_time_min_ms", 4)):
-        xs = [x[k] for x in per_run if x.get(k) is not None]
-        m[k] = round(_median(xs), nd) if xs else None
+    # the per-run figures beside the median step: their medians too (the middle run's spread, 64 %, stood beside a
+    # median step it was not measured around)
+    for k, nd in (("tokens_per_s_best", 2), ("step_time_min_ms", 4), ("step_time_spread_pct", 2),
+                  ("steady_steps", 0), ("compile_s", 4)):
+        xs = [x[k] for x in per_run if isinstance(x.get(k), (int, float))]
+        m[k] = (round(_median(xs), nd) if nd else int(round(_median(xs)))) if xs else None
     tokens = {x.get("tokens_per_step") for x in per_run}
     if len(tokens) == 1 and (t := tokens.pop()):  # the step times the median rates imply: with an even number of
         # runs the median of each is the mean of two middle ones (arithmetic for one, harmonic for the other), and
