@@ -286,3 +286,15 @@ def test_a_memory_regression_holds_a_gain_back_unless_the_peak_fits_a_declared_l
     assert allowed["verdict"] == "supported", allowed["reasons"]
     assert any("within the declared limit: 4.0 GB ≤ 8 GB" in r for r in allowed["reasons"])
     assert over["verdict"] == "inconclusive" and any("over the declared limit 3 GB" in r for r in over["reasons"])
+
+
+def test_a_page_compares_with_the_best_s_filed_number_only_where_it_is_not_its_own_baseline(project):
+    """A user's report: a run `supported` at +25 % over its baseline also said "against the current best (that same
+    baseline): tokens/s -19.79 %": the best's filed number, measured when the machine was quieter."""
+    base = run_experiment(project, spec(fake("--step-ms", "20"), baseline=True))
+    faster = run_experiment(project, spec(fake("--step-ms", "16"), repeats=4))
+    assert faster.record.get("best") == base.exp_id == faster.record.get("baseline")
+    assert "against the current best" not in (project.wiki / faster.page).read_text()
+    third = run_experiment(project, spec(fake("--step-ms", "18"), repeats=2))  # the best is now another run
+    text = (project.wiki / third.page).read_text()
+    assert third.record.get("best") == faster.exp_id and "(its filed tokens/s, not measured beside this run)" in text
