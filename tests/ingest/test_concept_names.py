@@ -78,6 +78,10 @@ def test_a_file_that_names_its_origin_is_believed():
     assert provenance('"""Ported from the jax-ml/jax repository."""') == "jax-ml/jax"
     assert provenance("# Data is copied from HBM to VMEM before the matmul.") is None  # data movement
     assert provenance("\n" * 80 + "# Adapted from https://example.com/x.py") is None  # not in the header
+    # MaxText's ragged kernels say "Source from" (a user's report: no `vendored_from` on either page)
+    said = "# Source from https://github.com/vllm-project/tpu-inference/blob/main/tpu_inference/kernels/x.py\n"
+    assert provenance(said) == said[len("# Source from "):].strip()
+    assert provenance("x = load()  # the data source from disk\n") is None
 
 
 JAX_OPS = Path(__import__("jax").__file__).parent / "experimental" / "pallas" / "ops" / "tpu"

@@ -12,8 +12,9 @@ from .site import KernelSite
 VENDOR_SIMILARITY = 0.6  # Jaccard similarity of normalized source lines that marks a fork
 
 
-_PROVENANCE = re.compile(r"\b(?:adapted|copied|forked|ported|modified|taken|borrowed|derived|vendored)\s+"
-                         r"(?:\w+\s+){0,2}?from:?\s+(?:the\s+)?(\S+(?:\s+\S+){0,6})", re.I)
+_PROVENANCE = re.compile(r"\b(?:adapted|copied|forked|ported|modified|taken|borrowed|derived|vendored|source|"
+                         r"implementation)\s+(?:\w+\s+){0,2}?from:?\s+(?:the\s+)?(\S+(?:\s+\S+){0,6})",
+                         re.I)  # "# Source from https://..." (MaxText's copies of tpu-inference), "implementation from"
 
 
 def provenance(text: str) -> str | None:
