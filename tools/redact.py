@@ -31,8 +31,11 @@ _MAPPED = re.compile(  # WANDB_API_KEY: X on a line of its own (a page's frontma
     # name in capitals (not `cache_key:`, `rng_key:`, a frontmatter's `unexplained_us_per_token:`), or a key naming
     # an api key, a secret or a password
     r"(?m)^([ \t]*(?:- )?(?:(?:[A-Z0-9_]*_)?(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH)"
-    r"|(?i:[a-z0-9_-]*(?:api[-_]?key|secret|password|passwd)))[ \t]*:[ \t]+)" + _VALUE)
-_NOT_A_KEY = re.compile(r"[-+]?\d[\d_.eE+-]*|<[^>]*>|.*[\[\]|{}].*")  # a number, a <token>, YAML or type syntax
+    r"|(?i:[a-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)))[ \t]*:[ \t]+)" + _VALUE)
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_NOT_A_KEY = re.compile(rf"{_NUMBER}|<[^>]*>|.*[\[\]|{{}}].*")  # a number, a <token>, YAML or type syntax
+_NOT_A_KEY_OF_A_VARIABLE = re.compile(rf"{_NUMBER}|<[^>]*>")  # `DB_PASSWORD: p4ss{{w0rd}}`: punctuation is no type
+_PLACEHOLDER = re.compile(r"<[^>]*>")  # `eos_token="<|endoftext|>"`: a special token, no secret
 
 
 def _quoted_or_word(m: re.Match, always: bool) -> str:
@@ -42,7 +45,11 @@ def _quoted_or_word(m: re.Match, always: bool) -> str:
     head, value = m.group(1), m.group(m.lastindex)
     quote = value[0] if value[0] in "'\"" else ""
     inner = value[1:-1] if quote else value
-    syntax = _NOT_A_KEY.fullmatch(inner) and not (inner.isdigit() and _NUMBER_SECRET.search(head))
+    # a mapping line's value may be a number, a type or YAML (`key: jax.Array`, `token: Optional[str]`); a quoted
+    # value after a flag or variable is a secret whatever its punctuation, a <special token> aside
+    variable = head.strip().rstrip(":").strip().lstrip("- ").isupper()  # an environment variable's name
+    syntax = (_PLACEHOLDER if always else _NOT_A_KEY_OF_A_VARIABLE if variable else _NOT_A_KEY).fullmatch(inner) \
+        and not (inner.isdigit() and _NUMBER_SECRET.search(head))
     if not (always and not quote) and (not _looks_secret(head, inner) or syntax):
         return m.group(0)
     quote = quote or ("" if always else "'")

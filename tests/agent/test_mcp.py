@@ -403,7 +403,14 @@ def test_a_text_argument_over_mcp_is_the_text_given_as_on_the_command_line(kb):
 
     async def body(c):
         return [await c.call_tool("wiki_list", a) for a in args]
-    for a, r in zip(args, run(_session(build(Project(kb)), body))):
+    *answers, where = run(_session(build(Project(kb)), lambda c: _both(c, body)))
+    for a, r in zip(args, answers):
         cli = tools(kb, "wiki", "list", "--args", json.dumps(a), "--json")
         assert not r.is_error and cli.returncode == 0, (a, r.content, cli.stderr)
         assert r.structured_content["total"] == json.loads(cli.stdout)["total"], a
+    # a mapping sent as a JSON string (as Claude Desktop sends one) is still read as the mapping
+    assert not where.is_error and where.structured_content["total"] > 0, where.content
+
+
+async def _both(c, body):
+    return [*await body(c), await c.call_tool("wiki_list", {"where": '{"type": "concept"}'})]

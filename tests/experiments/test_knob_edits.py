@@ -61,3 +61,16 @@ def test_a_shape_knob_sets_each_of_its_keys_in_yaml_or_none():
     # one key the file does not hold: nothing of the shape is written (half a shape is another shape)
     assert with_knobs(flat.replace("seq", "length"), True, {"shape": {"batch": 8, "seq": 64}}) == \
         (flat.replace("seq", "length"), ["shape"])
+
+
+def test_a_loop_s_own_patch_series_is_found_when_git_folded_its_subject(tmp_path):
+    """A reviewer's: `git format-patch` folds a long subject onto the next line, and a nothing-kept finalize of a
+    loop with a long name left its own series in place."""
+    from tools.experiments.branches import GIT_ENV, clear_patches
+
+    name = "a-loop-whose-name-is-long-enough-for-git-to-fold-the-subject"
+    author = f"From: {GIT_ENV['GIT_AUTHOR_NAME']} <{GIT_ENV['GIT_AUTHOR_EMAIL']}>\n"
+    (tmp_path / "0001-mine.patch").write_text(f"From 0 x\n{author}Subject: [PATCH 1/2]\n perf({name}): bf16\n\n")
+    (tmp_path / "0002-other.patch").write_text(f"From 0 x\n{author}Subject: [PATCH] perf(other): x\n\n")
+    assert clear_patches(tmp_path, name) == ["0001-mine.patch"]
+    assert [p.name for p in tmp_path.iterdir()] == ["0002-other.patch"]

@@ -259,5 +259,6 @@ def test_a_comment_s_prose_is_no_list_of_offered_values():
              "memory for time")
     assert _offered(prose, "num_layers_per_pipeline_stage") == []
     assert _offered("Choose between a, b, or c.", "k") == ["a", "b", "c"]
+    assert _offered("Options: flash-attn, xla (default), cudnn", "k") == ["flash-attn", "xla", "cudnn"]
     assert _offered("Supported attention: autoselected, dot_product, flash", "attention") == [
         "autoselected", "dot_product", "flash"]

@@ -275,3 +275,25 @@ def test_a_budget_written_as_yaml_text_still_counts_and_an_env_knob_of_0_is_expo
     spec = load_spec(path)
     assert spec.budget == {"runs": 10.0, "llm_tokens": 1e6, "wall_s": 3000.0}
     assert spec.env_for({"pre": 0}) == {"PREALLOC": "0"} and spec.env_for({"pre": ""}) == {}
+    from tools.errors import InputError
+
+    for bad in ("nan", ".inf", "'nan'", "0", "-3"):  # a NaN budget never stops a loop
+        path.write_text(path.read_text().split("budget:")[0] + f"budget: {{wall_s: {bad}}}\n")
+        with pytest.raises(InputError, match="budget `wall_s` is a positive number"):
+            load_spec(path)
+
+
+def test_the_runs_a_fresh_start_replaced_keep_their_own_model_and_lane_and_odd_rows_are_skipped():
+    """A reviewer's: the earlier run's observations were linked under the new loop file's model and lane (broken
+    links after an edit), a hand-edited row that is no mapping crashed the fresh start, and a run that kept
+    nothing named its baseline as its best."""
+    from tools.loop import report
+
+    old = LoopState("l", "llama-old", "cpu", "v", started="2026-12-01T00:00:00Z",
+                    history=[{"exp_id": "e1"}, "junk"], retrospectives=[{"page": "analyses/r1.md"}, 5],
+                    frontier=[{"exp_id": "e0", "gain_pct": 0.0}])
+    (e,) = old.as_earlier()
+    assert e["model"] == "llama-old" and e["observations"] == ["e1"] and e["retrospectives"] == ["analyses/r1.md"]
+    assert e["best"] is None
+    text = report._earlier(SPEC, {"earlier": [e, {"observations": 5}]}, "loops/l.md")
+    assert "observations/llama-old/cpu/e1.md" in text and "best e0" not in text, text

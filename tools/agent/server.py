@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
 import typing
 
 from ..project import Project
@@ -55,8 +56,9 @@ def _refuse_unknown_arguments(server, name: str) -> None:
     # The SDK also reads a text argument as JSON when its field is not exactly `str`: `status: "null"` became None
     # (every hypothesis) and `type: "[1]"` a list, where the CLI takes both as the text given. A field that takes
     # text keeps the text.
-    texts = {k for k, f in tool.fn_metadata.arg_model.model_fields.items()
-             if f.annotation is not str and str in typing.get_args(f.annotation)}
+    texts = {k for k, f in tool.fn_metadata.arg_model.model_fields.items() if f.annotation is not str
+             and typing.get_origin(f.annotation) in (typing.Union, types.UnionType)
+             and set(typing.get_args(f.annotation)) <= {str, type(None)}}  # `str | None`; never a list or mapping
     parse = tool.fn_metadata.pre_parse_json
 
     def pre_parse_json(data: dict) -> dict:

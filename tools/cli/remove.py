@@ -43,6 +43,9 @@ def remove(project, slugs, as_json):
 
         refreshed, lost = refresh_linking(project, {r["slug"] for r in reports})
         failed += [{"slug": printable(x["target"]), "error": printable(x["error"])} for x in lost]
+        for x in lost:
+            click.echo(f"error: {printable(x['target'])} could not be ingested again: {printable(x['error'])}",
+                       err=True)
         for slug in refreshed if not as_json else []:
             click.echo(f"{printable(slug)}: ingested again (it linked a kernel page removed with them)")
     if as_json:  # one shape however many slugs: a list of what was removed, a list of what could not be

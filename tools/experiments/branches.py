@@ -331,8 +331,10 @@ def clear_patches(patches_dir: Path, name: str | None = None) -> list[str]:
     for old in sorted(patches_dir.iterdir()):
         head = old.read_text(encoding="utf-8", errors="replace")[:4000] if PATCH.fullmatch(old.name) \
             and old.is_file() and not old.is_symlink() else ""
+        head = re.sub(r"\n[ \t]+", " ", head)  # a long subject is folded onto the next line
+        ours = rf"^Subject: (?:\[PATCH[^\]]*\]\s+)?perf\({re.escape(name or '')}\):"
         if f"From: {GIT_ENV['GIT_AUTHOR_NAME']} <{GIT_ENV['GIT_AUTHOR_EMAIL']}>" in head and \
-                (name is None or re.search(rf"^Subject: (?:\[PATCH[^\]]*\] )?perf\({re.escape(name)}\):", head, re.M)):
+                (name is None or re.search(ours, head, re.M)):
             old.unlink()
             gone.append(old.name)
     return gone

@@ -87,6 +87,7 @@ def _offered(comment: str, key: str) -> list[str]:
     tail = comment.split(":", 1)[1] if ":" in comment else _OFFER.split(comment)[-1]
     # one sentence's comma list of single words (`a, b or c`): prose after "between" offered 56 of its words
     tail = re.split(r"[.;](?:\s|$)", tail, maxsplit=1)[0]
+    tail = re.sub(r"\s*\([^)]*\)", "", tail)  # `xla (default)`: the value, not its note
     items = [re.sub(r"^(?:or|and)\s+", "", x.strip(), flags=re.I).strip(" '\"`") for x in re.split(r",|\bor\b",
                                                                                                tail)]
     items = [x for x in items if x and x.lower() not in ("etc", key.lower())]

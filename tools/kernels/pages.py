@@ -36,7 +36,9 @@ def _slugs(keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """File names for kernels; a name shared by several kernels gets the shortest end of its module path (at least
     two parts) that no other kernel of that name shares: `rpa--decode-non_sliding_window-schedule`. A name never
     depends on the order of the others (numbered, a kernel added or removed beside it moved every later one's page,
-    and the notes a person wrote on it, to another kernel)."""
+    and the notes a person wrote on it, to another kernel). Left: a kernel added whose module path ends as an
+    existing one's (`b.decode.sched` beside `a.decode.sched`) lengthens that one's name, and one removed may
+    shorten the others': a page then moves, and its notes stay on the old page, never on another kernel's."""
     def parts(where: str) -> tuple[list[str], list[str]]:  # "pkg.module.kernel" or a path: (module, all)
         module, _, fn = where.rpartition(".") if "/" not in where else (where.rsplit(".", 1)[0], "", "")
         mod = module.replace("/", ".").split(".") if module else []

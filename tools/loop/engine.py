@@ -102,12 +102,14 @@ class Loop:
             with st.driving(self.paths), process.stop_on_signals():
                 self._spec_copy()  # a loop file of another origin under this name: refused before any reset
                 if fresh:  # start over: the old state, work trees and any stop asked of the old run go
+                    old = self.state  # what it ran, kept on the new state before the old one is gone
+                    earlier = old.as_earlier() if old.started else [e for e in old.earlier if isinstance(e, dict)]
                     self.workspace.start_over()
                     st.start_over(self.paths)
-                    old = self.state
                     self.state = LoopState.new(self.spec)
                     self.state.spec_source = old.spec_source  # the loop file its copy in loops/ came from
-                    self.state.earlier = old.as_earlier() if old.started else list(old.earlier)
+                    self.state.earlier = earlier
+                    self.save()
                 self._drive(max_iterations)
                 return self.state.to_dict()
         except process.Stop as e:  # SIGTERM between two runs (a run in flight files its own crash)

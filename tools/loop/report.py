@@ -282,9 +282,11 @@ def _earlier(spec: LoopSpec, state: dict, src: str) -> str:
         best = f", best {e['best']} ({_pct(e['gain_pct'])})" if e.get("best") and e.get("gain_pct") is not None else ""
         out.append(f"- started {e.get('started') or '—'}: {e.get('experiments', 0)} experiment(s){best}; "
                    f"{_prose(str(e.get('stop_reason') or 'no stop recorded'))}")
-        out += [f"    - {_link(src, f'retrospective {n}', str(page))}"
-                for n, page in enumerate(e.get("retrospectives") or [], 1)]
-        obs = [_link(src, str(x), observation_path(spec.model, spec.lane, str(x))) for x in e.get("observations") or []]
+        retros = e.get("retrospectives") if isinstance(e.get("retrospectives"), list) else []
+        out += [f"    - {_link(src, f'retrospective {n}', str(page))}" for n, page in enumerate(retros, 1)]
+        model, lane = str(e.get("model") or spec.model), str(e.get("lane") or spec.lane)  # its own, before an edit
+        said = e.get("observations") if isinstance(e.get("observations"), list) else []
+        obs = [_link(src, str(x), observation_path(model, lane, str(x))) for x in said]
         if obs:
             out.append("    - observations: " + ", ".join(obs))
     return "\n".join(out) + "\n"

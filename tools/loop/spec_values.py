@@ -3,6 +3,7 @@ each returns the value typed, or an InputError naming the loop file and the key.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ..errors import InputError
@@ -84,6 +85,8 @@ def _budget(path: Path, raw) -> dict[str, float]:
         whole = str(k) in WHOLE_BUDGETS
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and isinstance(v, float)
                                                                        and not v.is_integer()):  # 2.5 runs ran 3
+            raise InputError(path, f"budget `{k}` is a positive {'whole ' if whole else ''}number, not {v!r}")
+        if not math.isfinite(v) or v <= 0:  # a NaN budget never stops a loop ('nan' is text YAML reads as a float)
             raise InputError(path, f"budget `{k}` is a positive {'whole ' if whole else ''}number, not {v!r}")
         out[str(k)] = float(v)
     return out

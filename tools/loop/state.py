@@ -120,12 +120,14 @@ class LoopState:
     def as_earlier(self) -> list[dict]:
         """This run, and the ones before it, as a fresh start's ``earlier``: when it ran, where it stopped, its
         best and the pages it filed (retrospectives, one observation per run), which stay in the wiki."""
-        best = (self.frontier or [{}])[-1]
-        return [*self.earlier, {"started": self.started, "stop_reason": self.stop_reason,
-                                "experiments": len(self.history), "best": best.get("exp_id"),
-                                "gain_pct": best.get("gain_pct"),
-                                "retrospectives": [r.get("page") for r in self.retrospectives if r.get("page")],
-                                "observations": [h["exp_id"] for h in self.history if h.get("exp_id")]}]
+        rows = lambda xs: [x for x in xs or [] if isinstance(x, dict)]  # noqa: E731 - a hand-edited state's odd rows
+        moved = rows(self.frontier)[1:]  # a move beyond the baseline: nothing kept, no best to name
+        return [*rows(self.earlier), {
+            "started": self.started, "stop_reason": self.stop_reason, "model": self.model, "lane": self.lane,
+            "experiments": len(rows(self.history)), "best": moved[-1].get("exp_id") if moved else None,
+            "gain_pct": moved[-1].get("gain_pct") if moved else None,
+            "retrospectives": [str(r["page"]) for r in rows(self.retrospectives) if r.get("page")],
+            "observations": [str(h["exp_id"]) for h in rows(self.history) if h.get("exp_id")]}]
 
     @classmethod
     def new(cls, spec) -> LoopState:

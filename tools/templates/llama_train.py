@@ -372,8 +372,8 @@ def devices_used(compiled) -> int:
     try:
         shardings = jax.tree_util.tree_leaves((compiled.input_shardings, compiled.output_shardings))
         return max(1, len({d for s in shardings for d in s.device_set}))
-    except (AttributeError, TypeError):  # an older JAX without shardings on the compiled step
-        return 1
+    except (AttributeError, TypeError):  # an older JAX without shardings on the compiled step: every device, as
+        return jax.device_count()          # before (a per-chip figure then errs low, never high)
 
 
 def report(cfg: Config, compiled, flops_xla, compile_s: float, step_times: list[float], losses: list[float]) -> dict:
