@@ -38,7 +38,7 @@ def _slugs(keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     depends on the order of the others (numbered, a kernel added or removed beside it moved every later one's page,
     and the notes a person wrote on it, to another kernel). Left: a kernel added whose module path ends as an
     existing one's (`b.decode.sched` beside `a.decode.sched`) lengthens that one's name, and one removed may
-    shorten the others': a page then moves, and its notes stay on the old page, never on another kernel's."""
+    shorten the others': a page then moves, and notes written on it do not follow (never onto another kernel)."""
     def parts(where: str) -> tuple[list[str], list[str]]:  # "pkg.module.kernel" or a path: (module, all)
         module, _, fn = where.rpartition(".") if "/" not in where else (where.rsplit(".", 1)[0], "", "")
         mod = module.replace("/", ".").split(".") if module else []
