@@ -124,3 +124,4 @@ def test_a_run_is_named_by_its_script_or_the_file_its_shell_runs(tmp_path):
     assert slug("bash", "launch.sh", "--api-key", "a951b3ca9cfd672ce9eb") == "launch"
     assert slug(sys.executable, "train.py", "--hf-token", "hf_abc") == "train"
     assert slug("sh", "-c", "exec python train.py", "sh", "--wandb-api-key", "a951b3ca9cfd672ce9eb") == "train"
+    assert slug("bash", "-c", "echo", "x" * 5000) == "bash"  # an argument too long to be a file name

@@ -287,10 +287,16 @@ def _slug(spec: RunSpec) -> str:
     """The run's name in its id, redacted first (a key slugified is no longer a key's shape): the slug given, the
     description, else the script the command runs (not its last word: `--api-key K` named the run K)."""
     script = script_of(spec.command, spec.cwd) or next(  # else a file it runs: `bash launch.sh` is "launch"
-        (Path(a) for a in spec.command[1:] if not a.startswith("-") and ((spec.cwd or Path.cwd()) / a).is_file()),
-        None)
+        (Path(a) for a in spec.command[1:] if not a.startswith("-") and _is_file((spec.cwd or Path.cwd()) / a)), None)
     return slugify(redact.redact(spec.slug or spec.description or ("calibration" if spec.calibrate else Path(
         script or spec.command[0]).stem)))
+
+
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except (OSError, ValueError):  # a prompt of 5,000 characters is no file name (ENAMETOOLONG), nor one with a NUL
+        return False
 
 
 def exp_id_for(spec: RunSpec, n: int, date: str) -> str:
