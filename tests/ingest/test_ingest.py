@@ -310,23 +310,30 @@ def test_a_kernel_removed_while_the_cache_was_gone_or_old_takes_its_page_with_it
     assert relinted.exit_code == 0 and "0 errors" in relinted.output, relinted.output
 
 
+def _upstream_and_user(kb, up_name: str, user_name: str):
+    """Two codebases ingested: ``up_name`` holding a Pallas flash-attention kernel, ``user_name`` choosing it by a
+    setting; the upstream's package folder."""
+    up = kb / f"raw/code/{up_name}/{up_name}"
+    up.mkdir(parents=True)
+    (up / "__init__.py").write_text("")
+    (up / "attn.py").write_text(messy_repo.pallas_kernel("flash_attention"))
+    user = kb / f"raw/code/{user_name}/{user_name}"
+    user.mkdir(parents=True)
+    (user / "__init__.py").write_text("")
+    (user / "model.py").write_text(f"from {up_name} import attn\n\n\ndef attend(config, x):\n"
+                                   "    if config.attention == 'flash':\n        return attn.flash_attention(x)\n"
+                                   "    return x\n")
+    ingest(kb, f"raw/code/{up_name}")
+    ingest(kb, f"raw/code/{user_name}")
+    return up
+
+
 def test_removing_an_upstream_rewrites_the_codebases_linking_its_kernels(kb):
     """A user's report: `tools remove jax` left maxtext's overview linking jax's splash kernel page (two broken
     links in `tools lint`): only an ingest wrote the codebases linking a removed kernel again."""
     import json
 
-    up = kb / "raw/code/up2/up2"
-    up.mkdir(parents=True)
-    (up / "__init__.py").write_text("")
-    (up / "attn.py").write_text(messy_repo.pallas_kernel("flash_attention"))
-    user = kb / "raw/code/user2/user2"
-    user.mkdir(parents=True)
-    (user / "__init__.py").write_text("")
-    (user / "model.py").write_text("from up2 import attn\n\n\ndef attend(config, x):\n"
-                                   "    if config.attention == 'flash':\n        return attn.flash_attention(x)\n"
-                                   "    return x\n")
-    ingest(kb, "raw/code/up2")
-    ingest(kb, "raw/code/user2")
+    _upstream_and_user(kb, "up2", "user2")
     assert "kernels/up2/flash_attention.md" in (kb / "wiki/codebases/user2/overview.md").read_text()
     r = CliRunner().invoke(cli, ["--root", str(kb), "remove", "up2", "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["refreshed"] == ["user2"], r.output
@@ -340,18 +347,7 @@ def test_an_upstream_that_loses_a_kernel_rewrites_the_codebases_linking_it(kb):
     re-ingested without that kernel: `tools lint` found a broken link the ingest never mentioned."""
     import json
 
-    up = kb / "raw/code/up/up"
-    up.mkdir(parents=True)
-    (up / "__init__.py").write_text("")
-    (up / "attn.py").write_text(messy_repo.pallas_kernel("flash_attention"))
-    user = kb / "raw/code/user/user"
-    user.mkdir(parents=True)
-    (user / "__init__.py").write_text("")
-    (user / "model.py").write_text("from up import attn\n\n\ndef attend(config, x):\n"
-                                   "    if config.attention == 'flash':\n        return attn.flash_attention(x)\n"
-                                   "    return x\n")
-    ingest(kb, "raw/code/up")
-    ingest(kb, "raw/code/user")
+    up = _upstream_and_user(kb, "up", "user")
     linked = json.loads((kb / "wiki/codebases/user/selection.json").read_text())["choices"][0]["kernels"]
     assert [k["page"] for k in linked] == ["kernels/up/flash_attention.md"], linked
     (up / "attn.py").write_text("def flash_attention(x):\n    return x\n")  # the kernel is gone upstream

@@ -91,7 +91,7 @@ def test_a_loop_file_is_checked_before_anything_runs(tmp_path):
                       ({"knobs": {"dtype": dict(KNOBS["dtype"], categry="precision")}},
                        "knob `dtype`: unknown key `categry` (did you mean `category`?)"),
                       ({"timeout_s": -5}, "`timeout_s` is a positive number"),
-                      ({"budget": {"runs": -1}}, "budget `runs` is a positive number"),
+                      ({"budget": {"runs": -1}}, "budget `runs` is a positive whole number, not -1"),
                       # a user's: these were "a value has the wrong type" with no key named, or 2.5 runs ran 3
                       ({"budget": {"runs": "three"}}, "budget `runs` is a positive whole number, not 'three'"),
                       ({"budget": {"runs": 2.5}}, "budget `runs` is a positive whole number, not 2.5"),
