@@ -31,7 +31,8 @@ _MAPPED = re.compile(  # WANDB_API_KEY: X on a line of its own (a page's frontma
     # name in capitals (not `cache_key:`, `rng_key:`, a frontmatter's `unexplained_us_per_token:`), or a key naming
     # an api key, a secret or a password
     r"(?m)^([ \t]*(?:- )?(?:(?:[A-Z0-9_]*_)?(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH)"
-    r"|(?i:[a-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)))[ \t]*:[ \t]+)" + _VALUE)
+    r"|(?i:[a-z0-9_-]*(?:token|api[-_]?key|secret|password|passwd)))[ \t]*:[ \t]+)" + _VALUE
+    + r"[ \t]*$")  # the value the whole rest of its line: never code (`token: jax.Array,`, `KEY: f(x),`)
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _NOT_A_KEY = re.compile(rf"{_NUMBER}|<[^>]*>|.*[\[\]|{{}}].*")  # a number, a <token>, YAML or type syntax
 _NOT_A_KEY_OF_A_VARIABLE = re.compile(rf"{_NUMBER}|<[^>]*>")  # `DB_PASSWORD: p4ss{{w0rd}}`: punctuation is no type
@@ -52,6 +53,9 @@ def _quoted_or_word(m: re.Match, always: bool) -> str:
         and not (inner.isdigit() and _NUMBER_SECRET.search(head))
     if not (always and not quote) and (not _looks_secret(head, inner) or syntax):
         return m.group(0)
+    if not always and (not (any(c.isdigit() for c in inner) or len(inner) >= 24) or inner.endswith(",")
+                       or "(" in inner):
+        return m.group(0)  # a word with no digit (`password: SecretStr`, a type), code (`KEY: f(x),`): no key
     quote = quote or ("" if always else "'")
     return head + quote + MARK + quote
 

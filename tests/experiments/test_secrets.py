@@ -97,14 +97,18 @@ def test_what_only_looks_like_a_secret_is_kept_and_a_mapping_s_mark_reads_back_a
 
     kept = ["unexplained_us_per_token: 12.34567", "    key: jax.Array", "    token: Optional[str] = None",
             "    use_auth_token: Optional[Union[bool, str]]", 'eos_token="<|endoftext|>"',
-            "bos_token: <|begin_of_text|>", "cache_key: abcdefghijk", "rng_key: prngkey_0123", "MONKEY: bananas_ok"]
+            "bos_token: <|begin_of_text|>", "cache_key: abcdefghijk", "rng_key: prngkey_0123", "MONKEY: bananas_ok",
+            # code quoted on a kernel page (real lines of installed packages): annotations, dict entries, types
+            "    token: jax.Array,", "    VF_LOSS_KEY: mean_vf_loss,", "    password: SecretStr",
+            "    POD_NAME_KEY: 'HOSTNAME'", "    _progress_token: ProgressToken | None = None",
+            "    QF_MEAN_KEY: torch.mean(fwd_out[QF_PREDS]),", "    BIND_INDEX_KEY: actor._ray_dag_bind_index,"]
     assert [redact(x) for x in kept] == kept
     # ... and what the narrowing let through at first (a second review): lowercase tokens, a password with braces,
     # a key of digits and dashes, a quoted flag's value with a pipe
     assert redact('--password="ab|cd1234567"') == '--password="[redacted]"'
     assert redact('MY_SECRET="x[y]z12345678"') == 'MY_SECRET="[redacted]"'
     for line, name in (("WANDB_API_KEY: zq9secretvalue123495", "WANDB_API_KEY"),
-                       ("MY_SERVICE_PASSWORD: 12345678", "MY_SERVICE_PASSWORD"), ("  api_key: abcdefghijk", "api_key"),
+                       ("MY_SERVICE_PASSWORD: 12345678", "MY_SERVICE_PASSWORD"), ("  api_key: ak-7f3k2m9q1z", "api_key"),
                        ("hf_token: abcdEFGH12345678xyz", "hf_token"), ("refresh_token: 1//0gAbCdefgh", "refresh_token"),
                        ("DB_PASSWORD: p4ss{w0rd}x99", "DB_PASSWORD"), ("API_KEY: 1234-5678-9012-3456", "API_KEY")):
         out = redact(line)
