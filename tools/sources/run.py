@@ -262,7 +262,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
             report.removed.append(rel)
     skipped = {r: why for r, why in skipped.items() if (project.raw_sources / r).is_file()}
     copies = {r: t for r, t in copies.items() if (project.raw_sources / r).is_file() and t in docs}
-    gone: list[str] = []  # readable before, not now: their pages go once the writes below are done
+    merged: list[str] = []  # had a page of their own, now the same bytes as another's: it goes after the writes
     everything = [Path(os.path.relpath(f, project.raw_sources)).as_posix()
                   for f in files_under(project, project.raw_sources)] if project.raw_sources.is_dir() else []
     owners = page_owners(everything, docs)
@@ -294,15 +294,18 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 continue
             sha = hashlib.sha256(data).hexdigest()
             path = page_path(rel, owners)
-            # of files with the same bytes, the shortest name keeps the page (`paper.pdf`, not `paper (1).pdf`),
-            # the same choice on every run
-            same = [r for r, d in docs.items() if d.get("sha") == sha and (project.raw_sources / r).is_file()]
-            twin = min([rel, *same, *([read[sha]] if sha in read else [])], key=lambda r: (len(r), r))
+            # of files with the same bytes, the one whose page is in the wiki keeps it (a copy made later never
+            # takes the page, and the notes on it, from its original), else the shortest name (`paper.pdf`, not
+            # `paper (1).pdf`): the same choice on every run
+            have_page = {r for r, d in docs.items() if d.get("sha") == sha and (project.raw_sources / r).is_file()} | \
+                {r for r, (_, s, _) in on_disk.items() if s == sha and (project.raw_sources / r).is_file()}
+            twin = min([rel, *have_page, *([read[sha]] if sha in read else [])],
+                       key=lambda r: (r not in have_page, len(r), r))
             read.setdefault(sha, twin)
             if twin != rel:  # the same bytes under another name: one page, its claims counted once
                 report.copies.append((rel, twin))
                 copies[rel] = twin
-                gone += [rel] if rel in docs else []
+                merged += [rel] if rel in docs else []
                 continue
             copies.pop(rel, None)
             if rel not in docs and _adopt(project, docs, rel, f, data, path, on_disk):
@@ -318,9 +321,12 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
             try:
                 doc = extract(f, within=project.raw_sources, data=data)
             except (Unreadable, OSError) as e:
+                if rel in docs and (project.wiki / docs[rel]["page"]).is_file():
+                    # readable before, not now (a truncated download): its page, and the notes on it, stay until
+                    # the file is readable again or removed
+                    e = f"{e} (its page, made from the last readable version, is kept)"
                 report.skipped.append((rel, str(e)))
                 skipped[rel] = str(e)
-                gone += [rel] if rel in docs else []
                 continue
             skipped.pop(rel, None)
             found = claims_mod.claims(doc)
@@ -349,9 +355,8 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 writer.remove(stale)  # the page it had (a twin's gone, so it takes the plain name now)
             report.ingested.append(rel)
             report.claims += len(entry["claims"])
-    for rel in gone:
-        if writer.remove(docs.pop(rel)["page"]):
-            report.removed.append(rel)
+    for rel in merged:  # reported as a copy, not as removed: its file is there
+        writer.remove(docs.pop(rel)["page"])
     # Concept regions from every source ingested so far (the cache holds their claims).
     by_concept: dict[str, list] = defaultdict(list)
     for rel, d in sorted(docs.items()):
