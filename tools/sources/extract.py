@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,7 +212,7 @@ def _html(text: str, path: Path) -> Document:
     try:
         r = Readable(text)
         body = r.summary(html_partial=True)
-        title = (r.short_title() or "").strip()
+        title = _short_title(r)
     except Exception as e:  # noqa: BLE001 - readability raises on pages it cannot parse
         raise Unreadable(f"HTML without readable content ({type(e).__name__})") from None
     md = markdownify(body, heading_style="ATX", code_language="", strip=["script", "style"])
@@ -223,6 +224,36 @@ def _html(text: str, path: Path) -> Document:
     doc = _markdown(md, path, "html")
     doc.title, doc.url = title or doc.title, url
     return doc
+
+
+class _InOrder(dict):
+    """A set that remembers the order things were added in."""
+    def add(self, item) -> None:
+        self.setdefault(item, None)
+
+
+def _short_title(r) -> str:
+    """readability's short title (the longest heading the <title> holds, else a part of the <title>), its ties broken
+    by where the <title> names them: readability kept the candidates in a set, so a title changed with the hash seed."""
+    from readability import htmls
+
+    doc = r._html(True)
+    found = doc.find(".//title")
+    orig = htmls.norm_title(found.text) if found is not None and found.text else ""
+    if not orig:
+        return ""
+    candidates = _InOrder()
+    elements = [e for tag in (".//h1", ".//h2", ".//h3") for e in doc.iterfind(tag)]
+    for e in elements + [e for css in htmls.TITLE_CSS_HEURISTICS for e in doc.cssselect(css)]:
+        for text in (e.text, e.text_content()):
+            if text:
+                htmls.add_match(candidates, text, orig)
+    if not candidates:
+        return (htmls.shorten_title(doc) or "").strip()  # no heading in it: readability's own rules, none by chance
+    # of the longest, the one the <title> names first: "What is rustdoc? - The rustdoc book" puts the page before the site
+    title = max(candidates, key=lambda c: (len(c), -orig.find(c)))
+    cjk = re.search("[\u4e00-\u9fff]", title)
+    return (title if (4 <= len(title) < 100 if cjk else 15 < len(title) < 150) else orig).strip()
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -282,11 +313,12 @@ class _Underlines:
 def _where_names(paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
     """Each heading's path -> where a claim under it is: its own title where no other heading has it, else the
     fewest headings above it that tell it apart (MaxText's tiering page has a "Gold" under each chip)."""
+    tails = Counter(p[-n:] for p in paths for n in range(1, len(p) + 1))  # one pass: linear in the headings
     out = {}
     for p in paths:
         for n in range(1, len(p) + 1):
             tail = p[-n:]
-            if n == len(p) or sum(q[-n:] == tail for q in paths) == 1:
+            if n == len(p) or tails[tail] == 1:
                 out[p] = "§ " + " › ".join(tail)
                 break
     return out
