@@ -34,6 +34,7 @@ log = logging.getLogger("tools.writer")
 LOCK_NAME = ".write.lock"
 LATE_APPEND_S = 0.002  # how long an append that opened the old file may take to land in it
 CAS_ATTEMPTS = 8
+LOG_LIMIT = 256 * 1024 * 1024  # wiki/log.md is appended to by rewriting it: past this, someone else's
 _TEMP = re.compile(r"^\..*\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 
 CREATED, UPDATED, UNCHANGED, REMOVED = "created", "updated", "unchanged", "removed"
@@ -326,13 +327,12 @@ class Writer:
         entry += "".join(f"- {ln}\n" for ln in (lines or [])) or "- no changes\n"
         entry = redact(entry)
         with locked(path.with_name(".log.lock")):
-            try:
-                old = path.read_text(encoding="utf-8")
+            try:  # a bounded read of a regular file: a FIFO there made every command that logs wait forever
+                old = safeio.read_text(path, LOG_LIMIT, within=self.wiki)
             except FileNotFoundError:
                 old = pages.render({"title": "Log", "type": "log"}, "# Log\n\nAppend-only record of operations.\n")
-            except (UnicodeDecodeError, OSError) as e:  # someone else's log: left as it is, and said
-                log.warning("wiki/log.md: %s; left untouched, this %s not logged",
-                            "not UTF-8" if isinstance(e, UnicodeDecodeError) else e, op)
+            except OSError as e:  # someone else's log (not UTF-8, not a file, too large): left as it is, and said
+                log.warning("wiki/log.md: %s; left untouched, this %s not logged", e, op)
                 return
             atomic_write(path, old.rstrip("\n") + "\n" + entry)
 

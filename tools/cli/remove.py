@@ -37,6 +37,8 @@ def remove(project, slugs, as_json):
         reports.append(r.to_dict())
         if not as_json:
             click.echo(f"{printable(slug)}: removed {len(r.removed)} files, its region on {len(r.regions)} concept pages")
+            for page, why in r.skipped:
+                click.echo(f"  left as it is: wiki/{printable(page)}: {printable(why)}", err=True)
     refreshed = []
     if reports:  # codebases whose overview linked a removed kernel (a vendored copy's upstream): written again
         from ..ingest.batch import refresh_linking

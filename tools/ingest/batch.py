@@ -94,7 +94,13 @@ def ingest(project: Project, targets: list[str], all_: bool = False, jobs: int =
             on_sources(batch.sources)
     if all_:  # trees ingested here whose raw/code/<slug> is gone leave the wiki with them
         for slug in vanished(project):
-            r = remove_codebase(project, slug, Writer(project.wiki))
+            try:
+                r = remove_codebase(project, slug, Writer(project.wiki))
+            except InputError as e:  # its folder is a link: reported, the other targets go on
+                batch.failed.append({"target": f"raw/code/{slug}", "error": str(e)})
+                if on_failed:
+                    on_failed(batch.failed[-1])
+                continue
             batch.vanished.append(Vanished(slug, len(r.removed), len(r.regions)))
             if on_vanished:
                 on_vanished(batch.vanished[-1])

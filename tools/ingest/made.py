@@ -41,12 +41,32 @@ def folders_of(slug: str) -> tuple[str, str]:
     return f"codebases/{slug}", f"kernels/{mdtext.slugify(slug)}"
 
 
+def linked_out(project: Project, folder: str) -> str | None:
+    """Where the wiki folder ``folder`` really is, when it is a link or lies under one (a codebase folder someone
+    linked to a tree elsewhere); None for a plain folder of the wiki, or none at all. Its files are not ingest's to
+    read or remove: walking it followed the link and removed that tree's empty folders."""
+    path = project.wiki
+    for part in Path(folder).parts:
+        path = path / part
+        if path.is_symlink():
+            return os.path.realpath(path)
+    return None
+
+
+def walk_own(project: Project, folder: str):
+    """``os.walk`` of a wiki folder, nothing when the folder is a link (``linked_out``); links inside it are never
+    followed."""
+    if linked_out(project, folder) is not None:
+        return iter(())
+    return os.walk(project.wiki / folder)
+
+
 def pages_made_for(project: Project, slug: str) -> set[str]:
     """The pages in ``slug``'s folders that an ingest of it wrote, read from the wiki itself: what the last ingest
     made even when its cache is gone (deleted, a fresh clone) or of another version (the tools upgraded)."""
     out = set()
     for folder in folders_of(slug):
-        for dirpath, _, files in os.walk(project.wiki / folder):
+        for dirpath, _, files in walk_own(project, folder):
             for f in files:
                 rel = os.path.relpath(os.path.join(dirpath, f), project.wiki)
                 if f.endswith(".md") and not f.startswith(".") and made_for(project.wiki / rel, slug, INGEST_TYPES):

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..project import Project
 from ..writer import Writer
 from . import analyze
-from .made import folders_of, made_for
+from .made import folders_of, linked_out, made_for, walk_own
 
 
 @dataclass
@@ -26,9 +26,11 @@ class RemoveReport:
     slug: str
     removed: list[str] = field(default_factory=list)  # wiki-relative files removed
     regions: list[str] = field(default_factory=list)  # pages that lost the repo's region
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # concept pages left as they are, and why
 
     def to_dict(self) -> dict:
-        return {"slug": self.slug, "removed": self.removed, "regions": self.regions}
+        return {"slug": self.slug, "removed": self.removed, "regions": self.regions,
+                "skipped": [{"page": p, "why": why} for p, why in self.skipped]}
 
 
 def _region_re(slug: str) -> re.Pattern:
@@ -47,13 +49,16 @@ def remove_codebase(project: Project, slug: str, writer: Writer) -> RemoveReport
         raise InputError(slug, "not a codebase slug (a raw/code folder name)")
     if not ingested(project, slug):
         raise InputError(f"wiki/codebases/{slug}", "no such codebase in this knowledge base")
+    folders = folders_of(slug)
+    for folder in folders:
+        if (real := linked_out(project, folder)) is not None:
+            raise InputError(f"wiki/{folder}", f"a link to {real}, not a folder ingest wrote: nothing removed "
+                             "(remove the link yourself)")
     report = RemoveReport(slug)
     cache = analyze.load_cache(project.cache, slug)
     outputs = set(cache.get("outputs", ()))
-    folders = folders_of(slug)
     for folder in folders:  # what ingest wrote there (the cache may be gone): its data files, and pages of this repo
-        root = project.wiki / folder
-        for dirpath, _, files in os.walk(root):
+        for dirpath, _, files in walk_own(project, folder):
             for f in files:
                 rel = os.path.relpath(os.path.join(dirpath, f), project.wiki)
                 if not f.startswith(".") and (rel in outputs or made_for(project.wiki / rel, slug)):
@@ -63,18 +68,28 @@ def remove_codebase(project: Project, slug: str, writer: Writer) -> RemoveReport
             if writer.remove(rel):
                 report.removed.append(rel)
         for folder in folders:
-            for dirpath, _, _ in os.walk(project.wiki / folder, topdown=False):
-                with contextlib.suppress(OSError):
-                    os.rmdir(dirpath)  # only when empty: hand-written notes in them stay
+            if linked_out(project, folder) is None:  # a link made since: not walked
+                for dirpath, _, _ in os.walk(project.wiki / folder, topdown=False):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(dirpath)  # only when empty: hand-written notes in them stay
         strip = _region_re(slug)
-        for path in sorted((project.wiki / "concepts").glob("*.md")):
-            rel = project.wiki_rel(path)
 
-            def change(text: str) -> str | None:
-                new = strip.sub("\n", text)
-                return None if new == text else new.rstrip("\n") + "\n"
-            if writer.update_file(rel, change) != "unchanged":
-                report.regions.append(rel)
+        def change(text: str) -> str | None:
+            new = strip.sub("\n", text)
+            return None if new == text else new.rstrip("\n") + "\n"
+        concepts = project.wiki / "concepts"
+        for path in [] if linked_out(project, "concepts") else sorted(concepts.glob("*.md")):
+            rel = path.relative_to(project.wiki).as_posix()
+            if path.is_symlink():  # never written through: it may lead out of the wiki
+                continue
+            if not path.is_file():  # a FIFO waits for a writer forever
+                report.skipped.append((rel, "not a regular file"))
+                continue
+            try:
+                if writer.update_file(rel, change) != "unchanged":
+                    report.regions.append(rel)
+            except InputError as e:  # one page that cannot be rewritten never leaves the remove half done
+                report.skipped.append((rel, str(e)))
         _kernel_directory(project, writer)
         rebuild_index(project, writer)
     writer.log_changes("remove", slug)
