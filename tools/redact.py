@@ -75,9 +75,15 @@ def _looks_secret(name: str, value: str) -> bool:
             and not (value[:1] in "/~." and os.path.exists(os.path.expanduser(value))))
 
 
+def is_secret(name: str, value) -> bool:
+    """Whether the variable ``name`` holds a secret: named as one (``WANDB_API_KEY``, ``MY_SERVICE_TOKEN``), its
+    value like one."""
+    return bool(SECRET_NAME.search(name)) and isinstance(value, str) and _looks_secret(name, value)
+
+
 def secret_values(env: Mapping[str, str]) -> set[str]:
-    """The values of ``env``'s variables named as secrets (``WANDB_API_KEY``, ``MY_SERVICE_TOKEN``)."""
-    return {v for k, v in env.items() if SECRET_NAME.search(k) and isinstance(v, str) and _looks_secret(k, v)}
+    """The values of ``env``'s variables named as secrets."""
+    return {v for k, v in env.items() if is_secret(k, v)}
 
 
 def hold(env: Mapping[str, str]) -> None:

@@ -146,6 +146,11 @@ def xpk(args: list[str]) -> int:
         print("[XPK] Exiting XPK cleanly")
         return 1
     name = args[args.index("--workload") + 1]
+    env_file = next((a.split("=", 1)[1] for a in args if a.startswith("--env-file=")), "")
+    for line in Path(env_file).read_text().splitlines() if env_file else []:  # as xpk reads it: a bare name takes
+        if "=" not in line and line.strip() not in os.environ:            # its value from xpk's environment
+            print(f"AssertionError: Variable {line.strip()} is not set in the current environment")
+            return 1
     manifest = next((a.split("=", 1)[1] for a in args if a.startswith("--output-manifest-file=")), "")
     if "--dry-run" in args and manifest:
         Path(manifest).write_text(f"kind: JobSet\nmetadata: {{name: {name}}}\n")

@@ -26,6 +26,7 @@ from tools.runners import Arm  # noqa: E402
 from tools.runners.ray import PIN_FILE, RayRunner  # noqa: E402
 
 ADDRESS = "http://127.0.0.1:8265"
+SECRET = "hf_xyz987secretvalue1"
 RAY = str(Path(sys.executable).with_name("ray"))
 if not os.path.exists(RAY):
     RAY = shutil.which("ray") or "ray"
@@ -177,6 +178,15 @@ def main(result_path: str, work: str, tmp: str) -> None:
             time.sleep(0.2)
         out["hung"] = {**procs_json([hung])[0], "pids": pids, "alive_after": [p for p in pids if alive(p)],
                        "seconds": round(time.monotonic() - t2, 1)}
+
+        raw = work_dir / "raw" / "exp-secret"  # a secret reaches its arm through the job's runtime environment
+        see = ("import hashlib, os; print('SEEN', hashlib.sha256(os.environ.get('HF_TOKEN', '').encode()).hexdigest(),"
+               " sorted(k for k in os.environ if k[:5] == '_AR_S'))")
+        (kept,) = RayRunner(poll_s=0.3).run_round([Arm("run-1", [sys.executable, "-c", see], raw / "run-1.log",
+                                                       env={"HF_TOKEN": SECRET}, timeout=120)])
+        out["secret"] = {"rc": kept.rc, "seen": [ln for ln in kept.log.read_text().splitlines() if "SEEN" in ln],
+                         "files_holding_it": [str(f) for f in raw.rglob("*")
+                                              if f.is_file() and SECRET.encode() in f.read_bytes()]}
     finally:  # no graceful shutdown: whatever is left dies with the namespace when this process exits
         for p in reversed(cluster):
             with_suppressed(os.killpg, p.pid, signal.SIGKILL)

@@ -6,6 +6,7 @@ Ray binds some ports on all interfaces, so the cluster and the client (ray_drive
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -76,6 +77,15 @@ def test_a_hung_ray_job_is_stopped_and_its_processes_are_gone(ray_run):
     h = ray_run["hung"]
     assert h["hung_s"] == 3 and h["rc"] is None and "made no log progress for 3 s: cancelled" in h["tail"]
     assert len(h["pids"]) == 2 and h["alive_after"] == []
+
+
+@pytest.mark.slow
+def test_a_secret_reaches_the_arm_and_no_file_of_the_round(ray_run):
+    """The round's script held `export HF_TOKEN=...`: kept under raw/profiles, and Ray echoed it into the job log."""
+    s = ray_run["secret"]
+    digest = hashlib.sha256(b"hf_xyz987secretvalue1").hexdigest()
+    assert s["rc"] == 0 and s["seen"] == [f"SEEN {digest} []"], s
+    assert s["files_holding_it"] == []
 
 
 def test_ray_options_are_checked():

@@ -163,8 +163,13 @@ def test_bad_options_are_clear_errors(fake_state, tmp_path):
         tools.runners.get("template", {"header": "#SBATCH --partition=tpu"})
     with pytest.raises(ToolsError, match="`forward_env` must be a list of strings"):
         tools.runners.get("template", {"forward_env": "XLA_FLAGS"})
-    with pytest.raises(ToolsError, match="are seconds"):
+    with pytest.raises(ToolsError, match="`hang_s` is a number of seconds above 0, not '5m'"):
         tools.runners.get("template", {"hang_s": "5m"})
+    # a negative poll crashed the watch with a traceback after the job was submitted, and left the job running
+    for key, value in (("poll_s", -1), ("hang_s", -5), ("pending_s", 0), ("grace_s", -100000), ("poll_s", "nan")):
+        with pytest.raises(ToolsError, match=f"`{key}` is a number of seconds"):
+            tools.runners.get("template", {key: value})
+    assert tools.runners.get("template", {"grace_s": 0}).grace_s == 0
     with pytest.raises(ToolsError, match="`env` must be a mapping"):
         tools.runners.get("template", {"env": ["A=1"]})
 

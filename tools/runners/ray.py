@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..errors import ToolsError
 from . import Arm
-from .remote import JobState, RemoteRunner, SubmitError
+from .calls import SubmitError
+from .remote import JobState, RemoteRunner
 
 PIN_FILE = "ray-node.json"
 PHASE = {"PENDING": "pending", "RUNNING": "running", "SUCCEEDED": "succeeded", "FAILED": "failed",
@@ -109,12 +110,14 @@ class RayRunner(RemoteRunner):
         return pin, False
 
     # -- the job ---------------------------------------------------------------------------------------------
-    def submit(self, script: str, name: str, arms: list[Arm], folder: Path) -> str:
+    def submit(self, script: str, name: str, arms: list[Arm], folder: Path, env: dict[str, str]) -> str:
         client = self.client()
-        env = dict(self.runtime_env)
+        runtime = dict(self.runtime_env)
         if self.working_dir:
-            env["working_dir"] = str(self.working_dir)
-        kw = {"entrypoint": script, "submission_id": name, "runtime_env": env or None,
+            runtime["working_dir"] = str(self.working_dir)
+        if env:  # the job's secrets: Ray echoes the entrypoint into the job log, never the runtime environment
+            runtime["env_vars"] = {**(runtime.get("env_vars") or {}), **env}
+        kw = {"entrypoint": script, "submission_id": name, "runtime_env": runtime or None,
               "entrypoint_num_cpus": self.num_cpus, "entrypoint_num_gpus": self.num_gpus,
               "metadata": {"autoresearch_experiment": arms[0].log.parent.name,
                            "autoresearch_arms": ",".join(a.name for a in arms)}}

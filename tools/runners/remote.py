@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import secrets
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ from pathlib import Path
 from ..errors import ToolsError
 from .process import TAIL_LINES, Proc, Stop, stop_on_signals
 from . import Arm, roundscript
+from .calls import mapping, seconds, strings
+from .hidden_env import hide_secrets
 
 PHASES = ("pending", "running", "succeeded", "failed", "gone", "unknown")
 
@@ -50,49 +51,6 @@ class Outcome:
     stopped_by: str | None = None
 
 
-class SubmitError(ToolsError):
-    """The job could not be submitted; the message says why (the submit command's own error). ``maybe_queued``:
-    the submit command did not answer in time, so it may have queued the job all the same."""
-
-    def __init__(self, message: str, maybe_queued: bool = False):
-        super().__init__(message)
-        self.maybe_queued = maybe_queued
-
-
-TIMED_OUT = 124  # what ``call`` gives for a command that did not answer in time
-
-
-def call(cmd: list[str], timeout: float = 120.0, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run an external command (xpk, kubectl, gsutil, sbatch...), output captured; a missing one is a ToolsError."""
-    try:
-        # a job's log is other people's bytes: one that is not UTF-8 is shown replaced, never a lost round; a lone
-        # "\r" stays one (text mode made it a new line, on which an arm could start a stamp of its own)
-        p = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False,
-                           input=stdin.encode() if stdin is not None else None)
-        return subprocess.CompletedProcess(cmd, p.returncode, p.stdout.decode("utf-8", "replace"),
-                                           p.stderr.decode("utf-8", "replace"))
-    except FileNotFoundError:
-        raise ToolsError(f"{cmd[0]!r} not found: install it or give its path in the runner options") from None
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(cmd, TIMED_OUT, "", f"{cmd[0]} did not answer within {timeout:g} s")
-
-
-def strings(runner: str, key: str, value) -> list[str]:
-    """A list option as strings; a lone string is refused (it would be taken one character at a time)."""
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ToolsError(f"runner {runner}: `{key}` must be a list of strings, not {type(value).__name__} {value!r}")
-    return [str(x) for x in value]
-
-
-def mapping(runner: str, key: str, value) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ToolsError(f"runner {runner}: `{key}` must be a mapping (name: value), not {type(value).__name__} "
-                         f"{value!r}")
-    return value
-
-
 def last_lines(text: str, n: int = TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-n:])
 
@@ -113,12 +71,8 @@ class RemoteRunner:
                             for k in inspect.signature(c.__init__).parameters} - {"self", "common", "unknown"})
             raise ToolsError(f"runner {self.name}: unknown option(s) {', '.join(sorted(unknown))} "
                              f"(options: {', '.join(known)})")
-        try:
-            self.poll_s, self.hang_s, self.pending_s, self.grace_s = (float(poll_s), float(hang_s), float(pending_s),
-                                                                      float(grace_s))
-        except (TypeError, ValueError):
-            raise ToolsError(f"runner {self.name}: poll_s, hang_s, pending_s and grace_s are seconds (numbers), not "
-                             f"{[poll_s, hang_s, pending_s, grace_s]}") from None
+        self.poll_s, self.hang_s, self.pending_s, self.grace_s = seconds(
+            self.name, poll_s=poll_s, hang_s=hang_s, pending_s=pending_s, grace_s=grace_s)
         self.env = {str(k): str(v) for k, v in mapping(self.name, "env", env).items()}
         self.forward_env = strings(self.name, "forward_env", forward_env)
         self.max_poll_errors = int(max_poll_errors)
@@ -127,12 +81,13 @@ class RemoteRunner:
     def job_name(self, arms: list[Arm], token: str) -> str:
         return f"ar-{token}"
 
-    def submit(self, script: str, name: str, arms: list[Arm], folder: Path) -> str:
-        """Start the job; return its id. Raise ``SubmitError`` with the reason when it cannot."""
+    def submit(self, script: str, name: str, arms: list[Arm], folder: Path, env: dict[str, str]) -> str:
+        """Start the job, its environment holding ``env`` (``hidden_env``); return its id. Raise ``SubmitError``
+        with the reason when it cannot."""
         raise NotImplementedError
 
-    def dry_submit(self, script: str, name: str, arms: list[Arm], folder: Path) -> str:
-        """Write what would be submitted under ``folder``; return a sentence saying where."""
+    def dry_submit(self, script: str, name: str, arms: list[Arm], folder: Path, env: dict[str, str]) -> str:
+        """Write what would be submitted under ``folder`` (``env``'s values never); return a sentence saying where."""
         raise ToolsError(f"runner {self.name} has no dry run")
 
     def poll(self, job: str) -> JobState:
@@ -191,6 +146,7 @@ class RemoteRunner:
         name = self.job_name(arms, token)
         folder = arms[0].log.parent / "remote"
         plans, arts = self.plan(arms, name)
+        job_env = hide_secrets(plans)  # the job's environment carries them: never the script kept on disk
         script = roundscript.render(plans, token, self.header(name, folder, arms), self.upload)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.sh").write_text(script, encoding="utf-8")
@@ -200,9 +156,9 @@ class RemoteRunner:
             try:
                 if self.dry_run:
                     return self._finish(arms, arts, token, name, job, w, Outcome("dry_run", self.dry_submit(
-                        script, name, arms, folder)), folder)
+                        script, name, arms, folder, job_env)), folder)
                 try:
-                    job = self.submit(script, name, arms, folder)
+                    job = self.submit(script, name, arms, folder, job_env)
                 except ToolsError as e:  # SubmitError, or the submit command is missing
                     # a submit that timed out may have queued the job all the same: cancelled by its unique name
                     said = self._cancel_quietly(name) if getattr(e, "maybe_queued", False) else ""
@@ -216,6 +172,10 @@ class RemoteRunner:
                 said = self._cancel_quietly(job or name)
                 w.text = self._logs_quietly(job, w) if job else w.text
                 outcome = Outcome("stopped", f"stopped by {how}: {self.name} job {job or name} cancelled ({said})", how)
+            except BaseException:  # the runner itself failed: the job must not hold the machines until its deadline
+                if not self.dry_run:
+                    self._cancel_quietly(job or name)
+                raise
         return self._finish(arms, arts, token, name, job, w, outcome, folder)
 
     def _watch(self, job: str, arms: list[Arm], token: str, echo: bool, w: _Watch, folder: Path) -> Outcome:

@@ -36,6 +36,8 @@ class ArmPlan:
     env: dict[str, str]
     timeout: float
     uploads: list[tuple[str, str]] = field(default_factory=list)  # (folder on the worker, destination) after the arm
+    # a secret's name -> the job variable holding its value: the job's environment carries it, never the script
+    hidden: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,13 +132,14 @@ def render(plans: list[ArmPlan], token: str, header: list[str] | None = None, up
     out = ["#!/bin/sh", *(header or []),
            f"# autoresearch-wiki: {len(plans)} arm(s) run in order on one worker: {names}",
            f"_ar_tok={token}", _PRELUDE]
+    job_vars = sorted({v for p in plans for v in p.hidden.values()})
     for i, p in enumerate(plans):
-        out += _arm_lines(i, len(plans), p, upload)
+        out += _arm_lines(i, len(plans), p, upload, job_vars)
     out += [f"_ar_mark done {len(plans)}", "exit 0", ""]
     return "\n".join(out)
 
 
-def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
+def _arm_lines(i: int, n: int, p: ArmPlan, upload: str, job_vars: list[str] = ()) -> list[str]:
     if not p.command:
         raise ToolsError(f"arm {p.name}: empty command")
     # a function run as the background job: that job is the process `timeout` replaces (its group the arm's)
@@ -147,6 +150,12 @@ def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
         if not ENV_NAME.fullmatch(k):
             raise ToolsError(f"arm {p.name}: {k!r} is not a valid environment variable name")
         lines.append(f"  export {k}={shlex.quote(str(v))}")
+    for k, var in p.hidden.items():  # the arm's own secrets, from the job's environment (each arm is a subshell)
+        if not ENV_NAME.fullmatch(k):
+            raise ToolsError(f"arm {p.name}: {k!r} is not a valid environment variable name")
+        lines.append(f'  export {k}="${{{var}}}"')
+    if job_vars:  # no arm sees another's, nor the carriers
+        lines.append(f"  unset {' '.join(job_vars)}")
     seconds = max(1, math.ceil(p.timeout))
     lines += [f"  _ar_limit {seconds} {shlex.join(p.command)}", "}",
               f"_ar_mark begin {i}", f"_ar_pipe {i}", "_ar_t0=$(_ar_now)",

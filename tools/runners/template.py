@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..errors import ToolsError
 from . import Arm
-from .remote import TIMED_OUT, JobState, RemoteRunner, SubmitError, call, mapping, strings
+from .calls import TIMED_OUT, SubmitError, call, mapping, strings
+from .remote import JobState, RemoteRunner
 
 SLURM_STATES = {
     **dict.fromkeys(("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
@@ -78,14 +79,16 @@ class TemplateRunner(RemoteRunner):
         values = self._values(name, folder, arms)
         return [self._format(h, values, "header") for h in self.header_lines]
 
-    def submit(self, script: str, name: str, arms: list[Arm], folder: Path) -> str:
+    def submit(self, script: str, name: str, arms: list[Arm], folder: Path, env: dict[str, str]) -> str:
         values = self._values(name, folder, arms)
         path = Path(values["script"])
         path.write_text(script, encoding="utf-8")
         path.chmod(0o755)
         cmd = self._command("submit", values)
         on_stdin = "{script}" not in self.templates["submit"]
-        r = call(cmd, self.call_timeout_s, stdin=script if on_stdin else None)
+        # the job's secrets in the submit command's environment: sbatch exports it to the job (--export=ALL, its
+        # default), a command started in the background inherits it
+        r = call(cmd, self.call_timeout_s, stdin=script if on_stdin else None, env=env)
         if r.returncode != 0:
             raise SubmitError(f"`{shlex.join(cmd)}` exited {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}",
                               maybe_queued=r.returncode == TIMED_OUT)

@@ -17,8 +17,9 @@ import re
 from pathlib import Path
 
 from ..errors import ToolsError
-from . import Arm
-from .remote import TIMED_OUT, Artefact, JobState, RemoteRunner, SubmitError, call, last_lines, strings
+from . import Arm, hidden_env
+from .calls import TIMED_OUT, SubmitError, call, strings
+from .remote import Artefact, JobState, RemoteRunner, last_lines
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME = 39
@@ -136,6 +137,19 @@ class XpkRunner(RemoteRunner):
             return f"[tools runner] could not fetch {art.remote}: {last_lines(r.stderr or r.stdout, 3)}"
         return f"[tools runner] fetched {art.remote} to {art.local}"
 
+    def _env_file(self, name: str, folder: Path, env: dict[str, str], dry: bool = False) -> list[str]:
+        """``--env-file`` naming the job's secrets (``hidden_env``): xpk takes their values from its own environment
+        (our call's), so the manifest has them and no file of ours does."""
+        if not env:
+            return []
+        if any(a == flag or a.startswith(flag + "=") for a in self.xpk_args for flag in ("--env", "--env-file")):
+            raise ToolsError(f"runner xpk: the job's secrets ({', '.join(sorted(env))}) go in an --env-file of their "
+                             "names; xpk takes one --env or --env-file: drop it from xpk_args and set the variable "
+                             "with --env or forward_env")
+        path = folder / f"{name}.env"
+        path.write_text(hidden_env.env_file(env, values=dry), encoding="utf-8")
+        return [f"--env-file={path}"]
+
     def create_command(self, name: str, script: str) -> list[str]:
         packed = base64.b64encode(script.encode()).decode()
         path = f'"${{TMPDIR:-/tmp}}/{name}.sh"'
@@ -150,18 +164,18 @@ class XpkRunner(RemoteRunner):
             cmd += ["--docker-name", self.docker_name]
         return cmd + self.xpk_args
 
-    def dry_submit(self, script: str, name: str, arms: list[Arm], folder: Path) -> str:
+    def dry_submit(self, script: str, name: str, arms: list[Arm], folder: Path, env: dict[str, str]) -> str:
         manifest = folder / f"{name}.yaml"
-        cmd = self.create_command(name, script) + ["--dry-run", "--skip-validation",
-                                                   f"--output-manifest-file={manifest}"]
+        cmd = self.create_command(name, script) + self._env_file(name, folder, env, dry=True) + [
+            "--dry-run", "--skip-validation", f"--output-manifest-file={manifest}"]
         r = call(cmd, self.create_timeout_s)
         (folder / f"{name}.dry-run.txt").write_text(r.stdout + r.stderr, encoding="utf-8")
         if r.returncode != 0 or not manifest.is_file():
             raise SubmitError(f"xpk --dry-run exited {r.returncode}: {last_lines(r.stdout + r.stderr, 15)}")
         return f"dry run: xpk wrote the manifest to {manifest}; nothing was submitted"
 
-    def submit(self, script: str, name: str, arms: list[Arm], folder: Path) -> str:
-        r = call(self.create_command(name, script), self.create_timeout_s)
+    def submit(self, script: str, name: str, arms: list[Arm], folder: Path, env: dict[str, str]) -> str:
+        r = call(self.create_command(name, script) + self._env_file(name, folder, env), self.create_timeout_s, env=env)
         (folder / f"{name}.create.txt").write_text(r.stdout + r.stderr, encoding="utf-8")
         if r.returncode != 0:
             raise SubmitError(f"`xpk workload create` exited {r.returncode}: {last_lines(r.stdout + r.stderr, 15)}",
