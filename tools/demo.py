@@ -7,6 +7,7 @@ reference model (the `sweep` proposer, a budget of a few minutes on a laptop CPU
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -126,10 +127,13 @@ def run_demo(root: Path, source: Path | None = None, loop_runs: int = DEMO_RUNS,
     src = source or installed_jax()
     dest = project.raw_code / "jax" / src.name
     copied = not dest.exists()
-    if copied:
-        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
+    if copied:  # copied beside it, then renamed: a copy a Ctrl-C cut short was taken for the whole package
+        partial = dest.with_name(f".{dest.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(src, partial, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
         if source is None:  # the installed release: its pages link to the same files on GitHub at its tag
             write_provenance(dest.parent, "jax")
+        os.rename(partial, dest)
     writer = Writer(project.wiki)
     report = ingest_repo(project, "raw/code/jax", writer)
     rebuild_index(project, writer)

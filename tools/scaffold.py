@@ -354,7 +354,10 @@ def init(root: Path, site_name: str | None = None, subject: str | None = None,
     root = Path(root).resolve()
     if root.exists() and not root.is_dir():
         raise InputError(root, "exists and is not a folder")
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file where a parent folder goes, no permission
+        raise InputError(root, f"cannot be made ({e.strerror})") from None
     name = site_name or root.name
     result = InitResult(root)
     files = layout(name, root)

@@ -250,3 +250,12 @@ def test_a_repository_s_own_gitignore_gets_the_rules_it_lacks_and_git_then_ignor
     assert "raw/profiles/run1" not in staged and ".write.lock" not in staged and "wiki/index.md" in staged, staged
     again = scaffold.init(root)
     assert ".gitignore" in again.kept and (root / ".gitignore").read_text() == text  # merged once
+
+
+def test_a_folder_under_a_file_is_a_clear_error(tmp_path, invoke):
+    """`tools init /tmp/afile/sub` (and `tools demo` there) ended in a NotADirectoryError traceback."""
+    (tmp_path / "afile").write_text("x\n")
+    r = invoke("init", str(tmp_path / "afile" / "sub"))
+    assert r.exit_code != 0
+    assert "afile/sub" in r.output and "cannot be made (Not a directory)" in r.output, r.output
+    assert not isinstance(r.exception, NotADirectoryError)
