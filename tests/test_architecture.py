@@ -15,7 +15,7 @@ DOC = TOOLS.parent / "docs" / "architecture.md"
 FLOORS = [
     ["errors", "safeio", "redact", "mdtext", "mdraw", "mdrisk", "downlevel", "pysource", "regions", "pages", "project",
      "gitinfo", "gitindex", "gitrun", "writer", "mdscan", "wikiscan", "mdsections", "wikiindex", "concepts",
-     "treewalk", "plugins", "htmlpage", "jsonvalues"],
+     "treewalk", "plugins", "htmlpage", "jsonvalues", "fulltext"],
     ["kernels", "llm", "search", "runners"],
     ["sources", "query", "lint", "profiling"],
     ["ingest"],

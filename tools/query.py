@@ -1,7 +1,7 @@
 """`tools query QUESTION`: the passages of the wiki that answer a question best, each with its citation.
 
 Offline: the question's words go through the search index (tools.search) for candidate pages, then each page's
-paragraphs are scored by the distinct question words they, their heading and their page's title hold (stemmed
+paragraphs (and a source page's document's, ``fulltext``) are scored by the distinct question words they, their heading and their page's title hold (stemmed
 prefix match, code names whole, rarer words weigh more) and
 the best passages are returned with the page, the heading above them and the page's rank.
 """
@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from . import mdscan, search, wikiscan
+from . import fulltext, mdscan, search, wikiscan
 from .project import Project
 
 STOP = search.STOP
@@ -25,10 +25,13 @@ class Passage:
     heading: str
     text: str
     score: float
+    source: str = ""  # a passage of a source's document (``fulltext``): its raw/ path, ``heading`` the place in it
 
     def as_dict(self) -> dict:
+        cite = f"{self.source} {self.heading}" if self.source else \
+            f"wiki/{self.path}" + (f" § {self.heading}" if self.heading else "")
         return {"path": self.path, "title": self.title, "heading": self.heading, "text": self.text,
-                "score": self.score, "cite": f"wiki/{self.path}" + (f" § {self.heading}" if self.heading else "")}
+                "score": self.score, "cite": cite}
 
 
 def _terms(question: str) -> list[str]:
@@ -99,7 +102,10 @@ def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> l
         p = wikiscan.read_page(project.wiki / h.path, h.path, links=False, within=project.wiki)
         if p.text is None:
             continue
-        for heading, text in _paragraphs(p.body or ""):
+        kept = fulltext.read(project, h.path) if h.type == "source" else {}
+        doc = [(where, para, kept.get("source", "")) for where, section in kept.get("sections", [])
+               for _, para in _paragraphs(section)]
+        for heading, text, source in [(hd, t, "") for hd, t in _paragraphs(p.body or "")] + doc:
             # the page's title and the heading above count as the passage's words ("callers of tgmm": the
             # tgmm page's "Callers" section)
             low = f"{h.title}\n{heading}\n{text}".lower()
@@ -109,7 +115,7 @@ def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> l
                 continue  # words in the page's title alone: every paragraph of the page would score the same
             score = sum(1.0 + math.log(1 + len(terms) / (1 + i)) for i, _ in enumerate(found)) * len(found) / len(terms)
             score *= 1.0 + (n_hits - rank) / n_hits  # the page's own rank counts too
-            out.append(Passage(h.path, h.title, heading, " ".join(text.split())[:700], round(score, 3)))
+            out.append(Passage(h.path, h.title, heading, " ".join(text.split())[:700], round(score, 3), source))
     out.sort(key=lambda x: (-x.score, x.path))
     seen, best = set(), []
     for x in out:

@@ -1,14 +1,12 @@
-"""Full-text search over every wiki page: SQLite FTS5 (standard library), BM25 with page-type weights.
-
-The index lives in ``.tools-cache/search.sqlite`` and is brought up to date on each search: pages whose size or mtime
-changed are re-read, vanished pages dropped (4,000 pages: a first build of a few seconds, then a stat per page).
-Title, frontmatter, prose and paths are separate columns weighted 10 : 4 : 1 : 0.1: file paths and link targets
-(the generated "where it appears" lists of a codebase page) are indexed apart, so a ``pipelines/`` folder does not
-rank a page for "pipeline parallelism". The page type scales the score, so a concept or source page is not buried
-under a long generated codebase page that mentions a word once. Words are not stemmed in the index (``Optional``
-and ``options`` stay apart); a query word also matches its plural and its ``-ing``/``-ed`` forms (``shard`` finds
-``sharding``). Any word may match; pages holding more of the words, and rarer ones, rank first (BM25).
-"""
+"""Full-text search over every wiki page (a source page with its document's whole text, ``fulltext``): SQLite FTS5
+(standard library), BM25 with page-type weights. The index, ``.tools-cache/search.sqlite``, is brought up to date on
+each search: pages whose size or mtime changed re-read, vanished ones dropped (4,000 pages: a first build of a few
+seconds, then a stat per page). Title, frontmatter, prose and paths are columns weighted 10 : 4 : 1 : 0.1: paths and
+link targets (a codebase page's "where it appears" lists) are apart, so a ``pipelines/`` folder does not rank a page
+for "pipeline parallelism". The page type scales the score: a concept or source page is not buried under a long
+codebase page that mentions a word once. The index is not stemmed (``Optional`` and ``options`` stay apart); a query
+word also matches its plural, ``-ing``/``-ed`` forms (``shard`` finds ``sharding``). Pages holding more of the words,
+and rarer ones, rank first (BM25)."""
 
 from __future__ import annotations
 
@@ -23,11 +21,11 @@ from pathlib import Path
 
 import yaml
 
-from . import wikiscan
+from . import fulltext, wikiscan
 from .errors import InputError
 from .project import Project
 
-SCHEMA = 7  # 7: indexes built by parallel searches could hold a page twice
+SCHEMA = 8  # 7: indexes built by parallel searches could hold a page twice; 8: sources' whole text
 TYPE_WEIGHT = {"concept": 1.6, "source": 1.5, "analysis": 1.3, "kernel": 1.2, "hypothesis": 1.1, "model": 1.1,
                "experiment": 1.0, "observation": 1.0, "codebase": 0.9, "loop": 1.0, "index": 0.3, "log": 0.2}
 STOP = frozenset("a an and are as at be by can do does for from how i in is it of on or that the this to what when "
@@ -123,6 +121,8 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
                 continue
             seen.add(rel)
             sig = (st.st_mtime_ns, st.st_size)
+            if rel.startswith("sources/"):  # a source page is indexed with its document's text: either may change
+                sig = fulltext.signature(project, rel, sig)
             if known.get(rel) == sig:
                 counts["unchanged"] += 1
                 continue
@@ -136,10 +136,11 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
             ptype = meta.get("type") if isinstance(meta.get("type"), str) else None
             db.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?)",
                        (rel, sig[0], sig[1], ptype, p.title, _weight(p)))
-            prose, paths = split_paths(p.body or "")
+            body = fulltext.with_text(project, rel, p.body or "") if ptype == "source" else p.body or ""
+            prose, paths = split_paths(body)
             meta_words, meta_paths = split_paths(_meta_text(meta))  # path:, vendored_from: are places too
             db.execute("INSERT INTO docs (rel, title, meta, body, paths, text) VALUES (?, ?, ?, ?, ?, ?)",
-                       (rel, p.title, meta_words, prose, f"{meta_paths} {paths}", p.body or ""))
+                       (rel, p.title, meta_words, prose, f"{meta_paths} {paths}", body))
         for rel in set(known) - seen:
             db.execute("DELETE FROM docs WHERE rel = ?", (rel,))
             db.execute("DELETE FROM pages WHERE rel = ?", (rel,))

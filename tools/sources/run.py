@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import mdtext, pages, safeio
+from .. import fulltext, mdtext, pages, safeio
 from ..concepts import CONCEPTS, concept_page, concepts_index_page
 from ..errors import InputError
 from ..pages import Page, region
@@ -207,10 +207,17 @@ def _adopt(project: Project, docs: dict, rel: str, f: Path, data: bytes, path: s
     if on_disk.get(rel, ("", ""))[:2] != (path, sha) or not (project.wiki / path).is_file():
         return False
     try:
-        docs[rel] = _entry(rel, sha, path, on_disk[rel][2], extract(f, within=project.raw_sources, data=data))
+        doc = extract(f, within=project.raw_sources, data=data)
     except (Unreadable, OSError):
         return False
+    docs[rel] = _entry(rel, sha, path, on_disk[rel][2], doc)
+    _keep_text(project, path, sha, rel, doc)
     return True
+
+
+def _keep_text(project: Project, page: str, sha: str, rel: str, doc) -> None:
+    """The document's whole text for search and query (``fulltext``)."""
+    fulltext.write(project, page, sha, f"raw/sources/{rel}", [(s.where, s.text) for s in doc.sections])
 
 
 def _entry(rel: str, sha: str, page: str, summarized: bool, doc) -> dict:
@@ -315,7 +322,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
             summary = old.get("summary") if old.get("sha") == sha else summaries.get(sha)
             summary = None if summary == KEPT else summary  # rewritten: the page's summary cannot be carried over
             if old.get("sha") == sha and old.get("page") == path and (project.wiki / path).exists() \
-                    and (provider is None or old.get("summary")):
+                    and (provider is None or old.get("summary")) and fulltext.kept_for(project, path, sha):
                 report.unchanged.append(rel)
                 continue
             try:
@@ -329,6 +336,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
                 skipped[rel] = str(e)
                 continue
             skipped.pop(rel, None)
+            _keep_text(project, path, sha, rel, doc)
             found = claims_mod.claims(doc)
             if provider is not None and summary is None:
                 from ..llm import LLMError
@@ -368,6 +376,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
     copies = {r: t for r, t in copies.items() if t in docs}
     writer.write_page(catalog(docs, skipped, copies))
     sweep_temps(project.cache)  # a killed earlier run's half-written cache
+    fulltext.sweep(project, {d["page"] for d in docs.values()})
     atomic_write(cache_path, json.dumps({"version": CACHE_VERSION, "docs": docs, "skipped": skipped,
                                          "copies": copies}))
     return report

@@ -1,0 +1,75 @@
+"""A source document's whole text, as its ingest extracted it, kept beside the search index: a source page holds the
+document's title, outline, opening and measured claims, not its text, so a question answered in a paragraph of a
+guide found nothing. The sources ingest writes ``.tools-cache/sources-text/<page>.json`` (one per source page, each
+section with where it is: ``p. 3``, ``§ Memory``); search indexes it with the page, and ``tools query`` cites its
+paragraphs by the raw file and place. Derived from raw/ alone: a fresh clone's next ingest makes it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from . import safeio
+from .project import Project
+from .writer import atomic_write
+
+FOLDER = "sources-text"
+LIMIT = 64 * 1024 * 1024  # more text than this was not made by our ingest: not read
+
+
+def path_of(project: Project, page_rel: str) -> Path:
+    """Where the text of the source page ``sources/<name>.md`` is kept."""
+    return project.cache / FOLDER / f"{Path(page_rel).stem}.json"
+
+
+def write(project: Project, page_rel: str, sha: str, source: str, sections: list[tuple[str, str]]) -> None:
+    """Keep ``sections`` ((where, text) each) of the document ``source`` (its raw/ path) whose bytes hash to
+    ``sha``, for the page ``page_rel``."""
+    folder = project.safe_cache() / FOLDER
+    folder.mkdir(exist_ok=True)
+    atomic_write(path_of(project, page_rel), json.dumps({"sha": sha, "source": source,
+                                                         "sections": [[w, t] for w, t in sections]}))
+
+
+def read(project: Project, page_rel: str) -> dict:
+    """{"sha", "source", "sections": [[where, text], ...]} of a source page, or {} when none is kept (or it is not
+    one this module wrote)."""
+    try:
+        data = json.loads(safeio.read_text(path_of(project, page_rel), LIMIT, within=project.cache))
+    except (OSError, ValueError):
+        return {}
+    ok = isinstance(data, dict) and isinstance(data.get("sections"), list) and all(
+        isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s) for s in data["sections"])
+    return data if ok else {}
+
+
+def kept_for(project: Project, page_rel: str, sha: str) -> bool:
+    """Whether the text kept for the page is of the bytes ``sha``."""
+    return read(project, page_rel).get("sha") == sha
+
+
+def signature(project: Project, page_rel: str, page_sig: tuple[int, int]) -> tuple[int, int]:
+    """The (mtime in ns, size) signature of a source page, ``page_sig``, and its kept text together: a search
+    re-indexes the page when its text changes, as when the page does."""
+    try:
+        st = os.stat(path_of(project, page_rel))
+    except OSError:
+        return page_sig
+    return max(page_sig[0], st.st_mtime_ns), page_sig[1] + st.st_size
+
+
+def with_text(project: Project, page_rel: str, body: str) -> str:
+    """A source page's body followed by its document's whole text, as search indexes it."""
+    whole = "\n\n".join(t for _, t in read(project, page_rel).get("sections", []))
+    return body + ("\n\n" + whole if whole else "")
+
+
+def sweep(project: Project, pages: set[str]) -> None:
+    """Remove the kept texts of pages not in ``pages`` (their documents left, or became a copy of another)."""
+    folder = project.cache / FOLDER
+    keep = {f"{Path(p).stem}.json" for p in pages}
+    for f in folder.glob("*.json") if folder.is_dir() and not folder.is_symlink() else []:
+        if f.name not in keep:
+            f.unlink(missing_ok=True)
