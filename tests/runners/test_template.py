@@ -161,6 +161,8 @@ def test_bad_options_are_clear_errors(fake_state, tmp_path):
     # a string where a list goes was taken one character at a time ("#", "S", "B", ... ran as commands)
     with pytest.raises(ToolsError, match="`header` must be a list of strings"):
         tools.runners.get("template", {"header": "#SBATCH --partition=tpu"})
+    with pytest.raises(ToolsError, match="`header` is empty .a value starting with `#` is a YAML comment"):
+        tools.runners.get("template", {"header": None})  # --runner-option 'header=#SBATCH -p x', as YAML reads it
     with pytest.raises(ToolsError, match="`forward_env` must be a list of strings"):
         tools.runners.get("template", {"forward_env": "XLA_FLAGS"})
     with pytest.raises(ToolsError, match="`hang_s` is a number of seconds above 0, not '5m'"):

@@ -42,6 +42,9 @@ def call(cmd: list[str], timeout: float = 120.0, stdin: str | None = None,
 
 def strings(runner: str, key: str, value) -> list[str]:
     """A list option as strings; a lone string is refused (it would be taken one character at a time)."""
+    if value is None:  # `--runner-option 'header=#SBATCH -p x'`: YAML reads all after `#` as a comment
+        raise ToolsError(f"runner {runner}: `{key}` is empty (a value starting with `#` is a YAML comment: give a "
+                         f"quoted list, {key}=['#SBATCH -p x'])")
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise ToolsError(f"runner {runner}: `{key}` must be a list of strings, not {type(value).__name__} {value!r}")
     return [str(x) for x in value]
