@@ -1,9 +1,9 @@
 """`tools query QUESTION`: the passages of the wiki that answer a question best, each with its citation.
 
 Offline: the question's words go through the search index (tools.search) for candidate pages, then each page's
-paragraphs (and a source page's document's, ``fulltext``) are scored by the distinct question words they, their heading and their page's title hold (stemmed
-prefix match, code names whole, rarer words weigh more) and
-the best passages are returned with the page, the heading above them and the page's rank.
+paragraphs (and a source page's document's, ``fulltext``) are scored by the distinct question words they, their
+heading and their page's title hold (stemmed prefix match, code names whole, rarer words weigh more) and the best
+passages are returned with the page, the heading above them and the page's rank.
 """
 
 from __future__ import annotations

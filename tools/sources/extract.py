@@ -250,7 +250,7 @@ def _short_title(r) -> str:
                 htmls.add_match(candidates, text, orig)
     if not candidates:
         return (htmls.shorten_title(doc) or "").strip()  # no heading in it: readability's own rules, none by chance
-    # of the longest, the one the <title> names first: "What is rustdoc? - The rustdoc book" puts the page before the site
+    # of the longest, the one the <title> names first ("What is rustdoc? - The rustdoc book": the page, then the site)
     title = max(candidates, key=lambda c: (len(c), -orig.find(c)))
     cjk = re.search("[\u4e00-\u9fff]", title)
     return (title if (4 <= len(title) < 100 if cjk else 15 < len(title) < 150) else orig).strip()
