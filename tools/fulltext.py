@@ -60,10 +60,9 @@ def signature(project: Project, page_rel: str, page_sig: tuple[int, int]) -> tup
     return max(page_sig[0], st.st_mtime_ns), page_sig[1] + st.st_size
 
 
-def with_text(project: Project, page_rel: str, body: str) -> str:
-    """A source page's body followed by its document's whole text, as search indexes it."""
-    whole = "\n\n".join(t for _, t in read(project, page_rel).get("sections", []))
-    return body + ("\n\n" + whole if whole else "")
+def whole(project: Project, page_rel: str) -> str:
+    """A source page's document's whole text, as search indexes it ('' when none is kept)."""
+    return "\n\n".join(t for _, t in read(project, page_rel).get("sections", []))
 
 
 def sweep(project: Project, pages: set[str]) -> None:

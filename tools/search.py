@@ -25,12 +25,13 @@ from . import fulltext, wikiscan
 from .errors import InputError
 from .project import Project
 
-SCHEMA = 8  # 7: indexes built by parallel searches could hold a page twice; 8: sources' whole text
+SCHEMA = 9  # 7: indexes built by parallel searches could hold a page twice; 9: sources' whole text
 TYPE_WEIGHT = {"concept": 1.6, "source": 1.5, "analysis": 1.3, "kernel": 1.2, "hypothesis": 1.1, "model": 1.1,
                "experiment": 1.0, "observation": 1.0, "codebase": 0.9, "loop": 1.0, "index": 0.3, "log": 0.2}
 STOP = frozenset("a an and are as at be by can do does for from how i in is it of on or that the this to what when "
                  "where which who why with did will would should could my our your their its".split())
 MODULE_WEIGHT = 0.6  # codebase module pages: long symbol tables
+DOC_WEIGHT = 0.1  # a source's whole text (bench/search_quality.py: at the prose's weight, it crowded out the rest)
 
 
 @dataclass
@@ -77,7 +78,7 @@ def _open(path: Path) -> sqlite3.Connection:
                 db.execute("DROP TABLE IF EXISTS docs")
                 db.execute("CREATE TABLE pages (rel TEXT PRIMARY KEY, mtime INTEGER, size INTEGER, type TEXT, "
                            "title TEXT, weight REAL)")
-                db.execute("CREATE VIRTUAL TABLE docs USING fts5(rel UNINDEXED, title, meta, body, paths, "
+                db.execute("CREATE VIRTUAL TABLE docs USING fts5(rel UNINDEXED, title, meta, body, paths, doc, "
                            "text UNINDEXED, tokenize='unicode61')")
                 db.execute(f"PRAGMA user_version = {SCHEMA}")
     return db
@@ -136,11 +137,11 @@ def refresh(project: Project, db: sqlite3.Connection | None = None) -> dict:
             ptype = meta.get("type") if isinstance(meta.get("type"), str) else None
             db.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?)",
                        (rel, sig[0], sig[1], ptype, p.title, _weight(p)))
-            body = fulltext.with_text(project, rel, p.body or "") if ptype == "source" else p.body or ""
-            prose, paths = split_paths(body)
+            doc = fulltext.whole(project, rel) if ptype == "source" else ""  # low weight: long, about much
+            prose, paths = split_paths(p.body or "")
             meta_words, meta_paths = split_paths(_meta_text(meta))  # path:, vendored_from: are places too
-            db.execute("INSERT INTO docs (rel, title, meta, body, paths, text) VALUES (?, ?, ?, ?, ?, ?)",
-                       (rel, p.title, meta_words, prose, f"{meta_paths} {paths}", body))
+            db.execute("INSERT INTO docs (rel, title, meta, body, paths, doc, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (rel, p.title, meta_words, prose, f"{meta_paths} {paths}", doc, f"{p.body or ''}\n\n{doc}"))
         for rel in set(known) - seen:
             db.execute("DELETE FROM docs WHERE rel = ?", (rel,))
             db.execute("DELETE FROM pages WHERE rel = ?", (rel,))
@@ -363,10 +364,10 @@ def search(project: Project, query: str, type: str | None = None, limit: int = 1
         args: list = [q] + ([type] if type else [])
         (total,) = db.execute(f"SELECT count(*) FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where}",
                               args).fetchone()
-        rows = db.execute(
-            "SELECT docs.rel, p.title, p.type, -bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, 0.0) * p.weight AS score "
-            f"FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where} "
-            "ORDER BY score DESC, docs.rel LIMIT ?", args + [max(limit, CANDIDATES)]).fetchall()
+        score = f"-bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, {DOC_WEIGHT}, 0.0) * p.weight"
+        rows = db.execute(f"SELECT docs.rel, p.title, p.type, {score} AS score FROM docs JOIN pages p "
+                          f"ON p.rel = docs.rel WHERE {where} ORDER BY score DESC, docs.rel LIMIT ?",
+                          args + [max(limit, CANDIDATES)]).fetchall()
         ranked = rerank(db, query_groups(query), rows, identifiers(query), query)[:limit] if rows else []
         texts = dict(db.execute(f"SELECT rel, text FROM docs WHERE rel IN ({','.join('?' * len(ranked))})",
                                 [r[0] for r in ranked]).fetchall()) if ranked else {}
