@@ -271,7 +271,7 @@ def _coverage(db: sqlite3.Connection, groups: list[list[str]], weights: list[flo
     return {rel: h / total for rel, h in held.items()}
 
 
-_TOKEN = re.compile(r"[\w.]+")
+_TOKEN = re.compile(r"[\w.]+")  # a code name's parts with their joins
 
 
 def identifiers(query: str) -> list[str]:
@@ -362,12 +362,11 @@ def search(project: Project, query: str, type: str | None = None, limit: int = 1
     try:
         where = "docs MATCH ?" + (" AND p.type = ?" if type else "")
         args: list = [q] + ([type] if type else [])
-        (total,) = db.execute(f"SELECT count(*) FROM docs JOIN pages p ON p.rel = docs.rel WHERE {where}",
-                              args).fetchone()
+        join = "FROM docs JOIN pages p ON p.rel = docs.rel"
+        (total,) = db.execute(f"SELECT count(*) {join} WHERE {where}", args).fetchone()
         score = f"-bm25(docs, 0.0, 10.0, 4.0, 1.0, 0.1, {DOC_WEIGHT}, 0.0) * p.weight"
-        rows = db.execute(f"SELECT docs.rel, p.title, p.type, {score} AS score FROM docs JOIN pages p "
-                          f"ON p.rel = docs.rel WHERE {where} ORDER BY score DESC, docs.rel LIMIT ?",
-                          args + [max(limit, CANDIDATES)]).fetchall()
+        rows = db.execute(f"SELECT docs.rel, p.title, p.type, {score} AS score {join} WHERE {where} "
+                          "ORDER BY score DESC, docs.rel LIMIT ?", [*args, max(limit, CANDIDATES)]).fetchall()
         ranked = rerank(db, query_groups(query), rows, identifiers(query), query)[:limit] if rows else []
         texts = dict(db.execute(f"SELECT rel, text FROM docs WHERE rel IN ({','.join('?' * len(ranked))})",
                                 [r[0] for r in ranked]).fetchall()) if ranked else {}
