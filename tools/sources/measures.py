@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 
-_NUM = r"(?<![\w.])[~≈>+±-]?\s?\d+(?:[.,]\d+)*(?:\.\d+)?(?:[kKMB](?![a-zA-Z]))?"
+# "12 345" (a space, no-break or narrow no-break space between thousands) is one number; "3.4 ± 0.2" one figure
+_INT = r"(?:\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d.,])|\d+(?:[.,]\d+)*)"
+_NUM = rf"(?<![\w.])[~≈>+±-]?\s?{_INT}(?:\.\d+)?(?:\s?±\s?\d+(?:\.\d+)?)?(?:[kKMB](?![a-zA-Z]))?"
 _RANGE = rf"{_NUM}(?:\s?(?:[-–—]|to)\s?{_NUM})?"
 
 
@@ -25,8 +27,8 @@ _RANGE_X, _RANGE_PCT, _RANGE_TIME, _RANGE_MEM = _range(_X), _range("%"), _range(
 _CHANGE = (r"(?:faster|slower|speed-?ups?|quicker|less|more|lower|higher|fewer|smaller|larger|longer|shorter|"
            r"reduction|improvement|increase|decrease|savings?|saved|gains?|boost|better|cheaper|"
            r"throughput|memory|latency|compression|efficien\w*)")
-_VERB = (r"(?:reduc\w*|increas\w*|improv\w*|cut\w*|sav\w*|speed\w*|boost\w*|lower\w*|rais\w*|accelerat\w*|"
-         r"decreas\w*|drop\w*|fell|falls?|gain\w*|shrink\w*|shr[au]nk|grow\w*|grew|slow\w*|rose|rises?|went|"
+_VERB = (r"\b(?:reduc\w*|increas\w*|improv\w*|cut\w*|sav\w*|speed\w*|boost\w*|lower\w*|rais\w*|accelerat(?!ors?\b)\w*|"
+         r"decreas\w*|drop(?!out)\w*|fell|falls?|gain\w*|shrink\w*|shr[au]nk|grow\w*|grew|slow\w*|rose|rises?|went|"
          r"jump\w*|climb\w*|doubl\w*|halv\w*|trim\w*|shav\w*|outperform\w*|beats?|achiev\w*|reach\w*|deliver\w*|"
          r"cost\w*)")
 
@@ -37,7 +39,7 @@ UNITS = (
     ("mfu", rf"(?:MFU|HFU|utili[sz]ation)[^.\n]{{0,40}}?{_RANGE_PCT}\s*%|{_RANGE_PCT}\s*%\s*(?:MFU|HFU|model FLOPs? utili[sz]ation"
             rf"|(?:of|the)\s+(?:the\s+)?(?:peak|theoretical|roofline|cuBLAS|cuDNN|\w+ bandwidth|bandwidth|"
             rf"hardware|SOL|speed[- ]of[- ]light))|achiev\w*\s+[~≈]?{_NUM}\s*%"),
-    ("speedup", rf"{_RANGE_X}\s*{_X}\s*(?:{_CHANGE}|on\s|in\s|over\s|vs\.?\s|compute|speed)|"
+    ("speedup", rf"{_RANGE_X}\s*{_X}\s*(?:{_CHANGE}|on\s|over\s|vs\.?\s|compute|speed)|"
                 rf"speed-?ups? of (?:up to |about |around |~)?{_RANGE_X}\s*{_X}|"
                 rf"(?:speed-?up|faster|slower|throughput|performance)[^.\n]{{0,25}}?\b{_RANGE_X}\s*{_X}"),
     ("percent", rf"{_RANGE_PCT}\s*%\s*(?:{_CHANGE})|{_VERB}[^.\n|]{{0,60}}?\b(?:by|of|to)\s+(?:up to |about |around |"
@@ -49,8 +51,9 @@ UNITS = (
                 rf"(?:{_TIME}|{_MEM}|%)"),
     ("memory", rf"{_RANGE_MEM}\s*{_MEM}\s+(?:of\s+)?(?:less|more|lower|fewer|saved|savings?|reduction|smaller|"
                rf"(?:peak\s+)?(?:memory|VRAM|HBM|activation)\s+(?:usage|use|footprint|savings?|reduction|used))|"
-               rf"(?:sav\w*|reduc\w*|free\w*|us(?:es|ed|ing)|consum\w*|peak\w*(?: memory)?|OOM by|footprint\s+(?:of|is))"
-               rf"\s+(?:up to |about |around |~|only |just )?{_RANGE_MEM}\s*{_MEM}|"
+               rf"(?:sav\w*|reduc\w*|free\w*|us(?:es|ed|ing)|utili[sz]\w*|consum\w*|peak\w*(?: memory)?|OOM by|"
+               rf"footprint\s+(?:of|is))"
+               rf"\s+(?:up to |about |around |approximately |roughly |~|only |just )?{_RANGE_MEM}\s*{_MEM}|"
                rf"(?:fits? (?:on|in|into)|with (?:just|only)|in (?:just|only)|on (?:just|only))\s+(?:a |an |one )?"
                rf"{_RANGE_MEM}\s*{_MEM}|"
                rf"{_VERB}[^.\n|]{{0,40}}?\bby\s+(?:up to |about |around |~|only |just |over |nearly )?{_RANGE_MEM}\s*{_MEM}"),
@@ -92,12 +95,13 @@ _RULE = re.compile(r"(?:^|[\s(:])[<>≤≥]\s?~?\d+(?:\.\d+)?\s?%(?!\s*(?:more|l
                    r"lower|overhead|of (?:the )?(?:time|step)))|(?:^|[\s(:])(?:[<>≤≥]=?|at least|at most|below|above|under|over|less than|more than|"
                    r"greater than)\s?~?\d[^.\n|]{0,40}?(?:→|->|:|then|means|indicat|suggest|consider|use |try |"
                    r"is (?:good|bad|poor|fine|ok|excellent|acceptable|low|high))|\b(?:if|when|unless)\b[^.\n|]{0,50}?"
-                   r"[<>≤≥]\s?\d|\b(?:aim(?:ing)? for|target(?:ing|s)?|goal|expect(?:ed)?|should (?:reach|get|see|"
-                   r"achieve|be)|must|required?|rule of thumb|threshold|budget)\b", re.I)
+                   r"[<>≤≥]\s?\d|\b(?:aim(?:ing|s|ed)?\b|target(?:ing|s)?|goal|(?<!as )expect(?:ed)?|"
+                   r"wants? to|would like|striv\w*|should (?:reach|get|see|achieve|be)|must|required?|rule of thumb|"
+                   r"threshold|budget)\b", re.I)
 _HYPOTHETICAL = re.compile(r"\b(?:not (?:practical|possible|feasible|realistic|achievable)|impossible|"
-                           r"would|could|might|may be|suppose|assum\w+|imagine|hypothetical\w*|e\.g\.|"
-                           r"for example|for instance|means that|means\b|say we|let's say|projected|projection|"
-                           r"estimated?|in theory|ideally)\b", re.I)
+                           r"would|could|might|may be|suppose|assum\w+|imagine|hypothetical\w*|"
+                           r"means that|means\b|say we|let's say|projected|projection|"
+                           r"estimated?|in theory|ideally)\b|^\W*if\b", re.I)  # "If EP = 64, ..."
 
 
 def figures(text: str) -> list[tuple[str, str]]:
