@@ -36,3 +36,10 @@ def test_figures_with_an_error_or_spaced_thousands_stay_whole_and_examples_are_c
     assert any("65%" in n for n in numbers), found
     assert any("20GiB" in n for n in numbers), found
     assert any("45%" in n for n in numbers), found
+
+
+def test_a_table_row_s_years_versions_sections_and_counts_are_no_figures():
+    text = ("# Results\n\n| Kernel | MFU | JAX version | Date | Chips | Section | Step time (ms) | Ref |\n"
+            "|---|---|---|---|---|---|---|---|\n| splash | 48.5% | 0.4.35 | 2025 | 256 | 3.2 | 412 | [12] |\n")
+    found = _claims(text)
+    assert list(found.values()) == [["48.5%", "412 ms"]], found

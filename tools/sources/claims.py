@@ -132,9 +132,11 @@ _UNIT_CELL = re.compile(r"\d\s?(?:ms|µs|μs|us|s|sec|[KMGT]i?B|[TPG]FLOPS|TFLOP
 def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
     """(quote, figures) of each row that states a measurement: a cell that reads as one on its own ("~20 % faster"),
     or a short figure under a header that names a measurement ("Time (ms)": "0.065", "Speedup": "3.37x"); the
-    figures after the first measured cell are the row's other arms ("Hugging Face + FA2": "932"). The naming cells
-    before it say what was measured. A row that names a hardware property ("Memory Bandwidth") keeps only a cell
-    that says it was achieved. The quote: the naming cells, then each measured cell under its header."""
+    figures after the first measured cell are the row's other arms ("Hugging Face + FA2": "932"), unless their header
+    names no measurement (a year, a version, a section, a chip count). The naming cells before it say what was
+    measured. A row that names a hardware property ("Memory Bandwidth") keeps only a cell that says it was achieved.
+    The quote: the naming cells, then each measured cell under its header. The figures: the cells that read as a
+    measurement on their own first, then the others in column order (a page shows only the first few)."""
     header = [_plain(h) for h in table.header]
     out = []
     for row in table.rows:
@@ -142,18 +144,17 @@ def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
         spec_row = bool(plain and _HW_PROPERTY.search(plain[0]))
         # a transposed table: the row's first cell names the measurement (`| **MFU (1 pod)** | 43.1% | 49.8% |`)
         row_measure = bool(plain and not spec_row and _MEASURED_ROW.search(plain[0]))
-        measured, naming = [], []
+        measured, naming, own = [], [], []
         for j, cell in enumerate(plain):
             head = header[j] if j < len(header) else ""
             figs = _measured(cell) if j else []
             if spec_row and figs and not re.search(r"achiev|measured|observed|reach", cell, re.I):
                 figs = []
-            if not figs and j and not spec_row and _NUMBER.search(cell) and _BARE.match(cell) and \
-                    (measured or row_measure or _MEASURED_HEADER.search(head) or _UNIT_CELL.search(cell)) and \
-                    measures.unmeasured(head) != "spec":
-                figs = [cell]
-            elif not figs and measured and not row[j].lstrip().startswith("`"):  # a note beside the figures
-                figs = _UNIT_FIGURE.findall(cell)
+            own += figs
+            if not figs and j and not spec_row and _bare_figure(cell, head, bool(measured) or row_measure):
+                figs = [_with_header_unit(cell, head)]
+            elif not figs and measured and not row[j].lstrip().startswith("`") and not _NOT_MEASURE_HEADER.search(head):
+                figs = _UNIT_FIGURE.findall(cell)  # a note beside the figures
             if figs:
                 measured.append((head, cell, figs))
             elif not measured:
@@ -161,8 +162,35 @@ def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
         if measured:
             name = " | ".join(c for c in naming if c)
             parts = "; ".join(f"{h}: {c}" if h else c for h, c, _ in measured)
-            out.append((f"{name} — {parts}" if name else parts, sorted({f for *_, fs in measured for f in fs})))
+            figures = list(dict.fromkeys(own + [f for *_, fs in measured for f in fs]))
+            out.append((f"{name} — {parts}" if name else parts, figures))
     return out
+
+
+# Headers of a column whose numbers are no measurement, even beside one: when, which version, where cited, how many.
+_NOT_MEASURE_HEADER = re.compile(r"\b(?:years?|dates?|versions?|release[sd]?|ref(?:erence)?s?|sections?|citations?|"
+                                 r"cite[sd]?|papers?|chips?|devices?|gpus?|tpus?|nodes?|hosts?|cores|count|commits?|"
+                                 r"ids?|batch(?: size)?|layers|params|parameters|steps|epochs)\b|^#$|§", re.I)
+_VERSION = re.compile(r"^v?\d+\.\d+\.\d+")  # 0.4.35: a version, never a figure
+_HEADER_UNIT = re.compile(r"[(\[]\s*(ms|µs|μs|us|ns|s|sec|min|[KMGT]i?B|[KMGT]B/s|GiB/s|[TPG]FLOP/?s|[TPG]FLOPS|"
+                          r"tokens?/s|tok/s|samples?/s|it/s|x|×|%)\s*[)\]]")
+
+
+def _bare_figure(cell: str, head: str, beside: bool) -> bool:
+    """Whether a cell that is a bare number is a figure: under a header that names a measurement or carries a unit,
+    with a unit of its own, or beside a measured cell; never under a header of a year, a version, a count."""
+    if not (_NUMBER.search(cell) and _BARE.match(cell)) or _VERSION.match(cell) or _NOT_MEASURE_HEADER.search(head):
+        return False
+    return (beside or bool(_MEASURED_HEADER.search(head)) or bool(_UNIT_CELL.search(cell))) and \
+        measures.unmeasured(head) != "spec"
+
+
+def _with_header_unit(cell: str, head: str) -> str:
+    """A bare number with its header's unit: `Step time (ms)` over `412` is 412 ms."""
+    unit = _HEADER_UNIT.search(head)
+    if not unit or not re.fullmatch(r"[~≈]?\s?\d[\d.,]*", cell):
+        return cell
+    return cell + unit.group(1) if unit.group(1) in ("%", "x", "×") else f"{cell} {unit.group(1)}"
 
 
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s|$)")
