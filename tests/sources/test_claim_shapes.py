@@ -43,3 +43,19 @@ def test_a_table_row_s_years_versions_sections_and_counts_are_no_figures():
             "|---|---|---|---|---|---|---|---|\n| splash | 48.5% | 0.4.35 | 2025 | 256 | 3.2 | 412 | [12] |\n")
     found = _claims(text)
     assert list(found.values()) == [["48.5%", "412 ms"]], found
+
+
+def test_indented_code_and_rst_literal_blocks_are_never_read_but_a_list_s_paragraph_is():
+    md = "\n".join([
+        "# Results", "", "The fused kernel is 1.8x faster than the baseline.", "", "The training log reads:", "",
+        "    step 5: 2222 tokens/s, MFU 40.1%", "    step 6: 2230 tokens/s, MFU 40.3%", "",
+        "- Remat on the MLP:", "", "    With remat the step time fell by 12% on v5e.", ""])
+    assert set(_claims(md)) == {"The fused kernel is 1.8x faster than the baseline.",
+                                "With remat the step time fell by 12% on v5e."}, _claims(md)
+    rst = "\n".join([
+        "Results", "=======", "", "The fused kernel is 1.8x faster than the baseline.", "", "The log reads::", "",
+        "    step 5: 2222 tokens/s, MFU 40.1%", "", ".. code-block:: text", "", "    step 6: 2230 tokens/s, MFU 40.3%",
+        "", ".. code:: text", "", "   step 7: 2240 tokens/s, MFU 40.5%", "", ".. literalinclude:: run.log",
+        "   :lines: 1-3", "", "   step 8: 2250 tokens/s, MFU 40.7%", "", "Scan is 1.3x faster than the loop.", ""])
+    assert set(_claims(rst, "doc.rst")) == {"The fused kernel is 1.8x faster than the baseline.",
+                                            "Scan is 1.3x faster than the loop."}, _claims(rst, "doc.rst")

@@ -93,15 +93,49 @@ def _measured(text: str) -> list[str]:
     return sorted({f for _, f in found})
 
 
-def _prose(text: str) -> tuple[list[str], list[str]]:
-    """The prose of a section (code blocks out, tables apart) and its lines, for tables.find."""
-    lines, keep, fence = text.split("\n"), [], False
+# reStructuredText whose indented body is code: `.. code-block::`, `.. code::`, `.. literalinclude::`, a `::` ending
+_RST_LITERAL = re.compile(r"^\s*(?:\.\.\s+(?:code-block|code|sourcecode|literalinclude)::.*|.*::)\s*$")
+
+
+def _prose(text: str, kind: str = "markdown") -> tuple[list[str], list[str]]:
+    """The prose of a section (code blocks out, tables apart) and its lines, for tables.find. Code: fenced blocks,
+    in markdown a block indented 4 spaces after a blank line (not a list item's indented paragraph), in
+    reStructuredText the indented body of a literal `::` or a code directive."""
+    lines, keep = text.split("\n"), []
+    fence = indented = in_list = False
+    blank, literal = True, None  # literal: the indentation of the line that opened an rst literal block
     for ln in lines:
+        indent = len(ln.expandtabs(4)) - len(ln.expandtabs(4).lstrip())
         if _FENCE.match(ln):
             fence = not fence
             keep.append("")
             continue
-        keep.append("" if fence else ln)
+        if literal is not None and (not ln.strip() or indent > literal):
+            keep.append("")
+            continue
+        literal = None
+        if fence:
+            keep.append("")
+            continue
+        if not ln.strip():
+            keep.append(ln)
+            blank = True
+            continue
+        if kind in ("markdown", "html"):
+            indented = indent >= 4 and (indented or blank) and not in_list
+            if _BULLET.match(ln) and indent < 4:
+                in_list = True
+            elif indent == 0 and blank:  # a paragraph at the margin ends the list
+                in_list = False
+        blank = False
+        if indented:
+            keep.append("")
+            continue
+        if kind == "text" and _RST_LITERAL.match(ln):
+            literal = indent
+            keep.append("" if ln.lstrip().startswith("..") else ln)
+            continue
+        keep.append(ln)
     return keep, lines
 
 
@@ -228,7 +262,7 @@ def claims(doc: Document, limit: int = 200) -> list[Claim]:
         if not measures.may_hold(sec.text) and "|" not in sec.text:  # a table's header may name the unit
             continue
         around = concept_of(sec.title) or main
-        prose, lines = _prose(sec.text)
+        prose, lines = _prose(sec.text, doc.kind)
         found = []
         for t in tables.find(prose):
             for i in range(t.first, t.last + 1):
