@@ -210,7 +210,7 @@ def _html(text: str, path: Path) -> Document:
     # node at 10 MB: everything after one went missing, silently
     text = _DATA_URI.sub(r"\1data:,", text)
     try:
-        r = Readable(text)
+        r = Readable(_plain_headings(text))
         body = r.summary(html_partial=True)
         title = _short_title(r)
     except Exception as e:  # noqa: BLE001 - readability raises on pages it cannot parse
@@ -224,6 +224,31 @@ def _html(text: str, path: Path) -> Document:
     doc = _markdown(md, path, "html")
     doc.title, doc.url = title or doc.title, url
     return doc
+
+
+_ANCHOR_TEXT = re.compile(r"^[\s\u200b\u200c\u200d\ufeff]*(?:[#¶§🔗]|\W)?[\s\u200b\u200c\u200d\ufeff]*$")
+
+
+def _plain_headings(text: str) -> str:
+    """The page with its headings' links unwrapped and their anchor-only links ("#", "¶", empty) out: readability
+    dropped a heading that is all link (`<h2><a href="#mem">Memory</a></h2>`) as navigation, so its claims were cited
+    under the heading before, and kept a Sphinx heading's "#" as `[#](#id)` in every citation."""
+    if not re.search(r"<h[1-6][\s>]", text, re.I):
+        return text
+    import lxml.html
+
+    try:
+        root = lxml.html.document_fromstring(text)
+    except (ValueError, lxml.etree.ParserError):
+        return text  # readability says what it cannot read
+    for link in root.xpath("//h1//a|//h2//a|//h3//a|//h4//a|//h5//a|//h6//a"):
+        words = link.text_content()
+        if not words.strip("\u200b\u200c\u200d\ufeff \n\t") or \
+                (link.get("href", "").startswith("#") and _ANCHOR_TEXT.match(words)):
+            link.drop_tree()  # its tail stays
+        else:
+            link.drop_tag()
+    return lxml.html.tostring(root, encoding="unicode")
 
 
 class _InOrder(dict):
