@@ -3,6 +3,8 @@ measured figures missed, each read through the real extractor and claim finder."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from tools.sources.claims import claims
@@ -25,7 +27,8 @@ def test_settings_plans_and_hypotheticals_are_no_claims():
 def test_figures_with_an_error_or_spaced_thousands_stay_whole_and_examples_are_claims():
     text = "\n\n".join([
         "# Results", "Latency was 3.4 ± 0.2 ms per token.", "The server sustained 12 345 tokens/s on one host.",
-        "The replica sustained 23\u202f456 tokens/s on one host.", "The router sustained 34\u00a0567 tokens/s at peak load.",
+        "The replica sustained 23\u202f456 tokens/s on one host.",
+        "The router sustained 34\u00a0567 tokens/s at peak load.",
         "For example, public benchmarks show Llama2-70B achieving 65% MFU.",
         "The model utilized approximately 20GiB HBM during training.", "The run achieved 45% MFU, as expected."])
     found = _claims(text)
@@ -76,3 +79,27 @@ def test_an_html_heading_that_is_a_link_or_holds_an_anchor_link_cites_its_own_cl
     assert wheres == ["§ Tuning guide", "§ Speed", "§ Memory", "§ Signal events"], doc.sections
     wheres = {c.quote.split()[0]: c.where for c in claims(doc)}
     assert wheres == {"Raising": "§ Speed", "With": "§ Memory", "Fused": "§ Signal events"}, wheres
+
+
+def _tools(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools", "--root", str(root), *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_concept_page_lists_a_few_claims_of_each_document_and_counts_the_rest(tmp_path):
+    root = tmp_path / "kb"
+    assert _tools(root, "init", str(root)).returncode == 0
+    src = root / "raw/sources"
+    src.mkdir(parents=True, exist_ok=True)
+    for d in range(12):
+        lines = [f"# Flash attention notes {d:02d}", ""] + [
+            f"Flash attention made the step {k + 1}.{d}x faster than the baseline on run {k}." for k in range(5)]
+        (src / f"doc{d:02d}.md").write_text("\n\n".join(lines) + "\n")
+    done = _tools(root, "ingest", "raw/sources")
+    assert done.returncode == 0, done.stderr
+    page = (root / "wiki/concepts/flash-attention.md").read_text()
+    listed = [ln for ln in page.splitlines() if ln.startswith("- [Flash attention notes")]
+    per_doc = {ln.split("]")[0] for ln in listed}
+    assert len(listed) <= 25 and len(per_doc) >= 8, listed
+    assert all(sum(ln.startswith(d + "]") for ln in listed) <= 3 for d in per_doc), listed
+    assert f"and {60 - len(listed)} more claims in" in page and "../sources/index.md" in page, page

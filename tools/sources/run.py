@@ -134,15 +134,29 @@ def source_page(rel: str, sha: str, doc, found: list, summary: dict | None = Non
     return Page(path, {k: v for k, v in meta.items() if v is not None}, body)
 
 
+PER_DOCUMENT, PER_CONCEPT = 3, 25  # claims a concept page lists from one document, and in all
+
+
 def concept_regions(by_concept: dict[str, list[tuple[str, str, object]]]) -> list[Page]:
-    """Each concept page's "Sources" region: the claims about it, with the page and where in the document."""
+    """Each concept page's "Sources" region: the claims about it, with the page and where in the document; a few
+    from each document (else the first document's claims filled the list), and how many more the catalog holds."""
     out = []
     for slug in CONCEPTS:
         items = by_concept.get(slug, [])
         text = ""
         if items:
+            by_doc: dict[str, list] = defaultdict(list)
+            for item in items:
+                by_doc[item[0]].append(item)
+            shown = [it for its in by_doc.values() for it in its[:PER_DOCUMENT]][:PER_CONCEPT]
             rows = [f"- [{mdtext.escape(title[:80])}](../{path}) ({mdtext.escape(c.where)}): "
-                    f"{mdtext.escape(c.quote[:220])}" for path, title, c in items[:25]]
+                    f"{mdtext.escape(c.quote[:220])}" for path, title, c in shown]
+            listed = {id(it) for it in shown}
+            left = [it for it in items if id(it) not in listed]
+            if left:
+                docs = len({it[0] for it in left})
+                rows.append(f"- and {len(left)} more claim{'s' * (len(left) != 1)} in {docs} "
+                            f"document{'s' * (docs != 1)}: see [the sources catalog](../{CATALOG})")
             text = "### Sources\n\n" + "\n".join(rows) + "\n"
         out.append(concept_page(slug, "sources", text))
     return out
