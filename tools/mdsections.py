@@ -4,6 +4,7 @@ headings (``mdscan.headings``)."""
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from .mdscan import ATTR_ID, headings
@@ -35,8 +36,8 @@ def find(body: str, wanted: str) -> Section | None:
     want = wanted.strip().lstrip("#").strip()
     secs = sections(body)
 
-    def plain(s: str) -> str:
-        return s.replace("`", "").casefold()
+    def plain(s: str) -> str:  # `tools query` cites a heading as read: "A &amp; B" is "A & B"
+        return html.unescape(s.replace("`", "")).casefold()
     for test in (lambda s: s.id == want, lambda s: plain(s.title) == plain(want),
                  lambda s: plain(s.title).startswith(plain(want))):
         hit = next((s for s in secs if test(s)), None)

@@ -8,6 +8,7 @@ passages are returned with the page, the heading above them and the page's rank.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from dataclasses import dataclass
@@ -86,6 +87,21 @@ def _paragraphs(body: str):
         yield heading, text
 
 
+_CODE_SPAN = re.compile(r"(`+)[^`]*?\1")
+
+
+def _as_read(text: str) -> str:
+    """A passage as the rendered page reads: the pages write a source's `&` as `&amp;` (tools.mdtext.escape), and a
+    passage quoted that markdown, so the escape showed; code spans keep theirs (markdown shows them as written)."""
+    if "&" not in text:
+        return text
+    out, last = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [html.unescape(text[last:m.start()]), m.group(0)]
+        last = m.end()
+    return "".join(out + [html.unescape(text[last:])])
+
+
 def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> list[Passage]:
     terms = _terms(question)
     if not terms:
@@ -115,7 +131,9 @@ def query(project: Project, question: str, limit: int = 5, pages: int = 20) -> l
                 continue  # words in the page's title alone: every paragraph of the page would score the same
             score = sum(1.0 + math.log(1 + len(terms) / (1 + i)) for i, _ in enumerate(found)) * len(found) / len(terms)
             score *= 1.0 + (n_hits - rank) / n_hits  # the page's own rank counts too
-            out.append(Passage(h.path, h.title, heading, " ".join(text.split())[:700], round(score, 3), source))
+            text = " ".join(text.split())
+            text, heading = (text, heading) if source else (_as_read(text), _as_read(heading))  # a page's markdown
+            out.append(Passage(h.path, h.title, heading, text[:700], round(score, 3), source))
     out.sort(key=lambda x: (-x.score, x.path))
     seen, best = set(), []
     for x in out:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tools.sources.claims import claims
 from tools.sources.extract import extract
 
@@ -103,3 +105,31 @@ def test_a_concept_page_lists_a_few_claims_of_each_document_and_counts_the_rest(
     assert len(listed) <= 25 and len(per_doc) >= 8, listed
     assert all(sum(ln.startswith(d + "]") for ln in listed) <= 3 for d in per_doc), listed
     assert f"and {60 - len(listed)} more claims in" in page and "../sources/index.md" in page, page
+
+
+@pytest.fixture()
+def small_kb(tmp_path):
+    root = tmp_path / "kb"
+    assert _tools(root, "init", str(root)).returncode == 0
+    (root / "raw/sources").mkdir(parents=True, exist_ok=True)
+    (root / "raw/sources/guide.md").write_text(
+        "# Benchmarking & tuning guide\n\nThe fused kernel is 1.8x faster than the baseline on v5e.\n\n"
+        "Scan is 1.3x faster than the Python loop on v5e.\n")
+    first = _tools(root, "ingest", "raw/sources")
+    assert first.returncode == 0 and "2 claims with numbers" in first.stdout, first.stdout
+    return root
+
+
+def test_an_ingest_with_nothing_new_counts_the_claims_the_knowledge_base_holds(small_kb):
+    again = _tools(small_kb, "ingest", "raw/sources")
+    assert "2 claims with numbers (0 from documents read now)" in again.stdout, again.stdout
+
+
+def test_an_empty_search_is_a_usage_error_and_a_passage_shows_an_ampersand_as_written(small_kb):
+    empty = _tools(small_kb, "search", "")
+    assert empty.returncode == 2 and "the query holds no words" in empty.stderr, empty.stderr
+    assert "string_too_short" not in empty.stderr + empty.stdout
+    asked = _tools(small_kb, "query", "benchmarking tuning guide")
+    assert "Benchmarking & tuning guide" in asked.stdout and "&amp;" not in asked.stdout, asked.stdout
+    cited = _tools(small_kb, "wiki", "read", "path=sources/guide.md", "section=Benchmarking & tuning guide")
+    assert cited.returncode == 0 and "1.8x faster" in cited.stdout, cited.stdout + cited.stderr

@@ -75,7 +75,7 @@ def ingest(project, targets, all_, jobs, quiet, as_json, use_llm, provider, mode
 
 def _print_sources(r, use_llm: bool) -> None:
     click.echo(f"sources: {r.documents} documents ({len(r.ingested)} read, {len(r.unchanged)} unchanged), "
-               f"{r.claims} claims with numbers, {len(r.skipped)} skipped")
+               f"{r.claims_held} claims with numbers ({r.claims} from documents read now), {len(r.skipped)} skipped")
     for rel, why in r.skipped:
         click.echo(f"  skipped {printable(rel)}: {printable(why)}")
     for rel in r.removed:

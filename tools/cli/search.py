@@ -26,6 +26,8 @@ def search(project, query, type_, limit, as_json):
     """
     from ..agent.registry import call
 
+    if not " ".join(query).strip():  # an empty argument: no word to look for
+        raise click.UsageError("the query holds no words")
     project.require_wiki()
     out = call(project, "wiki.search", {"query": " ".join(query), "type": type_, "limit": limit})
     if as_json:

@@ -34,7 +34,8 @@ class SourcesReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)   # documents whose raw/sources file is gone: page removed
     copies: list[tuple[str, str]] = field(default_factory=list)  # (a file, the file of its bytes that has the page)
-    claims: int = 0
+    claims: int = 0       # of the documents read this run
+    claims_held: int = 0  # of every document the knowledge base holds
     summarized: list[str] = field(default_factory=list)                 # --llm: summaries written this run
     summary_failed: list[tuple[str, str]] = field(default_factory=list)  # --llm: pages written without one, why
 
@@ -379,6 +380,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
             report.claims += len(entry["claims"])
     for rel in merged:  # reported as a copy, not as removed: its file is there
         writer.remove(docs.pop(rel)["page"])
+    report.claims_held = sum(len(d.get("claims", [])) for d in docs.values())
     # Concept regions from every source ingested so far (the cache holds their claims).
     by_concept: dict[str, list] = defaultdict(list)
     for rel, d in sorted(docs.items()):
