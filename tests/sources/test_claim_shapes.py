@@ -133,3 +133,10 @@ def test_an_empty_search_is_a_usage_error_and_a_passage_shows_an_ampersand_as_wr
     assert "Benchmarking & tuning guide" in asked.stdout and "&amp;" not in asked.stdout, asked.stdout
     cited = _tools(small_kb, "wiki", "read", "path=sources/guide.md", "section=Benchmarking & tuning guide")
     assert cited.returncode == 0 and "1.8x faster" in cited.stdout, cited.stdout + cited.stderr
+
+
+def test_a_column_that_names_a_measurement_per_chip_is_still_a_figure():
+    text = ("# Results\n\n| Kernel | MFU | Tokens/s per chip | Memory per device (GB) | Chips |\n"
+            "|---|---|---|---|---|\n"
+            "| splash | 48.5% | 2,950 | 31 | 256 |\n")
+    assert list(_claims(text).values()) == [["48.5%", "2,950", "31 GB"]], _claims(text)

@@ -187,7 +187,7 @@ def _row_claims(table: tables.Table) -> list[tuple[str, list[str]]]:
             own += figs
             if not figs and j and not spec_row and _bare_figure(cell, head, bool(measured) or row_measure):
                 figs = [_with_header_unit(cell, head)]
-            elif not figs and measured and not row[j].lstrip().startswith("`") and not _NOT_MEASURE_HEADER.search(head):
+            elif not figs and measured and not row[j].lstrip().startswith("`") and not _names_no_measure(head):
                 figs = _UNIT_FIGURE.findall(cell)  # a note beside the figures
             if figs:
                 measured.append((head, cell, figs))
@@ -210,10 +210,15 @@ _HEADER_UNIT = re.compile(r"[(\[]\s*(ms|µs|μs|us|ns|s|sec|min|[KMGT]i?B|[KMGT]
                           r"tokens?/s|tok/s|samples?/s|it/s|x|×|%)\s*[)\]]")
 
 
+def _names_no_measure(head: str) -> bool:
+    """A header of a year, a version, a count, unless it names a measurement too ("Tokens/s per chip")."""
+    return bool(_NOT_MEASURE_HEADER.search(head)) and not _MEASURED_HEADER.search(head)
+
+
 def _bare_figure(cell: str, head: str, beside: bool) -> bool:
     """Whether a cell that is a bare number is a figure: under a header that names a measurement or carries a unit,
     with a unit of its own, or beside a measured cell; never under a header of a year, a version, a count."""
-    if not (_NUMBER.search(cell) and _BARE.match(cell)) or _VERSION.match(cell) or _NOT_MEASURE_HEADER.search(head):
+    if not (_NUMBER.search(cell) and _BARE.match(cell)) or _VERSION.match(cell) or _names_no_measure(head):
         return False
     return (beside or bool(_MEASURED_HEADER.search(head)) or bool(_UNIT_CELL.search(cell))) and \
         measures.unmeasured(head) != "spec"
