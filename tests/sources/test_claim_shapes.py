@@ -140,3 +140,12 @@ def test_a_column_that_names_a_measurement_per_chip_is_still_a_figure():
             "|---|---|---|---|---|\n"
             "| splash | 48.5% | 2,950 | 31 | 256 |\n")
     assert list(_claims(text).values()) == [["48.5%", "2,950", "31 GB"]], _claims(text)
+
+
+def test_an_xhtml_page_s_linked_heading_is_its_own_section_too():
+    page = ('<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Guide'
+            "</title></head><body><article><h1>Guide</h1><p>This guide explains how block sizes change the speed of "
+            'splash attention kernels on TPU.</p><h2 id="mem"><a href="#mem">Memory</a></h2><p>With remat the peak '
+            "memory use fell by 12% on the v5e chip for every sequence length we tried.</p></article></body></html>")
+    found = [c.where for c in claims(extract(Path("guide.xhtml.html"), data=page.encode()))]
+    assert found == ["§ Memory"], found

@@ -237,8 +237,8 @@ def _plain_headings(text: str) -> str:
         return text
     import lxml.html
 
-    try:
-        root = lxml.html.document_fromstring(text)
+    try:  # an XHTML page's encoding declaration: lxml refuses it in text already decoded
+        root = lxml.html.document_fromstring(re.sub(r"^\s*<\?xml[^>]*\?>", "", text, count=1))
     except (ValueError, lxml.etree.ParserError):
         return text  # readability says what it cannot read
     for link in root.xpath("//h1//a|//h2//a|//h3//a|//h4//a|//h5//a|//h6//a"):
