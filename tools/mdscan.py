@@ -186,12 +186,23 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")  # any indent: a fence in a list it
 _CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _MD_LINK = re.compile(
     r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"  # [text], one level of nested brackets
-    r"\(\s*(<[^<>\n]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)"  # (target or <target>
-    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"  # optional "title")
+    r"\(\s*(<[^<>\n]*>|[^()\n]*(?:\([^()\n]*\)[^()\n]*)*)"  # (target or <target>; spaces too, as Python-Markdown
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"  # optional "title"): the target may take it, see _href
 )
 _REF_DEF = re.compile(r"^ {0,3}\[([^\]^][^\]]*)\]:\s*(<[^<>\n]*>|\S+)")  # not [^1]: footnotes
 _WIKI = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 _AUTO = re.compile(r"<([a-zA-Z][a-zA-Z0-9+.-]{1,31}:[^\s<>]*)>")
+
+
+def _href(written: str) -> str:
+    """The href Python-Markdown reads from what ``_MD_LINK`` took as the target: ``<...>`` unwrapped, a closing
+    ``"title"``/``'title'`` cut at that quote's first use (``[x](my page.md "t")`` links ``my page.md``)."""
+    if written.startswith("<"):
+        return written[1:-1]
+    s = written.rstrip()
+    if s[-1:] in ("'", '"') and (first := s.find(s[-1])) < len(s) - 1:
+        return s[:first].strip()
+    return s
 
 
 def _blank_code_spans(line: str) -> str:
@@ -307,14 +318,12 @@ def extract_links(text: str, first_line: int = 1) -> list[Link]:
             for m in _MD_LINK.finditer(ln):
                 if _escaped(ln, m.start()):  # `\[text](x)` is text to markdown, not a link
                     continue
-                tgt = m.group(2)
-                if tgt.startswith("<"):
-                    tgt = tgt[1:-1]
+                tgt = _href(m.group(2))
                 if "\\" in tgt:  # `snake\_case.md` links snake_case.md, as markdown reads the escape
                     tgt = unescape(tgt)
                 out.append(Link(tgt, no, "md", m.group(1)))
                 for inner in _MD_LINK.finditer(m.group(1)) if "](" in m.group(1) else ():  # [![badge](b.png)](x)
-                    t = inner.group(2)[1:-1] if inner.group(2).startswith("<") else inner.group(2)
+                    t = _href(inner.group(2))
                     out.append(Link(unescape(t) if "\\" in t else t, no, "md", inner.group(1)))
         if "[[" in ln:
             for m in _WIKI.finditer(ln):
@@ -339,7 +348,7 @@ def _across_lines(above: str, line: str, no: int) -> list[Link]:
     out = []
     for m in _MD_LINK.finditer(both):
         if m.start() < cut < m.start(2) and not _escaped(both, m.start()):
-            tgt = m.group(2)[1:-1] if m.group(2).startswith("<") else m.group(2)
+            tgt = _href(m.group(2))
             out.append(Link(unescape(tgt) if "\\" in tgt else tgt, no, "md", " ".join(m.group(1).split())))
     return out
 
@@ -363,9 +372,7 @@ def md_link_spans(text: str) -> Iterator[tuple[int, int, str, str]]:
         if "](" not in seen:
             continue
         for m in _MD_LINK.finditer(seen):  # same lengths: offsets hold
-            tgt = m.group(2)
-            if tgt.startswith("<"):
-                tgt = tgt[1:-1]
+            tgt = _href(m.group(2))
             yield start + m.start(), start + m.end(), ln[m.start(1):m.end(1)], tgt
 
 

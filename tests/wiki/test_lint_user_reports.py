@@ -1,0 +1,31 @@
+"""tools lint on what a user's wiki held: links written with spaces, links through symlinks, non-UTF-8 pages,
+headings in admonitions and list items, markdown inside raw HTML blocks. Checked through the CLI's JSON."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import page, write
+
+
+def lint_json(invoke, kb) -> dict:
+    return json.loads(invoke("lint", "--json", root=kb.root).output)
+
+
+def found(report: dict, code: str) -> list[tuple[str, str]]:
+    return sorted((i["path"], i["message"]) for i in report["problems"] if i["code"] == code)
+
+
+def test_a_link_with_unencoded_spaces_is_checked_as_markdown_reads_it(kb, invoke):
+    """Python-Markdown renders `[x](missing page.md)` as `<a href="missing page.md">`: a broken link, not text;
+    and a page linked that way is no orphan."""
+    write(kb.wiki, "concepts/a.md", page("A", "concept", "# A\n\n[x](missing page.md) [y](My Missing Page.md)\n"
+                                         '[b](b page.md "its title") [c](<c page.md>) [d](d.md)\n'))
+    for name in ("b page", "c page", "d"):
+        write(kb.wiki, f"concepts/{name}.md", page(name, "concept", "# P\n\n[a](a.md)\n"))
+    report = lint_json(invoke, kb)
+    assert found(report, "broken-link") == [
+        ("wiki/concepts/a.md", "My Missing Page.md -> wiki/concepts/My Missing Page.md does not exist"),
+        ("wiki/concepts/a.md", "missing page.md -> wiki/concepts/missing page.md does not exist"),
+    ]
+    assert found(report, "orphan") == []
