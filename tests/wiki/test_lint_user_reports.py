@@ -29,3 +29,18 @@ def test_a_link_with_unencoded_spaces_is_checked_as_markdown_reads_it(kb, invoke
         ("wiki/concepts/a.md", "missing page.md -> wiki/concepts/missing page.md does not exist"),
     ]
     assert found(report, "orphan") == []
+
+
+def test_a_link_through_a_symlink_out_of_the_wiki_is_an_outside_link_not_a_broken_one(kb, invoke, tmp_path):
+    """The scan does not follow a symlink out of wiki/, so its files are not in the scan: that they exist is
+    never asked (docs/lint.md), and calling them missing was a false error."""
+    outside = write(tmp_path, "elsewhere/secrets/passwd", "x\n").parent
+    (kb.wiki / "concepts/etc").symlink_to(outside, target_is_directory=True)
+    (kb.wiki / "concepts/host.md").symlink_to(write(tmp_path, "elsewhere/hostname", "h\n"))
+    write(kb.wiki, "concepts/t.md", page("T", "concept", "# T\n\n[a](etc/passwd) [b](host.md) [c](gone.md)\n"))
+    report = lint_json(invoke, kb)
+    assert found(report, "outside-link") == [
+        ("wiki/concepts/t.md", "etc/passwd -> wiki/concepts/etc/passwd: leaves the project (not checked)"),
+        ("wiki/concepts/t.md", "host.md -> wiki/concepts/host.md: leaves the project (not checked)"),
+    ]
+    assert found(report, "broken-link") == [("wiki/concepts/t.md", "gone.md -> wiki/concepts/gone.md does not exist")]

@@ -44,6 +44,7 @@ class Resolver:
         self._symbols: dict[str, set[str]] = {}
         self._targets: dict[tuple[str, str, str], Target] = {}
         self._dirs: dict[tuple[str, str], str] = {}
+        self._refused: set[str] | None = None
 
     # --------------------------------------------------------- helpers
 
@@ -126,6 +127,8 @@ class Resolver:
                 hidden = any(part.startswith(".") for part in joined.split("/"))
                 if hidden and self.outside_wiki(posixpath.normpath("wiki/" + joined)) == OK:
                     return Target(HIDDEN, "wiki/" + joined)
+                if self._through_refused(joined) or self.outside_wiki("wiki/" + joined) == OUTSIDE:
+                    return Target(OUTSIDE, "wiki/" + joined)  # the scan did not follow it: there or not, unasked
                 return Target(BROKEN, "wiki/" + joined)
             if anchor.startswith("#") and len(anchor) > 1 and not self.has_anchor(joined, anchor):
                 return Target(ANCHOR, joined)
@@ -133,6 +136,16 @@ class Resolver:
         root_rel = posixpath.normpath("wiki/" + joined)
         status = self.outside_wiki(root_rel)
         return Target(OK) if status == OK else Target(status, root_rel)
+
+    def _through_refused(self, joined: str) -> bool:
+        """Whether ``joined`` is, or runs through, an entry the wiki scan refused (a symlink out of wiki/, a
+        folder link): the scan has no files under it, which says nothing about whether the target exists."""
+        if not self.wiki.refused:
+            return False
+        if self._refused is None:
+            self._refused = {rel for rel, _ in self.wiki.refused}
+        parts = joined.split("/")
+        return any("/".join(parts[:n]) in self._refused for n in range(1, len(parts) + 1))
 
     def _page_headings(self, rel: str) -> tuple[list[Heading], set[str]] | None:
         page = self.wiki.by_rel.get(rel)
