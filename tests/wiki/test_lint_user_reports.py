@@ -44,3 +44,13 @@ def test_a_link_through_a_symlink_out_of_the_wiki_is_an_outside_link_not_a_broke
         ("wiki/concepts/t.md", "host.md -> wiki/concepts/host.md: leaves the project (not checked)"),
     ]
     assert found(report, "broken-link") == [("wiki/concepts/t.md", "gone.md -> wiki/concepts/gone.md does not exist")]
+
+
+def test_a_link_on_a_page_that_is_not_utf8_is_not_said_fixable(kb, invoke):
+    """--fix writes UTF-8 pages only: a wikilink on a Latin-1 page was "fixable with --fix" on every run."""
+    write(kb.wiki, "concepts/t.md", page("T", "concept", "# T\n\n[l](latin.md)\n"))
+    write(kb.wiki, "concepts/latin.md", page("L", "concept", "# caf\xe9\n\n[[T]]\n").encode("latin-1"))
+    invoke("lint", "--fix", root=kb.root)
+    wikilinks = [i for i in lint_json(invoke, kb)["problems"] if i["code"] == "wikilink"]
+    assert [(i["path"], i["fixable"]) for i in wikilinks] == [("wiki/concepts/latin.md", False)]
+    assert wikilinks[0]["message"].endswith("(not fixable: the page is not UTF-8; save it as UTF-8 first)")

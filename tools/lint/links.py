@@ -285,14 +285,16 @@ def check_links(resolved: Resolved, root: Path | None = None, res: Resolver | No
                              fixable=symbol, cause="symbol-anchor" if symbol else f"anchor-into:{t.rel}"))
         elif t.status == WIKI:
             how = f"use [{_label(link)}]({t.fix})" if t.fix else "no unique page matches; use a relative link"
-            out.append(issue(where, link.line, "wikilink", f"[[{link.target}]]: {how}", bool(t.fix),
-                             cause="wikilink" if t.fix else ""))
+            out.append(issue(where, link.line, "wikilink", f"[[{link.target}]]: {how}{_unfixable(page, t)}",
+                             _fixable(page, t), cause="wikilink" if t.fix else ""))
         elif t.status == FILE:
             how = f"use {t.fix}" if t.fix else "outside the project or missing"
-            out.append(issue(where, link.line, "file-link", f"{link.target}: {how}", bool(t.fix)))
+            out.append(issue(where, link.line, "file-link", f"{link.target}: {how}{_unfixable(page, t)}",
+                             _fixable(page, t)))
         elif t.status == ABSOLUTE:
             how = f"use {t.fix}" if t.fix else "target not found"
-            out.append(issue(where, link.line, "absolute-link", f"{link.target}: {how}", bool(t.fix)))
+            out.append(issue(where, link.line, "absolute-link", f"{link.target}: {how}{_unfixable(page, t)}",
+                             _fixable(page, t)))
     for tree, sites in sorted(absent.items()):
         pages = len({w for w, _ in sites})
         first, line = min(sites)
@@ -301,6 +303,16 @@ def check_links(resolved: Resolved, root: Path | None = None, res: Resolver | No
                          f"{first}:{line}); clone the code tree into {tree} to check them, or `tools remove "
                          f"{tree.rsplit('/', 1)[1]}` if it is gone for good"))
     return out
+
+
+def _fixable(page: WikiPage, t: Target) -> bool:
+    """A rewrite is known and the page can take it: ``--fix`` writes UTF-8 pages only (a page that is not UTF-8
+    was said fixable on every run and never fixed)."""
+    return bool(t.fix) and page.text is not None
+
+
+def _unfixable(page: WikiPage, t: Target) -> str:
+    return " (not fixable: the page is not UTF-8; save it as UTF-8 first)" if t.fix and page.text is None else ""
 
 
 def _label(link: Link) -> str:
