@@ -178,7 +178,7 @@ def listing(wiki: Wiki) -> str:
         for p in sorted(items, key=lambda p: p.rel):
             line = f"- [{mdtext.escape(p.title)}]({_href(p.rel)})"
             if p.error:
-                line += " (invalid frontmatter)"
+                line += " (not UTF-8)" if p.error.startswith("not UTF-8") else " (invalid frontmatter)"
             if name == OTHER:
                 line += f" (type {mdtext.escape(repr(p.meta.get('type')))})" if p.meta and "type" in p.meta else " (no type)"
             s = summary(p)

@@ -154,11 +154,9 @@ def read_page(path: Path, rel: str, *, links: bool = True, within: Path | None =
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        page.error = f"not UTF-8 (byte {e.start})"
-        text = raw.decode("utf-8", errors="replace")
-        page.body = text
-        if links:
-            page.links = extract_links(text)
+        # read as the site would show it (frontmatter apart, title "L" not the whole file), but never written back
+        page = parse_page(rel, raw.decode("utf-8", errors="replace"), path=path, links=links)
+        page.text, page.error = None, f"not UTF-8 (byte {e.start})"
         return page
     return parse_page(rel, text, path=path, links=links)
 

@@ -54,3 +54,12 @@ def test_a_link_on_a_page_that_is_not_utf8_is_not_said_fixable(kb, invoke):
     wikilinks = [i for i in lint_json(invoke, kb)["problems"] if i["code"] == "wikilink"]
     assert [(i["path"], i["fixable"]) for i in wikilinks] == [("wiki/concepts/latin.md", False)]
     assert wikilinks[0]["message"].endswith("(not fixable: the page is not UTF-8; save it as UTF-8 first)")
+
+
+def test_index_lists_a_page_that_is_not_utf8_by_its_frontmatter_title_and_says_so(kb, invoke):
+    """A Latin-1 page was listed by its first heading with its frontmatter in its summary, as "invalid frontmatter";
+    its frontmatter is read from the replacement-decoded text, and the listing says what is wrong."""
+    write(kb.wiki, "concepts/latin.md", page("L", "concept", "# caf\xe9\n\nCaf\xe9 notes.\n").encode("latin-1"))
+    invoke("index", root=kb.root)
+    line = next(ln for ln in (kb.wiki / "index.md").read_text(encoding="utf-8").splitlines() if "latin.md" in ln)
+    assert line == "- [L](concepts/latin.md) (not UTF-8) — Caf\ufffd notes."
