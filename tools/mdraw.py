@@ -1,6 +1,7 @@
 """What Python-Markdown leaves as it is, where nothing is a link or a heading: raw HTML blocks (a ``<script>``,
 ``<style>``, ``<pre>`` or ``<textarea>`` opened at a line's start runs to its closing tag: a MathJax config's
-``[["\\(", "\\)"]]`` in a ``<script>`` was linted as a wikilink) and indented code blocks."""
+``[["\\(", "\\)"]]`` in a ``<script>`` was linted as a wikilink) and indented code blocks; and where a block starts
+inside a list item or an admonition."""
 
 from __future__ import annotations
 
@@ -81,3 +82,22 @@ def indented_code(lines: list[str], fenced: list[bool]) -> list[bool]:
             out.append(False)
         blank_before = False
     return out
+
+
+CONTAINED_START = frozenset(" \t>-*+0123456789")  # what a line in a list item or an admonition can start with
+_CONTAINER = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*((?:(?:[-*+]|\d{1,9}\.)[ \t]+)*)")  # indent, quotes, list markers
+
+
+def contained_block(lines: list[str], i: int, indented: list[bool] | None) -> int | None:
+    """Where the block on line ``i`` starts past the list markers (``- ## In list``) or the indent of an admonition's
+    body (``!!! warning`` then ``    ## Known``): the site's toc gives a heading there an id. None where no block
+    starts: indented code, or a line indented under an item's text (it goes on with that paragraph)."""
+    ln = lines[i]
+    prefix = _CONTAINER.match(ln)
+    if indented is not None and indented[i]:
+        return None
+    if not prefix.group(1):
+        above = lines[i - 1].lstrip() if i else ""
+        if above and not above.startswith(("!!!", "???")):
+            return None
+    return prefix.end()

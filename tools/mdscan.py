@@ -140,10 +140,16 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
         view = "\n".join("" if f else _blank_code_spans(ln) for ln, f in zip(lines, mask))
         mask = [a or b for a, b in zip(mask, _comment_lines(view))]
     last: dict[str, str] = {}
+    indented: list[bool] | None = None
     for i, ln in enumerate(lines):
         if mask[i]:
             continue
         m = HEADING.match(ln) if ln[:1] in ("#", " ", ">") else None
+        if m is None and "#" in ln and ln[:1] in mdraw.CONTAINED_START:  # in a list item or an admonition
+            if indented is None and ln[:1] in " \t>":  # read only when a page has an indented `#` line
+                indented = mdraw.indented_code(lines, mask)
+            at = mdraw.contained_block(lines, i, indented)
+            m = HEADING.match(ln[at:]) if at is not None and ln.startswith("#", at) else None
         level, text = (len(m.group(1)), m.group(2)) if m else (0, "")
         if not m and i + 1 < len(lines) and ln.strip() and not mask[i + 1] and (i == 0 or not lines[i - 1].strip()) \
                 and ln[:1] not in ("|", ">", "-", "*", "+", "<", "!", "#", " ", "\t") and _SETEXT.match(lines[i + 1]):

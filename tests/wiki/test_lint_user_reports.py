@@ -63,3 +63,17 @@ def test_index_lists_a_page_that_is_not_utf8_by_its_frontmatter_title_and_says_s
     invoke("index", root=kb.root)
     line = next(ln for ln in (kb.wiki / "index.md").read_text(encoding="utf-8").splitlines() if "latin.md" in ln)
     assert line == "- [L](concepts/latin.md) (not UTF-8) — Caf\ufffd notes."
+
+
+def test_headings_in_an_admonition_or_a_list_item_are_anchors_but_indented_code_is_not(kb, invoke):
+    """MkDocs' toc gives `## Known issues` inside `!!! warning` and `- ## In list` ids: linking them was a
+    broken-anchor warning. A `## line` in an indented code block, or indented under an item's text, is none."""
+    body = "\n".join(["# T", "", "!!! warning", "    ## Known issues", "", "- ## In list", "", "- item", "",
+                      "    ## Continued", "", "Text:", "", "    ## In code", "", "- item", "    ## lazy line"])
+    write(kb.wiki, "concepts/t.md", page("T", "concept", body))
+    links = " ".join(f"[{a}](t.md#{a})" for a in ("known-issues", "in-list", "continued", "in-code", "lazy-line"))
+    write(kb.wiki, "concepts/u.md", page("U", "concept", f"# U\n\n{links}\n"))
+    assert found(lint_json(invoke, kb), "broken-anchor") == [
+        ("wiki/concepts/u.md", "t.md#in-code: no such heading or id in wiki/concepts/t.md"),
+        ("wiki/concepts/u.md", "t.md#lazy-line: no such heading or id in wiki/concepts/t.md"),
+    ]
