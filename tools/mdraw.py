@@ -1,31 +1,67 @@
 """What Python-Markdown leaves as it is, where nothing is a link or a heading: raw HTML blocks (a ``<script>``,
-``<style>``, ``<pre>`` or ``<textarea>`` opened at a line's start runs to its closing tag: a MathJax config's
-``[["\\(", "\\)"]]`` in a ``<script>`` was linted as a wikilink) and indented code blocks; and where a block starts
-inside a list item or an admonition."""
+``<div>`` or ``<details>`` opened at a line's start runs to its closing tag: a MathJax config's ``[["\\(", "\\)"]]``
+in a ``<script>`` was linted as a wikilink) and indented code blocks; and where a block starts inside a list item or
+an admonition."""
 
 from __future__ import annotations
 
 import re
 
-_OPEN = re.compile(r" {0,3}<(script|style|pre|textarea)(?=[\s>/]|$)", re.I)
-HINT = re.compile(r"^ {0,3}<(?:script|style|pre|textarea)(?=[\s>/]|$)", re.I | re.M)
+# Python-Markdown's block-level elements (``Markdown().block_level_elements``) less the void <hr>: opened at a line's
+# start (up to three spaces, not in a list item, quote or admonition), each runs to its own closing tag, nesting
+# counted, blank lines and all; an unclosed one to the page's end
+_BLOCK = ("address|article|aside|blockquote|body|canvas|center|colgroup|dd|details|div|dl|dt|fieldset|figcaption|"
+          "figure|footer|form|group|h[1-6]|header|hgroup|html|iframe|legend|li|main|map|math|menu|nav|noscript|"
+          "object|ol|option|output|p|pre|progress|script|section|style|summary|table|tbody|td|textarea|tfoot|th|"
+          "thead|tr|ul|video")
+_OPEN = re.compile(rf" {{0,3}}<({_BLOCK})(?=[\s>/]|$)", re.I)
+HINT = re.compile(rf"^ {{0,3}}<(?:{_BLOCK})(?=[\s>/]|$)", re.I | re.M)
+_TEXT_ONLY = ("script", "style", "pre", "textarea")  # raw whatever their attributes; no tag opens inside them
+_MARKDOWN_ATTR = re.compile(r"""\smarkdown(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]*)))?(?=[\s/>]|$)""", re.I)
+_TAGS: dict[str, re.Pattern] = {}  # tag name -> its opening and closing tags, with what they hold up to ">"
+
+
+def _is_markdown(lines: list[str], i: int, at: int) -> bool:
+    """Whether the tag opened at ``lines[i][at:]`` holds Markdown (md_in_html: a ``markdown`` attribute, not "0"),
+    or closes itself (``<div/>``): either way its lines are read as Markdown. The tag may run over a few lines."""
+    tag = lines[i][at:]
+    if ">" not in tag:
+        tag = "\n".join([tag, *lines[i + 1:i + 20]])
+    tag = tag.split(">", 1)[0]
+    if tag.endswith("/"):
+        return True
+    m = _MARKDOWN_ATTR.search(tag)
+    return m is not None and "0" != next((g for g in m.groups() if g is not None), "")
 
 
 def raw_lines(lines: list[str], code: list[bool]) -> list[bool]:
-    """True for the lines of raw HTML blocks (their tag lines included); ``code``: lines already known to be code,
-    where no block opens."""
+    """True for the lines of raw HTML blocks (their tag lines included), which Python-Markdown leaves as written;
+    ``code``: lines already known to be code, where no block opens. A closing line with text after its tag is
+    left to be read (``</div>[tail](t.md)``: the tail is Markdown)."""
     out = [False] * len(lines)
-    closing = None
+    name, depth, tags = None, 0, None
     for i, ln in enumerate(lines):
-        rest = ln
-        if closing is None:
+        at = 0
+        if name is None:
             m = _OPEN.match(ln) if not code[i] else None
             if m is None:
                 continue
-            closing, rest = f"</{m.group(1).lower()}", ln[m.end():]
+            name, at = m.group(1).lower(), m.start()
+            if name not in _TEXT_ONLY and _is_markdown(lines, i, m.end()):
+                name = None
+                continue
+            tags, depth = _TAGS.get(name) or _TAGS.setdefault(
+                name, re.compile(rf"<(/?){name}(?=[\s>/]|$)([^<>]*)(>?)", re.I)), 0
         out[i] = True
-        if closing in rest.lower():
-            closing = None
+        for t in tags.finditer(ln, at):
+            if t.group(1):
+                depth -= 1
+            elif name not in _TEXT_ONLY or depth == 0:
+                depth += 0 if t.group(2).endswith("/") and t.group(3) else 1
+            if depth <= 0:
+                out[i] = not ln[t.end():].strip()
+                name = None
+                break
     return out
 
 

@@ -135,7 +135,7 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
     lines = body.split("\n")
     mask = code_mask(lines) if ("```" in body or "~~~" in body) else [False] * len(lines)
     if "<" in body and mdraw.HINT.search(body):  # a `# line` in a <pre> is no heading
-        mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, mask))]
+        mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, _uncommented(body, mask)))]
     if "<!--" in body:  # a heading in an HTML comment is no heading; a `<!--` in code opens no comment
         view = "\n".join("" if f else _blank_code_spans(ln) for ln, f in zip(lines, mask))
         mask = [a or b for a, b in zip(mask, _comment_lines(view))]
@@ -179,6 +179,11 @@ def _comment_lines(body: str) -> list[bool]:
             out[k] = True
         pos = body.find("<!--", end)
     return out
+
+
+def _uncommented(body: str, code: list[bool]) -> list[bool]:
+    """``code`` and the lines an HTML comment starts before: a ``<div>`` commented out opens no raw block."""
+    return code if "<!--" not in body else [a or b for a, b in zip(code, _comment_lines(body))]
 
 
 def anchors(body: str) -> set[str]:
@@ -269,7 +274,7 @@ def prose_view(text: str) -> str:
     lines = text.split("\n")
     mask = code_mask(lines) if ("```" in text or "~~~" in text) else [False] * len(lines)
     if raw:  # raw HTML blocks Markdown leaves as they are (mdraw)
-        mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, mask))]
+        mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, _uncommented(text, mask)))]
     if "\n    " in text or "\n\t" in text or ">" in text and mdraw.QUOTED_INDENT.search(text):
         # read on the lines as written: blanking makes indents of its own
         mask = [a or b for a, b in zip(mask, mdraw.indented_code(lines, mask))]

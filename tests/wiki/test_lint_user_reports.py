@@ -77,3 +77,17 @@ def test_headings_in_an_admonition_or_a_list_item_are_anchors_but_indented_code_
         ("wiki/concepts/u.md", "t.md#in-code: no such heading or id in wiki/concepts/t.md"),
         ("wiki/concepts/u.md", "t.md#lazy-line: no such heading or id in wiki/concepts/t.md"),
     ]
+
+
+def test_markdown_inside_a_raw_html_block_is_text_unless_the_block_says_markdown(kb, invoke):
+    """Python-Markdown (md_in_html, which tools init turns on) leaves a <div> or <details> at a line's start as
+    raw HTML up to its closing tag: `[rawhtml](i.md)` in it is shown as written, no link to check. With a
+    `markdown` attribute its content is Markdown; after the closing tag, and in a commented-out <div>, too."""
+    body = "\n".join(["# T", "", "<div>", "[rawhtml](i.md)", "", "</div>", "", "<details>", "<summary>S</summary>",
+                      "", "[details](d.md)", "</details>", "", '<div markdown="1">', "[md](gone-md.md)", "</div>",
+                      "", "<!--", "<div>", "-->", "[after](gone-after.md)"])
+    write(kb.wiki, "concepts/t.md", page("T", "concept", body))
+    assert [m for _, m in found(lint_json(invoke, kb), "broken-link")] == [
+        "gone-after.md -> wiki/concepts/gone-after.md does not exist",
+        "gone-md.md -> wiki/concepts/gone-md.md does not exist",
+    ]
