@@ -40,6 +40,11 @@ def kind(mode: int) -> str:
     return "special file"
 
 
+def inside(path: Path, within: Path) -> bool:
+    """Whether ``path``, every link on it resolved, lies in the folder ``within``."""
+    return _inside(Path(path), Path(within))
+
+
 def _inside(path: Path, within: Path) -> bool:
     try:
         real, top = os.path.realpath(path, strict=False), _real(str(within))

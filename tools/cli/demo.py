@@ -19,14 +19,16 @@ def demo(directory: str, loop_runs: int) -> None:
     """
     from pathlib import Path
 
+    import shlex
+
     from ..demo import run_demo
     from ..loop.pending import LoopInterrupted
 
     try:
         r = run_demo(Path(directory), loop_runs=loop_runs, say=click.echo)
     except LoopInterrupted as e:  # as a stopped process exits (130 / 143), saying how a demo goes on
-        click.echo(f"interrupted by {e.how}: run `tools demo {directory}` again to go on (the run in flight was "
-                   "filed as a crash; the loop resumes where it stopped)", err=True)
+        click.echo(f"interrupted by {e.how}: run `tools demo {shlex.quote(directory)}` again to go on (the run in "
+                   "flight was filed as a crash; the loop resumes where it stopped)", err=True)
         raise SystemExit(e.exit_code) from None
     ing = r.ingest
     click.echo(f"knowledge base: {r.root}")

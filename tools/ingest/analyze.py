@@ -181,14 +181,14 @@ def scan_tree(root: Path, cached_files: dict, jobs: int = 0,
     args = [(str(root), e.rel, e.role, package) for e in todo]
     jobs = jobs or (min(os.cpu_count() or 1, 4) if len(args) > 200 else 1)
     pool = ProcessPoolExecutor(jobs, initializer=_worker_start, initargs=safeio.pool_parent()) if jobs > 1 else None
-    # chunks submitted one by one, not ``pool.map``: on Ctrl-C map's iterator cancels its futures, and the pool's
-    # manager thread, finding the workers terminated, failed to set an error on them with a traceback of its own
-    batches = [pool.submit(_analyze_batch, args[i:i + 16]) for i in range(0, len(args), 16)] if pool else []
-    results = (r for b in batches for r in b.result()) if pool else map(_analyze_path, args)
     analyzed = 0
     if progress:
         progress(0, len(args))
     try:
+        # chunks submitted one by one, not ``pool.map``: on Ctrl-C map's iterator cancels its futures, and the pool's
+        # manager thread, finding the workers terminated, failed to set an error on them with a traceback of its own
+        batches = [pool.submit(_analyze_batch, args[i:i + 16]) for i in range(0, len(args), 16)] if pool else []
+        results = (r for b in batches for r in b.result()) if pool else map(_analyze_path, args)
         for rel, sha, facts in results:
             e = by_rel[rel]
             old = cached_files.get(rel)

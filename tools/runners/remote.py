@@ -22,9 +22,8 @@ from pathlib import Path
 
 from ..errors import ToolsError
 from .process import TAIL_LINES, Proc, Stop, stop_on_signals
-from . import Arm, roundscript
+from . import Arm, hidden_env, roundscript
 from .calls import mapping, seconds, strings
-from .hidden_env import hide_secrets
 
 PHASES = ("pending", "running", "succeeded", "failed", "gone", "unknown")
 
@@ -64,7 +63,7 @@ class RemoteRunner:
 
     def __init__(self, poll_s: float = 10.0, hang_s: float = 1800.0, pending_s: float = 3600.0,
                  grace_s: float = 600.0, env: dict | None = None, forward_env: list | tuple = (),
-                 max_poll_errors: int = 6, **unknown):
+                 max_poll_errors: int = 6, hide_secrets: bool = True, **unknown):
         if unknown:
             import inspect
             known = sorted({k for c in type(self).__mro__ if "__init__" in vars(c)
@@ -76,6 +75,9 @@ class RemoteRunner:
         self.env = {str(k): str(v) for k, v in mapping(self.name, "env", env).items()}
         self.forward_env = strings(self.name, "forward_env", forward_env)
         self.max_poll_errors = int(max_poll_errors)
+        if not isinstance(hide_secrets, bool):
+            raise ToolsError(f"runner {self.name}: `hide_secrets` is true or false, not {hide_secrets!r}")
+        self.hide_secrets = hide_secrets  # false: secrets written into the round's script (a submit over ssh)
 
     # -- what a backend implements -------------------------------------------------------------------------
     def job_name(self, arms: list[Arm], token: str) -> str:
@@ -146,7 +148,7 @@ class RemoteRunner:
         name = self.job_name(arms, token)
         folder = arms[0].log.parent / "remote"
         plans, arts = self.plan(arms, name)
-        job_env = hide_secrets(plans)  # the job's environment carries them: never the script kept on disk
+        job_env = hidden_env.hide_secrets(plans) if self.hide_secrets else {}  # the job's environment carries them
         script = roundscript.render(plans, token, self.header(name, folder, arms), self.upload)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.sh").write_text(script, encoding="utf-8")

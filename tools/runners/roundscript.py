@@ -25,6 +25,8 @@ from ..errors import ToolsError
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KILL_AFTER_S = 10  # the arm gets TERM at its timeout, KILL this much later
+MISSING = ("{name} did not reach the job: the runner's submit command must pass its environment on (or set the "
+           "runner option hide_secrets: false; see docs/runners.md, Secrets)")
 
 
 @dataclass
@@ -131,15 +133,20 @@ def render(plans: list[ArmPlan], token: str, header: list[str] | None = None, up
     names = ", ".join(p.name for p in plans)
     out = ["#!/bin/sh", *(header or []),
            f"# autoresearch-wiki: {len(plans)} arm(s) run in order on one worker: {names}",
-           f"_ar_tok={token}", _PRELUDE]
-    job_vars = sorted({v for p in plans for v in p.hidden.values()})
+           f"_ar_tok={token}"]
+    for var in sorted({v for p in plans for v in p.hidden.values()}):
+        if not ENV_NAME.fullmatch(var):
+            raise ToolsError(f"{var!r} is not a valid environment variable name")
+        # the job's secrets into shell variables, out of the environment: only the arm a secret is for exports it
+        out.append(f'if [ "${{{var}+set}}" = set ]; then _ar_h{var}=${var}; fi; unset {var}')
+    out.append(_PRELUDE)
     for i, p in enumerate(plans):
-        out += _arm_lines(i, len(plans), p, upload, job_vars)
+        out += _arm_lines(i, len(plans), p, upload)
     out += [f"_ar_mark done {len(plans)}", "exit 0", ""]
     return "\n".join(out)
 
 
-def _arm_lines(i: int, n: int, p: ArmPlan, upload: str, job_vars: list[str] = ()) -> list[str]:
+def _arm_lines(i: int, n: int, p: ArmPlan, upload: str) -> list[str]:
     if not p.command:
         raise ToolsError(f"arm {p.name}: empty command")
     # a function run as the background job: that job is the process `timeout` replaces (its group the arm's)
@@ -153,9 +160,9 @@ def _arm_lines(i: int, n: int, p: ArmPlan, upload: str, job_vars: list[str] = ()
     for k, var in p.hidden.items():  # the arm's own secrets, from the job's environment (each arm is a subshell)
         if not ENV_NAME.fullmatch(k):
             raise ToolsError(f"arm {p.name}: {k!r} is not a valid environment variable name")
-        lines.append(f'  export {k}="${{{var}}}"')
-    if job_vars:  # no arm sees another's, nor the carriers
-        lines.append(f"  unset {' '.join(job_vars)}")
+        # a submit that does not pass its environment on (ssh, sbatch --export=NONE): the arm fails saying so,
+        # rather than running with an empty secret
+        lines.append(f'  export {k}="${{_ar_h{var}?{MISSING.format(name=k)}}}"')
     seconds = max(1, math.ceil(p.timeout))
     lines += [f"  _ar_limit {seconds} {shlex.join(p.command)}", "}",
               f"_ar_mark begin {i}", f"_ar_pipe {i}", "_ar_t0=$(_ar_now)",

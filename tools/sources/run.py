@@ -242,24 +242,23 @@ def _entry(rel: str, sha: str, page: str, summarized: bool, doc) -> dict:
             "year": doc.year, "claims": [c.as_dict() for c in found], **({"summary": KEPT} if summarized else {})}
 
 
-def _first_of_same_bytes(project: Project, files: list[Path]) -> dict[str, str]:
-    """sha256 -> the shortest name (then the first by path) among this run's files of those bytes; only files of
-    equal size are hashed here."""
+def _same_bytes(project: Project, files: list[Path]) -> dict[str, set[str]]:
+    """sha256 -> the names among this run's files holding those bytes, where more than one does (only files of equal
+    size are hashed)."""
     by_size: dict[int, list[Path]] = defaultdict(list)
     for f in files:
         try:
             by_size[f.stat().st_size].append(f)
         except OSError:
             continue
-    out: dict[str, str] = {}
+    out: dict[str, set[str]] = defaultdict(set)
     for group in (g for g in by_size.values() if len(g) > 1):
         for f in group:
             try:
                 sha = hashlib.sha256(safeio.read_bytes(f, 200 * 1024 * 1024, within=project.raw_sources)).hexdigest()
             except OSError:
                 continue
-            rel = Path(os.path.relpath(f, project.raw_sources)).as_posix()
-            out[sha] = min([rel, *([out[sha]] if sha in out else [])], key=lambda r: (len(r), r))
+            out[sha].add(Path(os.path.relpath(f, project.raw_sources)).as_posix())
     return out
 
 
@@ -302,7 +301,7 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
         except OSError:
             continue
         _adopt(project, docs, rel, f, data, page_path(rel, owners), on_disk)
-    read = _first_of_same_bytes(project, files)  # sha256 -> the name that keeps the page, where files share bytes
+    same_bytes = _same_bytes(project, files)  # sha256 -> this run's names of those bytes, where files share them
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="source-pages") as out:
         written = []
         for f in files:
@@ -319,11 +318,13 @@ def ingest_sources(project: Project, targets: list[str | Path], writer: Writer, 
             # of files with the same bytes, the one whose page is in the wiki keeps it (a copy made later never
             # takes the page, and the notes on it, from its original), else the shortest name (`paper.pdf`, not
             # `paper (1).pdf`): the same choice on every run
-            have_page = {r for r, d in docs.items() if d.get("sha") == sha and (project.raw_sources / r).is_file()} | \
-                {r for r, (_, s, _) in on_disk.items() if s == sha and (project.raw_sources / r).is_file()}
-            twin = min([rel, *have_page, *([read[sha]] if sha in read else [])],
-                       key=lambda r: (r not in have_page, len(r), r))
-            read.setdefault(sha, twin)
+            # the names that hold these bytes now: this run's files hashed above, and files not named this time as
+            # their last ingest read them (a name of this run whose bytes changed since is no longer one of them)
+            holders = same_bytes.get(sha, set()) | {rel} | {
+                r for r, d in docs.items() if d.get("sha") == sha and r not in named
+                and (project.raw_sources / r).is_file()}
+            have_page = {r for r in holders if docs.get(r, {}).get("sha") == sha or on_disk.get(r, ("", ""))[1] == sha}
+            twin = min(holders, key=lambda r: (r not in have_page, len(r), r))
             if twin != rel:  # the same bytes under another name: one page, its claims counted once
                 report.copies.append((rel, twin))
                 copies[rel] = twin
