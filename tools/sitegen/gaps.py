@@ -10,6 +10,7 @@ import posixpath
 
 from .. import mdtext
 from ..htmlpage import plotly_page
+from ..jsonvalues import plain
 from .explorers import PLOTLY_ASSET, json_str
 from .links import page_url, rel_url
 from .loops import NAME
@@ -29,10 +30,11 @@ def chart_data(p: SitePage) -> dict:
     cats = [{"category": str(c.get("category")), "ours": _num(c.get("ours")) or 0.0, "ref": _num(c.get("ref")) or 0.0}
             for c in p.meta["categories_us_per_token"] if isinstance(c, dict) and c.get("category")]
     return {"ours": str(p.meta.get("ours") or ""), "ref": str(p.meta.get("reference") or ""),
-            "gap_pct": _num(p.meta.get("gap_pct")), "items": p.meta.get("items"), "categories": cats}
+            "gap_pct": _num(p.meta.get("gap_pct")), "items": plain(p.meta.get("items")), "categories": cats}
 
 
-def gap_files(pages: list[SitePage], directory_urls: bool = True) -> dict[str, str]:
+def gap_files(pages: list[SitePage], directory_urls: bool = True,
+              warnings: list[str] | None = None) -> dict[str, str]:
     """Docs-relative files: explore/gaps/index.md, and per analysis index.md + chart.html + chart.json."""
     out: dict[str, str] = {}
     lines = ["---", "title: Gaps", "---", "", "# Gaps to a reference", ""]
@@ -46,9 +48,15 @@ def gap_files(pages: list[SitePage], directory_urls: bool = True) -> dict[str, s
     for p in sorted(good, key=lambda p: p.rel):
         name = posixpath.basename(p.rel).removesuffix(".md")
         base = f"explore/gaps/{name}/"
-        data = chart_data(p)
+        try:  # one hand-edited page never stops the build: it is named in a warning, the rest builds
+            data = chart_data(p)
+            chart_json = json.dumps(data, sort_keys=True, indent=1, default=str)
+        except (TypeError, ValueError) as e:
+            if warnings is not None:
+                warnings.append(f"wiki/{p.rel}: no gap chart ({e})")
+            continue
         html_url = page_url(base + "chart.html", directory_urls)
-        out[base + "chart.json"] = json.dumps(data, sort_keys=True, indent=1)
+        out[base + "chart.json"] = chart_json
         out[base + "chart.html"] = plotly_page("gapbars", f"{name}: time per token by category",
                                                rel_url(html_url, PLOTLY_ASSET), data)
         title = mdtext.escape(name)  # frontmatter and file names are other people's text

@@ -146,7 +146,7 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     files["explore/.nav.yml"] = EXPLORE_NAV
     files.update(explorer_files(pages, wiki_dir, directory_urls, warnings))
     files.update(loop_files(pages, directory_urls, warnings))
-    files.update(gap_files(pages, directory_urls))
+    files.update(gap_files(pages, directory_urls, warnings))
     files.update(asset_files())
     if docs_dir is None or not (docs_dir / ".nav.yml").is_file():
         files[".nav.yml"] = ROOT_NAV

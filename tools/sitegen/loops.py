@@ -16,6 +16,7 @@ import re
 
 from .. import mdtext
 from ..htmlpage import plotly_page
+from ..jsonvalues import plain
 from .explorers import PLOTLY_ASSET, json_str, plotly_js
 from .links import href, page_url, rel_url
 from .pages_view import SitePage
@@ -86,9 +87,9 @@ def staircase_data(loop: SitePage, runs: list[SitePage], url) -> dict:
         if height is not None:
             frontier.append({"iteration": pt["iteration"], "tps": height, "measured": pt["tps"],
                              "exp_id": pt["exp_id"]})
-    m = loop.meta
-    return {"loop": loop_name(loop), "model": m.get("model"), "lane": m.get("lane"), "variant": m.get("variant"),
-            "status": m.get("status"), "best": m.get("best"), "points": points, "frontier": frontier}
+    m = loop.meta  # frontmatter as YAML gave it (a date, a date as a key): as JSON can carry it
+    return {"loop": loop_name(loop), **{k: plain(m.get(k)) for k in ("model", "lane", "variant", "status", "best")},
+            "points": points, "frontier": frontier}
 
 
 def staircase_html(data: dict, plotly_src: str) -> str:
@@ -121,8 +122,14 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
         def url(p: SitePage, _from=html_url) -> str:
             return href(rel_url(_from, page_url("wiki/" + p.rel, directory_urls)))
 
-        data = staircase_data(lp, loop_runs(lp, pages), url)
-        out[base + "staircase.json"] = json.dumps(data, sort_keys=True, indent=1)
+        try:  # one hand-edited page never stops the build: it is named in a warning, the rest builds
+            data = staircase_data(lp, loop_runs(lp, pages), url)
+            staircase_json = json.dumps(data, sort_keys=True, indent=1, default=str)
+        except (TypeError, ValueError) as e:
+            if warnings is not None:
+                warnings.append(f"wiki/{lp.rel}: no staircase ({e})")
+            continue
+        out[base + "staircase.json"] = staircase_json
         out[base + "staircase.html"] = staircase_html(data, rel_url(html_url, PLOTLY_ASSET))
         best = max((f["tps"] for f in data["frontier"]), default=None)
         title = mdtext.escape(name)  # frontmatter is other people's text: markdown-escaped where markdown reads it
