@@ -36,3 +36,26 @@ def test_a_date_in_loop_or_gap_frontmatter_builds_and_publishes_it_as_text(tmp_p
     gap = json.loads(gen.files["explore/gaps/gap-x/chart.json"])
     assert gap["items"] == "2026-01-01" and gap["categories"] == [{"category": "a", "ours": 1.0, "ref": 2.0}]
     assert "2026-01-01" in gen.files["explore/gaps/index.md"]
+
+
+def test_nan_and_infinity_are_left_out_of_published_json_and_the_gaps_table(tmp_path):
+    """`.nan` / `.inf` in frontmatter made staircase.json and chart.json invalid JSON and the table say "+nan %"."""
+    wiki = tmp_path / "wiki"
+    _raw(wiki, "loops/l1.md", "title: l1\ntype: loop\nmodel: m\nlane: l\nbest: {tps: .nan}\n")
+    _raw(wiki, "experiments/m/l/2026-01-01-v001-r.md",
+         "title: r\ntype: experiment\nexp_id: r\nmodel: m\nlane: l\nloop: l1\nstatus: filed\nverdict: supported\n"
+         "ledger_status: keep\nmetrics: {tokens_per_s: .inf, mfu_percent: .nan}\ngain_pct: .nan\n")
+    _raw(wiki, "analyses/gap-x.md", "title: g\ntype: analysis\ngap_pct: .nan\n"
+                                    "categories_us_per_token: [{category: a, ours: .nan, ref: .inf},"
+                                    f" {{category: b, ours: 1{'0' * 400}, ref: 1}}]\n")
+    gen = generate(wiki)
+
+    def strict_json(text):
+        return json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    loop = strict_json(gen.files["explore/loops/l1/staircase.json"])
+    assert loop["best"] == {"tps": None} and (loop["points"][0]["tps"], loop["points"][0]["mfu"]) == (None, None)
+    assert loop["frontier"] == []  # no figure, no step
+    gap = strict_json(gen.files["explore/gaps/gap-x/chart.json"])
+    assert gap["gap_pct"] is None and gap["categories"] == [{"category": "a", "ours": 0.0, "ref": 0.0},
+                                                            {"category": "b", "ours": 0.0, "ref": 1.0}]
+    assert "nan" not in gen.files["explore/gaps/index.md"].lower()

@@ -6,19 +6,23 @@ chart.html and chart.json; explore/gaps/index.md lists them."""
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 
 from .. import mdtext
 from ..htmlpage import plotly_page
-from ..jsonvalues import plain
+from ..jsonvalues import finite, plain
 from .explorers import PLOTLY_ASSET, json_str
 from .links import page_url, rel_url
 from .loops import NAME
 from .pages_view import SitePage
 
 
-def _num(v):
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _num(v):  # `.nan` is a float to YAML, and no figure: the table said "+nan %"
+    try:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    except OverflowError:  # an integer past any float (400 digits): no figure either
+        return None
 
 
 def gap_pages(pages: list[SitePage]) -> list[SitePage]:
@@ -50,7 +54,7 @@ def gap_files(pages: list[SitePage], directory_urls: bool = True,
         base = f"explore/gaps/{name}/"
         try:  # one hand-edited page never stops the build: it is named in a warning, the rest builds
             data = chart_data(p)
-            chart_json = json.dumps(data, sort_keys=True, indent=1, default=str)
+            chart_json = json.dumps(finite(data), sort_keys=True, indent=1, default=str, allow_nan=False)
         except (TypeError, ValueError) as e:
             if warnings is not None:
                 warnings.append(f"wiki/{p.rel}: no gap chart ({e})")

@@ -11,12 +11,13 @@ from its own URL, so the frame is right on direct loads, under instant navigatio
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 
 from .. import mdtext
 from ..htmlpage import plotly_page
-from ..jsonvalues import plain
+from ..jsonvalues import finite, plain
 from .explorers import PLOTLY_ASSET, json_str, plotly_js
 from .links import href, page_url, rel_url
 from .pages_view import SitePage
@@ -54,8 +55,11 @@ def _iteration(p: SitePage) -> int | None:
     return it if isinstance(it, int) and not isinstance(it, bool) else None
 
 
-def _num(v):
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _num(v):  # `.nan` is a float to YAML, and no figure: a NaN run would carry the frontier with it
+    try:
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    except OverflowError:  # an integer past any float (400 digits): no figure either
+        return None
 
 
 def staircase_data(loop: SitePage, runs: list[SitePage], url) -> dict:
@@ -123,8 +127,8 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
             return href(rel_url(_from, page_url("wiki/" + p.rel, directory_urls)))
 
         try:  # one hand-edited page never stops the build: it is named in a warning, the rest builds
-            data = staircase_data(lp, loop_runs(lp, pages), url)
-            staircase_json = json.dumps(data, sort_keys=True, indent=1, default=str)
+            data = finite(staircase_data(lp, loop_runs(lp, pages), url))  # NaN is no JSON: `| jq` refused it
+            staircase_json = json.dumps(data, sort_keys=True, indent=1, default=str, allow_nan=False)
         except (TypeError, ValueError) as e:
             if warnings is not None:
                 warnings.append(f"wiki/{lp.rel}: no staircase ({e})")
