@@ -9,6 +9,8 @@ import threading
 import pytest
 
 from tools.experiments.explorer import explorer_html
+from tools.htmlpage import plotly_page
+from tools.sitegen.loops import staircase_html
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
@@ -112,7 +114,38 @@ def test_explorer_in_chromium(tmp_path):
             page.mouse.move(origin[0] + xy[0], origin[1] + xy[1])
             page.mouse.click(origin[0] + xy[0], origin[1] + xy[1])
             page.wait_for_url("**/2026-01-01-v001-s1.html", timeout=10_000)
+            _frontmatter_is_text_in_every_chart(tmp_path, base, browser)
             browser.close()
     finally:
         srv.shutdown()
     assert external == []
+
+
+EVIL = '<a href="https://evil.example/">CLICK</a>'
+
+
+def _frontmatter_is_text_in_every_chart(tmp_path, base, browser):
+    """A model, lane, loop or category name holding markup was drawn by plotly as a real SVG link."""
+    evil_recs = [dict(r, model=EVIL, lane=EVIL, variant=EVIL, slug=EVIL) for r in RECORDS[:3]]
+    (tmp_path / "models/evil.html").write_text(explorer_html(EVIL, evil_recs, [{"label": EVIL, "tokens_per_s": 5.0}],
+                                                             "../assets/plotly.js", lambda r: "x"))
+    point = {"iteration": 0, "exp_id": EVIL, "tps": 10.0, "mfu": None, "verdict": EVIL, "kept": True, "gain": None,
+             "band": None, "category": EVIL, "change": EVIL, "url": "x"}
+    (tmp_path / "stair.html").write_text(staircase_html(
+        {"loop": "l", "model": EVIL, "lane": EVIL, "points": [point], "frontier": [{"iteration": 0, "tps": 10.0}]},
+        "assets/plotly.js"))
+    (tmp_path / "gap.html").write_text(plotly_page("gapbars", "g", "assets/plotly.js", {
+        "ours": EVIL, "ref": EVIL, "gap_pct": 3.0, "categories": [{"category": EVIL, "ours": 1.0, "ref": 2.0}]}))
+    page = browser.new_page(viewport={"width": 1040, "height": 620})
+    for url, ready in (("models/evil.html", "explorerReady"), ("stair.html", "staircaseReady"),
+                       ("gap.html", "gapReady")):
+        page.goto(f"{base}/{url}")
+        page.wait_for_function(f"window.{ready} === true", timeout=20_000)
+        page.wait_for_selector(".main-svg .gtitle")
+        # hover a point, so hover text is drawn too
+        page.evaluate("() => Plotly.Fx.hover('plot', [{curveNumber: 0, pointNumber: 0}])")
+        assert page.evaluate("() => document.querySelectorAll('svg a').length") == 0, url
+        assert "CLICK</a>" in page.evaluate("() => document.querySelector('.gtitle').textContent"), url
+        texts = page.evaluate("() => [...document.querySelectorAll('svg text')].map(t => t.textContent).join(' ')")
+        assert '<a href="https://evil.example/">' in texts.replace("\n", ""), url
+    page.close()
