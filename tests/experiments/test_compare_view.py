@@ -58,6 +58,13 @@ def test_a_run_offers_a_profile_diff_only_with_a_trace_and_is_named_without_a_sl
     assert _run(rec(commit="abc", command="python t.py"), str)["code"] == {"commit": "abc", "command": "python t.py"}
 
 
+def test_a_runs_samples_keep_only_finite_numbers():
+    """`runs_tokens_per_s: {variant: [12000, 12100, .nan]}` was 3 samples, the NaN counted as 0 (mean 8033)."""
+    from tools.experiments.compare_view import _run
+    for samples in ([12000, 12100, float("nan")], {"variant": [12000, True, 12100, float("inf"), "x", None]}):
+        assert _run({"exp_id": "a", "runs_tokens_per_s": samples}, str)["samples"] == [12000, 12100]
+
+
 @pytest.mark.browser
 def test_compare_view_in_chromium(project, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")

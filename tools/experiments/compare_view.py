@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 
 from ..htmlpage import plotly_page
-from .metrics import finite
+from .metrics import finite, finite_number
 
 
 def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
@@ -31,7 +31,9 @@ def _run(r: dict, page_url: Callable[[dict], str]) -> dict:
             "description": r.get("description") or "", "commit": r.get("commit") or "",
             "tps": m.get("tokens_per_s"), "mfu": m.get("mfu_percent"), "step_ms": m.get("step_time_ms"),
             "memory_gb": m.get("memory_gb"), "gain": r.get("gain_pct"), "interval": timing.get("interval_pct"),
-            "rounds": timing.get("rounds"), "samples": [x for x in samples if isinstance(x, (int, float))],
+            "rounds": timing.get("rounds"),
+            # a NaN sample became null in the page, which the groups' mean counted as 0; a bool is no figure
+            "samples": [x for x in samples if finite_number(x)],
             "config": r.get("config") if isinstance(r.get("config"), dict) else {},
             "env": r.get("env") if isinstance(r.get("env"), dict) else {},
             # what ran besides the settings: runs of another script or command are not one configuration. The
