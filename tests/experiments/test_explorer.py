@@ -158,16 +158,20 @@ def _stair_point(i: int, verdict: str = "supported", tps: float | None = 100.0) 
 
 
 def _long_loop_staircase_has_readable_ticks(tmp_path, base, browser):
-    """`dtick: 1` drew a label per iteration: 300 iterations gave 347 overlapping labels (and 4.5 s to draw)."""
+    """`dtick: 1` drew a label per iteration: 300 iterations gave 347 overlapping labels (and 4.5 s to draw).
+    And every run is a point: an invalid run without tokens/s was left out (a crash sat at 0)."""
     page = browser.new_page(viewport={"width": 1040, "height": 620})
     for n, most_ticks in ((12, 12), (300, 30)):
+        points = [_stair_point(i) for i in range(n - 2)] + [_stair_point(n - 2, "invalid", None),
+                                                            _stair_point(n - 1, "crash", None)]
         (tmp_path / f"stair-{n}.html").write_text(staircase_html(
-            {"loop": "l", "model": "m", "lane": "l", "points": [_stair_point(i) for i in range(n)], "frontier": []},
-            "assets/plotly.js"))
+            {"loop": "l", "model": "m", "lane": "l", "points": points, "frontier": []}, "assets/plotly.js"))
         page.goto(f"{base}/stair-{n}.html")
         page.wait_for_function("window.staircaseReady === true", timeout=20_000)
         ticks = page.evaluate("() => [...document.querySelectorAll('.xtick text')].map(t => t.textContent)")
         assert len(ticks) <= most_ticks and all(t.isdigit() for t in ticks), (n, ticks)
         if n == 12:
             assert ticks == [str(i) for i in range(12)]  # few: every iteration named
+            traces = page.evaluate("() => document.getElementById('plot').data.map(t => [t.name, t.x, t.y])")
+            assert traces[1:] == [["invalid", [10], [0]], ["crash", [11], [0]]]
     page.close()
