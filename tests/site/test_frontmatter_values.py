@@ -59,3 +59,19 @@ def test_nan_and_infinity_are_left_out_of_published_json_and_the_gaps_table(tmp_
     assert gap["gap_pct"] is None and gap["categories"] == [{"category": "a", "ours": 0.0, "ref": 0.0},
                                                             {"category": "b", "ours": 0.0, "ref": 1.0}]
     assert "nan" not in gen.files["explore/gaps/index.md"].lower()
+
+
+def test_an_experiment_page_left_out_of_the_explorers_is_a_warning(tmp_path):
+    """`metrics: {tokens_per_s: "12,000"}` (a hand edit) dropped the run from the explorers with a log line only:
+    no build warning, so `--strict` passed."""
+    wiki = tmp_path / "wiki"
+    _write(wiki, "models/m.md", {"title": "m", "type": "model", "model": "m"})
+    run = {"title": "r", "type": "experiment", "model": "m", "lane": "l", "status": "filed", "verdict": "supported"}
+    _write(wiki, "experiments/m/l/2026-01-01-v001-good.md", dict(run, exp_id="good", metrics={"tokens_per_s": 1.0}))
+    _write(wiki, "experiments/m/l/2026-01-01-v002-bad.md", dict(run, exp_id="bad", metrics={"tokens_per_s": "12,000"}))
+    _write(wiki, "experiments/notes.md", {"title": "notes", "type": "experiment"})  # a written note, never a run
+    gen = generate(wiki)
+    assert "wiki/experiments/m/l/2026-01-01-v002-bad.md: left out (`metrics.tokens_per_s` is '12,000', not a number)" \
+        in gen.warnings
+    assert not any("v001-good" in w or "notes.md" in w for w in gen.warnings)
+    assert "1 experiments" in gen.files["explore/experiments/m/index.md"]

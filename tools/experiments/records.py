@@ -38,14 +38,24 @@ def load_experiments(wiki_dir: Path | str, under: str = "") -> list[dict]:
 
 
 def records_of(pages) -> list[dict]:
-    """The experiment records of pages already read: (wiki-relative path, frontmatter) pairs (the site's scan
-    hands its own, so a 5,000-run lane's pages are not parsed twice). Ordered and checked as ``load_experiments``."""
-    out = []
+    """The experiment records of pages already read: (wiki-relative path, frontmatter) pairs. Ordered and checked as
+    ``load_experiments``; a page left out is logged."""
+    out, problems = records_and_problems(pages)
+    for rel, why in problems:
+        log.warning("wiki/%s: left out (%s)", rel, why)
+    return out
+
+
+def records_and_problems(pages) -> tuple[list[dict], list[tuple[str, str]]]:
+    """``records_of``'s records, and (wiki-relative path, why) for each experiment page left out, for the caller
+    to report (the site's scan hands its own pages, so a 5,000-run lane's pages are not parsed twice, and names
+    each page left out among its build warnings)."""
+    out, problems = [], []
     for rel, meta in pages:
         if not meta or meta.get("type") != "experiment" or not rel.startswith("experiments/"):
             continue
         if why := shape_problem(meta):
-            log.warning("wiki/%s: left out (%s)", rel, why)
+            problems.append((rel, why))
             continue
         rec = dict(meta)
         rec["page"] = rel
@@ -53,7 +63,7 @@ def records_of(pages) -> list[dict]:
         rec.setdefault("version", int(m.group("n")) if m else 0)
         out.append(rec)
     out.sort(key=lambda r: (str(r.get("model")), str(r.get("lane")), int(r.get("version") or 0), r["page"]))
-    return out
+    return out, problems
 
 
 _KINDS = {"exp_id": (str,), "model": (str,), "lane": (str,), "variant": (str,), "verdict": (str,), "status": (str,),

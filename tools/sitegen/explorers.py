@@ -24,17 +24,17 @@ def model_pages(pages: list[SitePage]) -> list[SitePage]:
 
 
 def explorer_api():
-    """(records_of, explorer_html, load_references or None), or None without the experiments module."""
+    """(records_and_problems, explorer_html, load_references or None), or None without the experiments module."""
     try:
         from ..experiments.explorer import explorer_html
-        from ..experiments.records import records_of
+        from ..experiments.records import records_and_problems
     except (ImportError, AttributeError):
         return None
     try:
         from ..experiments.explorer import load_references
     except (ImportError, AttributeError):
         load_references = None
-    return records_of, explorer_html, load_references
+    return records_and_problems, explorer_html, load_references
 
 
 def plotly_js() -> str | None:
@@ -67,7 +67,12 @@ def explorer_files(pages: list[SitePage], wiki_dir, directory_urls: bool = True,
     if api is not None and models:
         from ..errors import ToolsError
         try:
-            records = api[0]((p.rel, p.meta) for p in pages if p.rel.startswith("experiments/"))
+            records, left_out = api[0]((p.rel, p.meta) for p in pages if p.rel.startswith("experiments/"))
+            # a run's page broken by a hand edit (`tokens_per_s: "12,000"`) drops out: --strict must fail. A page
+            # without an `exp_id` was never a run (a written note of type experiment): no warning
+            runs = {p.rel for p in pages if p.meta.get("exp_id")}
+            if warnings is not None:
+                warnings += [f"wiki/{rel}: left out ({why})" for rel, why in left_out if rel in runs]
         except ToolsError as e:
             why = f"experiment pages could not be read ({html.escape(str(e))})"
             if warnings is not None:
