@@ -75,3 +75,19 @@ def test_an_experiment_page_left_out_of_the_explorers_is_a_warning(tmp_path):
         in gen.warnings
     assert not any("v001-good" in w or "notes.md" in w for w in gen.warnings)
     assert "1 experiments" in gen.files["explore/experiments/m/index.md"]
+
+
+def test_two_loop_pages_of_one_name_get_a_folder_each_and_a_warning(tmp_path):
+    """wiki/loops/my-loop.md and wiki/loops/sub/my-loop.md wrote the same explorer folder, one over the other."""
+    wiki = tmp_path / "wiki"
+    _write(wiki, "loops/my-loop.md", {"title": "top", "type": "loop", "model": "top-model", "lane": "l"})
+    _write(wiki, "loops/sub/my-loop.md", {"title": "sub", "type": "loop", "model": "sub-model", "lane": "l"})
+    gen = generate(wiki)
+    staircases = sorted((k for k in gen.files if k.endswith("/staircase.json")), key=len)
+    assert len(staircases) == 2 and staircases[0] == "explore/loops/my-loop/staircase.json"  # the top page keeps it
+    assert json.loads(gen.files[staircases[0]])["model"] == "top-model"
+    assert json.loads(gen.files[staircases[1]])["model"] == "sub-model"
+    listing = gen.files["explore/loops/index.md"]
+    assert all(f"({k.split('/')[2]}/index.md)" in listing for k in staircases)
+    assert any(w.startswith("wiki/loops/sub/my-loop.md: wiki/loops/my-loop.md is a loop named my-loop too")
+               for w in gen.warnings)

@@ -10,6 +10,7 @@ from its own URL, so the frame is right on direct loads, under instant navigatio
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import posixpath
@@ -118,9 +119,17 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
     lines += ["One frontier staircase per autoresearch loop: every run as a point coloured by its verdict, the"
               " frontier as a step line; a click opens the run's experiment page.", "",
               "| Loop | Model | Lane | Status | Runs | Best tokens/s |", "|---|---|---|---|---:|---:|"]
-    for lp in sorted(good, key=loop_name):
-        name = loop_name(lp)
-        base = f"explore/loops/{name}/"
+    owner: dict[str, SitePage] = {}  # loop name -> the page whose staircase has the plain folder
+    for lp in sorted(good, key=lambda p: (loop_name(p), p.rel.count("/"), p.rel)):
+        name = folder = loop_name(lp)
+        if name in owner:  # loops/my-loop.md and loops/sub/my-loop.md: one folder each, never one over the other
+            folder = f"{name}-{hashlib.sha1(lp.rel.encode()).hexdigest()[:6]}"
+            if warnings is not None:
+                warnings.append(f"wiki/{lp.rel}: wiki/{owner[name].rel} is a loop named {name} too; its staircase "
+                                f"is explore/loops/{folder}/, and its runs and embedded plot are shared by name: "
+                                "rename one")
+        owner.setdefault(name, lp)
+        base = f"explore/loops/{folder}/"
         html_url = page_url(base + "staircase.html", directory_urls)
 
         def url(p: SitePage, _from=html_url) -> str:
@@ -145,7 +154,7 @@ def loop_files(pages: list[SitePage], directory_urls: bool = True, warnings: lis
             f'<iframe class="arw-frame arw-loop-frame" src="staircase.html" title="{mdtext.attr(name)} frontier '
             'staircase" loading="lazy" style="width:100%;height:520px;border:0"></iframe>', ""])
         cells = [mdtext.escape(str(lp.meta.get(k) or "—")) for k in ("model", "lane", "status")]
-        lines.append(f"| {mdtext.link(title, mdtext.file_target(f'{name}/index.md'))} | {' | '.join(cells)} | "
+        lines.append(f"| {mdtext.link(title, mdtext.file_target(f'{folder}/index.md'))} | {' | '.join(cells)} | "
                      f"{len(data['points'])} | {'—' if best is None else f'{best:,.1f}'} |")
     out["explore/loops/index.md"] = "\n".join(lines + [""])
     if len(good) > 6:  # the sidebar lists the loops only while they are few
