@@ -37,6 +37,17 @@ def first_heading(body: str) -> str | None:
                  if h.level == 1 and (hit := _H1.match(lines[h.index]))), None)
 
 
+def first_block_heading(body: str) -> str | None:
+    """The page's title as MkDocs takes it: its first block, when that is a level-1 heading (ATX or setext)."""
+    lines = re.sub(r"\r\n?", "\n", body).lstrip("\ufeff").lstrip("\n").split("\n")  # MkDocs reads CRLF too
+    m = re.match(r" {0,3}#[ \t]+(.+?)[ \t]*#*[ \t]*$", lines[0]) if lines else None
+    if m:
+        return m.group(1)
+    if len(lines) > 1 and lines[0].strip() and re.fullmatch(r" {0,3}=+[ \t]*", lines[1]):
+        return lines[0].strip()
+    return None
+
+
 # ---------------------------------------------------------------- anchors
 
 _ATX = re.compile(r"^ {0,3}(?:>[ \t]?)*(#{1,6})[ \t]+(\S.*)$")  # a quote's heading is one too

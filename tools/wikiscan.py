@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from . import pages, safeio
-from .mdscan import Link, extract_links, first_heading
+from .mdscan import Link, extract_links, first_block_heading
 
 try:  # the C loader is ~10x faster than the pure-Python one and loads the same values
     _Loader: type = yaml.CSafeLoader
@@ -54,11 +54,13 @@ class WikiPage:
 
     @property
     def given_title(self) -> str | None:
-        """The frontmatter title, else the first ``# heading``; None when the page names itself nowhere."""
+        """The frontmatter title, else a ``# heading`` that is the body's first block (as MkDocs titles the page:
+        a heading after the first paragraph named it in tables while its own page showed the file name); None when
+        the page names itself nowhere, or its frontmatter failed (its body is not what MkDocs reads)."""
         t = self.meta.get("title") if self.meta else None
         if isinstance(t, (str, int, float)) and str(t).strip():
             return str(t).strip()
-        return first_heading(self.body)
+        return None if self.error else first_block_heading(self.body)
 
     @property
     def refs(self) -> list[tuple[str, str]]:

@@ -91,3 +91,19 @@ def test_two_loop_pages_of_one_name_get_a_folder_each_and_a_warning(tmp_path):
     assert all(f"({k.split('/')[2]}/index.md)" in listing for k in staircases)
     assert any(w.startswith("wiki/loops/sub/my-loop.md: wiki/loops/my-loop.md is a loop named my-loop too")
                for w in gen.warnings)
+
+
+def test_a_page_without_a_title_is_named_as_mkdocs_names_it(tmp_path):
+    """A heading after the first paragraph named the page in the graph and landing tables while MkDocs (which only
+    takes a first-block heading) showed the file name; a page whose frontmatter failed was named by its body."""
+    from tools.sitegen.generate import GRAPH_JSON
+    wiki = tmp_path / "wiki"
+    (wiki / "concepts").mkdir(parents=True)
+    (wiki / "concepts/late-heading.md").write_text("---\ntype: concept\n---\n\nIntro first.\n\n# Real Title\n")
+    (wiki / "concepts/first-block.md").write_text("---\ntype: concept\n---\n\n# First Block\n\ntext\n")
+    (wiki / "concepts/broken.md").write_text("---\ntype: [concept\n---\n\n# Not read\n")
+    gen = generate(wiki)
+    labels = {n["label"] for n in json.loads(gen.files[GRAPH_JSON])["nodes"]}
+    assert {"First Block", "Late heading", "Broken"} <= labels and not labels & {"Real Title", "Not read"}
+    landing = gen.files["wiki/concepts/index.md"]
+    assert "late heading" in landing.lower() and "Real Title" not in landing

@@ -399,7 +399,7 @@ def test_staged_copy_spares_no_text_markdown_reads_as_html():
 def test_a_staged_page_takes_its_title_from_its_first_block_only():
     """A staged page without a title took the first `# ...` anywhere, a shell comment in a code block included;
     MkDocs takes the first block when it is a level-1 heading, else the file name."""
-    from tools.sitegen.generate import _first_block_heading
+    from tools.mdscan import first_block_heading as _first_block_heading
 
     assert _first_block_heading("Setup notes.\n\n```bash\n# install deps\n```\n") is None
     assert _first_block_heading("\n# Fast kernels\n\ntext") == "Fast kernels"

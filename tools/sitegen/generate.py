@@ -18,6 +18,7 @@ import yaml
 
 from .. import mdrisk
 from ..errors import ToolsError
+from ..mdscan import first_block_heading
 from ..wikiscan import Wiki, scan
 from . import neutralise
 from .dashboard import dashboard_md, fill
@@ -166,17 +167,6 @@ def generate(wiki_dir: Path, docs_dir: Path | None = None, *, directory_urls: bo
     return Generated(files, pages, sources, stats, warnings, sorted((wiki.files | navs) - as_text),
                      {rel: text for rel, text in appendix.items() if rel not in as_text},
                      dashboard_md(pages, _lint_counts(wiki)))
-
-
-def _first_block_heading(body: str) -> str | None:
-    """The page's title as MkDocs takes it: its first block, when that is a level-1 heading (ATX or setext)."""
-    lines = body.lstrip("\n").split("\n")
-    m = re.match(r" {0,3}#[ \t]+(.+?)[ \t]*#*[ \t]*$", lines[0]) if lines else None
-    if m:
-        return m.group(1)
-    if len(lines) > 1 and lines[0].strip() and re.fullmatch(r" {0,3}=+[ \t]*", lines[1]):
-        return lines[0].strip()
-    return None
 
 
 def _links_out(root: Path, warnings: list[str]):
@@ -355,7 +345,7 @@ def _staged_wiki_page(text: str, rel: str, gen: Generated) -> str:
         meta, body = None, text
     meta = dict(meta or {})
     if "title" not in meta:  # the engine would print the first heading or the file name raw: escaped here
-        meta["title"] = _first_block_heading(body) or file_title(Path(rel).stem)
+        meta["title"] = first_block_heading(body) or file_title(Path(rel).stem)
     body = inert(rewrite_raw_links(body, rel, gen.sources)) + gen.appendix.get(rel, "")
     return render(theme_safe(meta, True), body)
 
