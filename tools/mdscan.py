@@ -23,20 +23,6 @@ class Link(NamedTuple):  # a tuple: 160,000 of them are made per lint of a large
     text: str = ""
 
 
-_H1 = re.compile(r"^#[ \t]+(.+?)[ \t]*#*[ \t\r]*$", re.M)  # on one line: `#` alone then text is no heading
-
-
-def first_heading(body: str) -> str | None:
-    """The first ``# Title`` Markdown renders as a heading (a ``# comment`` in code named pages, and ``--fix`` wrote
-    it into their frontmatter). Read without a scan when nothing above it can hide it (no fence, comment or tag)."""
-    m = _H1.search(body)
-    if m is None or not any(x in body[:m.start()] for x in ("```", "~~~", "<")):
-        return m.group(1).strip() if m else None
-    lines = body.split("\n")
-    return next((hit.group(1).strip() for h in headings(body)[0]
-                 if h.level == 1 and (hit := _H1.match(lines[h.index]))), None)
-
-
 def first_block_heading(body: str) -> str | None:
     """The page's title as MkDocs takes it: its first block, when that is a level-1 heading (ATX or setext)."""
     lines = re.sub(r"\r\n?", "\n", body).lstrip("\ufeff").lstrip("\n").split("\n")  # MkDocs reads CRLF too

@@ -188,6 +188,7 @@ def test_names_too_long_for_the_file_system_are_refused_with_a_reason(kb):
             call(kb, op, args)
 
 
+@pytest.mark.slow
 def test_a_wiki_or_raw_folder_that_is_itself_a_link_out_is_refused_by_every_face(kb, tmp_path):
     """A cloned knowledge base can ship `raw -> /` or `wiki -> /etc`: each path was checked against the folder's
     own target, so `raw read path=etc/passwd` and the resource `wiki://hostname` answered any file on the machine."""
@@ -323,6 +324,7 @@ def test_the_status_of_a_long_loop_is_its_last_iterations_and_the_state_file_onl
     assert len(whole["history"]) == 800 and len(whole["state"]["history"]) == 800
 
 
+@pytest.mark.slow
 def test_a_hand_edited_huge_value_or_title_is_cut_in_every_answer(kb):
     """A user's report: a 3 MB `notes:` on an experiment page made `exp_get` answer 3 MB, and a 1 MB title made
     `wiki_list`, `wiki_search` and `hypotheses_list` answer 1 MB each (only `wiki_read` bounded frontmatter)."""

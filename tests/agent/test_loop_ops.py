@@ -36,6 +36,7 @@ def _wait_idle(c, name: str, timeout: float = 90.0):
     return go()
 
 
+@pytest.mark.slow
 def test_loop_start_status_resume_and_retrospective_over_mcp(tmp_path):
     pytest.importorskip("mcp")
     from tools.agent.server import build

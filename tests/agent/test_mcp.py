@@ -45,6 +45,7 @@ async def _session(target, body):
         return await body(c)
 
 
+@pytest.mark.slow
 def test_every_read_operation_over_mcp_equals_the_cli(kb):
     from tools.agent.registry import load
     from tools.agent.server import build
@@ -190,6 +191,7 @@ def test_stdio_server_and_filing_a_hypothesis_with_writes_allowed(kb):
     assert p.change.knobs == {"compute_dtype": "bfloat16"} and p.category == "precision"
 
 
+@pytest.mark.slow
 def test_the_harness_configs_connect_from_another_folder_without_the_venv_on_path(kb, tmp_path):
     """What `tools init` wrote is what a harness runs: the absolute `tools`, --root, from anywhere."""
     import tomllib
@@ -227,6 +229,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_streamable_http_on_loopback(kb):
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tools", "--root", str(kb), "mcp", "--http", "--port", str(port)],
@@ -314,6 +317,7 @@ def test_a_page_resource_longer_than_it_carries_says_where_the_rest_is(tmp_path)
     assert head.split("---\n", 2)[2] + rest == body
 
 
+@pytest.mark.slow
 def test_mcp_list_names_a_cli_command_that_runs(kb):
     """`tools mcp --list` said gap_analyze is `tools gap analyze`, which is no command (`tools gap OURS REF` is)."""
     r = tools(kb, "mcp", "--list")
@@ -357,6 +361,7 @@ def test_tool_hints_say_what_may_destroy_or_reach_out_and_a_refused_resource_say
     assert "Error creating resource" not in errors[1], errors
 
 
+@pytest.mark.slow
 def test_null_on_the_command_line_is_null_as_over_mcp_and_a_port_out_of_range_is_a_usage_error(kb):
     """`wiki list type=null` looked for pages of the type "null" (0) where the MCP tool given null lists them all;
     `tools mcp --http --port 70000` printed its address, then a traceback."""
@@ -393,6 +398,7 @@ def test_a_huge_argument_is_refused_in_a_short_answer_and_a_long_query_is_bounde
     assert r.returncode == 0 and json.loads(r.stdout)["query"] == words[:1_999], r.stderr
 
 
+@pytest.mark.slow
 def test_a_text_argument_over_mcp_is_the_text_given_as_on_the_command_line(kb):
     """A user's report: the SDK read a text argument as JSON when its field was optional text: `wiki_list
     {"type": "null"}` listed every page and `{"type": "[1]"}` was a validation error, where `--args` with the same

@@ -117,6 +117,7 @@ def test_one_section_of_a_long_page_and_its_continuation(kb):
         call(kb, "wiki.read", {"path": "concepts/long.md", "section": "nothing like it"})
 
 
+@pytest.mark.slow
 def test_a_read_of_a_page_of_thousands_of_headings_stays_bounded(kb):
     """A 200-character read of a page with 15,000 headings answered 1.1 MB: every heading was listed."""
     (kb.wiki / "concepts").mkdir(exist_ok=True)

@@ -65,6 +65,7 @@ def test_a_runs_samples_keep_only_finite_numbers():
         assert _run({"exp_id": "a", "runs_tokens_per_s": samples}, str)["samples"] == [12000, 12100]
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_compare_view_in_chromium(project, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
@@ -146,6 +147,7 @@ def test_compare_view_in_chromium(project, tmp_path):
         srv.shutdown()
 
 
+@pytest.mark.slow
 def test_the_built_site_frames_the_runs_page_it_ships(tmp_path):
     """A default build (directory URLs): the lane's page frames runs.html, and that file is there."""
     import re

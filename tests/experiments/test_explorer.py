@@ -42,6 +42,7 @@ def test_explorer_html_is_standalone_and_never_inlines_plotly():
     assert '"other"' not in html and "x.md" not in html  # other models are left out
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_explorer_in_chromium(tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")

@@ -50,6 +50,7 @@ def model(project, monkeypatch):
     return repo
 
 
+@pytest.mark.slow
 def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, tmp_path):
     c0 = git(model, "rev-parse", "HEAD")
     base = run(project, "--baseline", command=["--step-ms", "40"])
@@ -139,6 +140,7 @@ def test_runs_made_by_hand_become_branches_with_their_evidence(project, model, t
         git(model, "rev-parse", f"{kb['commit']}^{{tree}}")
 
 
+@pytest.mark.slow
 def test_what_cannot_be_exported_is_a_clear_error(project, model, tmp_path):
     base = run(project, "--baseline", command=["--step-ms", "20"])
     out = tools(project, "exp", "export", base["exp_id"], "--name", "x", code=1)
@@ -220,6 +222,7 @@ def test_an_export_checks_everything_before_a_branch_moves(project, model, tmp_p
     assert git(model, "for-each-ref", "--format=%(refname:short)", "refs/heads/perf/") == "perf/mine/all"
 
 
+@pytest.mark.slow
 def test_a_run_is_exported_against_its_own_lanes_baseline_and_a_rerun_converges(project, model, tmp_path):
     def other(*args, command):
         tools(project, "exp", "run", "--model", "m2", "--lane", "l2", "--variant", "s/cpu", "-q", "--repeats", "3",
@@ -267,6 +270,7 @@ def test_a_run_is_exported_against_its_own_lanes_baseline_and_a_rerun_converges(
     assert sorted(p.name for p in patches.iterdir()) == sorted(last["patches"] + ["notes.patch"])
 
 
+@pytest.mark.slow
 def test_an_export_says_what_a_config_edit_cannot_and_moves_all_branches_or_none(project, model, tmp_path):
     c0 = git(model, "rev-parse", "HEAD")
     run(project, "--baseline", command=["--step-ms", "40", "--steps", "8"])

@@ -4,6 +4,8 @@ the GitHub workflow `tools init --ci github` writes."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 import yaml
@@ -31,6 +33,7 @@ def _baseline(project) -> str:
     return rec["exp_id"]
 
 
+@pytest.mark.slow
 def test_the_gate_passes_an_a_a_fails_a_slowdown_and_refuses_another_shape(project, tmp_path):
     exp_id = _baseline(project)
     r = tools(project, "exp", "baseline", "tag", "main", exp_id, "--model", "m", "--lane", "l")
@@ -69,6 +72,7 @@ def test_the_gate_passes_an_a_a_fails_a_slowdown_and_refuses_another_shape(proje
     assert code == 0 and v["max_regression_pct"] == 30.0, v
 
 
+@pytest.mark.slow
 def test_a_slowdown_its_first_rounds_cannot_decide_is_measured_until_they_do(project):
     """A user's report: one disturbed experiment inflated the lane's noise model (σ ~80 % a round) and a 5x
     slowdown passed the gate as undecided after its two rounds. The gate adds rounds while its estimate is a
@@ -152,6 +156,7 @@ def test_a_knowledge_base_in_a_repository_s_subfolder_gets_its_workflow_at_the_r
     assert step["working-directory"] == "team/kb" and '"$GITHUB_WORKSPACE/.perf-gate-base"' in step["run"]
 
 
+@pytest.mark.slow
 def test_the_baseline_runs_its_own_code_with_baseline_cwd(project, tmp_path):
     """A module the script imports got slower in the pull request: with --baseline-cwd (the base commit's
     checkout) the gate sees it; without, both arms run the new module, which the verdict says."""
@@ -222,6 +227,7 @@ def test_the_workflow_quotes_where_the_tools_come_from(tmp_path):
         assert flow["env"]["TOOLS_SPEC"] == spec
 
 
+@pytest.mark.slow
 def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(project, tmp_path):
     """A CI cancel (SIGTERM) exits as a stopped process does, with no regression claimed; a command that cannot
     start is usage (exit 2), filing nothing; the commands' echo leaves stdout to the one JSON verdict."""
@@ -270,6 +276,7 @@ def test_a_cancelled_gate_and_a_command_that_cannot_start_are_no_regression(proj
     assert "## Performance gate stopped (SIGTERM): nothing was decided" in text and "None" not in text, text
 
 
+@pytest.mark.slow
 def test_a_model_in_a_subfolder_its_protected_code_and_a_lost_script(project, tmp_path, monkeypatch):
     """The baseline ran in model/ of the knowledge base: --baseline-cwd (a checkout of the repository) ran it in the
     checkout's top and failed (exit 3 every time); a saved script copy rerun from raw/profiles could not import its

@@ -248,6 +248,7 @@ def test_the_loop_refuses_a_patch_to_the_runner_or_a_protected_file():
                              ["train.py::report"]) == []
 
 
+@pytest.mark.slow
 def test_the_reference_model_prints_a_step_line_per_step(tmp_path):
     from pathlib import Path
 

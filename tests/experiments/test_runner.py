@@ -183,6 +183,7 @@ def test_a_module_taking_over_the_standard_library_before_the_run_starts_is_base
         rec["reasons"]
 
 
+@pytest.mark.slow
 def test_a_baseline_slowed_by_a_file_its_command_sources_gives_no_supported_gain(project, monkeypatch):
     """A red team's: the baseline's command sources `env.sh`, which the variant's change rewrote before its run to
     slow only the baseline's shell (a no-op variant, its flags as the baseline's): `supported` at +220 %, integrity
@@ -329,6 +330,7 @@ def test_lint_is_clean_right_after_a_run(project):
     assert ("orphan", "wiki/models/m-l.md") not in codes, codes
 
 
+@pytest.mark.slow
 def test_a_gain_no_clock_checked_is_at_most_inconclusive(project):
     """fake_train reports step times it never spent (no step lines, not profiled): nothing the program cannot move
     confirms them, so its 2x is no `supported` unless the run is declared a simulation (--trust-step-times), and

@@ -4,6 +4,8 @@ write a verdict of its own on the page."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -55,6 +57,7 @@ def test_a_log_cannot_write_a_verdict_on_its_page(project, tmp_path):
     assert html.count("<h2>Verdict</h2>") <= 1 and "<strong>supported</strong>" not in html, html
 
 
+@pytest.mark.slow
 def test_a_filed_page_whose_row_a_kill_lost_gets_it_back(project):
     """Filing writes the page, then the ledger row: a kill -9 between the two left a kept run out of RESULTS.tsv for
     good (a loop's resume took the filed page as it was). The next filing in the lane, or the lane's repair that a
@@ -116,6 +119,7 @@ def test_numbers_a_run_cannot_use_are_usage_errors_that_run_nothing(project):
     assert records.lane_records(project.wiki, "m", "l") == []
 
 
+@pytest.mark.slow
 def test_a_hand_broken_page_is_left_out_and_never_stops_a_lane(project):
     import re
 
@@ -154,6 +158,7 @@ def test_two_models_may_name_their_lanes_alike(project):
     assert [i for i in lint.run(project).issues if i.code == "duplicate-exp-id"] == []
 
 
+@pytest.mark.slow
 def test_integers_too_large_for_a_float_are_filed_not_a_runner_traceback(project, tmp_path):
     """A user's report: a loss of 10**400 (in `losses` or on a step line) and `n_devices` of 10**400 crashed the
     runner with "OverflowError: int too large to convert to float" instead of naming what was wrong."""

@@ -45,6 +45,7 @@ def seen_flags(project, r, log) -> str:
     return json.loads(line)["xla_flags"]
 
 
+@pytest.mark.slow
 def test_the_same_command_is_never_a_speed_verdict(project):
     cli_run(project, "--baseline", "-m", "base", command=fake())
     # single runs against the stored number decide nothing, however large the difference
@@ -94,6 +95,7 @@ def test_the_min_statistic_sees_through_interference(project):
     assert max(fast) / min(fast) < 1.05 and best["timing"]["measured_sd_pct"] < 5
 
 
+@pytest.mark.slow
 def test_calibration_feeds_later_verdicts(project):
     cli_run(project, "--baseline", "-m", "base", command=fake())
     # +5 % with three rounds: inside what the uncalibrated σ floor can tell apart
@@ -123,6 +125,7 @@ def test_calibrate_needs_a_baseline_and_no_command(project):
     assert lane(project) == []  # nothing reserved
 
 
+@pytest.mark.slow
 def test_invalid_and_other_shape_baselines_are_never_compared_against(project):
     cli_run(project, "--baseline", "-m", "base", command=fake())
     cli_run(project, "--baseline", "-m", "broken base", command=fake("--loss-shift", "-0.5"))
@@ -148,6 +151,7 @@ def test_invalid_and_other_shape_baselines_are_never_compared_against(project):
     assert out.verdict == "supported" and out.record["baseline"] == wide["exp_id"]
 
 
+@pytest.mark.slow
 def test_baseline_arms_never_see_the_variants_environment(project):
     cli_run(project, "--baseline", "-m", "base", command=fake())
     assert "XLA_FLAGS" not in lane(project)[0]["env"]
@@ -238,6 +242,7 @@ def test_extra_keys_and_runner_choice(project):
     assert len(lane(project)) == 1  # refused before a version was reserved
 
 
+@pytest.mark.slow
 def test_no_op_is_caught_from_the_hlo_fingerprint(project):
     first = run_experiment(project, spec(fake(), baseline=True, profile=True))
     assert first.hlo_fingerprint and first.record["hlo_fingerprint"] == first.hlo_fingerprint

@@ -71,6 +71,7 @@ def test_an_arm_compiled_with_the_flag_as_an_option_is_the_program_xla_flags_giv
     assert "xla_no_such_flag" in json.loads(refused.stdout.strip().splitlines()[-1])["refused_option"]
 
 
+@pytest.mark.slow
 def test_a_screen_leaves_out_the_move_whose_option_xla_refuses_and_ranks_the_rest(tmp_path):
     from tools.experiments import screen
     from tools.experiments.sides import Side

@@ -3,6 +3,8 @@ to pages while `tools lint --fix` rewrites them keeps every line; a killed write
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import random
 import subprocess
@@ -19,6 +21,7 @@ CODE = '"""Repo {i}."""\nimport jax\n\n\ndef f{i}(x):\n    y = jax.checkpoint(la
        '    return jax.lax.scan(lambda layer, v: (layer, v), 0, y)\n'
 
 
+@pytest.mark.slow
 def test_concurrent_ingests_keep_every_concept_region(tmp_path):
     root = tmp_path / "kb"
     assert tools(root, "init", str(root)).returncode == 0

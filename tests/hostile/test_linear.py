@@ -5,6 +5,8 @@ runs for hours; linear ones take well under a second each). Timings go to bench/
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +34,7 @@ for name, pattern in PATTERNS.items():
 """
 
 
+@pytest.mark.slow
 def test_text_functions_finish_on_1mb_adversarial_pages():
     r = subprocess.run([sys.executable, "-c", SCRIPT.format(repo=str(REPO))], capture_output=True, text=True,
                        timeout=240)

@@ -52,6 +52,7 @@ def kb(tmp_path_factory) -> Path:
 
 # ------------------------------------------------------------------ frontmatter and search
 
+@pytest.mark.slow
 def test_an_alias_bomb_is_refused_with_a_reason_by_every_reader(kb):
     found = _tools(kb, "search", "remat", "--json")
     assert found.returncode == 0 and "Traceback" not in found.stderr, found.stderr[-800:]

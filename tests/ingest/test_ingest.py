@@ -208,6 +208,7 @@ def test_bad_targets_fail_with_a_clear_message(kb, tmp_path):
     assert r.exit_code == 1 and "is a file" in r.output
 
 
+@pytest.mark.slow
 def test_real_jax_pallas_tree(kb, jax_pallas):
     """End to end on real code the install brings: named kernels, working links, idempotent."""
     shutil.copytree(jax_pallas, kb / "raw/code/jax/jax/experimental/pallas", symlinks=True)
@@ -232,6 +233,7 @@ def test_real_jax_pallas_tree(kb, jax_pallas):
     assert snapshot(kb / "raw") == raw_before  # raw/ is never modified
 
 
+@pytest.mark.slow
 def test_kernel_pages_directory_and_forks_across_repos(kb, jax_pallas):
     shutil.copytree(jax_pallas, kb / "raw/code/jax/jax/experimental/pallas", symlinks=True)
     fork = kb / "raw/code/fork/fork_kernels"

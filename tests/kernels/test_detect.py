@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from tests.kernels.helpers import by_line, line_of, scan, src
@@ -316,6 +318,7 @@ def test_grid_from_grid_spec_is_resolved_and_signatures_stay_whole():
 
 
 
+@pytest.mark.slow
 def test_a_tree_rooted_at_the_jax_package_keeps_jax_s_own_launchers_out():
     """Scanned as site-packages (paths jax/_src/...), JAX's definition of `pl.kernel` is no site; scanned from the
     package itself (`tools kernels scan .../jax`, or a copy at raw/code/jax), its module names lost the `jax.` top,

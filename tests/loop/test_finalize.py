@@ -4,6 +4,8 @@ draft pull requests through a stub `gh` on PATH (the real git pushes to a local 
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import stat
@@ -36,6 +38,7 @@ def _hypothesis(root, name, patch, priority=3):
     page.write_text(f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n# patch {name}\n\n## Statement\n\n{name}\n")
 
 
+@pytest.mark.slow
 def test_kept_patch_and_knob_become_reviewable_branches_patches_and_draft_prs(tmp_path):
     kb = tmp_path / "kb"
     make_kb(kb, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 2}, config_file="launch.sh")
@@ -237,6 +240,7 @@ def test_a_kept_flag_the_config_file_does_not_hold_is_said_so_not_that_there_is_
     assert "no branch to verify: every kept change is a setting" in perf and "--no-verify" not in perf, perf
 
 
+@pytest.mark.slow
 def test_a_knob_named_otherwise_than_its_flag_and_a_switch_are_written_as_their_flags(tmp_path):
     """A helper's: `precision: {flag: --dtype}` was looked for as `--precision` in launch.sh and left out of the
     branches (PERF.md claiming the gain all the same); a kept switch was written `--fuse false`, eating the
@@ -265,6 +269,7 @@ def test_a_knob_named_otherwise_than_its_flag_and_a_switch_are_written_as_their_
         assert "--fuse" not in command and "bf16" not in command, command
 
 
+@pytest.mark.slow
 def test_a_finalize_that_kept_nothing_removes_the_earlier_branches_and_patch_series(tmp_path):
     """A user's report: a loop run again (`start --fresh`) that kept nothing printed "0 kept change(s)" and left the
     earlier finalize's perf/<name>/* branches, its PERF.md claiming +79 %, and its patch series in place."""

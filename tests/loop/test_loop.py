@@ -25,6 +25,7 @@ def kb(tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(tmp_path):
     kb = tmp_path / "kb"
     make_kb(kb, budget={"runs": 6})  # one run per declared move: refuted changes are never retried
@@ -88,6 +89,7 @@ def test_sweep_loop_runs_to_its_budget_with_honest_verdicts(tmp_path):
     assert "- device time:" in retro and "per experiment" in retro
 
 
+@pytest.mark.slow
 def test_status_json_and_resume_after_a_pause(tmp_path):
     kb = tmp_path / "kb"
     make_kb(kb, calibrate=3, budget={"runs": 8})
@@ -116,6 +118,7 @@ def test_status_json_and_resume_after_a_pause(tmp_path):
     assert len(exp_ids) == len(set(exp_ids))
 
 
+@pytest.mark.slow
 def test_refuted_and_duplicate_proposals_are_refused(kb):
     tools(kb, "loop", "start", "fake-loop", "--iterations", "3", "-q")
     from tools.loop.engine import Loop
@@ -336,6 +339,7 @@ def test_code_patches_on_branches_kept_once_discarded_once_and_one_that_does_not
     assert pages.split((kb / "wiki/hypotheses/slower.md").read_text())[0]["status"] == "refuted"
 
 
+@pytest.mark.slow
 def test_double_plateau_stops_after_two_retrospectives_without_a_frontier_move(tmp_path):
     root = tmp_path / "kb"
     best_first = {  # every move from this start is slower, or changes the math
@@ -358,6 +362,7 @@ def test_double_plateau_stops_after_two_retrospectives_without_a_frontier_move(t
     assert rows[-1]["status"] == "stop" and "double plateau" in rows[-1]["description"]
 
 
+@pytest.mark.slow
 def test_two_experiments_in_flight_at_once_lose_nothing(tmp_path):
     root = tmp_path / "kb"
     make_kb(root, parallel=2, budget={"runs": 6},
@@ -431,6 +436,7 @@ def test_sigterm_stops_the_loop_and_resume_runs_the_cut_off_experiment_again(tmp
         s["usage"]["device_s"] + cut, abs=0.1) and dt["overhead_s"] >= 0, dt
 
 
+@pytest.mark.slow
 def test_stop_request_ends_the_loop_after_the_iteration_in_flight_with_a_retrospective(tmp_path):
     root = tmp_path / "kb"
     make_kb(root, command=[__import__("sys").executable, "fake_model.py", "--sleep-ms", "30"], budget={"runs": 20})
@@ -446,6 +452,7 @@ def test_stop_request_ends_the_loop_after_the_iteration_in_flight_with_a_retrosp
     assert not paths.stop_request.exists()
 
 
+@pytest.mark.slow
 def test_a_stop_asked_of_a_stopped_loop_is_cleared_by_start_fresh(tmp_path):
     """`tools loop stop` of a loop that is not running arms the next start or resume: `start --fresh` (start over)
     used to run a new baseline and then stop on that old request."""
@@ -506,6 +513,7 @@ def test_a_queue_says_each_page_it_cannot_use_and_its_plateau_counts_them(tmp_pa
     assert "1 open hypothesis page(s) not usable" in s["stop_reason"], s["stop_reason"]
 
 
+@pytest.mark.slow
 def test_after_an_oom_the_sweep_never_asks_for_more_memory_and_tries_a_memory_fix(tmp_path):
     root = tmp_path / "kb"
     knobs = {"batch": {"flag": "--batch", "values": [4, 8, 16], "category": "shape"},
@@ -534,6 +542,7 @@ def test_after_an_oom_the_sweep_never_asks_for_more_memory_and_tries_a_memory_fi
         assert meta["fix"] == fixed["exp_id"] and "remat" in body.split("## First fix")[1]
 
 
+@pytest.mark.slow
 def test_near_misses_are_tried_together_and_the_interaction_is_recorded(tmp_path):
     """Two moves that gain 6 % alone, measured while the runs alternate 3 % slower and faster (the arms of each
     round on opposite sides: never separated, so inconclusive), are tried together (1.3x: one unlocks the other),
@@ -558,6 +567,7 @@ def test_near_misses_are_tried_together_and_the_interaction_is_recorded(tmp_path
     assert "## Near-misses combined" in page and "fuse=True, tile=True" in page
 
 
+@pytest.mark.slow
 def test_an_env_change_and_the_env_knob_setting_the_same_variable_are_one_run(tmp_path):
     """A user's report: a queued hypothesis set FAKE_FAST=1 as an `env` change and was kept; the sweep then proposed
     the knob `fast=1`, the very same run, and spent a budget run measuring the trunk against itself."""

@@ -33,6 +33,7 @@ def stub(monkeypatch):
         yield s
 
 
+@pytest.mark.slow
 def test_llm_loop_files_prompts_counts_tokens_and_survives_bad_replies(tmp_path, stub):
     root = tmp_path / "kb"
     make_kb(root, proposer={"name": "llm", "base_url": stub.url, "max_retries": 2},
@@ -112,6 +113,7 @@ def test_every_response_of_an_iteration_is_kept_when_the_proposer_is_asked_again
     assert len([p for p in folder.iterdir() if "prompt" in p.name]) >= 2
 
 
+@pytest.mark.slow
 def test_an_overloaded_or_trickling_endpoint_is_waited_out_and_the_loop_runs_to_its_budget(tmp_path, stub):
     """Seconds of 529s ended the loop with 0 runs ("the proposer failed 3 times in a row"), and an endpoint that
     trickled its answer a piece a second held it 44 s past `timeout_s: 3` (the SDK's timeout bounds reads)."""

@@ -7,6 +7,8 @@ a `code:` folder that is not there leaves no state behind."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import signal
 import subprocess
@@ -65,6 +67,7 @@ def _driver(root, *args):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_sigterm_during_the_calibration_stops_the_loop_and_the_resume_calibrates(tmp_path):
     root = tmp_path / "kb"
     make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1}, calibrate=3,
@@ -153,6 +156,7 @@ def test_a_bad_state_is_named_and_start_fresh_replaces_it(tmp_path):
     assert state(root)["stop_reason"].startswith("budget")
 
 
+@pytest.mark.slow
 def test_a_loop_file_from_elsewhere_is_resumed_by_name(tmp_path):
     root = tmp_path / "kb"
     make_kb(root, knobs={"dtype": KNOBS["dtype"]}, budget={"runs": 1})
@@ -219,6 +223,7 @@ def test_a_loop_file_valid_before_stays_valid():
     assert s.knobs["shape"].args({"batch": 8}) == ["--batch", "8"]
 
 
+@pytest.mark.slow
 def test_a_fresh_start_keeps_the_earlier_runs_retrospectives_and_hypotheses(tmp_path):
     """`loop start --fresh` numbered its retrospectives and hypothesis pages from 1 again and overwrote the earlier
     run's, which that run's experiment pages link to ("pages and runs stay")."""

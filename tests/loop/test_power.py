@@ -115,6 +115,7 @@ def _first_look_rate(gain_pct: float, sigma_pct: float, rounds: int, band_pct: f
     return hits / draws
 
 
+@pytest.mark.slow
 def test_a_screened_move_is_confirmed_in_the_rounds_its_planned_gain_needs():
     spec = _spec()
     noise = lambda sigma, band=0.5: {"pairs": {"sigma_pct": sigma, "band_pct": band}}  # noqa: E731

@@ -4,6 +4,8 @@ whose truth is known (rounds share the trunk's reading, as in one screen process
 
 from __future__ import annotations
 
+import pytest
+
 import dataclasses
 import math
 import random
@@ -68,6 +70,7 @@ def test_the_noise_of_a_round_comes_back_from_the_rows_intervals():
     assert figures["moves"] == 5
 
 
+@pytest.mark.slow
 def test_shrunk_gains_are_nearer_the_truth_than_the_screened_ones():
     rng = random.Random(2)
     # (beside a load, one gain among moves worth nothing; quiet, a first wave's wide spread; a load, nothing)

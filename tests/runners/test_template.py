@@ -226,6 +226,7 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 def test_a_remote_run_against_a_local_baseline_is_judged_not_invalid(fake_state, tmp_path):
     """A baseline run locally passes the clock check; the same script through a remote runner gave no clock (the
     runner reads the log after the run), which was filed as `evidence-lost` ("the command printed no step lines",

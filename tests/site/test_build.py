@@ -61,6 +61,7 @@ def test_explorers_embedded_with_one_plotly(built):
         assert 'src="explorer.html"' in (h.parent / "index.html").read_text()
 
 
+@pytest.mark.slow
 def test_hostile_wiki_builds_with_warnings_and_fails_strict(tmp_path, caplog, kb_factory):
     root = kb_factory(tmp_path, n_pages=40, hostile=True)
     build_site(root)

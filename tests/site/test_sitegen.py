@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 import yaml
@@ -251,6 +253,7 @@ def _sidebar_entries(files: dict, wiki_dir) -> tuple[int, set[str]]:
     return count, seen
 
 
+@pytest.mark.slow
 def test_sidebar_has_one_budget_for_the_whole_wiki_whatever_its_layout(tmp_path):
     import posixpath
     import re

@@ -4,6 +4,8 @@ patterns' own pieces, so a pattern added without its keyword fails here."""
 
 from __future__ import annotations
 
+import pytest
+
 import random
 
 from tools.sources import claims, measures
@@ -20,6 +22,7 @@ PIECES = ["3", "1.7", "58.2", "1,024", "%", "x", "×", "-fold", "times", "ms", "
           "reached"]
 
 
+@pytest.mark.slow
 def test_every_unit_match_holds_a_keyword():
     rng = random.Random(0)
     pick = lambda: rng.choice(PIECES)  # noqa: E731

@@ -113,6 +113,7 @@ def test_lint_is_clean_and_search_finds_the_sources(kb):
     assert {h["path"] for h in hits[:3]} >= {"sources/guide.md"}, hits
 
 
+@pytest.mark.slow
 def test_llm_summary_cites_pages_and_is_made_once(tmp_path):
     """`--llm`: the real anthropic SDK over real HTTP to a local Messages stub. Kept sentences name the page they
     cite; an uncited one is dropped; an unchanged document is not summarized again; the key is never written."""

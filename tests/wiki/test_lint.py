@@ -556,8 +556,8 @@ def test_a_code_comment_is_no_title_for_search_or_lint_fix(kb):
     _, hits = search.search(kb, "install")
     assert all(h.title != "install the package first" for h in hits), hits
     # a `#` alone on its line is no heading either: the title was the next paragraph's text
-    from tools.mdscan import first_heading
-    assert first_heading("#\n\nSome text\n") is None and first_heading("# Title #\r\n") == "Title"
+    from tools.mdscan import first_block_heading
+    assert first_block_heading("#\n\nSome text\n") is None and first_block_heading("# Title #\r\n") == "Title"
 
 
 def test_a_setext_heading_of_a_crlf_page_is_an_anchor(kb):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 
@@ -14,6 +16,7 @@ from tools.sitegen.synthetic import synthetic_wiki, write_wiki
 from .conftest import page, write
 
 
+@pytest.mark.slow
 def test_ranking_incremental_index_and_no_query_syntax_from_input(kb):
     write_wiki(kb.wiki, synthetic_wiki(4000, seed=3))
     write(kb.wiki, "concepts/splash-blocks.md", page("Splash attention block sizes", "concept",
