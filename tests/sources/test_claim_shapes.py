@@ -3,14 +3,14 @@ measured figures missed, each read through the real extractor and claim finder."
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tools.sources.claims import claims
 from tools.sources.extract import extract
+
+from .cli import tools
 
 
 def _claims(text: str, name: str = "doc.md") -> dict[str, list[str]]:
@@ -83,21 +83,16 @@ def test_an_html_heading_that_is_a_link_or_holds_an_anchor_link_cites_its_own_cl
     assert wheres == {"Raising": "§ Speed", "With": "§ Memory", "Fused": "§ Signal events"}, wheres
 
 
-def _tools(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools", "--root", str(root), *args], capture_output=True, text=True,
-                          timeout=300)
-
-
 def test_a_concept_page_lists_a_few_claims_of_each_document_and_counts_the_rest(tmp_path):
     root = tmp_path / "kb"
-    assert _tools(root, "init", str(root)).returncode == 0
+    assert tools(root, "init", str(root)).returncode == 0
     src = root / "raw/sources"
     src.mkdir(parents=True, exist_ok=True)
     for d in range(12):
         lines = [f"# Flash attention notes {d:02d}", ""] + [
             f"Flash attention made the step {k + 1}.{d}x faster than the baseline on run {k}." for k in range(5)]
         (src / f"doc{d:02d}.md").write_text("\n\n".join(lines) + "\n")
-    done = _tools(root, "ingest", "raw/sources")
+    done = tools(root, "ingest", "raw/sources")
     assert done.returncode == 0, done.stderr
     page = (root / "wiki/concepts/flash-attention.md").read_text()
     listed = [ln for ln in page.splitlines() if ln.startswith("- [Flash attention notes")]
@@ -110,28 +105,28 @@ def test_a_concept_page_lists_a_few_claims_of_each_document_and_counts_the_rest(
 @pytest.fixture()
 def small_kb(tmp_path):
     root = tmp_path / "kb"
-    assert _tools(root, "init", str(root)).returncode == 0
+    assert tools(root, "init", str(root)).returncode == 0
     (root / "raw/sources").mkdir(parents=True, exist_ok=True)
     (root / "raw/sources/guide.md").write_text(
         "# Benchmarking & tuning guide\n\nThe fused kernel is 1.8x faster than the baseline on v5e.\n\n"
         "Scan is 1.3x faster than the Python loop on v5e.\n")
-    first = _tools(root, "ingest", "raw/sources")
+    first = tools(root, "ingest", "raw/sources")
     assert first.returncode == 0 and "2 claims with numbers" in first.stdout, first.stdout
     return root
 
 
 def test_an_ingest_with_nothing_new_counts_the_claims_the_knowledge_base_holds(small_kb):
-    again = _tools(small_kb, "ingest", "raw/sources")
+    again = tools(small_kb, "ingest", "raw/sources")
     assert "2 claims with numbers (0 from documents read now)" in again.stdout, again.stdout
 
 
 def test_an_empty_search_is_a_usage_error_and_a_passage_shows_an_ampersand_as_written(small_kb):
-    empty = _tools(small_kb, "search", "")
+    empty = tools(small_kb, "search", "")
     assert empty.returncode == 2 and "the query holds no words" in empty.stderr, empty.stderr
     assert "string_too_short" not in empty.stderr + empty.stdout
-    asked = _tools(small_kb, "query", "benchmarking tuning guide")
+    asked = tools(small_kb, "query", "benchmarking tuning guide")
     assert "Benchmarking & tuning guide" in asked.stdout and "&amp;" not in asked.stdout, asked.stdout
-    cited = _tools(small_kb, "wiki", "read", "path=sources/guide.md", "section=Benchmarking & tuning guide")
+    cited = tools(small_kb, "wiki", "read", "path=sources/guide.md", "section=Benchmarking & tuning guide")
     assert cited.returncode == 0 and "1.8x faster" in cited.stdout, cited.stdout + cited.stderr
 
 

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
-
-def tools(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools", "--root", str(root), *args], capture_output=True, text=True,
-                          timeout=300)
+from .cli import tools
 
 
 def _words(text: str) -> set[str]:

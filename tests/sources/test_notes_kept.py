@@ -3,20 +3,15 @@ a file that stops being readable (a truncated download)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from .cli import tools
 from .makepdf import pdf
 
+
 NOTE = "\n## My notes\n\nKeep this: measured again on our v5e, 11,900 tokens/s.\n"
-
-
-def tools(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools", "--root", str(root), *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 def _kb(tmp_path: Path) -> Path:
