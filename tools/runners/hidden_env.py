@@ -2,8 +2,8 @@
 environment, never in its script: the script is kept under raw/profiles (and xpk packs it into the workload's
 manifest, Ray echoes it into the job log). Each arm's secret goes into the job as ``_AR_S<arm>_<NAME>``; the script
 moves the carriers out of its environment and exports each secret inside its own arm alone (``roundscript``); the
-runner hands the carriers to the submit command's environment (Slurm's ``sbatch`` exports it to the job, xpk reads names from an
-``--env-file`` of names only, Ray takes ``runtime_env.env_vars``)."""
+runner hands the carriers to the submit command's environment (Slurm's ``sbatch`` exports it to the job, xpk reads
+names from an ``--env-file`` of names only, Ray takes ``runtime_env.env_vars``)."""
 
 from __future__ import annotations
 
