@@ -44,6 +44,10 @@ def test_an_identical_pair_has_no_difference(side):
     assert compare.differences(side["fp32"], side["fp32_again"]) == []
     a = compare.analyze(side["fp32"], side["fp32_again"])
     assert a["items"] == []
+    # one compiled program: whatever the two runs' speeds, the gap is noise between runs, never a gap to close
+    assert side["fp32"].program and side["fp32"].program == side["fp32_again"].program
+    assert "compiled the same optimized HLO" in a["verdict"] and not a["reference_faster"]
+    assert side["fp32"].program != side["bf16_ga2"].program
 
 
 @pytest.mark.slow  # six real profiled runs of the reference model (the session's `profiles`)
@@ -264,3 +268,60 @@ def test_an_analysis_run_again_without_its_loop_keeps_the_knob_change_it_filed(t
     third = analysis(None)
     _file(kb, third, ours, ref, None)
     assert third["hypotheses"] == [path]
+
+
+def test_runs_of_two_models_or_a_crashed_run_are_refused(tmp_path):
+    """A one-layer run against a two-layer one read "the reference is +113 % faster" and filed `--n-layers 1` as
+    the fix; a run that crashed was compared as if its steps were a speed."""
+    from tools.errors import InputError
+    from tools.project import Project
+
+    shape = {"n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 4, "d_ff": 192, "vocab": 256, "seq_len": 32,
+             "batch": 4}
+    ours = compare.Side("v001", {}, shape=dict(shape))
+    ref = compare.Side("v003", {}, shape={**shape, "n_layers": 1, "batch": 16})
+    with pytest.raises(InputError, match=r"two different models \(n_layers 2 vs 1\)"):
+        compare.same_model(ours, ref)
+    compare.same_model(ours, compare.Side("v004", {}, shape={**shape, "batch": 16, "seq_len": 64}))  # allowed
+    compare.same_model(ours, compare.Side("folder", {}))  # a folder reports no shape: nothing to hold against
+    kb = Project(tmp_path / "kb")
+    for rec, said in (({"exp_id": "v004", "verdict": "crash", "status": "filed", "crash": "exit 3"}, "exit 3"),
+                      ({"exp_id": "v005", "verdict": "invalid", "status": "filed"}, "invalid"),
+                      ({"exp_id": "v006", "status": "in_progress"}, "still running")):
+        with pytest.raises(InputError, match=f"{said}.*compare a run that finished"):
+            sides.from_record(kb, rec)
+
+
+def test_an_analysis_run_again_with_nothing_to_close_retires_its_hypotheses_and_links_them(tmp_path):
+    """Run again on runs that no longer differ, the analysis said "nothing filed" and left its page claiming the old
+    gap and its hypotheses open; retired hypotheses were linked from no page (lint: orphan)."""
+    import types
+
+    from tools import pages
+    from tools.agent.ops_gap import _file
+    from tools.project import Project
+
+    kb = Project(tmp_path / "kb")
+    kb.wiki.mkdir(parents=True)
+    spec = spec_mod.parse({**KNOBS, "model": "llama", "lane": "cpu"}, tmp_path / "cpu.yml")
+    item = {"kind": "accumulation", "basis": "hlo", "property": {"grad_accum": 2}, "rank": 1,
+            "knobs": {"grad_accum": 2}, "what": "gradient accumulation 2", "gain_pct": 8.0, "share_pct": 8.0,
+            "evidence": [], "touches": ["matmul"], "category": "shape"}
+
+    def analysis(items, verdict):
+        return {"ours": "a", "ref": "b", "ours_page": "", "ref_page": "", "verdict": verdict, "step": [],
+                "categories_us_per_token": [], "estimate": {}, "items": items, "gap_pct": 10.0 if items else 0.4,
+                "stages": {"ours": "optimized", "ref": "optimized"}, "reference_faster": bool(items),
+                "hypotheses": [], "not_filed": [], "retired": []}
+
+    ours, ref = types.SimpleNamespace(page=None), types.SimpleNamespace(label="b")
+    first = analysis([item], "the reference is +10.0 % faster")
+    _file(kb, first, ours, ref, spec)
+    (hyp,) = first["hypotheses"]
+    again = analysis([], "the two runs compiled the same optimized HLO: nothing filed")
+    _file(kb, again, ours, ref, spec)
+    assert again["retired"] == [hyp]
+    assert pages.split((kb.wiki / hyp).read_text())[0]["status"] == "abandoned"
+    page = (kb.wiki / again["page"]).read_text()
+    assert "same optimized HLO" in page and "+10.0 %" not in page
+    assert "hypotheses/llama/cpu/" in page and hyp.rsplit("/", 1)[1] in page  # the retired page is linked

@@ -69,6 +69,7 @@ def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file
         for side, slug in ((a, ours_codebase), (b, ref_codebase)):
             if slug:
                 sides.with_codebase(project, side, slug, side.command)
+        compare.same_model(a, b)
     except InputError as e:
         raise AgentError(str(e)) from None
     catalog = gather.kernels(project, "")
@@ -79,7 +80,11 @@ def analyze(project: Project, ours: str, ref: str, loop: str | None = None, file
         trunk = _trunk_config(project, spec, sides.find_record(project, ours))
     reference.map_items(result["items"], spec, trunk)
     result.update(page=None, hypotheses=[], not_filed=[], retired=[])
-    if file and result["items"]:
+    from ..gap.page import gap_path
+
+    earlier = (project.wiki / gap_path(result["ours"], result["ref"], result.get("ours_page") or "",
+                                       result.get("ref_page") or "")).is_file()
+    if file and (result["items"] or earlier):  # run again with nothing to close: its page and hypotheses say so
         _file(project, result, a, b, spec)
     result["seconds"] = round(time.perf_counter() - t0, 3)
     return result

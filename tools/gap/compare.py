@@ -11,6 +11,7 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
+from ..errors import InputError
 from . import config
 from .estimate import HOST, align_tokens, estimate, per_token, speeds
 from .facts import low_precision_share, shape_of
@@ -36,6 +37,8 @@ class Side:
     config: list = field(default_factory=list)   # that codebase's performance settings as run (gap/config.py)
 
     shifted: bool = False  # the token input holds one more position than the step trains on (inputs + targets)
+    shape: dict = field(default_factory=dict)    # the model's shape as the run reported it (n_layers, d_model, ...)
+    program: str = ""                            # the optimized HLO's fingerprint ("" when none was dumped)
 
     @property
     def tokens_per_step(self) -> float | None:
@@ -289,6 +292,19 @@ def _config(o: Side, r: Side) -> list[dict]:
     return out
 
 
+ARCHITECTURE = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab")  # what a token's work is
+
+
+def same_model(ours: Side, ref: Side) -> None:
+    """Refuse two runs whose reported shapes are different models: a token of a one-layer model is not the work of
+    a token of a two-layer one, and the gap filed "--n-layers 1" as the way to be faster."""
+    differ = [f"{k} {ours.shape[k]} vs {ref.shape[k]}" for k in ARCHITECTURE
+              if k in ours.shape and k in ref.shape and ours.shape[k] != ref.shape[k]]
+    if differ:
+        raise InputError(f"{ours.label} vs {ref.label}", f"two different models ({', '.join(differ)}): their tokens "
+                         "are not the same work; compare runs of one model (batch and sequence may differ)")
+
+
 def differences(ours: Side, ref: Side, catalog: list[dict] | None = None) -> list[dict]:
     items = (_precision(ours, ref) + _accumulation(ours, ref) + _shape(ours, ref) + _remat(ours, ref)
              + _scan(ours, ref) + _fusions(ours, ref) + _kernels(ours, ref, catalog or []) + _collectives(ours, ref))
@@ -307,7 +323,8 @@ def analyze(ours: Side, ref: Side, catalog: list[dict] | None = None, measured: 
     gap_pct = round(100 * (tr / to - 1), 2) if to and tr else None
     if measured is not None:
         gap_pct, how = round(measured[0], 2), measured[1]
-    faster = gap_pct is not None and gap_pct > MIN_GAP_PCT
+    same = bool(ours.program) and ours.program == ref.program  # one compiled program: any gap is the machine's
+    faster = gap_pct is not None and gap_pct > MIN_GAP_PCT and not same
     totals = (1e6 / to, 1e6 / to / (1 + gap_pct / 100)) if to and gap_pct is not None and gap_pct > -100 else (None,
                                                                                                               None)
     est = estimate(diffs, ours, ref, totals)
@@ -321,6 +338,8 @@ def analyze(ours: Side, ref: Side, catalog: list[dict] | None = None, measured: 
                        if side.summary and side.summary.get("unreadable"))
     verdict = (f"no tokens/s for one of the runs: no gap measured{f' ({unread})' if unread else ''}"
                if gap_pct is None else
+               f"the two runs compiled the same optimized HLO: the {gap_pct:+.1f} % tokens/s between them ({how}) is "
+               "noise between runs, nothing to close, nothing filed" if same else
                f"the reference is {gap_pct:+.1f} % faster in tokens/s ({how})" if faster else
                f"the reference is not faster ({gap_pct:+.1f} % tokens/s, {how}; under the {MIN_GAP_PCT:g} % floor): "
                "nothing to close, nothing filed")

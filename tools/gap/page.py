@@ -126,6 +126,11 @@ def render(analysis: dict, hypothesis_pages: dict[int, str], model: str = "", la
         if a.get("config_items"):
             lines += ["", "Items that rest on the command line or environment (a reference from another codebase "
                           "may not share these names): " + "; ".join(escape(x) for x in a["config_items"]) + "."]
+    if a.get("not_filed"):
+        lines += ["", "Not filed:", ""] + [f"- {escape(x)}" for x in a["not_filed"]]
+    if a.get("retired"):  # abandoned by this run: linked from here, never an orphan
+        lines += ["", "Abandoned by this run (listed by an earlier run of this analysis, not by this one):", ""]
+        lines += [f"- {_link(src, posixpath.basename(r), r)}" for r in a["retired"]]
     lines += _settings(a.get("codebases") or {})
     if est.get("gap_us_per_token") is not None:
         lines += ["", "## How the shares were estimated", "", escape(est["how"]) + ".", "",

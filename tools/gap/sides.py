@@ -47,10 +47,19 @@ def from_folder(folder: Path, label: str = "") -> Side:
     if facts["stage"] == "none":
         raise InputError(folder, "no HLO here (*after_optimizations.txt, *before_optimizations.txt or *.hlo.txt); "
                                  "run with --profile, or XLA_FLAGS=--xla_dump_to=... --xla_dump_hlo_as_text")
-    return Side(label or folder.name, facts, _summary(folder), folder=str(folder))
+    from ..profiling.hlo_diff import fingerprint
+
+    return Side(label or folder.name, facts, _summary(folder), folder=str(folder),
+                program=fingerprint(_hlo_folder(folder)) or "")
 
 
 def from_record(project: Project, rec: dict) -> Side:
+    name = str(rec.get("exp_id") or rec.get("page"))
+    if rec.get("verdict") in ("crash", "invalid") or rec.get("status") in ("crash", "in_progress"):
+        why = rec.get("crash") if isinstance(rec.get("crash"), str) else rec.get("verdict") or rec.get("status")
+        raise InputError(name, f"it {'is still running' if rec.get('status') == 'in_progress' else 'was filed '}"
+                               f"{'' if rec.get('status') == 'in_progress' else why}: its step time is no speed to "
+                               "compare; compare a run that finished")
     raw = rec.get("raw_dir")
     folder = (project.root / str(raw)).resolve() if raw else None
     if folder is None or not folder.is_relative_to(project.raw.resolve()) or not folder.is_dir():
@@ -68,6 +77,8 @@ def from_record(project: Project, rec: dict) -> Side:
         parts.update({k: v for k, v in flag_parts(value).items() if not k.startswith("--xla_dump")})
     side.env_flags = parts
     side.page = str(rec.get("page") or "")
+    shape = rec.get("shape") if isinstance(rec.get("shape"), dict) else (rec.get("metrics") or {}).get("shape")
+    side.shape = dict(shape) if isinstance(shape, dict) else {}
     slug = codebase_of(project, rec)
     if slug:
         with_codebase(project, side, slug, side.command)
