@@ -325,3 +325,15 @@ def test_an_analysis_run_again_with_nothing_to_close_retires_its_hypotheses_and_
     page = (kb.wiki / again["page"]).read_text()
     assert "same optimized HLO" in page and "+10.0 %" not in page
     assert "hypotheses/llama/cpu/" in page and hyp.rsplit("/", 1)[1] in page  # the retired page is linked
+
+
+def test_a_command_flag_item_claims_no_gain_it_never_estimated():
+    """"command flag --batch 16 (ours: unset)" was filed as "raises tokens/s by about +0.0 %": a flag item touches
+    no op category, so its share of the step is none, not zero."""
+    item = {"kind": "flag", "basis": "config", "property": {"flag": "--batch", "value": "16"}, "rank": 3,
+            "knobs": None, "what": "command flag --batch 16 (ours: unset)", "gain_pct": 0.0, "share_pct": 0.0,
+            "evidence": [], "touches": [], "category": "other"}
+    p = reference.proposal(item, "v001")
+    assert "+0.0 %" not in p.statement and "no share of the step" in p.statement
+    hlo = {**item, "kind": "accumulation", "basis": "hlo", "touches": ["matmul"], "gain_pct": 8.0}
+    assert "+8.0 %" in reference.proposal(hlo, "v001").statement

@@ -124,8 +124,12 @@ def proposal(item: dict, ref: str, category_default: str = "other") -> Proposal:
     knobs = item.get("knobs")
     change = Change("knobs", knobs=dict(knobs)) if knobs else Change("patch", patch="")
     cat = item.get("category") or category_default
+    # a command-line difference no op time was put on (`--batch 16`, ours unset): no estimate, never "+0.0 %"
+    guessed = item.get("gain_pct") is not None and (item.get("touches") or item["basis"] == "hlo")
     return Proposal(
-        statement=f"Doing what the reference {ref} does ({item['what']}) raises tokens/s by about {gain:+.1f} %.",
+        statement=(f"Doing what the reference {ref} does ({item['what']}) raises tokens/s by about {gain:+.1f} %."
+                   if guessed else f"Doing what the reference {ref} does ({item['what']}) may change tokens/s: a "
+                   "command-line difference this analysis puts no share of the step on (measure it)."),
         mechanism=f"Measured difference to the reference, from {item['basis'].upper() if item['basis'] == 'hlo' else 'the command line'}: {ev}.",
         predicted_signal=f"tokens/s beyond the noise band, and our µs per token in {touches} falls toward the "
                          f"reference's",
