@@ -25,8 +25,10 @@ class Link(NamedTuple):  # a tuple: 160,000 of them are made per lint of a large
 
 def first_block_heading(body: str) -> str | None:
     """The page's title as MkDocs takes it: its first block, when that is a level-1 heading (ATX or setext)."""
-    lines = re.sub(r"\r\n?", "\n", body).lstrip("\ufeff").lstrip("\n").split("\n")  # MkDocs reads CRLF too
-    m = re.match(r" {0,3}#[ \t]+(.+?)[ \t]*#*[ \t]*$", lines[0]) if lines else None
+    lines = re.sub(r"\r\n?", "\n", body).lstrip("\ufeff").split("\n")  # MkDocs reads CRLF too
+    while lines and not lines[0].strip():  # a line of spaces is a blank line too
+        lines.pop(0)
+    m = re.match(r"#[ \t]+(.+?)[ \t]*#*[ \t]*$", lines[0]) if lines else None  # Python-Markdown: `#` at column 0
     if m:
         return m.group(1)
     if len(lines) > 1 and lines[0].strip() and re.fullmatch(r" {0,3}=+[ \t]*", lines[1]):
@@ -131,24 +133,28 @@ def headings(body: str) -> tuple[list[Heading], set[str]]:
     ids: set[str] = set()
     lines = body.split("\n")
     mask = code_mask(lines) if ("```" in body or "~~~" in body) else [False] * len(lines)
+    raw = [False] * len(lines)  # raw HTML (a <div>, a <pre>): no heading, but its tags' ids are the page's
     if "<" in body and mdraw.HINT.search(body):  # a `# line` in a <pre> is no heading
-        mask = [a or b for a, b in zip(mask, mdraw.raw_lines(lines, _uncommented(body, mask)))]
+        raw = mdraw.raw_lines(lines, _uncommented(body, mask))
     if "<!--" in body:  # a heading in an HTML comment is no heading; a `<!--` in code opens no comment
-        view = "\n".join("" if f else _blank_code_spans(ln) for ln, f in zip(lines, mask))
+        view = "\n".join("" if f or r else _blank_code_spans(ln) for ln, f, r in zip(lines, mask, raw))
         mask = [a or b for a, b in zip(mask, _comment_lines(view))]
+    blocked = [a or b for a, b in zip(mask, raw)]
     last: dict[str, str] = {}
     indented: list[bool] | None = None
     for i, ln in enumerate(lines):
-        if mask[i]:
+        if blocked[i]:
+            if raw[i] and not mask[i] and "<" in ln:
+                ids.update(_HTML_ID.findall(ln))
             continue
         m = HEADING.match(ln) if ln[:1] in ("#", " ", ">") else None
         if m is None and "#" in ln and ln[:1] in mdraw.CONTAINED_START:  # in a list item or an admonition
             if indented is None and ln[:1] in " \t>":  # read only when a page has an indented `#` line
-                indented = mdraw.indented_code(lines, mask)
+                indented = mdraw.indented_code(lines, blocked)
             at = mdraw.contained_block(lines, i, indented)
             m = HEADING.match(ln[at:]) if at is not None and ln.startswith("#", at) else None
         level, text = (len(m.group(1)), m.group(2)) if m else (0, "")
-        if not m and i + 1 < len(lines) and ln.strip() and not mask[i + 1] and (i == 0 or not lines[i - 1].strip()) \
+        if not m and i + 1 < len(lines) and ln.strip() and not blocked[i + 1] and (i == 0 or not lines[i - 1].strip()) \
                 and ln[:1] not in ("|", ">", "-", "*", "+", "<", "!", "#", " ", "\t") and _SETEXT.match(lines[i + 1]):
             level, text = (1 if lines[i + 1].strip()[0] == "=" else 2), ln.strip()  # a setext heading: underlined
         if level:
@@ -194,8 +200,9 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")  # any indent: a fence in a list it
 _CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _MD_LINK = re.compile(
     r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"  # [text], one level of nested brackets
-    r"\(\s*(<[^<>\n]*>|[^()\n]*(?:\([^()\n]*\)[^()\n]*)*)"  # (target or <target>; spaces too, as Python-Markdown
-    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"  # optional "title"): the target may take it, see _href
+    # (target or <target>, spaces too as Python-Markdown reads it, a "title" within: _href cuts it). Possessive: a
+    # `[x](` and 1,000 spaces with no `)` took 2.6 s of backtracking (cubic) when three parts could take the spaces
+    r"\(\s*+(<[^<>\n]*>|[^()\n]*+(?:\([^()\n]*+\)[^()\n]*+)*+)\s*\)"
 )
 _REF_DEF = re.compile(r"^ {0,3}\[([^\]^][^\]]*)\]:\s*(<[^<>\n]*>|\S+)")  # not [^1]: footnotes
 _WIKI = re.compile(r"\[\[([^\[\]\n]+?)\]\]")

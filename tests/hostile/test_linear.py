@@ -54,3 +54,15 @@ def test_heading_and_html_id_scans_finish_on_crafted_lines():
             "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(REPO))
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_a_link_opened_and_never_closed_over_a_run_of_spaces_is_linear():
+    """`[x](` then 1,000 spaces and no `)` took the link pattern 2.6 s (cubic: three parts of it could take the same
+    spaces; 2,000: 21.7 s). The timeout is the hang guard only."""
+    code = ("from tools import mdscan\n"
+            "assert mdscan.extract_links('[x](' + ' ' * 20000) == []\n"
+            "assert list(mdscan.md_link_spans(('[x](' + ' ' * 300 + '\\n') * 2000)) == []\n"
+            "assert [l.target for l in mdscan.extract_links('[a](my page.md \"t\")')] == ['my page.md']\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -91,3 +91,16 @@ def test_markdown_inside_a_raw_html_block_is_text_unless_the_block_says_markdown
         "gone-after.md -> wiki/concepts/gone-after.md does not exist",
         "gone-md.md -> wiki/concepts/gone-md.md does not exist",
     ]
+
+
+def test_review_an_html_id_in_a_raw_block_is_an_anchor_and_titles_follow_python_markdown():
+    """Once <div>, <p> and <h2> blocks were raw, their ids were no anchors (false broken-anchor warnings for
+    `a.md#results`); a title after a line of spaces was lost, and `   # Indented` (no heading to Python-Markdown)
+    became one."""
+    from tools import mdscan
+
+    assert mdscan.anchors('<div id="results" markdown="0">\ncontent\n</div>\n') == {"results"}
+    assert mdscan.anchors('<p align="center"><a id="logo"></a></p>\n') == {"logo"}
+    assert mdscan.anchors("```\n<div id=\"code\">\n```\n<!-- <div id=\"gone\"> -->\n") == set()
+    assert mdscan.first_block_heading("   \n# Real Title\n") == "Real Title"
+    assert mdscan.first_block_heading("   # Indented\n") is None
