@@ -43,6 +43,12 @@ def test_text_functions_finish_on_1mb_adversarial_pages():
     assert len(r.stdout.splitlines()) == len(PATTERNS)
 
 
+def _finishes(code: str) -> None:
+    """``code`` (ending in ``print('ok')``) runs to its end in a process of its own; the timeout is a hang guard."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(REPO))
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
 def test_heading_and_html_id_scans_finish_on_crafted_lines():
     """A heading line of 5,000 spaces took a lazy pattern minutes (7.5 s at 2,000: cubic), and 100,000 `<a ` as
     many (5.7 s at 20,000: quadratic); a page's anchors are read from every page lint checks. The timeout is the
@@ -52,8 +58,7 @@ def test_heading_and_html_id_scans_finish_on_crafted_lines():
             "assert [h.text for h in hs] == ['a' + ' ' * 5000 + 'b']\n"
             "assert mdscan.headings('<a ' * 100000 + '<a id=\"x\">')[1] == {'x'}\n"
             "print('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(REPO))
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    _finishes(code)
 
 
 def test_a_link_opened_and_never_closed_over_a_run_of_spaces_is_linear():
@@ -64,5 +69,4 @@ def test_a_link_opened_and_never_closed_over_a_run_of_spaces_is_linear():
             "assert list(mdscan.md_link_spans(('[x](' + ' ' * 300 + '\\n') * 2000)) == []\n"
             "assert [l.target for l in mdscan.extract_links('[a](my page.md \"t\")')] == ['my page.md']\n"
             "print('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=str(REPO))
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    _finishes(code)
